@@ -1,0 +1,104 @@
+"""The one interface both rebalancers implement, and the registry that picks one by name.
+
+The runner only ever talks to a `Member`; whether it coordinates through ZooKeeper
+(legacy_zk) or through a group coordinator (modern) is the backend's business.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from rebalance.types import Record, TopicPartition
+
+
+class RebalanceListener:
+    """Callbacks around a rebalance, named as in Kafka's ConsumerRebalanceListener.
+
+    revoked: given up cleanly (offsets may be committed first);
+    lost: taken away without a chance to commit (session expired, fenced).
+    """
+
+    def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
+        pass
+
+    def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
+        pass
+
+    def on_partitions_lost(self, partitions: set[TopicPartition]) -> None:
+        self.on_partitions_revoked(partitions)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemberConfig:
+    """Everything a backend needs to make a member. Unknown keys fail loudly (frozen, keyword-only).
+
+    Timeouts use the modern names; each backend maps them onto its own settings
+    (legacy: session_timeout_ms -> zookeeper.session.timeout.ms). Backend-specific
+    settings go in `extra` under their native Kafka names, e.g.
+    {"rebalance.max.retries": 4} for legacy or {"heartbeat.interval.ms": 3000} for modern.
+    """
+
+    group: str
+    topics: tuple[str, ...]
+    strategy: str = "range"
+    member_name: str | None = None          # legacy: consumer.id; modern: client.id
+    group_instance_id: str | None = None    # static membership (modern only)
+    zk_connect: str | None = None           # legacy: "host:port[,host:port]/chroot"
+    bootstrap: str | None = None            # broker address(es) "host:port[,host:port]"
+    session_timeout_ms: int = 6000
+    auto_commit: bool = True
+    auto_commit_interval_ms: int = 5000
+    auto_offset_reset: str = "earliest"     # "earliest" | "latest" (0.8: smallest | largest)
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Member(Protocol):
+    """A consumer-group member as the experiments see it."""
+
+    member_id: str
+
+    def start(self) -> None:
+        """Register (legacy) or join (modern); returns once the attempt is under way."""
+
+    def poll(self, timeout_s: float) -> list[Record]:
+        """Records of the partitions this member believes it owns."""
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Commit next-offsets to consume; None means the current positions."""
+
+    def assignment(self) -> set[TopicPartition]:
+        """What this member believes it owns now (may be stale: that is the point of the lab)."""
+
+    def close(self) -> None:
+        """Leave the group cleanly."""
+
+
+MemberFactory = Callable[..., Member]  # (config, *, listener=None, recorder=None) -> Member
+
+# Backend name -> "module:callable". Imported lazily so that rebalance/ never imports
+# kazoo or sockets itself.
+_BACKENDS: dict[str, str] = {
+    "legacy": "legacy_zk.member:LegacyMember",
+    "modern": "modern.member:ModernMember",
+}
+
+
+def register_backend(name: str, target: str) -> None:
+    _BACKENDS[name] = target
+
+
+def backend_names() -> Iterable[str]:
+    return sorted(_BACKENDS)
+
+
+def get_backend(name: str) -> MemberFactory:
+    try:
+        target = _BACKENDS[name]
+    except KeyError:
+        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(backend_names())}") from None
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
