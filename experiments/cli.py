@@ -28,6 +28,20 @@ COMMAND_MODULES = [
     "experiments.demo",        # demo
 ]
 
+@app.callback()
+def _root() -> None:
+    """Kafka consumer-group rebalancers (0.8 ZooKeeper vs coordinator) under identical faults."""
+
+
+@app.command()
+def version() -> None:
+    """Print the lab's version and the versions of the systems it stands on."""
+    from importlib.metadata import version as dist_version
+
+    for dist in ("rebalance-lab", "kazoo", "kafka-python", "pyspark"):
+        typer.echo(f"{dist} {dist_version(dist)}")
+
+
 for _name in COMMAND_MODULES:
     try:
         _module = importlib.import_module(_name)
