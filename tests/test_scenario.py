@@ -1,0 +1,305 @@
+"""Scenario files: validation with field and line, and a deterministic resolved schedule."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from experiments import scenario as sc
+
+BASE = """\
+name = "t"
+seed = 11
+duration = 60
+
+[cluster]
+zookeeper_nodes = 1
+brokers = 2
+
+[[topics]]
+name = "t0"
+partitions = 6
+
+[producer]
+rate = 20
+
+[group]
+members = 4
+strategy = "range"
+"""
+
+
+def load(timeline: str, base: str = BASE, **kwargs) -> sc.Scenario:
+    return sc.loads(base + textwrap.dedent(timeline), source="s.toml", **kwargs)
+
+
+def problems(timeline: str, base: str = BASE) -> list[sc.Problem]:
+    with pytest.raises(sc.ScenarioError) as caught:
+        load(timeline, base)
+    return caught.value.problems
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(number for number, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def test_a_valid_file_loads_with_defaults():
+    scenario = load("")
+    assert scenario.group.members == 4
+    assert scenario.cluster.brokers == 2
+    assert scenario.backends == ("legacy", "modern")
+    assert scenario.subscribed_topics == ("t0",)
+    assert scenario.settle == 10
+
+
+def test_unknown_fault_kind_names_field_and_line():
+    timeline = """
+    [[timeline]]
+    at = 5
+    action = "link"
+    member = 0
+    link = "coord"
+    fault = "blackhole"
+    duration = 5
+    """
+    [problem] = problems(timeline)
+    assert problem.field == "timeline[0].fault"
+    assert problem.line == line_of(BASE + textwrap.dedent(timeline), 'fault = "blackhole"')
+    assert "partition" in problem.message
+
+
+def test_negative_duration_is_rejected():
+    timeline = """
+    [[timeline]]
+    at = 5
+    action = "pause"
+    member = 1
+    duration = -2
+    """
+    [problem] = problems(timeline)
+    assert problem.field == "timeline[0].duration"
+    assert problem.line == line_of(BASE + textwrap.dedent(timeline), "duration = -2")
+
+
+def test_member_index_out_of_range_is_rejected():
+    timeline = """
+    [[timeline]]
+    at = 5
+    action = "crash"
+    member = 4
+    """
+    [problem] = problems(timeline)
+    assert problem.field == "timeline[0].member"
+    assert "out of range" in problem.message
+    assert problem.line == line_of(BASE + textwrap.dedent(timeline), "member = 4")
+
+
+def test_a_member_that_joined_later_may_be_targeted():
+    scenario = load("""
+    [[timeline]]
+    at = 5
+    action = "join"
+
+    [[timeline]]
+    at = 10
+    action = "crash"
+    member = 4
+    """)
+    steps = sc.resolve(scenario).steps
+    assert [step.targets for step in steps] == [("m004",), ("m004",)]
+
+
+def test_action_after_the_end_is_rejected():
+    timeline = """
+    [[timeline]]
+    at = 60
+    action = "crash"
+    member = 0
+    """
+    [problem] = problems(timeline)
+    assert problem.field == "timeline[0].at"
+    assert "end of the timeline" in problem.message
+
+
+def test_fault_outlasting_the_run_is_rejected():
+    [problem] = problems("""
+    [[timeline]]
+    at = 50
+    action = "link"
+    member = 0
+    link = "data"
+    fault = "partition"
+    duration = 20
+    """)
+    assert problem.field == "timeline[0].duration"
+
+
+def test_every_problem_is_reported_at_once():
+    found = problems("""
+    [[timeline]]
+    at = 5
+    action = "explode"
+
+    [[timeline]]
+    at = 6
+    action = "crash"
+    member = 0
+    colour = "red"
+    """, base=BASE.replace("brokers = 2", "brokers = 0"))
+    fields = {problem.field for problem in found}
+    assert {"cluster.brokers", "timeline[0].action", "timeline[1].colour"} <= fields
+
+
+def test_overlapping_faults_on_one_link_are_rejected():
+    [problem] = problems("""
+    [[timeline]]
+    at = 5
+    action = "link"
+    member = 0
+    link = "coord"
+    fault = "partition"
+    duration = 10
+
+    [[timeline]]
+    at = 8
+    action = "link"
+    member = 0
+    link = "both"
+    fault = "latency"
+    latency_ms = 100
+    duration = 5
+    """)
+    assert "overlap" in problem.message
+
+
+def test_a_crashed_member_cannot_be_crashed_again():
+    [problem] = problems("""
+    [[timeline]]
+    at = 5
+    action = "crash"
+    member = 2
+
+    [[timeline]]
+    at = 7
+    action = "crash"
+    member = 2
+    """)
+    assert "crashed" in problem.message
+
+
+def test_legacy_rejects_modern_only_strategies_and_isolating_a_single_node():
+    found = problems("""
+    [[timeline]]
+    at = 5
+    action = "zk_isolate"
+    duration = 5
+    """, base=BASE.replace('"range"', '"cooperative-sticky"'))
+    assert {problem.field for problem in found} == {"group.strategy", "timeline[0].action"}
+
+
+def test_random_targets_are_resolved_from_the_seed():
+    timeline = """
+    [[timeline]]
+    at = 5
+    action = "crash"
+    member = "random"
+
+    [[timeline]]
+    at = 10
+    action = "link"
+    member = "random"
+    link = "coord"
+    fault = "partition"
+    duration = 10
+    """
+    first = sc.resolve(load(timeline))
+    assert first == sc.resolve(load(timeline))
+    others = {sc.resolve(load(timeline, BASE.replace("seed = 11", f"seed = {seed}"))).steps[0].targets
+              for seed in range(20)}
+    assert len(others) > 1, "the seed should change which member is hit"
+    crashed = first.steps[0].targets[0]
+    link_target = first.steps[1].targets[0]
+    assert link_target != crashed, "a crashed member is not picked again"
+    assert [step.op for step in first.steps] == ["start", "start", "heal"]
+    assert first.steps[2].at == 20
+
+
+def test_scale_and_rolling_restart_expand_into_steps():
+    steps = sc.resolve(load("""
+    [[timeline]]
+    at = 5
+    action = "scale"
+    to = 8
+
+    [[timeline]]
+    at = 15
+    action = "scale"
+    to = 3
+
+    [[timeline]]
+    at = 25
+    action = "rolling_restart"
+    count = 2
+    interval = 4
+    """)).steps
+    assert steps[0].targets == ("m004", "m005", "m006", "m007")
+    assert steps[1].targets == ("m003", "m004", "m005", "m006", "m007")
+    assert [(step.at, step.action, step.targets) for step in steps[2:]] == [
+        (25, "restart", ("m000",)), (29, "restart", ("m001",))]
+
+
+def test_shared_hosts_emulate_crashes_and_take_whole_hosts_for_leaves():
+    base = BASE.replace("members = 4", "members = 4\nper_process = 2")
+    schedule = sc.resolve(load("""
+    [[timeline]]
+    at = 5
+    action = "crash"
+    member = 1
+
+    [[timeline]]
+    at = 10
+    action = "scale"
+    to = 1
+    """, base))
+    assert [host.members for host in schedule.hosts] == [("m000", "m001"), ("m002", "m003")]
+    assert schedule.steps[0].emulated
+    assert schedule.steps[1].targets == ("m002", "m003")
+    [problem] = problems("""
+    [[timeline]]
+    at = 5
+    action = "leave"
+    member = 1
+    """, base)
+    assert "whole host" in problem.message
+
+
+def test_overrides_change_values_before_validation():
+    scenario = load("", overrides=["group.members=50", 'group.strategy="roundrobin"'])
+    assert scenario.group.members == 50
+    assert scenario.group.strategy == "roundrobin"
+    with pytest.raises(sc.ScenarioError) as caught:
+        load("", overrides=["group.members=-1"])
+    assert caught.value.problems[0].field == "group.members"
+
+
+def test_coordinator_hash_matches_kafka_vectors():
+    assert sc.coordinator_partition("") == 0
+    assert sc.coordinator_partition("group-id") == 13
+    assert sc.coordinator_partition("my-group") == 12
+    assert sc.coordinator_partition("consumer-group") == 38
+    assert sc.coordinator_partition("polygenelubricants") == 0
+
+
+def test_toml_syntax_errors_carry_a_line():
+    with pytest.raises(sc.ScenarioError) as caught:
+        sc.loads("duration = 30\n[group\n", source="x.toml")
+    assert caught.value.problems[0].line == 2
+
+
+def test_builtin_scenarios_are_valid():
+    folder = Path(sc.__file__).parent / "scenarios"
+    for path in sorted(folder.glob("*.toml")):
+        scenario = sc.load(path)
+        sc.resolve(scenario)
