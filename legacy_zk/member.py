@@ -1,0 +1,283 @@
+"""`LegacyMember`: one Kafka 0.8 high-level consumer (ZookeeperConsumerConnector), as a lab Member.
+
+Threads, as in 0.8: kazoo's own (the connection and the callbacks, which only record a
+reason), one watcher executor (registration after a new session, the synced rebalance,
+auto-commit), and the application's thread calling `poll`.
+
+Sessions, reacting only to kazoo's application-level states:
+  SUSPENDED  the connection dropped: what I own may be stale, but fetching goes on (a
+             member cut off from ZooKeeper that still reaches the brokers is the zombie);
+  LOST       the session expired: my ephemeral znodes (ids, owners) are gone;
+  CONNECTED  after LOST (a new session): forget ownership, re-register, rebalance;
+             after SUSPENDED (same session): re-arm the watches kazoo dropped, and
+             rebalance if the group or the topics changed meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from enum import Enum
+
+from kazoo.exceptions import NoNodeError
+from kazoo.protocol.states import KazooState
+
+from legacy_zk.config import LegacyConfig
+from legacy_zk.fetcher import Fetcher
+from legacy_zk.offsets import OffsetCommitter
+from legacy_zk.rebalance import SyncedRebalance, Watches
+from legacy_zk.registry import GroupPaths, consumer_id_string, register, topic_path
+from legacy_zk.watcher import REBALANCE_REASONS, Reason, RebalanceTrigger, WatcherExecutor
+from legacy_zk.zk import TracedZooKeeper
+from rebalance import events as ev
+from rebalance.events import EventRecorder, NullRecorder
+from rebalance.member import MemberConfig, RebalanceListener
+from rebalance.types import Record, TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+class LegacyState(Enum):
+    """created -> running -> closed. `running` members may own nothing after failed rebalances."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    CLOSED = "closed"
+
+
+_TRANSITIONS = {
+    LegacyState.CREATED: {LegacyState.RUNNING, LegacyState.CLOSED},
+    LegacyState.RUNNING: {LegacyState.CLOSED},
+    LegacyState.CLOSED: set(),
+}
+
+
+class LegacyMember:
+    backend = "legacy"
+
+    def __init__(
+        self,
+        config: MemberConfig | LegacyConfig,
+        *,
+        listener: RebalanceListener | None = None,
+        recorder: EventRecorder | None = None,
+    ) -> None:
+        self.config = config if isinstance(config, LegacyConfig) else LegacyConfig.from_member_config(config)
+        self.member_id = consumer_id_string(self.config.group_id, self.config.consumer_id)
+        self.paths = GroupPaths(self.config.group_id)
+        self._recorder = recorder or NullRecorder()
+        self._listener = listener or RebalanceListener()
+        self._state = LegacyState.CREATED
+        self._state_lock = threading.Lock()
+        self._session_lost = False
+        self._suspended = False
+        self._next_auto_commit = 0.0
+        self.errors: list[BaseException] = []
+        self._group_view_cache: tuple = ()
+
+        self.zk = TracedZooKeeper(
+            self.config.zookeeper_connect, session_timeout_ms=self.config.zookeeper_session_timeout_ms, emit=self._emit
+        )
+        self._trigger = RebalanceTrigger()
+        self._executor = WatcherExecutor(self.member_id, self._trigger, self._work, self._report_error)
+        self.fetcher = Fetcher(
+            client_id=self.config.consumer_id or self.member_id,
+            auto_offset_reset=self.config.auto_offset_reset,
+            emit=self._emit,
+        )
+        self._committer = OffsetCommitter(self.zk, self.paths, self._emit)
+        self.rebalancer = SyncedRebalance(
+            zk=self.zk,
+            paths=self.paths,
+            config=self.config,
+            consumer_id=self.member_id,
+            fetcher=self.fetcher,
+            committer=self._committer,
+            listener=self._listener,
+            watches=Watches(
+                ids=self._on_ids_changed, topic=self._on_topic_changed, brokers=self._on_brokers_changed
+            ),
+            emit=self._emit,
+            stopping=self._executor.stopping,
+        )
+
+    # -- the Member interface -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect, register under ids, set the watches, and ask for the first rebalance."""
+        self._set_state(LegacyState.RUNNING)
+        self._emit(
+            ev.MEMBER_STARTED,
+            group=self.config.group_id,
+            strategy=self.config.partition_assignment_strategy,
+            topics=list(self.config.topics),
+        )
+        self.zk.start(self.config.connection_timeout_ms / 1000.0)
+        self.zk.add_listener(self._on_session_state)
+        self._register()
+        self._arm_watches()
+        self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000.0
+        self._executor.start()
+        self._trigger.fire(Reason.STARTUP)
+
+    def poll(self, timeout_s: float) -> list[Record]:
+        return self.fetcher.poll(timeout_s, self.member_id)
+
+    def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        self._committer.commit(dict(offsets) if offsets is not None else self.fetcher.positions())
+
+    def assignment(self) -> set[TopicPartition]:
+        return self.rebalancer.owned()
+
+    def close(self) -> None:
+        """0.8's shutdown: stop the executor, stop fetching, commit, close the session (the
+        ephemeral ids and owner znodes vanish with it, which is how the others learn)."""
+        with self._state_lock:
+            if self._state is LegacyState.CLOSED:
+                return
+            started = self._state is LegacyState.RUNNING
+        self._set_state(LegacyState.CLOSED)
+        reason = "close"
+        try:
+            if started:
+                self._executor.stop(timeout_s=self.config.connection_timeout_ms / 1000.0)
+                positions = self.fetcher.stop()
+                owned = self.rebalancer.owned()
+                if self.config.auto_commit_enable and positions and self.zk.connected:
+                    try:
+                        self._committer.commit(positions)
+                    except Exception as error:  # reported as commit_failed already
+                        reason = f"error: final commit: {error}"
+                if owned:
+                    self._emit(ev.PARTITIONS_REVOKED, partitions=sorted(map(str, owned)))
+                    self._listener.on_partitions_revoked(owned)
+        finally:
+            self.zk.stop()
+            self._executor.stop()
+            self.fetcher.close()
+            self._emit(ev.MEMBER_STOPPED, reason=reason)
+
+    # -- more for experiments and tests -------------------------------------------------------------
+
+    @property
+    def state(self) -> LegacyState:
+        return self._state
+
+    @property
+    def session_state(self) -> str:
+        return self.zk.client.state
+
+    def __enter__(self) -> LegacyMember:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- kazoo callbacks: record and return ---------------------------------------------------------
+
+    def _on_ids_changed(self, path: str, event: str) -> None:
+        self._trigger.fire(Reason.IDS_CHANGED)
+
+    def _on_topic_changed(self, path: str, event: str) -> None:
+        self._trigger.fire(Reason.TOPIC_CHANGED)
+
+    def _on_brokers_changed(self, path: str, event: str) -> None:
+        self._trigger.fire(Reason.BROKERS_CHANGED)
+
+    def _on_session_state(self, state: str) -> None:
+        self._emit(ev.SESSION_STATE, state=state)
+        if state == KazooState.SUSPENDED:
+            self._suspended = True
+        elif state == KazooState.LOST:
+            self._session_lost = True
+        elif state == KazooState.CONNECTED:
+            if self._session_lost:
+                self._session_lost = self._suspended = False
+                self._trigger.fire(Reason.NEW_SESSION)
+            elif self._suspended:
+                self._suspended = False
+                self._trigger.fire(Reason.RECONNECTED)
+
+    # -- the executor's work ------------------------------------------------------------------------
+
+    def _work(self, reasons: frozenset[Reason]) -> None:
+        triggers = {reason for reason in reasons if reason in REBALANCE_REASONS}
+        if Reason.NEW_SESSION in reasons:
+            self._start_new_session()
+            triggers.add(Reason.NEW_SESSION)
+        elif Reason.RECONNECTED in reasons and self._rearm_and_compare():
+            triggers.add(Reason.RECONNECTED)
+        if triggers:
+            self.rebalancer.run(trigger=",".join(sorted(reason.value for reason in triggers)))
+        self._maybe_auto_commit(time.monotonic())
+
+    def _start_new_session(self) -> None:
+        """0.8's handleNewSession: forget what I owned (ZooKeeper already deleted it), re-register."""
+        lost = self.rebalancer.forget_ownership()
+        self.fetcher.stop()  # positions of lost partitions are not committed: they are not mine
+        if lost:
+            self._emit(ev.PARTITIONS_LOST, partitions=sorted(map(str, lost)))
+            self._listener.on_partitions_lost(lost)
+        self._register()
+        self._arm_watches()
+
+    def _rearm_and_compare(self) -> bool:
+        """kazoo forgets watches on a disconnect; 0.8's client re-sent them and was told of any
+        change it missed. Re-arm, and report whether anything the last rebalance read changed."""
+        seen = self._group_view()
+        self._arm_watches()
+        return seen != self._group_view_cache
+
+    def _maybe_auto_commit(self, now: float) -> None:
+        if not self.config.auto_commit_enable or now < self._next_auto_commit:
+            return
+        self._next_auto_commit = now + self.config.auto_commit_interval_ms / 1000.0
+        positions = self.fetcher.positions()
+        if positions:
+            self._committer.commit(positions)
+
+    # -- helpers --------------------------------------------------------------------------------------
+
+    def _register(self) -> None:
+        register(
+            self.zk,
+            self.paths,
+            self.member_id,
+            {topic: self.config.streams_per_topic for topic in self.config.topics},
+            backoff_s=self.config.zookeeper_session_timeout_ms / 1000.0,
+            stopping=self._executor.stopping,
+        )
+
+    def _arm_watches(self) -> None:
+        """A child watch on ids and a data watch per subscribed topic (zkclient's subscriptions)."""
+        self._group_view_cache = self._group_view(watch=True)
+
+    def _group_view(self, watch: bool = False) -> tuple:
+        """The ids children and each subscribed topic's data, optionally (re-)setting the watches.
+        A topic not created yet gets an exists-watch, which fires when it appears."""
+        members = tuple(self.zk.get_children(self.paths.ids, watch=self._on_ids_changed if watch else None))
+        topics = []
+        for topic in sorted(self.config.topics):
+            handler = self._on_topic_changed if watch else None
+            try:
+                data, _ = self.zk.get(topic_path(topic), watch=handler)
+            except NoNodeError:
+                data = b""
+                self.zk.exists(topic_path(topic), watch=handler)
+            topics.append(data)
+        return members, tuple(topics)
+
+    def _emit(self, type: str, **fields: object) -> None:
+        self._recorder.emit(type, member=self.member_id, **fields)
+
+    def _report_error(self, error: BaseException) -> None:
+        self.errors.append(error)
+        log.error("%s: error in the watcher executor: %r", self.member_id, error, exc_info=error)
+
+    def _set_state(self, new: LegacyState) -> None:
+        with self._state_lock:
+            if new not in _TRANSITIONS[self._state]:
+                raise RuntimeError(f"member {self.member_id}: cannot go from {self._state.value} to {new.value}")
+            self._state = new

@@ -1,0 +1,170 @@
+"""The member's one door to ZooKeeper: every request is timed and written as an event.
+
+0.8 talked to ZooKeeper through zkclient, whose calls block until the connection is
+back. kazoo's synchronous calls would block too, but a request queued while the session
+expires is silently dropped by kazoo and its result never arrives; so every call here
+waits in short slices and gives up only when the session it was sent in is gone
+(SessionExpiredError) or the client is closing. Writes are never abandoned on a mere
+timer: an owner znode created after its creator stopped waiting would be an orphan.
+
+Watch callbacks are wrapped too: a real notification (not kazoo's "connection dropped,
+watch forgotten" signal) becomes a `watch_notification` event before the handler runs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionClosedError, NodeExistsError, SessionExpiredError
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
+
+from rebalance import events as ev
+
+Emit = Callable[..., object]
+WatchHandler = Callable[[str, str], None]  # (path, event type name)
+
+_WAIT_SLICE_S = 0.2
+
+
+def error_name(error: BaseException) -> str:
+    """ZooKeeper's own spelling: NodeExistsError -> NodeExists."""
+    return type(error).__name__.removesuffix("Error").removesuffix("Exception") or type(error).__name__
+
+
+class TracedZooKeeper:
+    def __init__(self, connect: str, *, session_timeout_ms: int, emit: Emit) -> None:
+        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
+        self._emit = emit
+        self._closed = threading.Event()
+        self._sessions_lost = 0  # bumped on LOST; a request sent before it will never be answered
+        self._lock = threading.Lock()
+        self._watch_wrappers: dict[tuple, Callable] = {}
+        self.requests = 0
+        self.notifications = 0
+        self.client.add_listener(self._count_lost_sessions)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self, timeout_s: float) -> None:
+        self.client.start(timeout=timeout_s)
+
+    def stop(self) -> None:
+        self._closed.set()
+        try:
+            self.client.stop()
+        finally:
+            self.client.close()
+
+    def add_listener(self, listener: Callable[[str], None]) -> None:
+        self.client.add_listener(listener)
+
+    @property
+    def session_id(self) -> int | None:
+        client_id = self.client.client_id
+        return client_id[0] if client_id else None
+
+    @property
+    def connected(self) -> bool:
+        return self.client.state == KazooState.CONNECTED
+
+    def _count_lost_sessions(self, state: str) -> None:
+        if state == KazooState.LOST:
+            with self._lock:
+                self._sessions_lost += 1
+
+    # -- requests ------------------------------------------------------------------------------------
+
+    def get(self, path: str, watch: WatchHandler | None = None) -> tuple[bytes, ZnodeStat]:
+        return self._call("get", path, self.client.get_async, path, watch=self._wrap(watch, path))
+
+    def get_children(self, path: str, watch: WatchHandler | None = None) -> list[str]:
+        """Children sorted as strings: ZooKeeper returns them in no promised order."""
+        children = self._call(
+            "get_children", path, self.client.get_children_async, path, watch=self._wrap(watch, path)
+        )
+        return sorted(children)
+
+    def exists(self, path: str, watch: WatchHandler | None = None) -> ZnodeStat | None:
+        return self._call("exists", path, self.client.exists_async, path, watch=self._wrap(watch, path))
+
+    def create(self, path: str, value: bytes, *, ephemeral: bool = False) -> str:
+        return self._call("create", path, self.client.create_async, path, value, ephemeral=ephemeral)
+
+    def set(self, path: str, value: bytes) -> ZnodeStat:
+        return self._call("set", path, self.client.set_async, path, value)
+
+    def delete(self, path: str) -> None:
+        self._call("delete", path, self.client.delete_async, path)
+
+    def ensure_path(self, path: str) -> None:
+        """Persistent parents, one traced exists/create per missing level (as zkclient did)."""
+        if path in ("", "/") or self.exists(path) is not None:
+            return
+        self.ensure_path(path.rsplit("/", 1)[0])
+        try:
+            self.create(path, b"")
+        except NodeExistsError:
+            pass
+
+    def _call(self, op: str, path: str, start: Callable, *args, **kwargs):
+        with self._lock:
+            sessions_lost = self._sessions_lost
+        began = time.monotonic_ns()
+        error: BaseException | None = None
+        try:
+            result = start(*args, **kwargs)
+            while not result.wait(_WAIT_SLICE_S):
+                if self._closed.is_set():
+                    raise ConnectionClosedError("client closing")
+                with self._lock:
+                    if self._sessions_lost != sessions_lost:
+                        raise SessionExpiredError("session expired while the request waited")
+            return result.get()
+        except Exception as caught:
+            error = caught
+            raise
+        finally:
+            with self._lock:
+                self.requests += 1
+            self._emit(
+                ev.COORDINATION_REQUEST,
+                op=op,
+                path=path,
+                latency_ms=round((time.monotonic_ns() - began) / 1e6, 3),
+                error=error_name(error) if error is not None else None,
+            )
+
+    # -- watches -------------------------------------------------------------------------------------
+
+    def _wrap(self, handler: WatchHandler | None, path: str) -> Callable | None:
+        """One wrapper per (handler, path), so kazoo (which keeps a set per path) registers it once."""
+        if handler is None:
+            return None
+        key = (handler, path)
+        with self._lock:
+            wrapper = self._watch_wrappers.get(key)
+            if wrapper is None:
+                wrapper = self._watch_wrappers[key] = _Notifier(self, handler)
+        return wrapper
+
+    def _notified(self, event: WatchedEvent, handler: WatchHandler) -> None:
+        if event.type == EventType.NONE:
+            return  # kazoo dropping its watches on a disconnect: not a notification from the server
+        with self._lock:
+            self.notifications += 1
+        self._emit(ev.WATCH_NOTIFICATION, path=event.path, event=event.type)
+        handler(event.path, event.type)
+
+
+class _Notifier:
+    """A kazoo watch callback that reports the notification, then calls a handler that never blocks."""
+
+    def __init__(self, zk: TracedZooKeeper, handler: WatchHandler) -> None:
+        self._zk = zk
+        self._handler = handler
+
+    def __call__(self, event: WatchedEvent) -> None:
+        self._zk._notified(event, self._handler)
