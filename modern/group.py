@@ -554,7 +554,8 @@ class ClassicGroup:
             self._complete_join(now_ms)
 
     def _join_deadline_reached(self, now_ms: int) -> None:
-        if self._initial_join and self._new_member_added and self._initial_delay_remaining_ms > 0:
+        extend = self.config.initial_rebalance_delay_ms > 0 and self._initial_delay_remaining_ms > 0
+        if self._initial_join and self._new_member_added and extend:
             delay = min(self.config.initial_rebalance_delay_ms, self._initial_delay_remaining_ms)
             self._initial_delay_remaining_ms -= delay
             self._new_member_added = False
