@@ -1,0 +1,246 @@
+"""Start a local cluster of broker processes, kill and restart them, stop them all.
+
+    with start_cluster(3) as cluster:
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap)
+        cluster.kill(1)                      # SIGKILL
+        cluster.wait_for_live([0, 2])        # until the survivors agree it is gone
+        cluster.restart(1)
+
+Brokers share one data directory by default (a temporary one, removed on stop), so a
+partition's records survive its leader's death: the next leader opens the same segment.
+Each broker's log goes to `<log_dir>/broker-<id>.log`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafka.protocol.metadata import MetadataRequest
+
+from broker.cli import READY_LINE
+from broker.peers import PeerClient
+from broker.view import ClusterView  # noqa: F401 - re-exported: broker.cluster is where the cluster lives
+
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+@dataclass
+class BrokerProcess:
+    node_id: int
+    host: str
+    port: int
+    log_path: Path
+    process: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """Ports the kernel just handed out as free (all held at once so they differ)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind((host, 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+class LocalCluster:
+    def __init__(self, size: int, *, zk: str | None = None, data_dir: str | os.PathLike | None = None,
+                 in_memory: bool = False, host: str = "127.0.0.1", advertise_map: str | os.PathLike | None = None,
+                 coordinator: bool = True, log_dir: str | os.PathLike | None = None,
+                 extra_args: Iterable[str] = (), default_partitions: int = 1) -> None:
+        if size < 1:
+            raise ValueError("a cluster needs at least one broker")
+        self._own_dirs: list[Path] = []
+        self.data_dir = None if in_memory else Path(data_dir) if data_dir else self._temporary("data")
+        self.log_dir = Path(log_dir) if log_dir else self._temporary("logs")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.zk = zk
+        self.advertise_map = Path(advertise_map) if advertise_map else None
+        self.coordinator = coordinator
+        self.extra_args = [*extra_args, "--default-partitions", str(default_partitions)]
+        self.brokers = [BrokerProcess(i, host, port, self.log_dir / f"broker-{i}.log")
+                        for i, port in enumerate(free_ports(size, host))]
+
+    # -- addresses -------------------------------------------------------------------
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(broker.address for broker in self.brokers)
+
+    @property
+    def live_bootstrap(self) -> str:
+        return ",".join(broker.address for broker in self.brokers if broker.alive)
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> LocalCluster:
+        try:
+            for broker in self.brokers:
+                self._launch(broker)
+            for broker in self.brokers:
+                self._await_ready(broker)
+            self.wait_for_live([broker.node_id for broker in self.brokers])
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def kill(self, index: int) -> None:
+        """SIGKILL one broker (no clean shutdown) and reap it."""
+        broker = self.brokers[index]
+        if broker.alive:
+            broker.process.send_signal(signal.SIGKILL)
+            broker.process.wait()
+
+    def pause(self, index: int) -> None:
+        self.brokers[index].process.send_signal(signal.SIGSTOP)
+
+    def resume(self, index: int) -> None:
+        self.brokers[index].process.send_signal(signal.SIGCONT)
+
+    def restart(self, index: int, *, wait: bool = True) -> None:
+        """Start broker `index` again on its port (stopping it first if it runs)."""
+        broker = self.brokers[index]
+        if broker.alive:
+            broker.process.send_signal(signal.SIGCONT)
+            broker.process.terminate()
+            self._terminate(broker)
+        self._launch(broker)
+        self._await_ready(broker)
+        if wait:
+            self.wait_for_live([b.node_id for b in self.brokers if b.alive])
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            if broker.alive:
+                broker.process.send_signal(signal.SIGCONT)  # a paused broker cannot act on SIGTERM
+                broker.process.terminate()
+        for broker in self.brokers:
+            if broker.process is not None:
+                self._terminate(broker)
+        for directory in self._own_dirs:
+            shutil.rmtree(directory, ignore_errors=True)
+        self._own_dirs.clear()
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- observation -----------------------------------------------------------------
+    def live_view(self, index: int, timeout_s: float = 5.0) -> list[int]:
+        """The live broker ids that broker `index` reports in its metadata."""
+        return asyncio.run(_metadata_broker_ids(self.brokers[index], timeout_s))
+
+    def wait_for_live(self, expected: Iterable[int], timeout_s: float = 30.0) -> None:
+        """Until every running broker reports exactly `expected` as the live brokers."""
+        expected = sorted(expected)
+        deadline = time.monotonic() + timeout_s
+        views: dict[int, object] = {}
+        while True:
+            views = {}
+            for broker in self.brokers:
+                if broker.alive:
+                    try:
+                        views[broker.node_id] = self.live_view(broker.node_id)
+                    except (OSError, EOFError, TimeoutError) as error:
+                        views[broker.node_id] = repr(error)
+            if all(view == expected for view in views.values()):
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(f"brokers did not agree on live set {expected} within {timeout_s} s: {views}")
+            time.sleep(0.1)  # re-ask: views change as probes run
+
+    # -- internals -------------------------------------------------------------------
+    def _temporary(self, kind: str) -> Path:
+        path = Path(tempfile.mkdtemp(prefix=f"rebalance-lab-brokers-{kind}-"))
+        self._own_dirs.append(path)
+        return path
+
+    def _launch(self, broker: BrokerProcess) -> None:
+        peers = ",".join(f"{b.node_id}={b.address}" for b in self.brokers if b.node_id != broker.node_id)
+        command = [sys.executable, "-m", "broker", "--id", str(broker.node_id), "--port", str(broker.port),
+                   "--host", broker.host, "--peers", peers, *self.extra_args]
+        if self.data_dir is not None:
+            command += ["--data-dir", str(self.data_dir)]
+        if self.zk:
+            command += ["--zk", self.zk]
+        if self.advertise_map is not None:
+            command += ["--advertise-map", str(self.advertise_map)]
+        if not self.coordinator:
+            command.append("--no-coordinator")
+        with open(broker.log_path, "ab") as log_file:
+            broker.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log_file,
+                                              stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def _await_ready(self, broker: BrokerProcess) -> None:
+        ready = threading.Event()
+        process = broker.process
+
+        def read_stdout() -> None:  # keeps draining stdout after READY, so the broker never blocks on it
+            for line in process.stdout:
+                if line.decode(errors="replace").startswith(READY_LINE):
+                    ready.set()
+
+        threading.Thread(target=read_stdout, name=f"broker-{broker.node_id}-stdout", daemon=True).start()
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not ready.wait(0.2):
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = broker.log_path.read_text(errors="replace")[-2000:]
+                raise ClusterError(f"broker {broker.node_id} did not start (exit {process.poll()}):\n{tail}")
+
+    def _terminate(self, broker: BrokerProcess) -> None:
+        try:
+            broker.process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            broker.process.kill()
+            broker.process.wait()
+        if broker.process.stdout:
+            broker.process.stdout.close()
+
+
+def start_cluster(size: int, zk: str | None = None, data_dir: str | os.PathLike | None = None,
+                  **options: object) -> LocalCluster:
+    """Start `size` broker processes and wait until they all see each other."""
+    return LocalCluster(size, zk=zk, data_dir=data_dir, **options).start()
+
+
+async def _metadata_broker_ids(broker: BrokerProcess, timeout_s: float) -> list[int]:
+    client = PeerClient(broker.host, broker.port)
+    try:
+        answer = await client.request(MetadataRequest[1](topics=[]), timeout_s)
+    finally:
+        client.close()
+    return sorted(b.node_id for b in answer.brokers)

@@ -1,0 +1,55 @@
+"""A minimal Kafka client the broker uses to talk to its peers (probes, topic creation).
+
+One connection, one request at a time, built on the same kafka-python codec as the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+from broker.protocol import DEFAULT_MAX_FRAME_BYTES, FrameError, response_class
+
+# Requests from peers carry this client id; the broker does not forward them again.
+PEER_CLIENT_ID = "rebalance-lab-peer"
+
+
+class PeerClient:
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation = itertools.count(1)
+        self._lock = asyncio.Lock()
+
+    async def request(self, request: Any, timeout_s: float) -> Any:
+        """Send a versioned Request object and return the decoded Response. Raises OSError,
+        TimeoutError or FrameError; the connection is dropped on any failure."""
+        async with self._lock:
+            try:
+                return await asyncio.wait_for(self._exchange(request), timeout_s)
+            except BaseException:
+                self.close()
+                raise
+
+    async def _exchange(self, request: Any) -> Any:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        correlation_id = next(self._correlation)
+        request.with_header(correlation_id=correlation_id, client_id=PEER_CLIENT_ID)
+        self._writer.write(bytes(request.encode(header=True, framed=True)))
+        await self._writer.drain()
+        size = int.from_bytes(await self._reader.readexactly(4), "big", signed=True)
+        if not 0 < size <= DEFAULT_MAX_FRAME_BYTES:
+            raise FrameError(f"peer sent a frame of {size} bytes")
+        frame = await self._reader.readexactly(size)
+        response = response_class(request.API_KEY, request.API_VERSION).decode(frame, header=True)
+        if response.header.correlation_id != correlation_id:
+            raise FrameError("peer answered out of order")
+        return response
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None

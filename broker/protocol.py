@@ -1,0 +1,97 @@
+"""Kafka wire framing on top of kafka-python's schema-driven codec, without any I/O.
+
+A frame is a 4-byte big-endian size followed by that many bytes. A request frame starts
+with `api_key:int16, api_version:int16, correlation_id:int32`; the rest of the header
+and the body are decoded by kafka-python's generated classes. This module turns frame
+bytes into a `DecodedRequest` and a response object back into frame bytes; the server
+owns the sockets.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import kafka.protocol.admin  # noqa: F401 - importing registers the classes we look up below
+import kafka.protocol.consumer  # noqa: F401
+import kafka.protocol.metadata  # noqa: F401
+import kafka.protocol.producer  # noqa: F401
+from kafka.protocol.api_message import ApiMessage
+
+# Kafka's own default for socket.request.max.bytes.
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+
+_SIZE = struct.Struct(">i")
+_HEADER_START = struct.Struct(">hhi")
+
+
+class FrameError(Exception):
+    """The bytes cannot be a valid request: the connection must be closed."""
+
+
+@dataclass(frozen=True)
+class DecodedRequest:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any  # kafka-python's Request object of that API and version
+
+
+def _message_classes() -> tuple[dict[int, type], dict[int, type]]:
+    """Every request and response class kafka-python knows, by API key."""
+    requests: dict[int, type] = {}
+    responses: dict[int, type] = {}
+    pending = list(ApiMessage.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if cls._class_version is not None:  # a per-version wrapper, not the primary class
+            continue
+        (requests if cls.is_request() else responses)[cls.API_KEY] = cls
+    return requests, responses
+
+
+REQUEST_CLASSES, RESPONSE_CLASSES = _message_classes()
+
+
+def response_class(api_key: int, api_version: int) -> type:
+    """The Response class for an API at a version, e.g. response_class(3, 12) -> MetadataResponse_v12."""
+    return RESPONSE_CLASSES[api_key][api_version]
+
+
+def frame_size(prefix: bytes, max_frame_bytes: int) -> int:
+    """Size announced by a 4-byte frame prefix; rejects sizes no valid request can have."""
+    (size,) = _SIZE.unpack(prefix)
+    if size < _HEADER_START.size or size > max_frame_bytes:
+        raise FrameError(f"frame size {size} outside [{_HEADER_START.size}, {max_frame_bytes}]")
+    return size
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """api_key, api_version, correlation_id: the part of the header every version shares."""
+    if len(frame) < _HEADER_START.size:
+        raise FrameError("frame shorter than a request header")
+    return _HEADER_START.unpack_from(frame)
+
+
+def decode_request(frame: bytes) -> DecodedRequest:
+    """Decode one request frame (without its size prefix). Raises FrameError on anything malformed."""
+    api_key, api_version, correlation_id = peek_header(frame)
+    request_class = REQUEST_CLASSES.get(api_key)
+    if request_class is None:
+        raise FrameError(f"unknown API key {api_key}")
+    if not 0 <= api_version <= request_class.max_version:
+        raise FrameError(f"{request_class.name} v{api_version} is not a version the codec knows")
+    try:
+        request = request_class[api_version].decode(frame, header=True)
+    except Exception as error:  # the codec raises many types on garbage; all mean the same here
+        raise FrameError(f"cannot decode {request_class.name} v{api_version}: {error!r}") from error
+    return DecodedRequest(api_key, api_version, correlation_id, request.header.client_id, request)
+
+
+def encode_response(response: Any, correlation_id: int) -> bytes:
+    """Frame a Response object (its version already set) with the response header."""
+    response.with_header(correlation_id=correlation_id)
+    return bytes(response.encode(header=True, framed=True))
