@@ -1,0 +1,253 @@
+"""The docker provider: one container per node, started with testcontainers, driven with docker-py.
+
+Image: $LAB_ZK_IMAGE, else the official `zookeeper:3.8` when present or pullable, else the
+lab's own `rebalance-lab/zookeeper:3.8` built offline by docker/zookeeper/build.sh. Both
+images read the same ZOO_* variables.
+
+Networking: every container sits on Docker's default bridge with its client port published
+on a fixed 127.0.0.1 port (so the address survives restarts), and, in an ensemble, also on an
+internal network of its own where the peers find each other as zk1, zk2, ... Cutting a node
+off from its peers is `docker network disconnect` from that internal network: its clients
+still reach it and see it stop serving, as they would in a real partition.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .config import EnsembleConfig, Provider
+from .ensemble import HOST, Ensemble, Node
+from .errors import ImageMissing, NotReady, PortInUse, ProviderUnavailable
+from .ports import check_free, free_ports
+
+OFFICIAL_IMAGE = "zookeeper:3.8"
+LOCAL_IMAGE = "rebalance-lab/zookeeper:3.8"
+LABEL = "rebalance-lab.zk"  # value: the ensemble's name; `zk down` finds leftovers by it
+BUILD_HINT = "build it offline with docker/zookeeper/build.sh (./lab setup does)"
+
+# Ryuk (testcontainers' reaper) would remove containers when the starting process exits, which
+# `zk up` must survive; and its image cannot be pulled without a registry. Cleanup is ours.
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+
+
+def docker_client(timeout_s: int = 30):
+    """A docker-py client whose engine answered a ping, or ProviderUnavailable."""
+    import docker
+
+    try:
+        client = docker.from_env(timeout=timeout_s)
+        client.ping()
+        return client
+    except Exception as error:
+        raise ProviderUnavailable(f"the Docker engine does not answer ({type(error).__name__})") from None
+
+
+def available() -> bool:
+    try:
+        resolve_image(docker_client(timeout_s=5))
+    except (ProviderUnavailable, ImageMissing):
+        return False
+    return True
+
+
+def resolve_image(client) -> str:
+    import docker.errors
+
+    def present(tag: str) -> bool:
+        try:
+            client.images.get(tag)
+            return True
+        except docker.errors.ImageNotFound:
+            return False
+
+    def pulled(tag: str) -> bool:
+        try:
+            client.images.pull(tag)
+            return True
+        except docker.errors.APIError:
+            return False
+
+    if wanted := os.environ.get("LAB_ZK_IMAGE"):
+        if present(wanted) or pulled(wanted):
+            return wanted
+        raise ImageMissing(f"LAB_ZK_IMAGE={wanted} is not present and cannot be pulled")
+    for tag in (OFFICIAL_IMAGE, LOCAL_IMAGE):
+        if present(tag):
+            return tag
+    if pulled(OFFICIAL_IMAGE):
+        return OFFICIAL_IMAGE
+    raise ImageMissing(f"no ZooKeeper image: {OFFICIAL_IMAGE} cannot be pulled and {LOCAL_IMAGE} is missing; {BUILD_HINT}")
+
+
+class DockerEnsemble(Ensemble):
+    provider = Provider.DOCKER
+
+    def __init__(self, *, name: str, config: EnsembleConfig, nodes: list[Node], client, image: str,
+                 container_ids: list[str], network_id: str | None) -> None:
+        super().__init__(name=name, config=config, nodes=nodes)
+        self._client = client
+        self.image = image
+        self._container_ids = container_ids
+        self._network_id = network_id
+
+    @classmethod
+    def start(cls, config: EnsembleConfig, name: str) -> DockerEnsemble:
+        client = docker_client()
+        image = resolve_image(client)
+        n = config.nodes
+        if config.first_client_port is not None:
+            ports = [config.first_client_port + i for i in range(n)]
+            for port in ports:
+                check_free(port)
+        else:
+            ports = free_ports(n)
+        nodes = [Node(index=i, client_port=ports[i]) for i in range(n)]
+        ensemble = cls(name=name, config=config, nodes=nodes, client=client, image=image,
+                       container_ids=[], network_id=None)
+        try:
+            ensemble._launch()
+            ensemble.wait_ready()
+        except BaseException:
+            ensemble.stop()
+            raise
+        return ensemble
+
+    def _launch(self) -> None:
+        from testcontainers.core.container import DockerContainer
+
+        n = len(self.nodes)
+        labels = {LABEL: self.name}
+        if n > 1:
+            network = self._client.networks.create(f"lab-{self.name}-peers", driver="bridge",
+                                                   internal=True, labels=labels)
+            self._network_id = network.id
+        servers = " ".join(f"server.{k + 1}=zk{k + 1}:2888:3888;2181" for k in range(n))
+        for node in self.nodes:
+            env = {
+                "ZOO_MY_ID": str(node.myid),
+                "ZOO_SERVERS": servers,
+                "ZOO_4LW_COMMANDS_WHITELIST": "*",
+                "ZOO_TICK_TIME": str(self.config.tick_ms),
+                "ZOO_INIT_LIMIT": str(self.config.init_limit),
+                "ZOO_SYNC_LIMIT": str(self.config.sync_limit),
+                "ZOO_STANDALONE_ENABLED": "true",
+                "ZOO_ADMINSERVER_ENABLED": "false",
+                # Listen on all addresses: after a disconnect/reconnect the node's address changes.
+                "ZOO_CFG_EXTRA": f"maxSessionTimeout={self.config.max_session_timeout_ms} quorumListenOnAllIPs=true",
+            }
+            container = DockerContainer(self.image, env=env, name=f"lab-{self.name}-zk{node.myid}", labels=labels)
+            # Published on loopback only (with_bind_ports would publish on every interface).
+            container.ports["2181/tcp"] = (HOST, node.client_port)
+            try:
+                container.start()
+            except Exception as error:
+                text = str(error)
+                if "port is already allocated" in text or "address already in use" in text:
+                    raise PortInUse(f"port {node.client_port} is already in use: pick another with --client-port") from None
+                raise
+            self._container_ids.append(container.get_wrapped_container().id)
+            if self._network_id:
+                self._network().connect(self._container_ids[-1], aliases=[f"zk{node.myid}"])
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def kill(self, index: int) -> None:
+        container = self._container(index)
+        if container.status == "paused":
+            container.unpause()  # the engine refuses to kill a paused container
+        container.kill()
+        container.wait(timeout=30)
+
+    def pause(self, index: int) -> None:
+        self._container(index).pause()
+
+    def resume(self, index: int) -> None:
+        self._container(index).unpause()
+
+    def restart(self, index: int, wait: bool = True) -> None:
+        container = self._container(index)
+        if container.status == "paused":
+            container.unpause()
+        container.restart(timeout=10)
+        if wait:
+            self.wait_serving(index)
+
+    def isolate(self, index: int) -> None:
+        self._require_network()
+        self._network().disconnect(self._container_ids[index])
+
+    def heal(self, index: int | None = None) -> None:
+        self._require_network()
+        network = self._network()
+        network.reload()
+        attached = {c.id for c in network.containers}
+        indices = range(len(self.nodes)) if index is None else [index]
+        for i in indices:
+            if self._container_ids[i] not in attached:
+                network.connect(self._container_ids[i], aliases=[f"zk{i + 1}"])
+
+    def _require_network(self) -> None:
+        if self._network_id is None:
+            from .errors import NotSupported
+
+            raise NotSupported(f"ensemble {self.name} has one node: there are no peers to cut it off from")
+
+    # -- lifetime ----------------------------------------------------------------------------
+
+    def running(self) -> bool:
+        flt = {"label": f"{LABEL}={self.name}"}
+        return bool(self._client.containers.list(all=True, filters=flt) or self._client.networks.list(filters=flt))
+
+    def stop(self) -> None:
+        """Remove the containers (with their volumes) and the network, found by label as well."""
+        import docker.errors
+
+        flt = {"label": f"{LABEL}={self.name}"}
+        for container in self._client.containers.list(all=True, filters=flt):
+            try:
+                container.remove(force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+        for network in self._client.networks.list(filters=flt):
+            try:
+                network.remove()
+            except docker.errors.NotFound:
+                pass
+
+    def to_state(self) -> dict:
+        return {
+            "provider": self.provider.value, "name": self.name, "image": self.image,
+            "network_id": self._network_id,
+            "nodes": [{"index": n.index, "client_port": n.client_port, "container_id": self._container_ids[n.index]}
+                      for n in self.nodes],
+            "config": {"nodes": self.config.nodes, "tick_ms": self.config.tick_ms},
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> DockerEnsemble:
+        nodes = [Node(index=n["index"], client_port=n["client_port"]) for n in state["nodes"]]
+        config = EnsembleConfig(nodes=len(nodes), name=state["name"])
+        return cls(name=state["name"], config=config, nodes=nodes, client=docker_client(), image=state["image"],
+                   container_ids=[n["container_id"] for n in state["nodes"]], network_id=state["network_id"])
+
+    # -- docker objects ----------------------------------------------------------------------
+
+    def _container(self, index: int):
+        return self._client.containers.get(self._container_ids[index])
+
+    def _network(self):
+        return self._client.networks.get(self._network_id)
+
+    def _check_running(self, index: int) -> None:
+        if index >= len(self._container_ids):
+            return
+        container = self._container(index)
+        if container.status in ("exited", "dead"):
+            raise NotReady(f"ZooKeeper container {container.name} exited during start-up{self._log_hint(index)}")
+
+    def _log_hint(self, index: int) -> str:
+        try:
+            tail = self._container(index).logs(tail=3).decode(errors="replace").strip()
+        except Exception:
+            return ""
+        return f"; its log ends:\n{tail}" if tail else ""

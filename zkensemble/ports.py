@@ -1,0 +1,28 @@
+"""Free TCP ports on 127.0.0.1 (never fixed numbers: several test runs share the machine)."""
+
+from __future__ import annotations
+
+import socket
+
+from .errors import PortInUse
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def check_free(port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            raise PortInUse(f"port {port} is already in use: pick another with --client-port") from None
