@@ -63,8 +63,12 @@ def offset_commit_record(group_id: str, topic: str, partition: int,
     return key, body.encode()
 
 
-def group_metadata_record(group: ClassicGroup) -> tuple[bytes, bytes | None]:
-    """(key, value) for a group's current metadata; a Dead group gets a tombstone."""
+def group_metadata_record(group: ClassicGroup, state_timestamp_ms: int | None = None) -> tuple[bytes, bytes | None]:
+    """(key, value) for a group's current metadata; a Dead group gets a tombstone.
+
+    `state_timestamp_ms` is the wall-clock time to store (the group itself runs on the
+    caller's monotonic clock); by default the group's own timestamp is written.
+    """
     key = GroupMetadataKey(version=GROUP_KEY_VERSION, group=group.group_id).encode()
     if group.state is GroupState.DEAD:
         return key, None
@@ -87,7 +91,7 @@ def group_metadata_record(group: ClassicGroup) -> tuple[bytes, bytes | None]:
         generation=group.generation_id,
         protocol=group.protocol_name,
         leader=group.leader_id,
-        current_state_timestamp=group.state_timestamp_ms,
+        current_state_timestamp=group.state_timestamp_ms if state_timestamp_ms is None else state_timestamp_ms,
         members=members,
     )
     return key, value.encode()
