@@ -128,7 +128,7 @@ class GroupSpec:
     members: int = 3
     strategy: str = "range"
     session_timeout_ms: int = 6000
-    per_process: int = 1            # members sharing one host process (crash/pause then emulated)
+    per_process: int = 1            # members sharing one host process (member faults then hit the host)
     static: bool = False            # modern: group.instance.id = member name
     topics: tuple[str, ...] = ()    # default: every topic
     warmup_timeout: float = 120.0   # seconds to wait for a stable group before the timeline starts
@@ -663,8 +663,7 @@ class Schedule:
 
     def proxied_members(self) -> tuple[str, ...]:
         """Members whose links some step touches: only these get fault proxies."""
-        names = {target for step in self.steps if step.action == Action.LINK.value or step.emulated
-                 for target in step.targets}
+        names = {target for step in self.steps if step.action == Action.LINK.value for target in step.targets}
         return tuple(sorted(names))
 
     def to_json(self) -> dict:
@@ -702,6 +701,7 @@ class _Membership:
     def __init__(self, per_process: int) -> None:
         self.per_process = per_process
         self.next_index = 0
+        self.names: list[str] = []       # every member ever started, by index
         self.running: list[str] = []     # started, not crashed, not left (paused ones included)
         self.paused_until: dict[str, float] = {}
         self.crashed: set[str] = set()
@@ -712,11 +712,17 @@ class _Membership:
         return self.paused_until.get(member, -1.0) > at
 
     def add(self, count: int) -> list[str]:
-        names = [member_name(self.next_index + offset) for offset in range(count)]
-        self.next_index += count
+        names: list[str] = []
         for start in range(0, count, self.per_process):
-            chunk = tuple(names[start:start + self.per_process])
-            self.hosts.append(Host(name=f"h{len(self.hosts):03d}", members=chunk))
+            size = min(self.per_process, count - start)
+            host = f"h{len(self.hosts):03d}"
+            # Shared hosts name their members HOST-0..HOST-K-1, as `rebalance-lab member --count` does.
+            chunk = ((member_name(self.next_index),) if self.per_process == 1
+                     else tuple(f"{host}-{offset}" for offset in range(size)))
+            self.hosts.append(Host(name=host, members=chunk))
+            self.next_index += size
+            names.extend(chunk)
+        self.names.extend(names)
         self.running.extend(names)
         return names
 
@@ -748,11 +754,11 @@ def resolve(scenario: Scenario) -> Schedule:
                 fail(entry, "member", f"no member to pick at {entry.at} s")
                 return None
             return rng.choice(candidates)
-        name = member_name(entry.member)
         if entry.member >= group.next_index:
             fail(entry, "member", f"member {entry.member} is out of range: at {entry.at} s the group has had "
                                   f"{group.next_index} member(s), numbered from 0")
             return None
+        name = group.names[entry.member]
         if name not in candidates:
             state = ("crashed" if name in group.crashed else "gone (left)" if name in group.left
                      else "paused" if group.is_paused(name, entry.at) else "not running")
@@ -823,7 +829,7 @@ def resolve(scenario: Scenario) -> Schedule:
             if entry.member == "random":
                 name = pick_member(entry, exclude_paused=True)
             else:
-                name = member_name(entry.member) if entry.member < group.next_index else None
+                name = group.names[entry.member] if entry.member < group.next_index else None
                 if name is None:
                     fail(entry, "member", f"member {entry.member} is out of range: at {entry.at} s the group has "
                                           f"had {group.next_index} member(s), numbered from 0")
@@ -863,20 +869,22 @@ def resolve(scenario: Scenario) -> Schedule:
             name = pick_member(entry, exclude_paused=True)
             if name is None:
                 continue
+            # A signal hits a whole process: in a shared host, all of its members.
+            targets = group.host_of(name).members if shared else (name,)
             if action is Action.CRASH:
-                if shared and not claim(entry, name, "both", math.inf):
-                    continue
-                group.running.remove(name)
-                group.crashed.add(name)
-                steps.append(Step(**base, op="start", targets=(name,), emulated=shared))
+                for target in targets:
+                    group.running.remove(target)
+                    group.crashed.add(target)
+                steps.append(Step(**base, op="start", targets=tuple(targets)))
             else:
-                if not claim(entry, name, "both" if shared else "process", entry.at + entry.duration):
+                if not all(claim(entry, target, "process", entry.at + entry.duration) for target in targets):
                     continue
-                group.paused_until[name] = entry.at + entry.duration
+                for target in targets:
+                    group.paused_until[target] = entry.at + entry.duration
                 params = {"duration": entry.duration}
-                steps.append(Step(**base, op="start", targets=(name,), params=params, emulated=shared))
-                steps.append(Step(**{**base, "at": entry.at + entry.duration}, op="heal", targets=(name,),
-                                  params=params, emulated=shared))
+                steps.append(Step(**base, op="start", targets=tuple(targets), params=params))
+                steps.append(Step(**{**base, "at": entry.at + entry.duration}, op="heal", targets=tuple(targets),
+                                  params=params))
         elif action is Action.LINK:
             name = pick_member(entry, exclude_paused=False)
             if name is None:

@@ -250,7 +250,7 @@ def test_scale_and_rolling_restart_expand_into_steps():
         (25, "restart", ("m000",)), (29, "restart", ("m001",))]
 
 
-def test_shared_hosts_emulate_crashes_and_take_whole_hosts_for_leaves():
+def test_shared_hosts_take_member_faults_and_leaves_by_whole_host():
     base = BASE.replace("members = 4", "members = 4\nper_process = 2")
     schedule = sc.resolve(load("""
     [[timeline]]
@@ -260,17 +260,23 @@ def test_shared_hosts_emulate_crashes_and_take_whole_hosts_for_leaves():
 
     [[timeline]]
     at = 10
+    action = "join"
+    count = 2
+
+    [[timeline]]
+    at = 20
     action = "scale"
-    to = 1
+    to = 2
     """, base))
-    assert [host.members for host in schedule.hosts] == [("m000", "m001"), ("m002", "m003")]
-    assert schedule.steps[0].emulated
-    assert schedule.steps[1].targets == ("m002", "m003")
+    assert [host.members for host in schedule.hosts] == [("h000-0", "h000-1"), ("h001-0", "h001-1"),
+                                                         ("h002-0", "h002-1")]
+    assert schedule.steps[0].targets == ("h000-0", "h000-1"), "a signal takes the whole host process"
+    assert schedule.steps[2].targets == ("h002-0", "h002-1")
     [problem] = problems("""
     [[timeline]]
     at = 5
-    action = "leave"
-    member = 1
+    action = "scale"
+    to = 3
     """, base)
     assert "whole host" in problem.message
 

@@ -1,0 +1,693 @@
+"""The runner: one scenario on one backend, from an empty machine to RUN_DIR/events and RUN_DIR/lock.json.
+
+    setup      ZooKeeper (when the cluster has it), brokers, topics, fault proxies
+    warmup     members start; wait until the group owns every partition, each exactly once
+    timeline   the producer starts; the resolved schedule is applied step by step (t = 0 here)
+    heal       every fault still in force is undone (links, pauses, servers)
+    settle     the group gets `settle` seconds to converge
+    teardown   members leave (SIGTERM), producer, brokers, ZooKeeper and proxies stop
+
+Teardown always runs: after Ctrl-C, SIGTERM, an error, or the unexpected death of any part (a member,
+the producer or a broker exiting without being told to). Every child process has its own process
+group and dies with the runner (parent-death signal), so nothing is orphaned. Events written so far
+stay in RUN_DIR/events/; lock.json says how the run ended.
+
+Link faults need the member's traffic to pass a proxy (experiments.faults.proxy). Members that some
+link fault targets get one proxy per server per link:
+- legacy: `coord` = the member's ZooKeeper connect string points at its own proxies; `data` = the
+  brokers advertise the member's proxies to it (advertise map keyed by its client id, the member name);
+- modern: `data` likewise; `coord` = its own proxies in front of the brokers, given to the brokers'
+  advertise map under "<member>#coord", which the group coordinator's FindCoordinator answer uses.
+Other members connect directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import signal
+import sys
+import time
+import traceback
+import uuid
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from experiments.faults import registry
+from experiments.faults.process import RUN_MARKER_ENV, ChildProcess
+from experiments.faults.proxy import ProxyHub
+from experiments.faults.server import ServerFaults
+from experiments.scenario import Scenario, Schedule, Step, resolve
+from rebalance import events as ev
+from rebalance.events import EventRecorder
+
+STOP_TIMEOUT_S = 20.0
+STABLE_QUIET_S = 2.0
+
+
+class Aborted(Exception):
+    """The run ends early: interrupted, or a part died."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    backend: str
+    run_dir: Path
+    run_id: str = ""
+    zk_provider: str = "auto"
+    progress: bool = True
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: str                 # completed | interrupted | failed
+    reason: str = ""
+
+
+def default_run_dir(scenario: Scenario, root: Path = Path("runs")) -> Path:
+    return root / f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run(scenario: Scenario, options: RunOptions, *, schedule: Schedule | None = None) -> RunResult:
+    """Run one scenario on one backend (blocking). `schedule` lets `compare` share one resolution."""
+    return asyncio.run(Run(scenario, options, schedule or resolve(scenario)).main())
+
+
+def compare(scenario: Scenario, run_dir: Path, *, zk_provider: str = "auto", progress: bool = True,
+            backends: tuple[str, ...] | None = None) -> list[RunResult]:
+    """Both backends, one after the other, with the identical schedule, into RUN_DIR/<backend>."""
+    schedule = resolve(scenario)
+    results = []
+    for backend in backends or scenario.backends:
+        result = run(scenario, RunOptions(backend=backend, run_dir=run_dir / backend, zk_provider=zk_provider,
+                                          progress=progress), schedule=schedule)
+        results.append(result)
+        if result.status == "interrupted":
+            break
+    (run_dir / "compare.json").write_text(json.dumps({
+        "scenario": scenario.name, "seed": scenario.seed, "schedule": schedule.to_json(),
+        "runs": [{"backend": path.name, "status": result.status, "reason": result.reason}
+                 for path, result in ((result.run_dir, result) for result in results)],
+    }, indent=2))
+    return results
+
+
+class Run:
+    def __init__(self, scenario: Scenario, options: RunOptions, schedule: Schedule) -> None:
+        if options.backend not in scenario.backends:
+            raise ValueError(f"scenario {scenario.name!r} is for {', '.join(scenario.backends)}, "
+                             f"not {options.backend!r}")
+        self.scenario = scenario
+        self.schedule = schedule
+        self.backend = options.backend
+        self.options = options
+        self.run_dir = options.run_dir.resolve()
+        self.events_dir = self.run_dir / "events"
+        self.run_id = options.run_id or f"{scenario.name}-{options.backend}-{uuid.uuid4().hex[:8]}"
+        self.recorder: EventRecorder | None = None
+        self.proxies = ProxyHub(seed=scenario.seed)
+        self.servers = ServerFaults(None, None)
+        self.ensemble = None
+        self.zk_connect: str | None = None    # with the run's chroot
+        self.cluster = None
+        self.hosts: dict[str, ChildProcess] = {}
+        self.producer: ChildProcess | None = None
+        self.phase = "setup"
+        self.t0_ns: int | None = None
+        self.started_ms = int(time.time() * 1000)
+        self.applied: list[dict] = []
+        self.active: dict[str, dict] = {}     # fault_id -> its fault_started event, while in force
+        self.members_proxied: dict[str, dict[str, list[str]]] = {}
+        self._abort = asyncio.Event()
+        self._abort_reason = ""
+        self._expected_stops: set[str] = set()
+        self.progress = Progress(self.events_dir, scenario, schedule)
+
+    # ------------------------------------------------------------------ the whole run
+
+    async def main(self) -> RunResult:
+        self.events_dir.mkdir(parents=True, exist_ok=True)
+        os.environ[RUN_MARKER_ENV] = str(self.run_dir)   # every descendant carries it: the final sweep finds them
+        self.recorder = EventRecorder(self.events_dir / "runner.jsonl", run_id=self.run_id, backend=self.backend,
+                                      process="runner")
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, self.abort, f"interrupted ({signal.Signals(signum).name})")
+        self.write_lock("running")
+        display = asyncio.ensure_future(self.progress.show(self, live=self.options.progress))
+        status, reason = "completed", ""
+        try:
+            await self.setup()
+            await self.warmup()
+            await self.play()
+            await self.heal()
+            await self.enter_phase("settle")
+            await self.sleep_until(time.monotonic_ns() + int(self.scenario.settle * 1e9))
+        except Aborted:
+            status = "interrupted" if self._abort_reason.startswith("interrupted") else "failed"
+            reason = self._abort_reason
+        except Exception as error:  # noqa: BLE001 - recorded, then everything is stopped
+            status, reason = "failed", f"{type(error).__name__}: {error}"
+            (self.run_dir / "runner-error.txt").write_text(traceback.format_exc())
+        finally:
+            await asyncio.shield(self.teardown(status))
+            display.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await display
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+            self.write_lock(status, reason)
+            self.recorder.close()
+        self.progress.final(self, status, reason)
+        return RunResult(self.run_dir, status, reason)
+
+    def abort(self, reason: str) -> None:
+        if not self._abort.is_set():
+            self._abort_reason = reason
+            self._abort.set()
+
+    def check_abort(self) -> None:
+        if self._abort.is_set():
+            raise Aborted(self._abort_reason)
+
+    async def sleep_until(self, deadline_ns: int) -> None:
+        """Wait until a monotonic deadline, or raise Aborted at once when the run is ended."""
+        remaining = (deadline_ns - time.monotonic_ns()) / 1e9
+        if remaining > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._abort.wait(), remaining)
+        self.check_abort()
+
+    async def enter_phase(self, name: str, **fields: object) -> None:
+        self.phase = name
+        self.recorder.emit(ev.PHASE, name=name, **fields)
+
+    # ------------------------------------------------------------------ setup
+
+    async def setup(self) -> None:
+        await self.enter_phase("setup")
+        cluster = self.scenario.cluster
+        if cluster.zookeeper_nodes:
+            import zkensemble
+
+            self.ensemble = await asyncio.to_thread(zkensemble.start, nodes=cluster.zookeeper_nodes,
+                                                    provider=self.options.zk_provider)
+            self.zk_connect = self.ensemble.chroot(f"run-{self.run_id}")
+            self.check_abort()
+        await self.start_proxies()
+        self.write_advertise_map()
+        from broker.cluster import start_cluster
+
+        self.cluster = await asyncio.to_thread(
+            start_cluster, cluster.brokers, zk=self.zk_connect if self.backend == "legacy" else None,
+            data_dir=self.run_dir / "brokers" / "data", log_dir=self.run_dir / "logs",
+            advertise_map=self.run_dir / "advertise.json", coordinator=self.backend == "modern",
+        )
+        self.servers = ServerFaults(self.ensemble, self.cluster)
+        self.check_abort()
+        await self.create_topics()
+        self.write_lock("running")
+        self.watchdog = asyncio.ensure_future(self.watch_parts())
+
+    async def create_topics(self) -> None:
+        from broker.admin import create_topic
+
+        for topic in self.scenario.topics:
+            await asyncio.to_thread(create_topic, self.cluster.bootstrap, topic.name, topic.partitions)
+            self.check_abort()
+
+    async def start_proxies(self) -> None:
+        """One proxy per server per link for each member a link fault targets. Upstreams are looked up
+        at connect time, so a restarted server on a new address is still reached."""
+        brokers = self.scenario.cluster.brokers
+        for member in self.schedule.proxied_members():
+            links: dict[str, list[str]] = {"coord": [], "data": []}
+            for index in range(brokers):
+                proxy = await self.proxies.add(member, "data", f"broker-{index}", self.broker_upstream(index))
+                links["data"].append(proxy.address)
+            if self.backend == "legacy":
+                for index in range(self.scenario.cluster.zookeeper_nodes):
+                    proxy = await self.proxies.add(member, "coord", f"zk-{index}", self.zk_upstream(index))
+                    links["coord"].append(proxy.address)
+            else:
+                for index in range(brokers):
+                    proxy = await self.proxies.add(member, "coord", f"broker-{index}", self.broker_upstream(index))
+                    links["coord"].append(proxy.address)
+            self.members_proxied[member] = links
+
+    def zk_upstream(self, index: int):
+        def address() -> tuple[str, int]:
+            host, _, port = self.ensemble.nodes[index].client_address.rpartition(":")
+            return host, int(port)
+
+        return address
+
+    def broker_upstream(self, index: int):
+        def address() -> tuple[str, int]:
+            broker = self.cluster.brokers[index]
+            return broker.host, broker.port
+
+        return address
+
+    def write_advertise_map(self) -> None:
+        mapping: dict[str, dict[str, str]] = {}
+        for member, links in self.members_proxied.items():
+            mapping[member] = {str(index): address for index, address in enumerate(links["data"])}
+            if self.backend == "modern":
+                mapping[f"{member}#coord"] = {str(index): address for index, address in enumerate(links["coord"])}
+        path = self.run_dir / "advertise.json"
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(mapping, indent=1))
+        temporary.replace(path)   # atomic: brokers re-read it on change
+
+    # ------------------------------------------------------------------ members
+
+    def member_argv(self, host: str, members: tuple[str, ...]) -> list[str]:
+        group = self.scenario.group
+        argv = [sys.executable, "-m", "experiments.cli", "member", "--backend", self.backend,
+                "--group", group.name, "--strategy", group.strategy,
+                "--session-timeout-ms", str(group.session_timeout_ms),
+                "--events", str(self.events_dir / f"{host}.jsonl"), "--run-id", self.run_id]
+        for topic in self.scenario.subscribed_topics:
+            argv += ["--topic", topic]
+        if len(members) == 1:
+            argv += ["--id", members[0]]
+        else:
+            argv += ["--id", host, "--count", str(len(members))]
+        proxied = self.members_proxied.get(members[0]) if len(members) == 1 else None
+        if self.backend == "legacy":
+            if proxied:
+                chroot = self.zk_connect[self.zk_connect.index("/"):]
+                argv += ["--zk", ",".join(proxied["coord"]) + chroot]
+            else:
+                argv += ["--zk", self.zk_connect]
+        else:
+            argv += ["--bootstrap", ",".join(proxied["data"]) if proxied else self.cluster.bootstrap]
+            if group.static:
+                argv += ["--instance-id", members[0] if len(members) == 1 else host]
+        settings = {**group.extra, **(group.legacy if self.backend == "legacy" else group.modern)}
+        for key, value in settings.items():
+            argv += ["--config", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
+        return argv
+
+    def member_started(self, member: str) -> bool:
+        host = self.hosts.get(self.schedule.host_of(member).name)
+        return host is not None and host.running
+
+    async def start_members(self, members) -> None:
+        for host_name in dict.fromkeys(self.schedule.host_of(member).name for member in members):
+            spec = next(host for host in self.schedule.hosts if host.name == host_name)
+            process = ChildProcess(host_name, self.member_argv(host_name, spec.members),
+                                   log_path=self.run_dir / "logs" / f"{host_name}.log")
+            await process.start()
+            self.hosts[host_name] = process
+
+    def host_processes(self, members) -> list[ChildProcess]:
+        names = dict.fromkeys(self.schedule.host_of(member).name for member in members)
+        return [self.hosts[name] for name in names if name in self.hosts]
+
+    async def stop_members(self, members) -> int | None:
+        processes = self.host_processes(members)
+        await asyncio.gather(*(process.stop(STOP_TIMEOUT_S) for process in processes))
+        return time.monotonic_ns()
+
+    async def crash_member(self, member: str) -> int | None:
+        [process] = self.host_processes([member])
+        process.crash()
+        return await process.wait_exit(10.0)
+
+    async def pause_member(self, member: str) -> int | None:
+        [process] = self.host_processes([member])
+        process.pause()
+        return await process.wait_state("T", 5.0)
+
+    async def resume_member(self, member: str) -> int | None:
+        [process] = self.host_processes([member])
+        process.resume()
+        return await process.wait_state("RSD", 5.0)
+
+    async def restart_members(self, members) -> int | None:
+        for process in self.host_processes(members):
+            await process.stop(STOP_TIMEOUT_S)
+        await self.start_members(members)
+        return time.monotonic_ns()
+
+    # ------------------------------------------------------------------ warmup and timeline
+
+    async def warmup(self) -> None:
+        await self.enter_phase("warmup", members=len(self.schedule.initial_members))
+        await self.start_members(self.schedule.initial_members)
+        deadline = time.monotonic() + self.scenario.group.warmup_timeout
+        stable_since = None
+        while time.monotonic() < deadline:
+            await self.sleep_until(time.monotonic_ns() + 200_000_000)
+            self.progress.poll()
+            if self.progress.stable(len(self.schedule.initial_members)):
+                stable_since = stable_since or time.monotonic()
+                if time.monotonic() - stable_since >= STABLE_QUIET_S:
+                    return
+            else:
+                stable_since = None
+        self.recorder.emit(ev.PHASE, name="warmup-timeout", detail=self.progress.ownership_summary())
+
+    async def play(self) -> None:
+        self.t0_ns = time.monotonic_ns()
+        await self.enter_phase("timeline", duration_s=self.scenario.duration)
+        self.write_lock("running")
+        await self.start_producer()
+        for step in self.schedule.steps:
+            await self.sleep_until(self.t0_ns + int(step.at * 1e9))
+            await self.apply(step)
+        await self.sleep_until(self.t0_ns + int(self.scenario.duration * 1e9))
+
+    async def start_producer(self) -> None:
+        producer = self.scenario.producer
+        if producer.rate <= 0:
+            return
+        topic = next(t for t in self.scenario.topics if t.name == self.scenario.producer_topic)
+        duration = producer.duration or self.scenario.duration
+        self.producer = ChildProcess("producer", [
+            sys.executable, "-m", "experiments.cli", "produce", "--bootstrap", self.cluster.bootstrap,
+            "--topic", topic.name, "--partitions", str(topic.partitions), "--rate", str(producer.rate),
+            "--duration", str(duration), "--events", str(self.events_dir / "producer.jsonl"),
+            "--run-id", self.run_id,
+        ], log_path=self.run_dir / "logs" / "producer.log")
+        await self.producer.start()
+
+    async def apply(self, step: Step) -> None:
+        handler = registry.handler_for(step.action)
+        applied_ns = time.monotonic_ns()
+        self.applied.append({"fault_id": step.fault_id, "op": step.op, "at": step.at,
+                             "offset_s": round((applied_ns - self.t0_ns) / 1e9, 3)})
+        if not handler.is_fault:
+            if step.action == "phase":
+                name = str(step.params["name"])
+            elif step.action == "scale":
+                name = f"scale-to-{step.params['to']}"
+            else:
+                name = f"{step.action}-{len(step.targets)}"
+            await self.enter_phase(name, fault_id=step.fault_id, targets=list(step.targets))
+            await handler.start(self, step)
+            return
+        if step.op == "heal":
+            observed = await handler.heal(self, step)
+            self.fault_stopped(step, observed)
+            return
+        # An instant action that undoes an earlier fault on the same target closes that fault.
+        undone = self.undone_by(step)
+        event = self.fault_started(step)
+        observed = await handler.start(self, step)
+        if observed is not None:
+            self.recorder.emit(ev.FAULT_STARTED, **{**self._fault_fields(step), "observed_ts_ns": observed,
+                                                    "confirmation": True})
+        for fault_id in undone:
+            started = self.active.pop(fault_id)
+            self.recorder.emit(ev.FAULT_STOPPED, **{k: started[k] for k in _FAULT_KEYS},
+                               observed_ts_ns=observed, healed_by=step.fault_id)
+        if step.action in _INSTANT:
+            self.active.pop(step.fault_id, None)
+            self.recorder.emit(ev.FAULT_STOPPED, **{k: event[k] for k in _FAULT_KEYS}, observed_ts_ns=observed)
+
+    def undone_by(self, step: Step) -> list[str]:
+        undoes = {"restart": {"crash", "leave"}, "zk_restart": {"zk_kill"}, "broker_restart": {"broker_kill",
+                  "coordinator_kill"}, "coordinator_restart": {"broker_kill", "coordinator_kill"}}.get(step.action, set())
+        return [fault_id for fault_id, event in self.active.items()
+                if event["kind"] in undoes and set(event["targets"]) & set(step.targets)]
+
+    def _fault_fields(self, step: Step) -> dict:
+        kind = step.params.get("fault", step.action) if step.action == "link" else step.action
+        return {
+            "fault_id": step.fault_id, "kind": kind, "action": step.action,
+            "target": ",".join(step.targets), "targets": list(step.targets), "link": step.link,
+            "params": dict(step.params), "emulated": step.emulated, "at_s": step.at, "line": step.line,
+        }
+
+    def fault_started(self, step: Step) -> dict:
+        event = self.recorder.emit(ev.FAULT_STARTED, **self._fault_fields(step))
+        self.active[step.fault_id] = event
+        return event
+
+    def fault_stopped(self, step: Step, observed: int | None, **extra: object) -> None:
+        self.active.pop(step.fault_id, None)
+        self.recorder.emit(ev.FAULT_STOPPED, **self._fault_fields(step), observed_ts_ns=observed, **extra)
+
+    # ------------------------------------------------------------------ heal and teardown
+
+    async def heal(self) -> None:
+        await self.enter_phase("heal")
+        self.proxies.heal_all()
+        for process in self.hosts.values():
+            process.resume()
+        await self.servers.heal_all()
+        for fault_id, started in list(self.active.items()):
+            self.active.pop(fault_id)
+            self.recorder.emit(ev.FAULT_STOPPED, **{k: started[k] for k in _FAULT_KEYS}, observed_ts_ns=None,
+                               healed_by="final-heal")
+
+    async def watch_parts(self) -> None:
+        """Any part that exits without being told to ends the run."""
+        while True:
+            await asyncio.sleep(0.5)
+            for name, process in self.hosts.items():
+                if not process.running and not process.expected_exit:
+                    self.abort(f"member host {name} exited by itself (code {process.process.returncode}); "
+                               f"see {process.log_path}")
+            if self.producer and not self.producer.running and self.producer.process.returncode not in (0, None):
+                if not self.producer.expected_exit:
+                    self.abort(f"the producer failed (code {self.producer.process.returncode}); "
+                               f"see {self.producer.log_path}")
+            if self.cluster is not None:
+                for broker in self.cluster.brokers:
+                    if not broker.alive and broker.node_id not in self.servers.brokers_killed:
+                        self.abort(f"broker {broker.node_id} exited by itself; see {broker.log_path}")
+
+    async def teardown(self, status: str) -> None:
+        self.phase = "teardown"
+        if self.recorder is not None:
+            self.recorder.emit(ev.PHASE, name="teardown", status=status)
+        watchdog = getattr(self, "watchdog", None)
+        if watchdog is not None:
+            watchdog.cancel()
+        self.proxies.heal_all()     # members leave cleanly only if they can reach their servers
+        stops = [process.stop(STOP_TIMEOUT_S) for process in self.hosts.values()]
+        if self.producer is not None:
+            stops.append(self.producer.stop(STOP_TIMEOUT_S))
+        for outcome in await asyncio.gather(*stops, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                self.note(f"stopping a child failed: {outcome!r}")
+        if self.cluster is not None:
+            try:
+                await asyncio.to_thread(self.cluster.stop)
+            except Exception as error:  # noqa: BLE001 - keep tearing down
+                self.note(f"stopping the brokers failed: {error!r}")
+        if self.ensemble is not None:
+            try:
+                await asyncio.to_thread(self.ensemble.stop)
+            except Exception as error:  # noqa: BLE001
+                self.note(f"stopping ZooKeeper failed: {error!r}")
+        await self.proxies.stop()
+        for process in self.hosts.values():
+            process.kill_now()
+
+    def note(self, text: str) -> None:
+        with open(self.run_dir / "runner-notes.txt", "a") as notes:
+            notes.write(text + "\n")
+
+    # ------------------------------------------------------------------ lock file
+
+    def write_lock(self, status: str, reason: str = "") -> None:
+        scenario_text = Path(self.scenario.source).read_text() if Path(self.scenario.source).is_file() else ""
+        lock = {
+            "run_id": self.run_id,
+            "backend": self.backend,
+            "status": status,
+            "reason": reason,
+            "scenario": {
+                "name": self.scenario.name, "source": self.scenario.source,
+                "sha256": hashlib.sha256(scenario_text.encode()).hexdigest() if scenario_text else None,
+                "resolved": _jsonable(asdict(self.scenario)),
+            },
+            "seed": self.scenario.seed,
+            "schedule": self.schedule.to_json(),
+            "applied": self.applied,
+            "timeline_start_ns": self.t0_ns,
+            "started_ms": self.started_ms,
+            "ended_ms": int(time.time() * 1000) if status != "running" else None,
+            "cluster": {
+                "zookeeper": self.zk_connect,
+                "zookeeper_provider": getattr(getattr(self.ensemble, "provider", None), "value", None),
+                "brokers": self.cluster.bootstrap if self.cluster else None,
+                "coordinator_broker": self.schedule.coordinator_broker,
+            },
+            "members": {host.name: list(host.members) for host in self.schedule.hosts},
+            "proxies": self.members_proxied,
+            "versions": versions(),
+        }
+        path = self.run_dir / "lock.json"
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(lock, indent=2))
+        temporary.replace(path)
+
+
+_FAULT_KEYS = ("fault_id", "kind", "action", "target", "targets", "link", "params", "emulated", "at_s", "line")
+_INSTANT = {"crash", "leave", "restart", "zk_kill", "zk_restart", "broker_kill", "broker_restart",
+            "coordinator_kill", "coordinator_restart"}
+# crash/kill stay open until something undoes them (a restart) or the final heal; the rest are instants.
+_INSTANT -= {"crash", "leave", "zk_kill", "broker_kill", "coordinator_kill"}
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for dist in ("rebalance-lab", "kazoo", "kafka-python", "confluent-kafka", "pyspark"):
+        with contextlib.suppress(PackageNotFoundError):
+            found[dist] = version(dist)
+    return found
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, dict):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    if hasattr(value, "value") and not isinstance(value, (int, float, str)):
+        return value.value
+    return value
+
+
+# ---------------------------------------------------------------------- progress, from the event files
+
+
+@dataclass
+class _Tail:
+    offset: int = 0
+    partial: bytes = b""
+
+
+@dataclass
+class Progress:
+    """Running counts read by tailing RUN_DIR/events/*.jsonl; also tells the warmup when the group is stable."""
+
+    events_dir: Path
+    scenario: Scenario
+    schedule: Schedule
+    produced: int = 0
+    consumed: int = 0
+    rebalances: int = 0
+    failed_rebalances: int = 0
+    faults: int = 0
+    members_up: set = field(default_factory=set)
+    owned: dict = field(default_factory=dict)
+    tails: dict = field(default_factory=dict)
+    recent: list = field(default_factory=list)
+
+    def poll(self) -> None:
+        for path in sorted(self.events_dir.glob("*.jsonl")):
+            tail = self.tails.setdefault(path, _Tail())
+            try:
+                with open(path, "rb") as handle:
+                    handle.seek(tail.offset)
+                    chunk = handle.read()
+            except OSError:
+                continue
+            tail.offset += len(chunk)
+            lines = (tail.partial + chunk).split(b"\n")
+            tail.partial = lines.pop()
+            for raw in lines:
+                with contextlib.suppress(ValueError):
+                    self.feed(json.loads(raw))
+
+    def feed(self, event: dict) -> None:
+        kind, member = event.get("type"), event.get("member", "")
+        if kind == ev.RECORDS_CONSUMED:
+            self.consumed += int(event.get("count", 0))
+        elif kind == ev.RECORD_PRODUCED:
+            self.produced += 1
+        elif kind == ev.RECORDS_PRODUCED:
+            self.produced += int(event.get("count", 0))
+        elif kind == ev.REBALANCE_COMPLETED:
+            self.rebalances += 1
+        elif kind == ev.REBALANCE_FAILED:
+            self.failed_rebalances += 1
+        elif kind == ev.MEMBER_STARTED:
+            self.members_up.add(member)
+        elif kind == ev.MEMBER_STOPPED:
+            self.members_up.discard(member)
+            self.owned.pop(member, None)
+        elif kind == ev.PARTITIONS_ASSIGNED:
+            self.owned.setdefault(member, set()).update(event.get("partitions", []))
+        elif kind in (ev.PARTITIONS_REVOKED, ev.PARTITIONS_LOST):
+            self.owned.setdefault(member, set()).difference_update(event.get("partitions", []))
+        elif kind == ev.FAULT_STARTED and not event.get("confirmation"):
+            self.faults += 1
+        if kind in (ev.FAULT_STARTED, ev.FAULT_STOPPED, ev.PHASE) and not event.get("confirmation"):
+            label = event.get("name") or f"{event.get('kind')} {event.get('target')}"
+            self.recent = [*self.recent[-4:], f"{kind.replace('_', ' ')}: {label}"]
+
+    def all_partitions(self) -> set[str]:
+        return {f"{topic.name}-{index}" for topic in self.scenario.topics
+                if topic.name in self.scenario.subscribed_topics for index in range(topic.partitions)}
+
+    def stable(self, members: int) -> bool:
+        """Every subscribed partition owned by exactly one member, and every member up."""
+        if len(self.members_up) < members:
+            return False
+        claims = [partition for partitions in self.owned.values() for partition in partitions]
+        return len(claims) == len(set(claims)) and set(claims) == self.all_partitions()
+
+    def ownership_summary(self) -> dict:
+        claims = [partition for partitions in self.owned.values() for partition in partitions]
+        return {"members_up": len(self.members_up), "owned": len(set(claims)),
+                "double_owned": len(claims) - len(set(claims)), "partitions": len(self.all_partitions())}
+
+    # ---- display
+
+    def render(self, run: Run):
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        elapsed = (time.monotonic_ns() - run.t0_ns) / 1e9 if run.t0_ns else 0.0
+        clock = f"{elapsed:5.1f} / {self.scenario.duration:.0f} s" if run.t0_ns else "-"
+        table.add_row("run", f"{self.scenario.name} on {run.backend}  [dim]{run.run_dir}[/dim]")
+        table.add_row("phase", f"{run.phase}   timeline {clock}")
+        upcoming = [step for step in self.schedule.steps if not run.t0_ns or step.at > elapsed][:3]
+        table.add_row("next", "; ".join(f"{step.at:.0f}s {step.op} {step.action} {','.join(step.targets)}"
+                                        for step in upcoming) or "-")
+        table.add_row("records", f"produced {self.produced}   consumed {self.consumed}")
+        table.add_row("group", f"members up {len(self.members_up)}   rebalances {self.rebalances}"
+                               f"   failed {self.failed_rebalances}")
+        table.add_row("faults", f"{self.faults} started, {len(run.active)} in force")
+        for line in self.recent:
+            table.add_row("", f"[dim]{line}[/dim]")
+        return table
+
+    async def show(self, run: Run, *, live: bool) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        console = Console(stderr=True)
+        if not (live and console.is_terminal):
+            while True:          # keep counting for the warmup and the final line
+                self.poll()
+                await asyncio.sleep(0.5)
+        with Live(self.render(run), console=console, refresh_per_second=4, transient=False) as display:
+            while True:
+                self.poll()
+                display.update(self.render(run))
+                await asyncio.sleep(0.5)
+
+    def final(self, run: Run, status: str, reason: str) -> None:
+        self.poll()
+        from rich.console import Console
+
+        Console(stderr=True).print(
+            f"[bold]{self.scenario.name}[/bold] on {run.backend}: {status}{': ' + reason if reason else ''}; "
+            f"produced {self.produced}, consumed {self.consumed}, rebalances {self.rebalances}, "
+            f"faults {self.faults}; events in {run.events_dir}")
