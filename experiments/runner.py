@@ -16,8 +16,9 @@ Link faults need the member's traffic to pass a proxy (experiments.faults.proxy)
 link fault targets get one proxy per server per link:
 - legacy: `coord` = the member's ZooKeeper connect string points at its own proxies; `data` = the
   brokers advertise the member's proxies to it (advertise map keyed by its client id, the member name);
-- modern: `data` likewise; `coord` = its own proxies in front of the brokers, given to the brokers'
-  advertise map under "<member>#coord", which the group coordinator's FindCoordinator answer uses.
+- modern: the brokers advertise the member's proxies to it (Metadata and FindCoordinator alike); each
+  proxy reads Kafka frames and files the group APIs (FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
+  LeaveGroup, OffsetCommit, OffsetFetch) under `coord` and the rest under `data`, a toxic per class.
 Other members connect directly.
 """
 
@@ -223,22 +224,26 @@ class Run:
             self.check_abort()
 
     async def start_proxies(self) -> None:
-        """One proxy per server per link for each member a link fault targets. Upstreams are looked up
-        at connect time, so a restarted server on a new address is still reached."""
+        """Proxies for each member a link fault targets. Upstreams are looked up per connection, so a
+        restarted server on a new address is still reached."""
         brokers = self.scenario.cluster.brokers
         for member in self.schedule.proxied_members():
             links: dict[str, list[str]] = {"coord": [], "data": []}
-            for index in range(brokers):
-                proxy = await self.proxies.add(member, "data", f"broker-{index}", self.broker_upstream(index))
-                links["data"].append(proxy.address)
             if self.backend == "legacy":
                 for index in range(self.scenario.cluster.zookeeper_nodes):
                     proxy = await self.proxies.add(member, "coord", f"zk-{index}", self.zk_upstream(index))
                     links["coord"].append(proxy.address)
-            else:
                 for index in range(brokers):
-                    proxy = await self.proxies.add(member, "coord", f"broker-{index}", self.broker_upstream(index))
+                    proxy = await self.proxies.add(member, "data", f"broker-{index}", self.broker_upstream(index))
+                    links["data"].append(proxy.address)
+            else:
+                # The coordinator is one of the brokers: one Kafka proxy per broker carries both links,
+                # told apart frame by frame (group APIs = coord, the rest = data).
+                for index in range(brokers):
+                    proxy = await self.proxies.add(member, ("coord", "data"), f"broker-{index}",
+                                                   self.broker_upstream(index))
                     links["coord"].append(proxy.address)
+                    links["data"].append(proxy.address)
             self.members_proxied[member] = links
 
     def zk_upstream(self, index: int):
@@ -259,8 +264,6 @@ class Run:
         mapping: dict[str, dict[str, str]] = {}
         for member, links in self.members_proxied.items():
             mapping[member] = {str(index): address for index, address in enumerate(links["data"])}
-            if self.backend == "modern":
-                mapping[f"{member}#coord"] = {str(index): address for index, address in enumerate(links["coord"])}
         path = self.run_dir / "advertise.json"
         temporary = path.with_suffix(".tmp")
         temporary.write_text(json.dumps(mapping, indent=1))

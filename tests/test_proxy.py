@@ -188,3 +188,55 @@ def test_hub_steers_every_proxy_of_a_link():
             server.close()
 
     asyncio.run(main())
+
+
+async def kafka_like_server() -> asyncio.base_events.Server:
+    """Answers each Kafka-framed request with a frame carrying its correlation id."""
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(4), "big")
+                body = await reader.readexactly(size)
+                reply = body[4:8] + b"ok"
+                writer.write(len(reply).to_bytes(4, "big") + reply)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0)
+
+
+def kafka_request(api_key: int, correlation: int) -> bytes:
+    body = api_key.to_bytes(2, "big") + (0).to_bytes(2, "big") + correlation.to_bytes(4, "big") + b"\x00\x00"
+    return len(body).to_bytes(4, "big") + body
+
+
+def test_kafka_proxy_black_holes_group_apis_while_fetches_flow():
+    async def main() -> None:
+        server = await kafka_like_server()
+        hub = ProxyHub()
+        try:
+            proxy = await hub.add("m000", ("coord", "data"), "broker-0",
+                                  ("127.0.0.1", server.sockets[0].getsockname()[1]))
+            coordinator = await asyncio.open_connection("127.0.0.1", proxy.port)
+            fetcher = await asyncio.open_connection("127.0.0.1", proxy.port)
+            hub.set_toxic("m000", "coord", Toxic(kind=LinkFault.PARTITION))
+            heartbeat, fetch = kafka_request(12, 7), kafka_request(1, 8)
+            coordinator[1].write(heartbeat)
+            fetcher[1].write(fetch)
+            reply = await asyncio.wait_for(fetcher[0].readexactly(10), 5)
+            assert reply[4:8] == (8).to_bytes(4, "big"), "the fetch was answered"
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(coordinator[0].readexactly(10), 0.5)
+            assert hub.observed_ns("m000", "coord") is not None
+            assert hub.observed_ns("m000", "data") is None
+            hub.set_toxic("m000", "coord", None)
+            reply = await asyncio.wait_for(coordinator[0].readexactly(10), 5)
+            assert reply[4:8] == (7).to_bytes(4, "big"), "the held heartbeat went through after the heal"
+            for _, writer in (coordinator, fetcher):
+                writer.close()
+        finally:
+            await hub.stop()
+            server.close()
+
+    asyncio.run(main())

@@ -11,7 +11,14 @@ upstream. A `Toxic` changes what passes:
 - bandwidth: throughput capped at rate_kbps (kilobytes per second).
 - down: the proxy is disabled: open connections are closed, new ones closed at once.
 
-Each toxic applies to one direction or both (upstream = client to server). A proxy notes when a
+Each toxic applies to one direction or both (upstream = client to server). A proxy in front of a
+broker can also tell a member's two Kafka links apart on the same address (`kafka_classes=True`): it
+cuts the byte stream into Kafka frames and files each request, and the response with its correlation
+id, under `coord` (the group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch) or `data` (everything else), with a toxic per class. Kafka clients keep the
+coordinator on a connection of its own, so a `coord` black hole silences heartbeats while fetches flow.
+
+A proxy notes when a
 toxic first had an effect (held a byte, reset a connection, delayed a chunk): the runner puts that
 time into the fault's events, so a fault is confirmed by what was observed, not only requested.
 """
@@ -31,8 +38,12 @@ from dataclasses import dataclass
 from experiments.scenario import Direction, LinkFault
 
 CHUNK = 64 * 1024
-QUEUE_CHUNKS = 16        # bytes a direction may hold before it stops reading (back-pressure)
+QUEUE_CHUNKS = 16        # chunks a direction may hold before it stops reading (back-pressure)
 _EOF = b""
+ALL = "all"              # the traffic class of a proxy that does not look inside the stream
+# Kafka API keys that talk to the group coordinator: OffsetCommit, OffsetFetch, FindCoordinator,
+# JoinGroup, Heartbeat, LeaveGroup, SyncGroup.
+KAFKA_COORD_APIS = frozenset({8, 9, 10, 11, 12, 13, 14})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,17 +65,18 @@ class Proxy:
     """One listening address in front of one upstream address, steered through `set_toxic`."""
 
     def __init__(self, name: str, upstream: Upstream | tuple[str, int], *, host: str = "127.0.0.1",
-                 seed: int = 0) -> None:
+                 seed: int = 0, kafka_classes: bool = False) -> None:
         self.name = name
         self._upstream = upstream if callable(upstream) else (lambda: upstream)
         self._host = host
         self._server: asyncio.base_events.Server | None = None
-        self._toxic: Toxic | None = None
-        self._changed = asyncio.Event()     # set and replaced whenever the toxic changes
+        self.kafka_classes = kafka_classes
+        self._toxics: dict[str, Toxic] = {}    # traffic class -> toxic in force
+        self._changed = asyncio.Event()     # set and replaced whenever a toxic changes
         self._connections: set[_Connection] = set()
         self._rng = random.Random(seed)
         self.port = 0
-        self.observed_ns: int | None = None     # when the current toxic first had an effect
+        self._observed: dict[str, int] = {}    # class -> when its current toxic first had an effect
         self.bytes_up = 0
         self.bytes_down = 0
         self.accepted = 0
@@ -75,7 +87,18 @@ class Proxy:
 
     @property
     def toxic(self) -> Toxic | None:
-        return self._toxic
+        """The toxic on the whole stream (or, for a Kafka proxy, on any class)."""
+        return self._toxics.get(ALL) or next(iter(self._toxics.values()), None)
+
+    def toxic_for(self, traffic: str) -> Toxic | None:
+        return self._toxics.get(traffic) or self._toxics.get(ALL)
+
+    @property
+    def observed_ns(self) -> int | None:
+        return min(self._observed.values()) if self._observed else None
+
+    def observed_for(self, traffic: str) -> int | None:
+        return self._observed.get(traffic)
 
     async def start(self) -> Proxy:
         self._server = await asyncio.start_server(self._accept, self._host, 0, limit=CHUNK)
@@ -90,28 +113,36 @@ class Proxy:
             connection.abort(reset=False)
         await asyncio.sleep(0)
 
-    def set_toxic(self, toxic: Toxic | None) -> None:
-        """Put a toxic on (None heals). Takes effect at once on open connections too."""
-        self._toxic = toxic
-        self.observed_ns = None
+    def set_toxic(self, toxic: Toxic | None, traffic: str = ALL) -> None:
+        """Put a toxic on one traffic class (None heals it). Takes effect at once on open connections.
+        A reset or down on a class hits the connections that have carried that class."""
+        if traffic != ALL and not self.kafka_classes:
+            raise ValueError(f"proxy {self.name} does not look inside the stream; it has no {traffic!r} traffic")
+        if toxic is None:
+            self._toxics.pop(traffic, None)
+        else:
+            self._toxics[traffic] = toxic
+        self._observed.pop(traffic, None)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
         if toxic is not None and toxic.kind in (LinkFault.RESET, LinkFault.DOWN):
             for connection in list(self._connections):
-                connection.abort(reset=toxic.kind is LinkFault.RESET)
-                self._observe()
+                if traffic == ALL or traffic in connection.classes:
+                    connection.abort(reset=toxic.kind is LinkFault.RESET)
+                    self._observe(traffic)
 
-    def _observe(self) -> None:
-        if self.observed_ns is None:
-            self.observed_ns = time.monotonic_ns()
+    def _observe(self, traffic: str) -> None:
+        self._observed.setdefault(traffic, time.monotonic_ns())
 
-    def _blocked(self, direction: Direction) -> bool:
-        toxic = self._toxic
-        return toxic is not None and toxic.kind is LinkFault.PARTITION and toxic.applies(direction)
+    def _blocked(self, direction: Direction, traffic: str) -> Toxic | None:
+        toxic = self.toxic_for(traffic)
+        if toxic is not None and toxic.kind is LinkFault.PARTITION and toxic.applies(direction):
+            return toxic
+        return None
 
-    async def _wait_unblocked(self, direction: Direction) -> None:
-        while self._blocked(direction):
-            self._observe()
+    async def _wait_unblocked(self, direction: Direction, traffic: str) -> None:
+        while self._blocked(direction, traffic):
+            self._observe(traffic if traffic in self._toxics else ALL)
             await self._changed.wait()
 
     # ---- connections
@@ -121,12 +152,12 @@ class Proxy:
         connection = _Connection(self, client_writer)
         self._connections.add(connection)
         try:
-            toxic = self._toxic
+            toxic = self._toxics.get(ALL)
             if toxic is not None and toxic.kind in (LinkFault.RESET, LinkFault.DOWN):
-                self._observe()
+                self._observe(ALL)
                 connection.abort(reset=toxic.kind is LinkFault.RESET)
                 return
-            await self._wait_unblocked(Direction.UPSTREAM)   # a black hole: the SYN never arrives
+            await self._wait_unblocked(Direction.UPSTREAM, ALL)   # a black hole: the SYN never arrives
             if connection.closed:
                 return
             host, port = self._upstream()
@@ -150,23 +181,30 @@ class Proxy:
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, direction: Direction,
                     connection: _Connection) -> None:
         """Read and deliver in two tasks joined by a bounded queue: latency is pipelined, order kept."""
-        queue: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue(QUEUE_CHUNKS)
+        queue: asyncio.Queue[tuple[int, str, bytes]] = asyncio.Queue(QUEUE_CHUNKS)
 
         async def read() -> None:
+            frames = _KafkaFrames(direction, connection) if self.kafka_classes else None
             try:
                 while True:
                     data = await reader.read(CHUNK)
-                    await queue.put((time.monotonic_ns(), data))
+                    now = time.monotonic_ns()
                     if not data:
+                        await queue.put((now, ALL, _EOF))
                         return
+                    if frames is None:
+                        await queue.put((now, ALL, data))
+                        continue
+                    for traffic, frame in frames.feed(data):
+                        await queue.put((now, traffic, frame))
             except (ConnectionError, OSError):
-                await queue.put((time.monotonic_ns(), _EOF))
+                await queue.put((time.monotonic_ns(), ALL, _EOF))
 
         async def deliver() -> None:
             while True:
-                read_ns, data = await queue.get()
-                await self._wait_unblocked(direction)
-                await self._delay(read_ns, direction)
+                read_ns, traffic, data = await queue.get()
+                await self._wait_unblocked(direction, traffic)
+                await self._delay(read_ns, direction, traffic)
                 if connection.closed:
                     return
                 if not data:
@@ -178,7 +216,7 @@ class Proxy:
                         connection.abort(reset=False)
                     return
                 try:
-                    await self._write(writer, data, direction)
+                    await self._write(writer, data, direction, traffic)
                 except (ConnectionError, OSError):
                     connection.abort(reset=False)
                     return
@@ -195,24 +233,24 @@ class Proxy:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader_task
 
-    async def _delay(self, read_ns: int, direction: Direction) -> None:
-        toxic = self._toxic
+    async def _delay(self, read_ns: int, direction: Direction, traffic: str) -> None:
+        toxic = self.toxic_for(traffic)
         if toxic is None or toxic.kind is not LinkFault.LATENCY or not toxic.applies(direction):
             return
         jitter = self._rng.uniform(-toxic.jitter_ms, toxic.jitter_ms) if toxic.jitter_ms else 0.0
         due_ns = read_ns + int(max(0.0, toxic.latency_ms + jitter) * 1e6)
         wait = (due_ns - time.monotonic_ns()) / 1e9
-        self._observe()
+        self._observe(traffic if traffic in self._toxics else ALL)
         if wait > 0:
             await asyncio.sleep(wait)
 
-    async def _write(self, writer: asyncio.StreamWriter, data: bytes, direction: Direction) -> None:
-        toxic = self._toxic
+    async def _write(self, writer: asyncio.StreamWriter, data: bytes, direction: Direction, traffic: str) -> None:
+        toxic = self.toxic_for(traffic)
         if toxic is None or toxic.kind is not LinkFault.BANDWIDTH or not toxic.applies(direction):
             writer.write(data)
             await writer.drain()
             return
-        self._observe()
+        self._observe(traffic if traffic in self._toxics else ALL)
         rate = max(1.0, (toxic.rate_kbps or 1.0) * 1024)          # bytes per second
         piece = max(1, int(rate / 20))                            # about 20 writes a second
         for start in range(0, len(data), piece):
@@ -220,6 +258,43 @@ class Proxy:
             writer.write(chunk)
             await writer.drain()
             await asyncio.sleep(len(chunk) / rate)
+
+
+class _KafkaFrames:
+    """Cuts one direction of a Kafka connection into frames (int32 size, then the body) and files each
+    under `coord` or `data`: requests by API key, responses by the class of their request's correlation id."""
+
+    def __init__(self, direction: Direction, connection: _Connection) -> None:
+        self.direction = direction
+        self.connection = connection
+        self.buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[str, bytes]]:
+        self.buffer += data
+        frames = []
+        while len(self.buffer) >= 4:
+            size = int.from_bytes(self.buffer[:4], "big", signed=True)
+            if size < 8 or len(self.buffer) < 4 + size:
+                if size < 8:    # not Kafka framing: pass the rest through unclassified
+                    frames.append((ALL, bytes(self.buffer)))
+                    self.buffer.clear()
+                break
+            frame = bytes(self.buffer[:4 + size])
+            del self.buffer[:4 + size]
+            frames.append((self.classify(frame), frame))
+        return frames
+
+    def classify(self, frame: bytes) -> str:
+        pending = self.connection.pending
+        if self.direction is Direction.UPSTREAM:
+            api_key = int.from_bytes(frame[4:6], "big", signed=True)
+            correlation = frame[8:12]
+            traffic = "coord" if api_key in KAFKA_COORD_APIS else "data"
+            pending[correlation] = traffic
+        else:
+            traffic = pending.pop(frame[4:8], "data")
+        self.connection.classes.add(traffic)
+        return traffic
 
 
 class _Connection:
@@ -231,6 +306,8 @@ class _Connection:
         self.server_writer: asyncio.StreamWriter | None = None
         self.closed = False
         self.half_closed = 0
+        self.pending: dict[bytes, str] = {}   # Kafka correlation id -> class of the request
+        self.classes: set[str] = set()        # Kafka traffic classes this connection has carried
 
     def abort(self, *, reset: bool) -> None:
         if self.closed:
@@ -250,43 +327,57 @@ class _Connection:
 
 
 class ProxyHub:
-    """Every proxy of a run, by member and link; the runner's control surface for link faults."""
+    """Every proxy of a run, by member and link; the runner's control surface for link faults.
+
+    A link is a list of (proxy, traffic class): a member's ZooKeeper proxies carry its whole `coord`
+    link; a Kafka proxy in front of a broker carries both of a modern member's links, one class each."""
 
     def __init__(self, *, seed: int = 0) -> None:
         self._seed = seed
-        self.links: dict[tuple[str, str], list[Proxy]] = {}
+        self.links: dict[tuple[str, str], list[tuple[Proxy, str]]] = {}
+        self._proxies: list[Proxy] = []
 
-    async def add(self, member: str, link: str, name: str, upstream: Upstream | tuple[str, int]) -> Proxy:
-        label = f"{member}/{link}/{name}"
-        proxy = Proxy(label, upstream, seed=zlib.crc32(f"{self._seed}/{label}".encode()))
+    async def add(self, member: str, links: str | tuple[str, ...], name: str, upstream: Upstream | tuple[str, int],
+                  ) -> Proxy:
+        """A proxy for one member's link(s) to one server. Given two links ("coord", "data"), it is a
+        Kafka proxy that tells them apart frame by frame."""
+        links = (links,) if isinstance(links, str) else tuple(links)
+        label = f"{member}/{'+'.join(links)}/{name}"
+        proxy = Proxy(label, upstream, seed=zlib.crc32(f"{self._seed}/{label}".encode()),
+                      kafka_classes=len(links) > 1)
         await proxy.start()
-        self.links.setdefault((member, link), []).append(proxy)
+        self._proxies.append(proxy)
+        for link in links:
+            self.links.setdefault((member, link), []).append((proxy, link if len(links) > 1 else ALL))
         return proxy
 
+    def _entries(self, member: str, link: str) -> list[tuple[Proxy, str]]:
+        names = ("coord", "data") if link == "both" else (link,)
+        return [entry for name in names for entry in self.links.get((member, name), [])]
+
     def proxies(self, member: str, link: str) -> list[Proxy]:
-        links = ("coord", "data") if link == "both" else (link,)
-        return [proxy for name in links for proxy in self.links.get((member, name), [])]
+        return list(dict.fromkeys(proxy for proxy, _ in self._entries(member, link)))
 
     def set_toxic(self, member: str, link: str, toxic: Toxic | None) -> None:
-        proxies = self.proxies(member, link)
-        if not proxies:
+        entries = self._entries(member, link)
+        if not entries:
             raise KeyError(f"{member} has no proxied {link} link")
-        for proxy in proxies:
-            proxy.set_toxic(toxic)
+        for proxy, traffic in entries:
+            proxy.set_toxic(toxic, traffic)
 
     def observed_ns(self, member: str, link: str) -> int | None:
         """When a toxic on this link first had an effect (the earliest over its proxies)."""
-        times = [proxy.observed_ns for proxy in self.proxies(member, link) if proxy.observed_ns is not None]
+        times = [proxy.observed_for(traffic) for proxy, traffic in self._entries(member, link)]
+        times = [value for value in times if value is not None]
         return min(times) if times else None
 
     def heal_all(self) -> None:
-        for proxies in self.links.values():
-            for proxy in proxies:
-                if proxy.toxic is not None:
-                    proxy.set_toxic(None)
+        for proxy in self._proxies:
+            for traffic in list(proxy._toxics):
+                proxy.set_toxic(None, traffic)
 
     async def stop(self) -> None:
-        for proxies in self.links.values():
-            for proxy in proxies:
-                await proxy.stop()
+        for proxy in self._proxies:
+            await proxy.stop()
+        self._proxies.clear()
         self.links.clear()
