@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from rebalance.assignors.base import Group, Plan, RebalanceProtocol
-from rebalance.assignors.ownership import raw_claims
+from rebalance.assignors.ownership import raw_claims, resolve_ownership
 from rebalance.assignors.sticky import StickyAssignor
 from rebalance.types import Assignment, Subscription, TopicPartition
 
@@ -28,15 +28,24 @@ class CooperativeStickyAssignor(StickyAssignor):
     def plan(self, group: Group) -> Plan:
         target = super().plan(group)
         claims = raw_claims(group)
+        contested = resolve_ownership(group).doubly_claimed
         return {
-            member: [tp for tp in partitions if not _withheld(tp, member, claims)]
+            member: [tp for tp in partitions if not _withheld(tp, member, claims, contested)]
             for member, partitions in target.items()
         }
 
 
-def _withheld(tp: TopicPartition, member: str, claims: Mapping[TopicPartition, set[str]]) -> bool:
-    """True when some other member may still be consuming `tp`."""
-    return bool(claims.get(tp, set()) - {member})
+def _withheld(
+    tp: TopicPartition, member: str, claims: Mapping[TopicPartition, set[str]], contested: frozenset
+) -> bool:
+    """True when another member may still be consuming `tp`: it is new to `member` and someone else
+    reports owning it, or several members of the current generation claim it (nobody can tell who has it).
+
+    A member that keeps a partition keeps it even if a member of an older generation also
+    claims it: that one missed a rebalance and has already lost it, as in Kafka.
+    """
+    claimants = claims.get(tp, set())
+    return (member not in claimants and bool(claimants)) or tp in contested
 
 
 def cooperative_rounds(
