@@ -1,0 +1,158 @@
+"""`rebalance-lab assign` and `rebalance-lab movement`."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from rebalance import cli
+
+app = typer.Typer()
+cli.register(app)
+runner = CliRunner()
+
+BASE = ["assign", "--topic", "t0=3", "--topic", "t1=3", "--member", "C0=t0,t1", "--member", "C1=t0,t1"]
+
+
+def run(*args):
+    return runner.invoke(app, list(args))
+
+
+def json_of(*args):
+    result = run(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_range_json_is_exact():
+    assert json_of(*BASE, "--strategy", "range") == {"C0": ["t0-0", "t0-1", "t1-0", "t1-1"], "C1": ["t0-2", "t1-2"]}
+
+
+def test_roundrobin_json_is_exact():
+    assert json_of(*BASE, "--strategy", "roundrobin") == {"C0": ["t0-0", "t0-2", "t1-1"], "C1": ["t0-1", "t1-0", "t1-2"]}
+
+
+def test_json_output_is_one_line_one_object():
+    result = run(*BASE, "--strategy", "sticky", "--json")
+    assert result.stdout.count("\n") == 1 and result.stdout.startswith("{")
+
+
+def test_members_with_nothing_get_an_empty_list():
+    out = json_of("assign", "--topic", "t0=1", "--member", "A=t0", "--member", "B=t0", "--strategy", "range")
+    assert out == {"A": ["t0-0"], "B": []}
+
+
+def test_static_member_sorts_first():
+    out = json_of(*BASE, "--strategy", "range", "--static", "C1=instance-a")
+    assert out["C1"] == ["t0-0", "t0-1", "t1-0", "t1-1"]
+
+
+def test_sticky_keeps_owned_partitions():
+    out = json_of(*BASE, "--strategy", "sticky", "--owned", "C0=t0-0,t0-1,t0-2", "--owned", "C1=t1-0,t1-1,t1-2",
+                  "--generation", "C0=3", "--generation", "C1=3")
+    assert out == {"C0": ["t0-0", "t0-1", "t0-2"], "C1": ["t1-0", "t1-1", "t1-2"]}
+
+
+def test_older_generation_loses_its_claims():
+    out = json_of(*BASE, "--strategy", "sticky", "--owned", "C1=t0-0,t0-1,t0-2", "--generation", "C0=3",
+                  "--generation", "C1=2")
+    assert out == json_of(*BASE, "--strategy", "sticky")
+
+
+def test_cooperative_first_round_and_rounds():
+    args = ["assign", "--strategy", "cooperative-sticky", "--topic", "t0=4", "--member", "C0=t0", "--member", "C1=t0",
+            "--owned", "C0=t0-0,t0-1,t0-2,t0-3", "--generation", "C0=5"]
+    assert json_of(*args) == {"C0": ["t0-0", "t0-1"], "C1": []}
+    assert json_of(*args, "--rounds") == {
+        "rounds": [{"C0": ["t0-0", "t0-1"], "C1": []}, {"C0": ["t0-0", "t0-1"], "C1": ["t0-2", "t0-3"]}]
+    }
+
+
+def test_legacy_strategies_key_by_member():
+    out = json_of("assign", "--strategy", "legacy-range", "--topic", "t0=5", "--member", "g_a=t0", "--member",
+                  "g_b=t0", "--streams", "g_a=2")
+    assert out == {"g_a": ["t0-0", "t0-1", "t0-2", "t0-3"], "g_b": ["t0-4"]}
+
+
+def test_optimal():
+    assert json_of(*BASE, "--strategy", "optimal", "--owned", "C0=t0-0,t0-1,t0-2,t1-0,t1-1,t1-2") == {
+        "C0": ["t0-0", "t0-1", "t0-2"], "C1": ["t1-0", "t1-1", "t1-2"]}
+
+
+def test_human_output_has_a_table():
+    result = run(*BASE, "--strategy", "range")
+    assert result.exit_code == 0 and "C0" in result.stdout and "t0-0 t0-1 t1-0 t1-1" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--strategy", "bogus"], "unknown --strategy 'bogus'"),
+        (["--topic", "t2=-1"], "negative partition count"),
+        (["--topic", "t2=x"], "not an integer"),
+        (["--member", "C2=t9"], "unknown topic 't9'"),
+        (["--owned", "C0=t0-7"], "t0-7, which does not exist"),
+        (["--owned", "C0=nonsense"], "not a topic-partition"),
+        (["--owned", "C9=t0-0"], "not a --member"),
+        (["--member", "C0=t0"], "given twice"),
+        (["--rounds"], "cooperative-sticky only"),
+        (["--streams", "C0=2"], "legacy strategies only"),
+        (["--strategy", "legacy-roundrobin", "--member", "C2=t0"], "same topics"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    result = run(*BASE, *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+
+
+def test_no_members_or_topics():
+    assert run("assign", "--topic", "t0=1").exit_code == 2
+    assert run("assign", "--member", "C0=t0").exit_code == 2
+
+
+def test_movement_seed_002_scenario_1():
+    result = run("movement", "--partitions", "10", "--from", "4", "--to", "5", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert {name: v["moved"] for name, v in out.items()} == {
+        "range": 7, "roundrobin": 6, "sticky": 2, "cooperative-sticky": 2, "optimal": 2}
+    assert len(out["cooperative-sticky"]["rounds"]) == 2
+    assert out["sticky"]["changes"] == [{"partition": "t0-8", "from": "C1", "to": "C5"},
+                                        {"partition": "t0-9", "from": "C2", "to": "C5"}]
+
+
+def test_movement_picture():
+    result = run("movement", "--partitions", "10", "--from", "4", "--to", "5")
+    assert result.exit_code == 0
+    for line in ("range: 7 moved", "roundrobin: 6 moved", "sticky: 2 moved", "cooperative-sticky: 2 moved over 2 rounds",
+                 "optimal: 2 moved"):
+        assert line in result.stdout
+
+
+def test_movement_single_strategy_and_bad_input():
+    out = json.loads(run("movement", "--strategy", "sticky", "--from", "5", "--to", "4", "--json").stdout)
+    assert list(out) == ["sticky"] and out["sticky"]["moved"] == 2
+    bad = run("movement", "--from", "0")
+    assert bad.exit_code == 2 and "member counts" in bad.stderr
+    bad = run("movement", "--strategy", "nope")
+    assert bad.exit_code == 2 and "unknown --strategy" in bad.stderr
+
+
+def test_installed_command_answers_the_issue_example():
+    exe = Path(sys.executable).with_name("rebalance-lab")
+    if not exe.exists():
+        pytest.fail(f"{exe} missing: the project is not installed into this environment")
+    proc = subprocess.run(
+        [str(exe), *BASE, "--strategy", "range", "--json"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"C0": ["t0-0", "t0-1", "t1-0", "t1-1"], "C1": ["t0-2", "t1-2"]}
