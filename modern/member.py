@@ -1,0 +1,227 @@
+"""`ModernMember`: a consumer-group member coordinated by the group coordinator.
+
+The group side (find coordinator, join, sync, heartbeat, commit) is `modern.client`'s
+ConsumerCoordinator; the data side is kafka-python's KafkaConsumer in manual-assignment
+mode (group_id=None, assign + seek), fetching exactly what the coordinator gave us. The
+member's name is its client.id, so brokers that advertise per-client-id addresses route
+its traffic through that member's fault proxies.
+
+Settings under Kafka names go in `MemberConfig.extra`: heartbeat.interval.ms,
+max.poll.interval.ms, rebalance.timeout.ms, retry.backoff.ms, request.timeout.ms.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+
+from kafka import KafkaConsumer
+from kafka.structs import TopicPartition as KafkaTopicPartition
+
+from modern import errors
+from modern.client import ClientSettings, ConsumerCoordinator
+from modern.connection import parse_address
+from rebalance import events as ev
+from rebalance.events import EventRecorder, NullRecorder
+from rebalance.member import MemberConfig, RebalanceListener
+from rebalance.types import Record, TopicPartition
+
+# MemberConfig.extra keys this backend understands (anything else is a typo: fail loudly).
+EXTRA_SETTINGS = {
+    "heartbeat.interval.ms": "heartbeat_interval_ms",
+    "max.poll.interval.ms": "max_poll_interval_ms",
+    "rebalance.timeout.ms": "rebalance_timeout_ms",
+    "retry.backoff.ms": "retry_backoff_ms",
+    "request.timeout.ms": "request_timeout_ms",
+}
+
+
+class CommitFailedError(errors.GroupError):
+    """Kafka's CommitFailedException: the group moved on (rebalanced) without this member."""
+
+
+def settings_from(config: MemberConfig, client_id: str) -> ClientSettings:
+    if not config.bootstrap:
+        raise ValueError("the modern backend needs a bootstrap address (HOST:PORT[,HOST:PORT])")
+    unknown = sorted(set(config.extra) - set(EXTRA_SETTINGS))
+    if unknown:
+        raise ValueError(f"unknown modern setting(s) {', '.join(unknown)}; known: {', '.join(sorted(EXTRA_SETTINGS))}")
+    extra = {EXTRA_SETTINGS[key]: int(value) for key, value in config.extra.items()}
+    extra.setdefault("heartbeat_interval_ms", min(3000, config.session_timeout_ms // 3))
+    return ClientSettings(
+        group=config.group,
+        topics=tuple(config.topics),
+        bootstrap=tuple(parse_address(a) for a in config.bootstrap.split(",") if a.strip()),
+        client_id=client_id,
+        strategy=config.strategy,
+        group_instance_id=config.group_instance_id,
+        session_timeout_ms=config.session_timeout_ms,
+        **extra,
+    )
+
+
+class ModernMember:
+    def __init__(self, config: MemberConfig, *, listener: RebalanceListener | None = None,
+                 recorder: EventRecorder | None = None) -> None:
+        self.config = config
+        self.member_id = config.member_name or f"member-{uuid.uuid4().hex[:8]}"
+        self.listener = listener or RebalanceListener()
+        self.recorder = recorder or NullRecorder()
+        self.settings = settings_from(config, client_id=self.member_id)
+        self.coordinator = ConsumerCoordinator(self.settings, self, recorder=self.recorder, member_name=self.member_id)
+        self._consumer: KafkaConsumer | None = None
+        self._positions: dict[TopicPartition, int] = {}     # next offset to consume, per owned partition
+        self._owned: frozenset[TopicPartition] = frozenset()
+        self._next_auto_commit = 0.0
+        self._lock = threading.RLock()                     # poll/commit/close come from the caller's threads
+        self._closed = False
+
+    # ------------------------------------------------------------ Member
+
+    def start(self) -> None:
+        self._consumer = KafkaConsumer(
+            bootstrap_servers=self.config.bootstrap.split(","),
+            client_id=self.member_id,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset=self.config.auto_offset_reset,
+        )
+        self.recorder.emit(ev.MEMBER_STARTED, self.member_id, group=self.config.group, strategy=self.config.strategy,
+                           topics=list(self.config.topics), group_instance_id=self.config.group_instance_id,
+                           pid=os.getpid())
+        self.coordinator.start()
+        self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+
+    def poll(self, timeout_s: float) -> list[Record]:
+        with self._lock:
+            if self._closed:
+                return []
+            self.coordinator.poll()              # rebalances (and calls our hooks) when needed
+            self._maybe_auto_commit()
+            if not self._owned:
+                time.sleep(min(timeout_s, 0.05))   # nothing to fetch: do not spin
+                return []
+            batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
+            records: list[Record] = []
+            for ktp, batch in sorted(batches.items()):
+                tp = TopicPartition(ktp.topic, ktp.partition)
+                if tp not in self._owned or not batch:
+                    continue
+                converted = [Record(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp) for r in batch]
+                records.extend(converted)
+                self._positions[tp] = batch[-1].offset + 1
+                self.recorder.emit(ev.RECORDS_CONSUMED, self.member_id, topic=tp.topic, partition=tp.partition,
+                                   first_offset=batch[0].offset, last_offset=batch[-1].offset, count=len(batch),
+                                   produce_ts_ms=[_produce_ts(r.value) for r in batch],
+                                   generation=self.coordinator.generation.generation_id)
+            return records
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Commit next offsets (None: current positions). Raises CommitFailedError when fenced."""
+        with self._lock:
+            wanted = dict(self._positions if offsets is None else offsets)
+            error = self._commit(wanted)
+            if error is not errors.NONE:
+                raise CommitFailedError(error, "OffsetCommit")
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._owned)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            reason = "close"
+            try:
+                if self._owned:
+                    if self.config.auto_commit:
+                        self._commit(dict(self._positions))
+                    owned = set(self._owned)
+                    self._owned = frozenset()
+                    self.recorder.emit(ev.PARTITIONS_REVOKED, self.member_id, partitions=sorted(map(str, owned)))
+                    self._call_listener("on_partitions_revoked", owned)
+                self.recorder.emit(ev.METRICS, self.member_id, **self.coordinator.metrics.snapshot())
+            except Exception as error:  # closing must finish; the reason says what went wrong
+                reason = f"error: {error}"
+            finally:
+                self.coordinator.close(leave=True)
+                if self._consumer is not None:
+                    self._consumer.close()
+                self.recorder.emit(ev.MEMBER_STOPPED, self.member_id, reason=reason)
+
+    def metrics(self) -> dict[str, float]:
+        return self.coordinator.metrics.snapshot()
+
+    # ------------------------------------------------------------ PartitionHooks (called inside poll)
+
+    def revoke(self, partitions: set[TopicPartition]) -> None:
+        if self.config.auto_commit:
+            self._commit({tp: o for tp, o in self._positions.items() if tp in partitions})
+        self._drop(partitions)
+        self.recorder.emit(ev.PARTITIONS_REVOKED, self.member_id, partitions=sorted(map(str, partitions)))
+        self._call_listener("on_partitions_revoked", partitions)
+
+    def lose(self, partitions: set[TopicPartition]) -> None:
+        self._drop(partitions)
+        self.recorder.emit(ev.PARTITIONS_LOST, self.member_id, partitions=sorted(map(str, partitions)))
+        self._call_listener("on_partitions_lost", partitions)
+
+    def assign(self, partitions: set[TopicPartition]) -> None:
+        committed = self.coordinator.fetch_committed(partitions)
+        self._owned = frozenset(self._owned | partitions)
+        self._consumer.assign([KafkaTopicPartition(tp.topic, tp.partition) for tp in sorted(self._owned)])
+        for tp in sorted(self._owned):
+            position = self._positions.get(tp, committed.get(tp))
+            if position is not None:
+                self._consumer.seek(KafkaTopicPartition(tp.topic, tp.partition), position)
+        self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.member_id, partitions=sorted(map(str, partitions)),
+                           committed={str(tp): o for tp, o in committed.items()})
+        self._call_listener("on_partitions_assigned", partitions)
+
+    # ------------------------------------------------------------ helpers
+
+    def _drop(self, partitions: set[TopicPartition]) -> None:
+        self._owned = frozenset(self._owned - partitions)
+        for tp in partitions:
+            self._positions.pop(tp, None)
+        if self._consumer is not None:
+            self._consumer.assign([KafkaTopicPartition(tp.topic, tp.partition) for tp in sorted(self._owned)])
+            for tp, position in self._positions.items():
+                self._consumer.seek(KafkaTopicPartition(tp.topic, tp.partition), position)
+
+    def _commit(self, offsets: Mapping[TopicPartition, int]) -> object:
+        if not offsets:
+            return errors.NONE
+        error = self.coordinator.commit(offsets)
+        generation = self.coordinator.generation.generation_id
+        rendered = {str(tp): o for tp, o in sorted(offsets.items())}
+        if error is errors.NONE:
+            self.recorder.emit(ev.OFFSETS_COMMITTED, self.member_id, offsets=rendered, generation=generation)
+        else:
+            self.recorder.emit(ev.COMMIT_FAILED, self.member_id, offsets=rendered, error=errors.name_of(error),
+                               generation=generation)
+        return error
+
+    def _maybe_auto_commit(self) -> None:
+        if not self.config.auto_commit or time.monotonic() < self._next_auto_commit:
+            return
+        self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+        self._commit({tp: o for tp, o in self._positions.items() if tp in self._owned})
+
+    def _call_listener(self, method: str, partitions: set[TopicPartition]) -> None:
+        getattr(self.listener, method)(set(partitions))
+
+
+def _produce_ts(value: bytes | None) -> int | None:
+    """The lab's workload writes {"seq": N, "ts_ms": ...}; anything else has no produce time."""
+    if not value:
+        return None
+    try:
+        return int(json.loads(value)["ts_ms"])
+    except (ValueError, KeyError, TypeError):
+        return None
