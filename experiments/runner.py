@@ -124,6 +124,9 @@ class Run:
         self.started_ms = int(time.time() * 1000)
         self.applied: list[dict] = []
         self.active: dict[str, dict] = {}     # fault_id -> its fault_started event, while in force
+        self.observed: dict[str, int | None] = {}   # fault_id -> when its effect was seen
+        self.target_tasks: dict[str, asyncio.Future] = {}
+        self.step_tasks: list[asyncio.Future] = []
         self.members_proxied: dict[str, dict[str, list[str]]] = {}
         self._abort = asyncio.Event()
         self._abort_reason = ""
@@ -384,10 +387,28 @@ class Run:
         await self.producer.start()
 
     async def apply(self, step: Step) -> None:
-        handler = registry.handler_for(step.action)
-        applied_ns = time.monotonic_ns()
+        """Start a step without holding up the timeline (a confirmation may take seconds); steps on
+        the same target still run in schedule order."""
         self.applied.append({"fault_id": step.fault_id, "op": step.op, "at": step.at,
-                             "offset_s": round((applied_ns - self.t0_ns) / 1e9, 3)})
+                             "offset_s": round((time.monotonic_ns() - self.t0_ns) / 1e9, 3)})
+        keys = step.targets or ("",)
+        previous = [task for task in dict.fromkeys(self.target_tasks.get(key) for key in keys) if task]
+        task = asyncio.ensure_future(self._apply(step, previous))
+        for key in keys:
+            self.target_tasks[key] = task
+        self.step_tasks.append(task)
+
+    async def _apply(self, step: Step, previous: list[asyncio.Future]) -> None:
+        if previous:
+            await asyncio.wait(previous)
+        try:
+            await self._apply_now(step)
+        except Exception as error:  # noqa: BLE001 - a failed step ends the run, it does not vanish
+            self.abort(f"step {step.fault_id} ({step.action} {','.join(step.targets)}) failed: "
+                       f"{type(error).__name__}: {error}")
+
+    async def _apply_now(self, step: Step) -> None:
+        handler = registry.handler_for(step.action)
         if not handler.is_fault:
             if step.action == "phase":
                 name = str(step.params["name"])
@@ -399,23 +420,24 @@ class Run:
             await handler.start(self, step)
             return
         if step.op == "heal":
-            observed = await handler.heal(self, step)
-            self.fault_stopped(step, observed)
+            returned = await handler.heal(self, step)
+            if step.action == "link":   # the proxy tells when the toxic first held, delayed or reset traffic
+                self.fault_stopped(step, observed=returned, healed=time.monotonic_ns())
+            else:
+                self.fault_stopped(step, observed=self.observed.pop(step.fault_id, None), healed=returned)
             return
-        # An instant action that undoes an earlier fault on the same target closes that fault.
-        undone = self.undone_by(step)
-        event = self.fault_started(step)
+        undone = self.undone_by(step)   # a restart closes the crash (or kill) it undoes
+        self.fault_started(step)
         observed = await handler.start(self, step)
-        if observed is not None:
-            self.recorder.emit(ev.FAULT_STARTED, **{**self._fault_fields(step), "observed_ts_ns": observed,
-                                                    "confirmation": True})
         for fault_id in undone:
             started = self.active.pop(fault_id)
-            self.recorder.emit(ev.FAULT_STOPPED, **{k: started[k] for k in _FAULT_KEYS},
-                               observed_ts_ns=observed, healed_by=step.fault_id)
+            self.recorder.emit(ev.FAULT_STOPPED, **{key: started[key] for key in _FAULT_KEYS},
+                               observed_ts_ns=self.observed.pop(fault_id, None), healed_ts_ns=observed,
+                               healed_by=step.fault_id)
         if step.action in _INSTANT:
-            self.active.pop(step.fault_id, None)
-            self.recorder.emit(ev.FAULT_STOPPED, **{k: event[k] for k in _FAULT_KEYS}, observed_ts_ns=observed)
+            self.fault_stopped(step, observed=observed, healed=observed)
+        else:
+            self.observed[step.fault_id] = observed
 
     def undone_by(self, step: Step) -> list[str]:
         undoes = {"restart": {"crash", "leave"}, "zk_restart": {"zk_kill"}, "broker_restart": {"broker_kill",
@@ -436,21 +458,28 @@ class Run:
         self.active[step.fault_id] = event
         return event
 
-    def fault_stopped(self, step: Step, observed: int | None, **extra: object) -> None:
+    def fault_stopped(self, step: Step, *, observed: int | None, healed: int | None) -> None:
+        """`observed_ts_ns`: when the fault's effect was first seen; `healed_ts_ns`: when its undoing was."""
         self.active.pop(step.fault_id, None)
-        self.recorder.emit(ev.FAULT_STOPPED, **self._fault_fields(step), observed_ts_ns=observed, **extra)
+        self.recorder.emit(ev.FAULT_STOPPED, **self._fault_fields(step), observed_ts_ns=observed,
+                           healed_ts_ns=healed)
 
     # ------------------------------------------------------------------ heal and teardown
 
     async def heal(self) -> None:
         await self.enter_phase("heal")
+        if self.step_tasks:
+            await asyncio.wait(self.step_tasks)
+        self.check_abort()
         self.proxies.heal_all()
         for process in self.hosts.values():
             process.resume()
         await self.servers.heal_all()
+        healed = time.monotonic_ns()
         for fault_id, started in list(self.active.items()):
             self.active.pop(fault_id)
-            self.recorder.emit(ev.FAULT_STOPPED, **{k: started[k] for k in _FAULT_KEYS}, observed_ts_ns=None,
+            self.recorder.emit(ev.FAULT_STOPPED, **{key: started[key] for key in _FAULT_KEYS},
+                               observed_ts_ns=self.observed.pop(fault_id, None), healed_ts_ns=healed,
                                healed_by="final-heal")
 
     async def watch_parts(self) -> None:
@@ -477,6 +506,8 @@ class Run:
         watchdog = getattr(self, "watchdog", None)
         if watchdog is not None:
             watchdog.cancel()
+        for task in self.step_tasks:
+            task.cancel()
         self.proxies.heal_all()     # members leave cleanly only if they can reach their servers
         stops = [process.stop(STOP_TIMEOUT_S) for process in self.hosts.values()]
         if self.producer is not None:
@@ -539,10 +570,9 @@ class Run:
 
 
 _FAULT_KEYS = ("fault_id", "kind", "action", "target", "targets", "link", "params", "emulated", "at_s", "line")
-_INSTANT = {"crash", "leave", "restart", "zk_kill", "zk_restart", "broker_kill", "broker_restart",
-            "coordinator_kill", "coordinator_restart"}
-# crash/kill stay open until something undoes them (a restart) or the final heal; the rest are instants.
-_INSTANT -= {"crash", "leave", "zk_kill", "broker_kill", "coordinator_kill"}
+# Restarts are instants (started and stopped at once); a crash, leave or kill stays in force until a
+# restart undoes it or the final heal ends the fault window.
+_INSTANT = {"restart", "zk_restart", "broker_restart", "coordinator_restart"}
 
 
 def versions() -> dict[str, str]:
@@ -626,9 +656,9 @@ class Progress:
             self.owned.setdefault(member, set()).update(event.get("partitions", []))
         elif kind in (ev.PARTITIONS_REVOKED, ev.PARTITIONS_LOST):
             self.owned.setdefault(member, set()).difference_update(event.get("partitions", []))
-        elif kind == ev.FAULT_STARTED and not event.get("confirmation"):
+        elif kind == ev.FAULT_STARTED:
             self.faults += 1
-        if kind in (ev.FAULT_STARTED, ev.FAULT_STOPPED, ev.PHASE) and not event.get("confirmation"):
+        if kind in (ev.FAULT_STARTED, ev.FAULT_STOPPED, ev.PHASE):
             label = event.get("name") or f"{event.get('kind')} {event.get('target')}"
             self.recent = [*self.recent[-4:], f"{kind.replace('_', ' ')}: {label}"]
 
