@@ -3,9 +3,10 @@
 0.8 ran fetcher threads that filled per-stream queues; here kafka-python's KafkaConsumer
 does the fetching in manual-assignment mode (no group: ZooKeeper is the group), driven
 from the application's `poll`. The rebalance thread only says what to fetch from where
-(`start`) and when to stop (`stop`); both wait for an in-flight poll slice, so once
-`stop` returns no record of the old partitions is handed out any more and the consumed
-positions it returns are final: exactly what the pre-release commit needs.
+(`start`) and when to stop (`stop`); both return at once, and once `stop` has returned
+no record of the old partitions is handed out any more (a batch fetched meanwhile is
+dropped), so the consumed positions it returns are final: exactly what the pre-release
+commit needs.
 
 Nothing here looks at ZooKeeper: a member cut off from ZooKeeper keeps fetching.
 """
@@ -78,64 +79,76 @@ class Fetcher:
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
             with self._lock:
-                if not self._wanted:
+                version, wanted, bootstrap = self._version, dict(self._wanted), self._bootstrap
+                if not wanted:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         return []
                     self._changed.wait(min(remaining, _POLL_SLICE_S))
                     continue
-                records = self._poll_slice(min(max(deadline - time.monotonic(), 0.0), _POLL_SLICE_S), member)
+            records = self._poll_slice(version, wanted, bootstrap, _slice(deadline), member)
             if records or time.monotonic() >= deadline:
                 return records
 
     def close(self) -> None:
-        with self._lock:
-            self._wanted = {}
-            if self._consumer is not None:
-                self._consumer.close()
-                self._consumer = None
+        """Call once the polling thread has stopped polling."""
+        self.stop()
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
 
-    # -- internals (lock held) ----------------------------------------------------------------------
+    # -- internals: the KafkaConsumer is touched by the polling thread only, never under the lock,
+    # so a slow or unreachable broker never holds up a rebalance. A batch fetched while the
+    # assignment changed is dropped when it is handed out, under the lock.
 
-    def _poll_slice(self, slice_s: float, member: str) -> list[Record]:
-        consumer = self._ensure_consumer()
+    def _poll_slice(self, version: int, wanted: dict, bootstrap: str | None, slice_s: float,
+                    member: str) -> list[Record]:
+        consumer = self._ensure_consumer(bootstrap)
         if consumer is None:
-            self._changed.wait(slice_s)
+            with self._lock:
+                self._changed.wait(slice_s)
             return []
-        if self._applied_version != self._version:
-            self._apply(consumer)
+        if self._applied_version != version:
+            resolved = self._apply(consumer, wanted)
+            self._applied_version = version
+            with self._lock:
+                if self._version == version:
+                    for tp, offset in resolved.items():
+                        self._consumed.setdefault(tp, offset)
         batches = consumer.poll(timeout_ms=int(slice_s * 1000))
         records: list[Record] = []
-        for ktp, consumer_records in sorted(batches.items()):
-            tp = TopicPartition(ktp.topic, ktp.partition)
-            if tp not in self._wanted or not consumer_records:
-                continue
-            for cr in consumer_records:
-                records.append(
-                    Record(tp.topic, tp.partition, cr.offset, cr.key, cr.value, cr.timestamp, tuple(cr.headers or ()))
+        with self._lock:
+            if self._version != version:
+                return []  # stopped or reassigned meanwhile: these records are no longer ours to hand out
+            for ktp, consumer_records in sorted(batches.items()):
+                tp = TopicPartition(ktp.topic, ktp.partition)
+                if tp not in self._wanted or not consumer_records:
+                    continue
+                for cr in consumer_records:
+                    records.append(Record(tp.topic, tp.partition, cr.offset, cr.key, cr.value, cr.timestamp,
+                                          tuple(cr.headers or ())))
+                self._consumed[tp] = consumer_records[-1].offset + 1
+                self._emit(
+                    ev.RECORDS_CONSUMED,
+                    member=member,
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    first_offset=consumer_records[0].offset,
+                    last_offset=consumer_records[-1].offset,
+                    count=len(consumer_records),
+                    produce_ts_ms=[_produce_ts(cr.value) for cr in consumer_records],
                 )
-            self._consumed[tp] = consumer_records[-1].offset + 1
-            self._emit(
-                ev.RECORDS_CONSUMED,
-                member=member,
-                topic=tp.topic,
-                partition=tp.partition,
-                first_offset=consumer_records[0].offset,
-                last_offset=consumer_records[-1].offset,
-                count=len(consumer_records),
-                produce_ts_ms=[_produce_ts(cr.value) for cr in consumer_records],
-            )
         return records
 
-    def _ensure_consumer(self) -> KafkaConsumer | None:
+    def _ensure_consumer(self, bootstrap: str | None) -> KafkaConsumer | None:
         if self._consumer is not None:
             return self._consumer
-        if not self._bootstrap:
+        if not bootstrap:
             self.last_error = "no broker address known"
             return None
         try:
             self._consumer = KafkaConsumer(
-                bootstrap_servers=self._bootstrap.split(","),
+                bootstrap_servers=bootstrap.split(","),
                 client_id=self._client_id,
                 group_id=None,
                 enable_auto_commit=False,
@@ -148,24 +161,30 @@ class Fetcher:
         self.last_error = None
         return self._consumer
 
-    def _apply(self, consumer: KafkaConsumer) -> None:
-        wanted = {tp: KafkaTopicPartition(tp.topic, tp.partition) for tp in self._wanted}
-        consumer.assign(list(wanted.values()))
-        for tp, ktp in wanted.items():
-            offset = self._wanted[tp]
+    def _apply(self, consumer: KafkaConsumer, wanted: dict[TopicPartition, int | None]) -> dict[TopicPartition, int]:
+        """Assign and seek; returns the positions that auto.offset.reset resolved."""
+        kafka_tps = {tp: KafkaTopicPartition(tp.topic, tp.partition) for tp in wanted}
+        consumer.assign(list(kafka_tps.values()))
+        for tp, ktp in kafka_tps.items():
+            offset = wanted[tp]
             if offset is not None:
                 consumer.seek(ktp, offset)
             elif self._reset == "earliest":
                 consumer.seek_to_beginning(ktp)
             else:
                 consumer.seek_to_end(ktp)
-        self._applied_version = self._version
-        for tp, ktp in wanted.items():  # resolve reset positions now, so a commit can record them
-            if tp not in self._consumed:
+        resolved: dict[TopicPartition, int] = {}
+        for tp, ktp in kafka_tps.items():  # resolve reset positions now, so a commit can record them
+            if wanted[tp] is None:
                 try:
-                    self._consumed[tp] = consumer.position(ktp, timeout_ms=5000)
+                    resolved[tp] = consumer.position(ktp, timeout_ms=5000)
                 except Exception as error:
                     self.last_error = f"position {tp}: {type(error).__name__}: {error}"
+        return resolved
+
+
+def _slice(deadline: float) -> float:
+    return min(max(deadline - time.monotonic(), 0.0), _POLL_SLICE_S)
 
 
 def _produce_ts(value: bytes | None) -> int | None:

@@ -118,8 +118,8 @@ class LegacyMember:
         self._register()
         self._arm_watches()
         self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000.0
-        self._executor.start()
         self._trigger.fire(Reason.STARTUP)
+        self._executor.start()
 
     def poll(self, timeout_s: float) -> list[Record]:
         return self.fetcher.poll(timeout_s, self.member_id)
@@ -163,6 +163,11 @@ class LegacyMember:
     @property
     def state(self) -> LegacyState:
         return self._state
+
+    @property
+    def idle(self) -> bool:
+        """No rebalance running and none asked for: what this member owns will not change by itself."""
+        return not self.rebalancer.in_progress and not self._trigger.pending
 
     @property
     def session_state(self) -> str:

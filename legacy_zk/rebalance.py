@@ -29,15 +29,15 @@ from dataclasses import dataclass
 from enum import Enum
 
 from kazoo.exceptions import ConnectionClosedError, NoNodeError
-from rebalance.assignors.legacy import legacy_assign
 
 from legacy_zk import owners
 from legacy_zk.config import LegacyConfig
 from legacy_zk.fetcher import Fetcher
 from legacy_zk.offsets import OffsetCommitter, read_offset
-from legacy_zk.registry import BROKER_IDS, GroupPaths, parse_registration, thread_ids, topic_path
+from legacy_zk.registry import BROKER_IDS, GroupPaths, parse_registration, topic_path
 from legacy_zk.zk import TracedZooKeeper, WatchHandler, error_name
 from rebalance import events as ev
+from rebalance.assignors.legacy import legacy_assign, thread_ids
 from rebalance.member import RebalanceListener
 from rebalance.types import TopicPartition
 
@@ -106,6 +106,7 @@ class SyncedRebalance:
         self._owned: dict[TopicPartition, str] = {}   # partition -> my thread id (0.8's topicRegistry)
         self.runs = 0
         self.failed_runs = 0
+        self.in_progress = False
 
     # -- what this member believes it owns ----------------------------------------------------------
 
@@ -123,6 +124,13 @@ class SyncedRebalance:
 
     def run(self, trigger: str) -> bool:
         """Up to rebalance.max.retries attempts. True on success; False if exhausted or closing."""
+        self.in_progress = True
+        try:
+            return self._run(trigger)
+        finally:
+            self.in_progress = False
+
+    def _run(self, trigger: str) -> bool:
         self.runs += 1
         began = self._clock()
         self._emit(ev.REBALANCE_STARTED, trigger=trigger)

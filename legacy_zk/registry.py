@@ -70,11 +70,6 @@ def consumer_id_string(
     return f"{group}_{hostname}-{now_ms}-{random_hex}"
 
 
-def thread_ids(consumer_id: str, streams: int) -> list[str]:
-    """One thread id per stream, as 0.8 named its consumer threads."""
-    return [f"{consumer_id}-{index}" for index in range(streams)]
-
-
 def registration_json(subscription: Mapping[str, int], now_ms: int) -> bytes:
     """The ids znode's value, fields in 0.8's order, no spaces (kafka.utils.Json)."""
     return json.dumps(

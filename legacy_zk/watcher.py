@@ -48,6 +48,11 @@ class RebalanceTrigger:
             self._reasons.clear()
             return taken
 
+    @property
+    def pending(self) -> bool:
+        with self._cond:
+            return bool(self._reasons)
+
     def wake(self) -> None:
         with self._cond:
             self._cond.notify_all()

@@ -1,0 +1,382 @@
+"""The 0.8 ZooKeeper consumer against a real ZooKeeper (and the lab's broker where records flow).
+
+Each test gets its own chroot, group and topic. Waits poll a condition with a deadline;
+a fault counts from when its effect is seen (a session expired, an ids node gone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from experiments.faults.proxy import Proxy, Toxic
+from experiments.scenario import LinkFault
+from legacy_zk.member import LegacyMember
+from rebalance.events import EventRecorder, read_events
+from rebalance.member import MemberConfig
+from rebalance.types import TopicPartition
+
+pytestmark = [pytest.mark.zk]
+
+REPO = Path(__file__).resolve().parents[1]
+SESSION_MS = 2000
+FAST = {"rebalance.backoff.ms": 200, "zookeeper.sync.time.ms": 200}
+
+
+# -- a real ZooKeeper ------------------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def _local_zookeeper():
+    """One standalone ZooKeeper from Debian's jars, when the shared zk fixture is not installed."""
+    workdir = Path(tempfile.mkdtemp(prefix="legacy-zk-"))
+    port = _free_port()
+    (workdir / "data").mkdir()
+    (workdir / "zoo.cfg").write_text(
+        f"tickTime=500\ndataDir={workdir / 'data'}\nclientPort={port}\nclientPortAddress=127.0.0.1\n"
+        "minSessionTimeout=1000\nmaxSessionTimeout=60000\nadmin.enableServer=false\n4lw.commands.whitelist=*\n"
+    )
+    log = open(workdir / "zookeeper.log", "wb")
+    server = subprocess.Popen(
+        ["java", "-cp", "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/*",
+         "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(workdir / "zoo.cfg")],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    connect = f"127.0.0.1:{port}"
+    try:
+        client = KazooClient(connect)
+        client.start(timeout=60)  # returns once the server answers: readiness seen, not assumed
+        client.stop()
+        client.close()
+        yield connect
+    finally:
+        server.kill()
+        server.wait()
+        log.close()
+
+
+@pytest.fixture
+def zk_connect(request) -> str:
+    """A connect string with a fresh chroot: the shared fixture's if present, else the local server's."""
+    if "zk" in request.fixturenames or request.config.pluginmanager.hasplugin("tests.fixtures.zk"):
+        connect = request.getfixturevalue("zk").chroot()
+    else:
+        connect = request.getfixturevalue("_local_zookeeper") + f"/lab-{uuid.uuid4().hex[:10]}"
+    hosts, _, chroot = connect.partition("/")
+    root = KazooClient(hosts)
+    root.start(timeout=30)
+    root.ensure_path("/" + chroot)
+    root.stop()
+    root.close()
+    return connect
+
+
+@pytest.fixture
+def kz(zk_connect):
+    """A plain kazoo client inside the test's chroot, to look at the tree as an outsider."""
+    client = KazooClient(zk_connect)
+    client.start(timeout=30)
+    yield client
+    client.stop()
+    client.close()
+
+
+class LinkProxy:
+    """The lab's fault proxy on its own event-loop thread, in front of one member's ZooKeeper link."""
+
+    def __init__(self, upstream: str) -> None:
+        host, port = upstream.split(":")
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self.proxy = self._run(Proxy("zk-link", (host, int(port))).start())
+
+    def connect_string(self, zk_connect: str) -> str:
+        _, _, chroot = zk_connect.partition("/")
+        return f"{self.proxy.address}/{chroot}"
+
+    def set(self, toxic: Toxic | None) -> None:
+        self._loop.call_soon_threadsafe(self.proxy.set_toxic, toxic)
+
+    def close(self) -> None:
+        self._run(self.proxy.stop())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    def _run(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(30)
+
+
+@pytest.fixture
+def link_proxy(zk_connect):
+    proxies: list[LinkProxy] = []
+
+    def make() -> LinkProxy:
+        proxies.append(LinkProxy(zk_connect.partition("/")[0]))
+        return proxies[-1]
+
+    yield make
+    for proxy in proxies:
+        proxy.close()
+
+
+def fake_broker_nodes(kz: KazooClient, topics: dict[str, int]) -> None:
+    """/brokers/* exactly as a 0.8 broker writes them, for tests where no record flows."""
+    kz.create("/brokers/ids/0", json.dumps(
+        {"version": 1, "host": "127.0.0.1", "port": 9, "jmx_port": -1, "timestamp": "1"}
+    ).encode(), ephemeral=True, makepath=True)
+    for topic, count in topics.items():
+        kz.create(f"/brokers/topics/{topic}", json.dumps(
+            {"version": 1, "partitions": {str(p): [0] for p in range(count)}}
+        ).encode(), makepath=True)
+
+
+# -- members ---------------------------------------------------------------------------------------
+
+class Group:
+    """Members of one group in this process, all closed at teardown."""
+
+    def __init__(self, zk_connect: str, events: Path, group: str, topic: str) -> None:
+        self.zk_connect, self.group, self.topic = zk_connect, group, topic
+        self.recorder = EventRecorder(events, run_id="test", backend="legacy")
+        self.events_path = events
+        self.members: dict[str, LegacyMember] = {}
+
+    def member(self, name: str, *, zk_connect: str | None = None, **extra) -> LegacyMember:
+        config = MemberConfig(
+            group=self.group, topics=(self.topic,), member_name=name, zk_connect=zk_connect or self.zk_connect,
+            session_timeout_ms=SESSION_MS, extra={**FAST, **extra},
+        )
+        member = LegacyMember(config, recorder=self.recorder)
+        self.members[name] = member
+        return member
+
+    def start(self, *names: str, **extra) -> list[LegacyMember]:
+        started = [self.member(name, **extra) for name in names]
+        for member in started:
+            member.start()
+        return started
+
+    def close(self) -> None:
+        for member in self.members.values():
+            member.close()
+        self.recorder.close()
+
+    def events(self, *, type: str | None = None, member: str | None = None, since_ns: int = 0) -> list[dict]:
+        return [
+            e for e in read_events(self.events_path)
+            if (type is None or e["type"] == type) and (member is None or e["member"] == member)
+            and e["ts_ns"] >= since_ns
+        ]
+
+
+@pytest.fixture
+def group(zk_connect, tmp_path):
+    g = Group(zk_connect, tmp_path / "events.jsonl", f"g-{uuid.uuid4().hex[:6]}", "t")
+    yield g
+    g.close()
+
+
+def wait_until(predicate: Callable[[], object], timeout_s: float, what: str) -> object:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def owners_tree(kz: KazooClient, group: str, topic: str) -> dict[int, str]:
+    path = f"/consumers/{group}/owners/{topic}"
+    if not kz.exists(path):
+        return {}
+    return {int(p): kz.get(f"{path}/{p}")[0].decode() for p in kz.get_children(path)}
+
+
+def settled(members: Iterable[LegacyMember], kz: KazooClient, group: str, topic: str, partitions: int):
+    """Every member idle, every partition owned exactly once, and ZooKeeper agreeing with the members."""
+    members = list(members)
+    if not all(m.idle for m in members):
+        return None
+    views = {m.member_id: m.assignment() for m in members}
+    owned = Counter(tp for tps in views.values() for tp in tps)
+    if sorted(owned) != [TopicPartition(topic, p) for p in range(partitions)] or max(owned.values()) != 1:
+        return None
+    tree = owners_tree(kz, group, topic)
+    expected = {tp.partition: f"{cid}-0" for cid, tps in views.items() for tp in tps}
+    return views if tree == expected else None
+
+
+def wait_settled(members, kz, group, topic, partitions, timeout_s=30.0):
+    return wait_until(lambda: settled(members, kz, group, topic, partitions), timeout_s,
+                      f"{len(list(members))} members to settle on {partitions} partitions")
+
+
+def parts(*numbers: int, topic: str = "t") -> set[TopicPartition]:
+    return {TopicPartition(topic, n) for n in numbers}
+
+
+# -- members in their own processes (to kill or stop them) -----------------------------------------
+
+def member_process(zk_connect: str, group: str, topic: str, name: str, events: Path, *extra: str,
+                   session_ms: int = SESSION_MS) -> subprocess.Popen:
+    args = [sys.executable, "-m", "experiments.cli", "member", "--backend", "legacy", "--zk", zk_connect,
+            "--group", group, "--topic", topic, "--id", name, "--session-timeout-ms", str(session_ms),
+            "--events", str(events), "--run-id", "test"]
+    for key, value in FAST.items():
+        args += ["--config", f"{key}={value}"]
+    for setting in extra:
+        args += ["--config", setting]
+    return subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGCONT)
+        process.kill()
+    process.wait(30)
+
+
+# -- the tests -------------------------------------------------------------------------------------
+
+def test_three_members_split_six_partitions_by_range_in_the_08_layout(group, kz):
+    fake_broker_nodes(kz, {"t": 6})
+    c0, c1, c2 = group.start("c0", "c1", "c2")
+    views = wait_settled([c0, c1, c2], kz, group.group, "t", 6)
+    assert views == {c0.member_id: parts(0, 1), c1.member_id: parts(2, 3), c2.member_id: parts(4, 5)}
+
+    # The tree, as 0.8 wrote it.
+    ids = f"/consumers/{group.group}/ids"
+    assert kz.get_children(ids) == [f"{group.group}_c0", f"{group.group}_c1", f"{group.group}_c2"] or sorted(
+        kz.get_children(ids)) == [f"{group.group}_c0", f"{group.group}_c1", f"{group.group}_c2"]
+    data, stat = kz.get(f"{ids}/{c1.member_id}")
+    registration = json.loads(data)
+    assert list(registration) == ["version", "subscription", "pattern", "timestamp"]
+    assert registration["version"] == 1 and registration["subscription"] == {"t": 1}
+    assert registration["pattern"] == "static" and registration["timestamp"].isdigit()
+    assert stat.ephemeralOwner == c1.zk.session_id
+    for partition, holder in owners_tree(kz, group.group, "t").items():
+        _, owner_stat = kz.get(f"/consumers/{group.group}/owners/t/{partition}")
+        owner = {m.member_id: m for m in (c0, c1, c2)}[holder.rsplit("-", 1)[0]]
+        assert owner_stat.ephemeralOwner == owner.zk.session_id  # ephemeral, in its owner's session
+
+    # A fourth joins: every member rebalances (the herd), and range over 4 threads gives 2,2,1,1.
+    joined_ns = time.monotonic_ns()
+    c3 = group.start("c3")[0]
+    views = wait_settled([c0, c1, c2, c3], kz, group.group, "t", 6)
+    assert views == {c0.member_id: parts(0, 1), c1.member_id: parts(2, 3),
+                     c2.member_id: parts(4), c3.member_id: parts(5)}
+    for m in (c0, c1, c2):
+        assert group.events(type="watch_notification", member=m.member_id, since_ns=joined_ns)
+        assert group.events(type="rebalance_started", member=m.member_id, since_ns=joined_ns)
+        # eager: each gave up everything before taking its share back
+        assert group.events(type="partitions_revoked", member=m.member_id, since_ns=joined_ns)
+    requests = group.events(type="coordination_request", since_ns=joined_ns)
+    assert {"get_children", "get", "create", "delete"} <= {e["op"] for e in requests}
+    assert all(e["latency_ms"] >= 0 and "path" in e for e in requests)
+
+
+def test_killed_member_session_expires_and_the_others_take_over(group, kz, tmp_path):
+    fake_broker_nodes(kz, {"t": 6})
+    c0, c1 = group.start("c0", "c1")
+    killed = member_process(group.zk_connect, group.group, "t", "c2", tmp_path / "c2.jsonl")
+    try:
+        c2_id = f"{group.group}_c2"
+        wait_until(lambda: settled([c0, c1], kz, group.group, "t", 6) is None
+                   and owners_tree(kz, group.group, "t").get(5) == f"{c2_id}-0"
+                   and c0.assignment() == parts(0, 1) and c1.assignment() == parts(2, 3)
+                   and c0.idle and c1.idle, 60, "c2 (own process) to own t-4, t-5")
+        killed.kill()  # SIGKILL: no clean close, its session lingers until ZooKeeper expires it
+        killed.wait(10)
+        killed_at = time.monotonic()
+        wait_until(lambda: not kz.exists(f"/consumers/{group.group}/ids/{c2_id}"), 30, "c2's session to expire")
+        expired_after = time.monotonic() - killed_at
+        views = wait_settled([c0, c1], kz, group.group, "t", 6)
+        assert views == {c0.member_id: parts(0, 1, 2), c1.member_id: parts(3, 4, 5)}
+        assert expired_after > 0.5 * SESSION_MS / 1000  # not at once: only when the session timed out
+    finally:
+        stop_process(killed)
+
+
+def test_concurrent_joins_cause_owner_conflicts_and_retries_yet_converge(group, kz, link_proxy):
+    fake_broker_nodes(kz, {"t": 6})
+    # The first member's ZooKeeper link is slow (30 ms each way): it learns of the joins late
+    # and releases late, while the joiners, each on its own view, already claim. Their backoff
+    # (1 s, 4 attempts) outlasts its rebalance, so the group still converges.
+    slow = link_proxy()
+    first = group.member("c0", zk_connect=slow.connect_string(group.zk_connect))
+    first.start()
+    wait_settled([first], kz, group.group, "t", 6)
+    slow.set(Toxic(kind=LinkFault.LATENCY, latency_ms=30))
+    joined_ns = time.monotonic_ns()
+    joiners = [group.member(f"c{i}", **{"rebalance.backoff.ms": 1000}) for i in range(1, 6)]
+    threads = [threading.Thread(target=m.start) for m in joiners]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    everyone = [first, *joiners]
+    views = wait_settled(everyone, kz, group.group, "t", 6, timeout_s=60)
+    assert all(len(v) == 1 for v in views.values())  # range: 6 partitions over 6 threads
+    attempts = group.events(type="rebalance_attempt", since_ns=joined_ns)
+    conflicts = [a for a in attempts if a["outcome"] == "owner_conflict"]
+    assert conflicts, "members claiming what another had not released yet must collide"
+    assert all("held by" in a["detail"] for a in conflicts)
+    assert any(a["attempt"] > 1 and a["outcome"] == "success" for a in attempts)  # a retry that worked
+
+
+def test_exhausted_retries_leave_a_member_owning_nothing_until_the_next_change(group, kz, tmp_path):
+    fake_broker_nodes(kz, {"t": 6})
+    # b runs alone in its own process with a long session, and owns everything...
+    b_events = tmp_path / "b.jsonl"
+    b = member_process(group.zk_connect, group.group, "t", "b", b_events, session_ms=30000)
+    try:
+        wait_until(lambda: len(owners_tree(kz, group.group, "t")) == 6, 60, "b to own all six partitions")
+        b.send_signal(signal.SIGSTOP)  # ...then stalls (a long GC): its session lives, it releases nothing
+        a = group.start("a", **{"rebalance.max.retries": 2, "rebalance.backoff.ms": 100})[0]
+        failed = wait_until(lambda: group.events(type="rebalance_failed", member=a.member_id), 30,
+                            "a to give up")
+        assert "can't rebalance after 2 retries" in failed[0]["error"]
+        attempts = group.events(type="rebalance_attempt", member=a.member_id)
+        assert [x["outcome"] for x in attempts] == ["owner_conflict", "owner_conflict"]
+        assert a.assignment() == set()
+        assert all(holder.startswith(f"{group.group}_b-") for holder in owners_tree(kz, group.group, "t").values())
+
+        # b wakes, releases everything and takes its half. Nothing tells a: its half stays unowned.
+        resumed_ns = time.monotonic_ns()
+        b.send_signal(signal.SIGCONT)
+        wait_until(lambda: [e for e in read_events(b_events)
+                            if e["type"] == "rebalance_completed" and e["ts_ns"] > resumed_ns], 30,
+                   "b to rebalance after resuming")
+        assert owners_tree(kz, group.group, "t") == {p: f"{group.group}_b-0" for p in (3, 4, 5)}
+        assert a.assignment() == set() and a.idle
+
+        # The next change in the group (a third member) brings a back.
+        c = group.start("c")[0]
+        wait_until(lambda: a.assignment() == parts(0, 1) and c.assignment() == parts(4, 5) and a.idle and c.idle
+                   and sorted(owners_tree(kz, group.group, "t")) == list(range(6)), 30,
+                   "a to own its share after the next change")
+    finally:
+        stop_process(b)
