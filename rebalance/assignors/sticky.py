@@ -14,6 +14,8 @@ their quota) this code iterates members sorted by id, so results are determinist
 
 from __future__ import annotations
 
+import heapq
+
 from rebalance.assignors.base import Assignor, Group, Plan
 from rebalance.assignors.ownership import Ownership, resolve_ownership
 from rebalance.types import TopicPartition
@@ -87,7 +89,6 @@ def _assign_with_quotas(group: Group, ownership: Ownership) -> dict[str, list[To
 
 def _assign_general(group: Group, ownership: Ownership) -> dict[str, list[TopicPartition]]:
     subscribers = group.subscribers
-    order = {m: i for i, m in enumerate(group.member_ids_sorted)}
     assignment: dict[str, list[TopicPartition]] = {m: [] for m in group.member_ids_sorted}
     owner: dict[TopicPartition, str] = {}
 
@@ -98,22 +99,18 @@ def _assign_general(group: Group, ownership: Ownership) -> dict[str, list[TopicP
                 assignment[member].append(tp)
                 owner[tp] = member
 
-    def least_loaded(tp: TopicPartition) -> str:
-        hint = ownership.previous.get(tp)
-        return min(
-            subscribers[tp.topic],
-            key=lambda m: (len(assignment[m]), m != hint, order[m]),
-        )
+    loads = _LoadIndex(group, assignment)
 
-    # 2. Place the rest, hardest first (fewest possible members), each on the least-loaded candidate.
     def scarcity(tp: TopicPartition) -> tuple[int, str, int]:
         return (len(subscribers[tp.topic]), tp.topic, tp.partition)
 
+    # 2. Place the rest, hardest first (fewest possible members), each on the least-loaded candidate.
     placed = sorted((tp for tp in group.all_partitions if tp not in owner), key=scarcity)
     for tp in placed:
-        member = least_loaded(tp)
+        member = loads.least_loaded(tp.topic, hint=ownership.previous.get(tp))
         assignment[member].append(tp)
         owner[tp] = member
+        loads.changed(member)
 
     # 3. Balance: move a partition to an eligible member with at least two fewer, newly placed
     #    partitions first (moving them costs no stickiness). Each move lowers the sum of squared
@@ -126,10 +123,45 @@ def _assign_general(group: Group, ownership: Ownership) -> dict[str, list[TopicP
         moved = False
         for tp in movable:
             source = owner[tp]
-            target = least_loaded(tp)
+            target = loads.least_loaded(tp.topic, hint=ownership.previous.get(tp))
             if len(assignment[target]) + 1 < len(assignment[source]):
                 assignment[source].remove(tp)
                 assignment[target].append(tp)
                 owner[tp] = target
+                loads.changed(source)
+                loads.changed(target)
                 moved = True
     return assignment
+
+
+class _LoadIndex:
+    """The least-loaded subscriber of a topic in O(log N): one heap per topic, stale entries skipped.
+
+    Ties go to the hinted member (a previous owner) if it is among the least loaded, else to
+    the first member by id.
+    """
+
+    def __init__(self, group: Group, assignment: dict[str, list[TopicPartition]]) -> None:
+        self._group = group
+        self._assignment = assignment
+        self._rank = {m: i for i, m in enumerate(group.member_ids_sorted)}
+        self._heaps = {
+            topic: [(len(assignment[m]), self._rank[m], m) for m in members]
+            for topic, members in group.subscribers.items()
+        }
+        for heap in self._heaps.values():
+            heapq.heapify(heap)
+
+    def least_loaded(self, topic: str, hint: str | None = None) -> str:
+        heap = self._heaps[topic]
+        while heap[0][0] != len(self._assignment[heap[0][2]]):
+            heapq.heappop(heap)
+        load, _, member = heap[0]
+        if hint is not None and topic in self._group.topics_of(hint) and len(self._assignment[hint]) == load:
+            return hint
+        return member
+
+    def changed(self, member: str) -> None:
+        entry = (len(self._assignment[member]), self._rank[member], member)
+        for topic in self._group.topics_of(member):
+            heapq.heappush(self._heaps[topic], entry)
