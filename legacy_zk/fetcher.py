@@ -75,7 +75,7 @@ class Fetcher:
 
     # -- called by the application thread -----------------------------------------------------------
 
-    def poll(self, timeout_s: float, member: str) -> list[Record]:
+    def poll(self, timeout_s: float) -> list[Record]:
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
             with self._lock:
@@ -86,7 +86,7 @@ class Fetcher:
                         return []
                     self._changed.wait(min(remaining, _POLL_SLICE_S))
                     continue
-            records = self._poll_slice(version, wanted, bootstrap, _slice(deadline), member)
+            records = self._poll_slice(version, wanted, bootstrap, _slice(deadline))
             if records or time.monotonic() >= deadline:
                 return records
 
@@ -101,8 +101,7 @@ class Fetcher:
     # so a slow or unreachable broker never holds up a rebalance. A batch fetched while the
     # assignment changed is dropped when it is handed out, under the lock.
 
-    def _poll_slice(self, version: int, wanted: dict, bootstrap: str | None, slice_s: float,
-                    member: str) -> list[Record]:
+    def _poll_slice(self, version: int, wanted: dict, bootstrap: str | None, slice_s: float) -> list[Record]:
         consumer = self._ensure_consumer(bootstrap)
         if consumer is None:
             with self._lock:
@@ -130,7 +129,6 @@ class Fetcher:
                 self._consumed[tp] = consumer_records[-1].offset + 1
                 self._emit(
                     ev.RECORDS_CONSUMED,
-                    member=member,
                     topic=tp.topic,
                     partition=tp.partition,
                     first_offset=consumer_records[0].offset,

@@ -122,7 +122,7 @@ class LegacyMember:
         self._executor.start()
 
     def poll(self, timeout_s: float) -> list[Record]:
-        return self.fetcher.poll(timeout_s, self.member_id)
+        return self.fetcher.poll(timeout_s)
 
     def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
         self._committer.commit(dict(offsets) if offsets is not None else self.fetcher.positions())

@@ -380,3 +380,158 @@ def test_exhausted_retries_leave_a_member_owning_nothing_until_the_next_change(g
                    "a to own its share after the next change")
     finally:
         stop_process(b)
+
+
+# -- with records: the lab's broker in legacy mode ---------------------------------------------------
+
+@pytest.fixture
+def legacy_broker(zk_connect, kz):
+    """A broker registered in ZooKeeper the 0.8 way, with a 6-partition topic "t"."""
+    from broker.admin import create_topic
+    from broker.embedded import EmbeddedBroker
+    from broker.server import BrokerConfig
+
+    with EmbeddedBroker(BrokerConfig(port=0, zk=zk_connect)) as embedded:
+        create_topic(embedded.bootstrap, "t", 6)
+        wait_until(lambda: kz.exists("/brokers/topics/t") and kz.get_children("/brokers/ids"), 30,
+                   "the broker's 0.8 registration")
+        yield embedded
+
+
+class Producer:
+    """Writes the lab's record values ({"seq", "ts_ms"}) round-robin over the partitions."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        from kafka import KafkaProducer
+
+        self._producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+        self.topic, self.partitions, self.seq = topic, partitions, 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def send(self, count: int) -> None:
+        for _ in range(count):
+            value = json.dumps({"seq": self.seq, "ts_ms": time.time_ns() // 1_000_000}).encode()
+            self._producer.send(self.topic, value, partition=self.seq % self.partitions)
+            self.seq += 1
+        self._producer.flush(30)
+
+    def run_in_background(self, per_round: int = 6, every_s: float = 0.05) -> None:
+        def loop() -> None:
+            while not self._stop.wait(every_s):
+                self.send(per_round)
+
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(30)
+        self._producer.close()
+
+
+class Poller:
+    """Polls one member on its own thread, noting (partition, offset) -> when it was handed out."""
+
+    def __init__(self, member: LegacyMember) -> None:
+        self.member = member
+        self.seen: dict[tuple[int, int], int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            for record in self.member.poll(0.1):
+                self.seen.setdefault((record.partition, record.offset), time.monotonic_ns())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def consume(member: LegacyMember, count: int, timeout_s: float = 30.0) -> list:
+    records: list = []
+    deadline = time.monotonic() + timeout_s
+    while len(records) < count and time.monotonic() < deadline:
+        records += member.poll(0.2)
+    return records
+
+
+@pytest.mark.broker
+def test_committed_offsets_survive_a_restart(group, kz, legacy_broker):
+    producer = Producer(legacy_broker.bootstrap, "t", 6)
+    try:
+        producer.send(60)
+        first = group.start("a")[0]
+        records = consume(first, 60)
+        assert sorted((r.partition, r.offset) for r in records) == [(p, o) for p in range(6) for o in range(10)]
+        batches = group.events(type="records_consumed", member=first.member_id)
+        assert sum(b["count"] for b in batches) == 60
+        assert all(isinstance(ts, int) for b in batches for ts in b["produce_ts_ms"])
+        first.close()  # commits (auto.commit.enable) before the session closes
+        for partition in range(6):
+            value, _ = kz.get(f"/consumers/{group.group}/offsets/t/{partition}")
+            assert value == b"10"  # the next offset to consume, as a decimal string
+
+        producer.send(30)
+        again = group.start("a")[0]  # same consumer.id, new session: resumes from the committed offsets
+        records = consume(again, 30)
+        assert sorted((r.partition, r.offset) for r in records) == [(p, o) for p in range(6) for o in range(10, 15)]
+        assert consume(again, 1, timeout_s=1.0) == []  # nothing consumed twice
+    finally:
+        producer.close()
+
+
+@pytest.mark.broker
+def test_member_cut_off_from_zookeeper_keeps_consuming_while_another_claims_its_partitions(
+    group, kz, legacy_broker, link_proxy
+):
+    link = link_proxy()  # only z's ZooKeeper link goes through it; its broker link is direct
+    z = group.member("z", zk_connect=link.connect_string(group.zk_connect))
+    z.start()
+    y = group.start("y")[0]
+    wait_settled([y, z], kz, group.group, "t", 6)
+    assert z.assignment() == parts(3, 4, 5)
+    producer = Producer(legacy_broker.bootstrap, "t", 6)
+    pollers = [Poller(y), Poller(z)]
+    try:
+        producer.run_in_background()
+        wait_until(lambda: any(p in (3, 4, 5) for p, _ in pollers[1].seen), 30, "z to consume")
+
+        link.set(Toxic(kind=LinkFault.PARTITION))
+        wait_until(lambda: z.session_state == "SUSPENDED", 30, "z to see its ZooKeeper link down")
+        wait_until(lambda: y.assignment() == parts(0, 1, 2, 3, 4, 5) and y.idle, 30,
+                   "y to claim z's partitions once z's session expired")
+        claimed_ns = time.monotonic_ns()
+        # z still believes it owns them, and keeps fetching them from the broker: the zombie
+        assert z.assignment() == parts(3, 4, 5)
+        wait_until(lambda: [k for k, ts in pollers[1].seen.items() if ts > claimed_ns and k in pollers[0].seen],
+                   30, "a record handed out to both y and z after y's claim")
+        both = {k for k, ts in pollers[1].seen.items() if ts > claimed_ns and k in pollers[0].seen}
+        assert {p for p, _ in both} <= {3, 4, 5}
+        assert set(owners_tree(kz, group.group, "t")) == set(range(6))
+        assert all(h.startswith(y.member_id) for h in owners_tree(kz, group.group, "t").values())
+
+        # The events tell the same story: y was assigned z's partitions while z revoked nothing.
+        y_assigned = [e for e in group.events(type="partitions_assigned", member=y.member_id)
+                      if {"t-3", "t-4", "t-5"} <= set(e["partitions"])]
+        assert y_assigned
+        cut_ns = y_assigned[0]["ts_ns"]
+        assert not group.events(type="partitions_revoked", member=z.member_id, since_ns=cut_ns - 10**9)
+        z_late = [e for e in group.events(type="records_consumed", member=z.member_id, since_ns=cut_ns)
+                  if e["partition"] in (3, 4, 5)]
+        assert z_late
+
+        # Heal: z learns its session expired, loses its partitions, re-registers, and the group splits again.
+        link.set(None)
+        wait_until(lambda: group.events(type="partitions_lost", member=z.member_id), 30, "z to learn of the expiry")
+        states = [e["state"] for e in group.events(type="session_state", member=z.member_id)]
+        assert states.index("SUSPENDED") < states.index("LOST")
+        wait_until(lambda: z.assignment() == parts(3, 4, 5) and y.assignment() == parts(0, 1, 2)
+                   and z.idle and y.idle, 30, "the group to split again after the heal")
+    finally:
+        for poller in pollers:
+            poller.stop()
+        producer.close()
