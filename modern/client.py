@@ -364,7 +364,7 @@ class ConsumerCoordinator:
             with self._lock:
                 for connection in (self._main, self._beat):
                     if connection is not None:
-                        connection.close()
+                        connection.abort()  # never wait here for a request in flight on the old one
                 self.coordinator = (response.node_id, response.host, response.port)
                 timeout = self.settings.request_timeout_ms / 1000
                 self._main = BrokerConnection(response.host, response.port, client_id=self.settings.client_id,
@@ -474,8 +474,17 @@ class ConsumerCoordinator:
                     self._wake.wait(timeout=min(max(wait_ms, 1), 500) / 1000)
                     if self._closing.is_set():
                         return
-                    if self.state is not MemberState.STABLE or self._flags.coordinator_unknown:
+                    if self.state is not MemberState.STABLE:
                         continue
+                    rediscover = self._flags.coordinator_unknown
+                if rediscover:
+                    # As Java's heartbeat thread does: find the (new) coordinator and carry on.
+                    try:
+                        self.ensure_coordinator()
+                    except ConnectionFailed:
+                        pass
+                    continue
+                with self._wake:
                     now = now_ms()
                     if self._timer.poll_timeout_expired(now):
                         leave = True
@@ -483,7 +492,6 @@ class ConsumerCoordinator:
                         leave = False
                         if self._timer.session_expired(now):
                             self._flags.coordinator_unknown = True  # as Java does: look it up again
-                            self._flags.rejoin_reason = self._flags.rejoin_reason or "session expired"
                             continue
                         if self._timer.time_to_next_heartbeat(now) > 0:
                             continue
@@ -506,8 +514,7 @@ class ConsumerCoordinator:
         except ConnectionFailed:
             with self._lock:
                 self._timer.failed(now_ms())
-                self._flags.coordinator_unknown = True
-                self._flags.rejoin_reason = self._flags.rejoin_reason or "coordinator unreachable"
+                self._flags.coordinator_unknown = True  # rediscover; membership itself may be intact
             return
         error = errors.for_code(response.error_code)
         with self._lock:
@@ -528,7 +535,6 @@ class ConsumerCoordinator:
             elif error in errors.COORDINATOR_ERRORS:
                 self._timer.failed(now_ms())
                 self._flags.coordinator_unknown = True
-                self._flags.rejoin_reason = self._flags.rejoin_reason or f"heartbeat: {errors.name_of(error)}"
             elif error is errors.FENCED_INSTANCE_ID:
                 self._flags.fatal = GroupError(error, "Heartbeat")
             else:

@@ -56,13 +56,18 @@ class BrokerConnection:
             self._close_locked()
 
     def abort(self) -> None:
-        """Close from another thread, breaking a blocked exchange (used on shutdown)."""
+        """Close from another thread without waiting: a blocked exchange fails at once."""
         sock = self._sock
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+        if self._lock.acquire(blocking=False):
+            try:
+                self._close_locked()
+            finally:
+                self._lock.release()
 
     def _exchange(self, request: Any, timeout_s: float) -> Any:
         if self._sock is None:
