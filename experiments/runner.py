@@ -556,6 +556,7 @@ class Run:
             "cluster": {
                 "zookeeper": self.zk_connect,
                 "zookeeper_provider": getattr(getattr(self.ensemble, "provider", None), "value", None),
+                "zookeeper_ensemble": getattr(self.ensemble, "name", None),
                 "brokers": self.cluster.bootstrap if self.cluster else None,
                 "coordinator_broker": self.schedule.coordinator_broker,
             },

@@ -1,0 +1,192 @@
+"""The runner end to end, on real ZooKeeper, real brokers and real member processes.
+
+- one scenario (a member crash and a coord-link black hole) on both backends: the fault events match
+  in target and in time, within TOLERANCE_S of each other and of the schedule;
+- the black-holed coordinator link stops the modern member's heartbeats; on legacy the black-holed
+  member loses its ZooKeeper connection;
+- an invalid scenario is rejected before anything starts;
+- an interrupted run (SIGINT to the runner) leaves nothing running and keeps its events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from experiments import runner
+from experiments.cli import app
+from experiments.faults.process import processes_with_marker
+from experiments.scenario import load
+from rebalance.events import read_events
+
+TOLERANCE_S = 0.5   # how far a fault may land from its scheduled time, and from the other backend's
+
+SCENARIO = """\
+name = "crash-and-coord-partition"
+seed = 3
+duration = 24
+settle = 4
+
+[cluster]
+zookeeper_nodes = 1
+brokers = 1
+
+[[topics]]
+name = "t0"
+partitions = 6
+
+[producer]
+rate = 20
+
+[group]
+members = 3
+session_timeout_ms = 6000
+
+[group.modern]
+"heartbeat.interval.ms" = 1000
+
+[[timeline]]
+at = 4
+action = "crash"
+member = 1
+
+[[timeline]]
+at = 8
+action = "link"
+member = 0
+link = "coord"
+fault = "partition"
+duration = 10
+"""
+
+
+def fault_timeline(run_dir: Path) -> tuple[int, list[dict]]:
+    events = list(read_events(run_dir / "events" / "runner.jsonl"))
+    [start] = [event["ts_ns"] for event in events if event["type"] == "phase" and event["name"] == "timeline"]
+    faults = [event for event in events if event["type"] in ("fault_started", "fault_stopped")]
+    return start, faults
+
+
+def offset(event: dict, start: int) -> float:
+    return (event["ts_ns"] - start) / 1e9
+
+
+@pytest.mark.zk
+@pytest.mark.broker
+@pytest.mark.slow
+def test_same_faults_at_the_same_times_on_both_backends(tmp_path):
+    path = tmp_path / "scenario.toml"
+    path.write_text(SCENARIO)
+    results = runner.compare(load(path), tmp_path / "run", progress=False)
+    assert [(result.run_dir.name, result.status) for result in results] == [
+        ("legacy", "completed"), ("modern", "completed")], [result.reason for result in results]
+
+    timelines = {}
+    for backend in ("legacy", "modern"):
+        start, faults = fault_timeline(tmp_path / "run" / backend)
+        timelines[backend] = (start, faults)
+        assert [(event["type"], event["fault_id"], event["kind"], event["target"], event["link"])
+                for event in faults] == [
+            ("fault_started", "f001", "crash", "m001", None),
+            ("fault_started", "f002", "partition", "m000", "coord"),
+            ("fault_stopped", "f002", "partition", "m000", "coord"),
+            ("fault_stopped", "f001", "crash", "m001", None),       # closed by the final heal
+        ]
+        for event, scheduled in zip(faults[:3], (4, 8, 18), strict=True):
+            assert abs(offset(event, start) - scheduled) < TOLERANCE_S, (backend, event)
+        crash_stop, link_stop = faults[3], faults[2]
+        assert crash_stop["observed_ts_ns"] is not None, "the crashed process was seen to die"
+        assert link_stop["observed_ts_ns"] is not None, "the black hole held some of the member's traffic"
+        lock = json.loads((tmp_path / "run" / backend / "lock.json").read_text())
+        assert lock["status"] == "completed" and lock["seed"] == 3
+        assert lock["schedule"] == json.loads((tmp_path / "run" / "compare.json").read_text())["schedule"]
+
+    (legacy_start, legacy), (modern_start, modern) = timelines["legacy"], timelines["modern"]
+    for one, other in zip(legacy[:3], modern[:3], strict=True):
+        assert abs(offset(one, legacy_start) - offset(other, modern_start)) < TOLERANCE_S
+
+    # Modern: the black-holed coordinator link stops m000's heartbeats for the window.
+    events = list(read_events(tmp_path / "run" / "modern" / "events"))
+    beats = [offset(event, modern_start) for event in events
+             if event["type"] == "coordination_request" and event.get("op") == "Heartbeat"
+             and event["member"] == "m000"]
+    assert any(t < 8 for t in beats), beats
+    assert not [t for t in beats if 9 < t < 18], f"heartbeats passed the black hole: {beats}"
+
+    # Legacy: the black-holed member loses its ZooKeeper connection during the window.
+    events = list(read_events(tmp_path / "run" / "legacy" / "events"))
+    suspended = [offset(event, legacy_start) for event in events
+                 if event["type"] == "session_state" and event["member"].endswith("m000")
+                 and event.get("state") == "SUSPENDED"]
+    assert [t for t in suspended if 8 < t < 18], suspended
+
+
+def test_an_invalid_scenario_is_rejected_before_anything_starts(tmp_path):
+    bad = SCENARIO.replace('fault = "partition"', 'fault = "blackhole"').replace("member = 1", "member = 5")
+    path = tmp_path / "bad.toml"
+    path.write_text(bad)
+    out = tmp_path / "never"
+    result = CliRunner().invoke(app, ["run", str(path), "--backend", "legacy", "--out", str(out)])
+    assert result.exit_code == 2
+    lines = bad.splitlines()
+    member_line = lines.index("member = 5") + 1
+    fault_line = lines.index('fault = "blackhole"') + 1
+    assert f"bad.toml:{member_line}: timeline[0].member: member 5 is out of range" in result.output
+    assert f"bad.toml:{fault_line}: timeline[1].fault" in result.output
+    assert not out.exists(), "nothing was started"
+
+
+def test_a_backend_the_scenario_is_not_for_is_refused(tmp_path):
+    path = tmp_path / "modern-only.toml"
+    path.write_text(SCENARIO.replace("seed = 3", 'seed = 3\nbackends = ["modern"]'))
+    result = CliRunner().invoke(app, ["run", str(path), "--backend", "legacy", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "modern only" in result.output
+
+
+@pytest.mark.zk
+@pytest.mark.broker
+@pytest.mark.slow
+def test_an_interrupted_run_leaves_nothing_running(tmp_path):
+    path = tmp_path / "scenario.toml"
+    path.write_text(SCENARIO.replace("duration = 24", "duration = 120").replace(
+        "at = 8\naction", "at = 60\naction"))
+    run_dir = (tmp_path / "run").resolve()
+    process = subprocess.Popen([sys.executable, "-m", "experiments.cli", "run", str(path), "--backend", "modern",
+                                "--out", str(run_dir), "--no-progress"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 180
+        runner_events = run_dir / "events" / "runner.jsonl"
+        while not (runner_events.exists() and any(
+                event.get("name") == "timeline" for event in read_events(runner_events))):
+            assert process.poll() is None, process.stdout.read().decode()
+            assert time.monotonic() < deadline, "the run never reached its timeline"
+            time.sleep(0.2)
+        children = processes_with_marker(str(run_dir))
+        assert len(children) >= 4, "members, producer and broker were running"
+        os.kill(process.pid, signal.SIGINT)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, output.decode()
+    assert processes_with_marker(str(run_dir)) == [], "a child of the run survived it"
+    lock = json.loads((run_dir / "lock.json").read_text())
+    assert lock["status"] == "interrupted"
+    ensemble = lock["cluster"]["zookeeper_ensemble"]
+    if lock["cluster"]["zookeeper_provider"] == "docker":
+        left = subprocess.run(["docker", "ps", "-aq", "--filter", f"name=lab-{ensemble}-"],
+                              capture_output=True, text=True).stdout.split()
+        assert left == [], "a ZooKeeper container survived the run"
+    member_files = sorted(p.name for p in (run_dir / "events").glob("h*.jsonl"))
+    assert member_files == ["h000.jsonl", "h001.jsonl", "h002.jsonl"]
+    assert any(event["type"] == "member_stopped" for event in read_events(run_dir / "events" / "h000.jsonl")), \
+        "members were stopped cleanly and their events kept"
