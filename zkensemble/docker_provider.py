@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 from .config import EnsembleConfig, Provider
-from .ensemble import HOST, Ensemble, Node
+from .ensemble import ELECTION_OPTIONS, HOST, Ensemble, Node
 from .errors import ImageMissing, NotReady, PortInUse, ProviderUnavailable
 from .ports import check_free, free_ports
 
@@ -132,6 +132,7 @@ class DockerEnsemble(Ensemble):
                 "ZOO_SYNC_LIMIT": str(self.config.sync_limit),
                 "ZOO_STANDALONE_ENABLED": "true",
                 "ZOO_ADMINSERVER_ENABLED": "false",
+                "JVMFLAGS": " ".join(ELECTION_OPTIONS),
                 # Listen on all addresses: after a disconnect/reconnect the node's address changes.
                 "ZOO_CFG_EXTRA": f"maxSessionTimeout={self.config.max_session_timeout_ms} quorumListenOnAllIPs=true",
             }

@@ -24,6 +24,10 @@ from .fourlw import Mode
 
 HOST = "127.0.0.1"
 
+# A peer that is not up yet makes leader election back off, doubling up to 60 s by default;
+# capping the wait at 2 s lets an ensemble form (and re-form after a fault) in seconds.
+ELECTION_OPTIONS = ["-Dzookeeper.fastleader.maxNotificationInterval=2000"]
+
 # kazoo warns on every refused connection; readiness probes expect those, so they stay quiet.
 _quiet = logging.getLogger("zkensemble.probe")
 _quiet.addHandler(logging.NullHandler())

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from .config import EnsembleConfig, Provider
-from .ensemble import HOST, Ensemble, Node, wait_until
+from .ensemble import ELECTION_OPTIONS, HOST, Ensemble, Node, wait_until
 from .errors import NotReady, NotSupported, PortInUse, ProviderUnavailable
 from .linkproxy import LinkProxies
 from .ports import check_free, free_ports
@@ -126,7 +126,7 @@ class LocalEnsemble(Ensemble):
             cfg = node_dir / "zoo.cfg"
             cfg.write_text(_zoo_cfg(config, node_dir / "data", client_ports[i], servers if n > 1 else []))
             commands.append([
-                java, *JVM_OPTIONS, f"{MARKER}{name}", "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                java, *JVM_OPTIONS, *ELECTION_OPTIONS, f"{MARKER}{name}", "-Dorg.slf4j.simpleLogger.showDateTime=true",
                 "-cp", classpath, MAIN_CLASS, str(cfg),
             ])
         nodes = [Node(index=i, client_port=client_ports[i]) for i in range(n)]

@@ -30,7 +30,9 @@ if [[ ! -f "$ZOO_DATA_DIR/myid" ]]; then
 fi
 if [[ "${1:-}" == "zkServer" ]]; then
     # Debian's jars name no logging backend: slf4j-simple sends the server log to stderr.
-    exec java -Dorg.slf4j.simpleLogger.showDateTime=true \
+    # JVMFLAGS: extra JVM options, read under the same name as the official image's zkServer.sh.
+    # shellcheck disable=SC2086
+    exec java -Dorg.slf4j.simpleLogger.showDateTime=true ${JVMFLAGS:-} \
         -cp "$ZOO_CONF_DIR:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar" \
         org.apache.zookeeper.server.quorum.QuorumPeerMain "$config"
 fi
