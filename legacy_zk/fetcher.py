@@ -42,6 +42,8 @@ class Fetcher:
         self._version = 0                                     # bumped by start/stop
         self._applied_version = -1
         self._consumer: KafkaConsumer | None = None
+        self._maker: threading.Thread | None = None
+        self._closed = False
         self.last_error: str | None = None
 
     # -- called by the rebalance thread -------------------------------------------------------------
@@ -93,6 +95,8 @@ class Fetcher:
     def close(self) -> None:
         """Call once the polling thread has stopped polling."""
         self.stop()
+        with self._lock:
+            self._closed = True
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
@@ -139,13 +143,22 @@ class Fetcher:
         return records
 
     def _ensure_consumer(self, bootstrap: str | None) -> KafkaConsumer | None:
+        """The consumer, once made. Making one probes the broker and blocks while it is unreachable
+        (a partitioned data link), so it is made on a helper thread and polls meanwhile find none."""
         if self._consumer is not None:
             return self._consumer
         if not bootstrap:
             self.last_error = "no broker address known"
             return None
+        if self._maker is None or not self._maker.is_alive():
+            self._maker = threading.Thread(target=self._make_consumer, args=(bootstrap,), daemon=True,
+                                           name=f"{self._client_id}-fetcher-connect")
+            self._maker.start()
+        return None
+
+    def _make_consumer(self, bootstrap: str) -> None:
         try:
-            self._consumer = KafkaConsumer(
+            consumer = KafkaConsumer(
                 bootstrap_servers=bootstrap.split(","),
                 client_id=self._client_id,
                 group_id=None,
@@ -153,11 +166,16 @@ class Fetcher:
                 auto_offset_reset=self._reset,
                 fetch_max_wait_ms=100,
             )
-        except Exception as error:  # the broker unreachable: keep the member alive, retry next poll
+        except Exception as error:  # the broker unreachable: the next poll tries again
             self.last_error = f"{type(error).__name__}: {error}"
-            return None
-        self.last_error = None
-        return self._consumer
+            return
+        with self._lock:
+            if self._closed:
+                consumer.close()
+                return
+            self._consumer = consumer
+            self.last_error = None
+            self._changed.notify_all()
 
     def _apply(self, consumer: KafkaConsumer, wanted: dict[TopicPartition, int | None]) -> dict[TopicPartition, int]:
         """Assign and seek; returns the positions that auto.offset.reset resolved."""

@@ -535,3 +535,31 @@ def test_member_cut_off_from_zookeeper_keeps_consuming_while_another_claims_its_
         for poller in pollers:
             poller.stop()
         producer.close()
+
+
+def test_member_command_leaves_cleanly_on_sigterm(group, kz, tmp_path):
+    fake_broker_nodes(kz, {"t": 6})
+    events = tmp_path / "m.jsonl"
+    process = member_process(group.zk_connect, group.group, "t", "m", events, session_ms=30000)
+    try:
+        wait_until(lambda: len(owners_tree(kz, group.group, "t")) == 6, 60, "the member to own all partitions")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0, process.stderr.read().decode()
+        # A clean leave closes the session: its znodes go at once, not after a 30 s session timeout.
+        assert kz.get_children(f"/consumers/{group.group}/ids") == []
+        assert owners_tree(kz, group.group, "t") == {}
+        types = [e["type"] for e in read_events(events)]
+        assert types[0] == "member_started" and types[-1] == "member_stopped"
+    finally:
+        stop_process(process)
+
+
+def test_roundrobin_deals_partitions_by_java_hash_order(group, kz):
+    from rebalance.assignors.legacy import legacy_roundrobin
+
+    fake_broker_nodes(kz, {"t": 6})
+    members = group.start("c0", "c1", **{"partition.assignment.strategy": "roundrobin"})
+    views = wait_settled(members, kz, group.group, "t", 6)
+    expected = legacy_roundrobin({"t": 6}, {m.member_id: {"t": 1} for m in members})
+    assert views == {m.member_id: set(expected[f"{m.member_id}-0"]) for m in members}
+    assert views[members[0].member_id] != parts(0, 1, 2)  # not range's contiguous split

@@ -1,0 +1,168 @@
+"""The 0.8 consumer's pure parts: settings, ids and JSON, the watcher executor's coalescing, CLI input."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from typer.testing import CliRunner
+
+from experiments.cli import app
+from legacy_zk.config import LegacyConfig
+from legacy_zk.registry import GroupPaths, consumer_id_string, parse_registration, registration_json
+from legacy_zk.watcher import Reason, RebalanceTrigger, WatcherExecutor
+from rebalance.member import MemberConfig
+
+
+def test_defaults_are_those_of_08():
+    config = LegacyConfig(group_id="g", topics=("t",), zookeeper_connect="zk:2181")
+    assert config.zookeeper_session_timeout_ms == 6000
+    assert config.connection_timeout_ms == 6000          # zookeeper.connection.timeout.ms = session timeout
+    assert config.zookeeper_sync_time_ms == 2000
+    assert config.rebalance_max_retries == 4
+    assert config.backoff_ms == 2000                     # rebalance.backoff.ms = zookeeper.sync.time.ms
+    assert config.auto_commit_enable is True
+    assert config.auto_commit_interval_ms == 60000
+    assert config.auto_offset_reset == "largest"
+    assert config.partition_assignment_strategy == "range"
+
+
+def test_member_config_maps_onto_08_names_and_extra_wins():
+    config = LegacyConfig.from_member_config(MemberConfig(
+        group="g", topics=("a", "b"), strategy="roundrobin", member_name="c1", zk_connect="zk:2181/lab",
+        session_timeout_ms=3000, auto_offset_reset="earliest",
+        extra={"rebalance.max.retries": "2", "rebalance.backoff.ms": 150, "auto.commit.enable": "false",
+               "zookeeper.session.timeout.ms": 4000},
+    ))
+    assert config.group_id == "g" and config.topics == ("a", "b") and config.consumer_id == "c1"
+    assert config.partition_assignment_strategy == "roundrobin"
+    assert config.auto_offset_reset == "smallest"
+    assert config.rebalance_max_retries == 2 and config.backoff_ms == 150
+    assert config.auto_commit_enable is False
+    assert config.zookeeper_session_timeout_ms == 4000
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"rebalance.max.retry": 3}, "unknown 0.8 consumer setting 'rebalance.max.retry'"),
+    ({"rebalance.max.retries": "many"}, "rebalance.max.retries='many': expected int"),
+    ({"auto.commit.enable": "yes"}, "auto.commit.enable='yes': expected bool"),
+    ({"rebalance.max.retries": 0}, "rebalance.max.retries must be at least 1"),
+    ({"auto.offset.reset": "middle"}, "auto.offset.reset='middle'"),
+    ({"partition.assignment.strategy": "sticky"}, "the 0.8 consumer knows range and roundrobin"),
+])
+def test_bad_settings_fail_loudly_naming_the_setting(extra, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        LegacyConfig.from_member_config(MemberConfig(group="g", topics=("t",), zk_connect="zk:2181", extra=extra))
+
+
+def test_legacy_backend_needs_zookeeper():
+    with pytest.raises(ValueError, match="ZooKeeper connect string"):
+        LegacyConfig.from_member_config(MemberConfig(group="g", topics=("t",)))
+
+
+def test_consumer_id_string_as_08_builds_it():
+    assert consumer_id_string("grp", hostname="host", now_ms=1510734527562, random_hex="64b377f5") == \
+        "grp_host-1510734527562-64b377f5"
+    assert consumer_id_string("grp", "consumerId") == "grp_consumerId"
+    generated = consumer_id_string("grp")
+    prefix, millis, hex8 = generated.removeprefix("grp_").rsplit("-", 2)
+    assert prefix and millis.isdigit() and len(hex8) == 8 and int(hex8, 16) >= 0
+
+
+def test_registration_json_is_the_08_text():
+    data = registration_json({"t0": 1, "t1": 2}, 1510734527562)
+    assert data == b'{"version":1,"subscription":{"t0":1,"t1":2},"pattern":"static","timestamp":"1510734527562"}'
+    assert parse_registration(data) == {"t0": 1, "t1": 2}
+    with pytest.raises(ValueError, match="not a 0.8 consumer registration"):
+        parse_registration(b"t0,t1")  # the 0.7 layout's value
+
+
+def test_paths_follow_the_08_layout():
+    paths = GroupPaths("g")
+    assert paths.member("g_c0") == "/consumers/g/ids/g_c0"
+    assert paths.owner("t", 3) == "/consumers/g/owners/t/3"
+    assert paths.offset("t", 3) == "/consumers/g/offsets/t/3"
+
+
+def test_watcher_executor_coalesces_a_burst_into_one_run():
+    trigger = RebalanceTrigger()
+    batches: list[frozenset[Reason]] = []
+    release = threading.Event()
+    first_run = threading.Event()
+
+    def work(reasons: frozenset[Reason]) -> None:
+        if reasons:
+            batches.append(reasons)
+            first_run.set()
+            release.wait(10)  # a slow rebalance, while the watches keep firing
+
+    errors: list[BaseException] = []
+    executor = WatcherExecutor("m", trigger, work, errors.append)
+    executor.start()
+    try:
+        trigger.fire(Reason.STARTUP)
+        assert first_run.wait(10)
+        for _ in range(50):  # a burst of joins while the first rebalance runs
+            trigger.fire(Reason.IDS_CHANGED)
+        trigger.fire(Reason.TOPIC_CHANGED)
+        release.set()
+        deadline = threading.Event()
+        for _ in range(100):
+            if len(batches) >= 2:
+                break
+            deadline.wait(0.05)
+    finally:
+        executor.stop()
+    assert batches == [frozenset({Reason.STARTUP}), frozenset({Reason.IDS_CHANGED, Reason.TOPIC_CHANGED})]
+    assert errors == []
+
+
+def test_watcher_executor_reports_errors_and_goes_on():
+    trigger = RebalanceTrigger()
+    calls: list[frozenset[Reason]] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def work(reasons: frozenset[Reason]) -> None:
+        if not reasons:
+            return
+        calls.append(reasons)
+        if len(calls) == 1:
+            raise RuntimeError("ZooKeeper changed under the reader")
+        done.set()
+
+    executor = WatcherExecutor("m", trigger, work, errors.append)
+    executor.start()
+    try:
+        trigger.fire(Reason.STARTUP)
+        for _ in range(100):
+            if errors:
+                break
+            done.wait(0.05)
+        trigger.fire(Reason.IDS_CHANGED)
+        assert done.wait(10)
+    finally:
+        executor.stop()
+    assert [str(e) for e in errors] == ["ZooKeeper changed under the reader"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["member", "--group", "g", "--topic", "t"], "--zk HOST:PORT[/chroot] is required"),
+    (["member", "--backend", "nope", "--group", "g", "--topic", "t"], "--backend 'nope'"),
+    (["member", "--backend", "modern", "--group", "g", "--topic", "t"], "--bootstrap HOST:PORT is required"),
+    (["member", "--group", "g", "--topic", "t", "--zk", "127.0.0.1:1", "--config", "rebalance.max.retries"],
+     "expected KEY=VALUE"),
+    (["member", "--group", "g", "--topic", "t", "--zk", "127.0.0.1:1", "--config", "rebalance.max.retry=3"],
+     "unknown 0.8 consumer setting"),
+])
+def test_member_cli_rejects_bad_input_in_one_line(args, message):
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], result.output
+
+
+def test_registration_json_round_trips_through_json():
+    value = json.loads(registration_json({"t": 3}, 5))
+    assert value == {"version": 1, "subscription": {"t": 3}, "pattern": "static", "timestamp": "5"}
