@@ -223,8 +223,15 @@ class ConsumerCoordinator:
         self.requests_sent: dict[str, int] = {}
         self._lock = threading.RLock()            # guards state/generation/flags between the two threads
         self._flags = _Flags()
+        # One connection per thread that talks to the coordinator, so none waits behind another's
+        # parked request: commits and offset fetches (polling thread), JoinGroup/SyncGroup (the
+        # join worker), heartbeats (the heartbeat thread).
         self._main: BrokerConnection | None = None
+        self._join: BrokerConnection | None = None
         self._beat: BrokerConnection | None = None
+        self._join_worker: threading.Thread | None = None
+        self._joined: tuple[_JoinOutcome, float, int] | None = None   # a finished join, to apply on poll
+        self._rebalance_started = 0.0
         self._bootstrap_index = 0
         self._closing = threading.Event()
         self._wake = threading.Condition(self._lock)
@@ -240,34 +247,56 @@ class ConsumerCoordinator:
         self._closing.set()
         with self._wake:
             self._wake.notify_all()
-        for connection in (self._main, self._beat):
+        for connection in (self._main, self._join, self._beat):
             if connection is not None:
                 connection.abort()
         self._thread.join(timeout=10)
+        if self._join_worker is not None:
+            self._join_worker.join(timeout=10)
         if leave and (self.generation.is_valid or self.member_id):
             self._leave_group("close")
-        for connection in (self._main, self._beat):
+        for connection in (self._main, self._join, self._beat):
             if connection is not None:
                 connection.close()
 
     # ------------------------------------------------------------ the polling thread
 
     def poll(self) -> None:
-        """Called on every consumer poll: note the poll, and rebalance if anything asked for it."""
+        """Called on every consumer poll; never blocks on the group (like Java's poll(timeout)).
+
+        It notes the poll (max.poll.interval.ms), applies a join that finished since the last
+        poll (listener callbacks run here, on the polling thread), and when a rebalance is
+        needed prepares for it here (eager: revoke everything) and starts the join in the
+        background.
+        """
         with self._lock:
             self._timer.polled(now_ms())
             if self._flags.fatal is not None:
                 raise self._flags.fatal
-        self.ensure_active_group()
+            finished, self._joined = self._joined, None
+        if finished is not None:
+            self._on_join_complete(*finished)
+        self._maybe_start_rebalance()
 
-    def ensure_active_group(self) -> None:
+    def wait_for_join(self, timeout_s: float) -> bool:
+        """Block until an in-flight join finishes (for callers that want a synchronous start)."""
+        worker = self._join_worker
+        if worker is not None:
+            worker.join(timeout_s)
+        return worker is None or not worker.is_alive()
+
+    def _maybe_start_rebalance(self) -> None:
         with self._lock:
+            if self._join_worker is not None and self._join_worker.is_alive():
+                return
             reason = self._flags.rejoin_reason
+            if reason is None or self._joined is not None or self._closing.is_set():
+                return
+            self._flags.rejoin_reason = None   # consumed: a new reason after this starts a new round
             lost = self._flags.partitions_lost
             self._flags.partitions_lost = False
-        if reason is None:
-            return
-        started = time.monotonic()
+            self.state = MemberState.REBALANCING
+        self._rebalance_started = time.monotonic()
         self.recorder.emit(ev.REBALANCE_STARTED, self.member_name, trigger=reason, group=self.settings.group)
         if lost and self.owned:
             lost_partitions = set(self.owned)
@@ -278,28 +307,40 @@ class ConsumerCoordinator:
             revoked = set(self.owned)
             self.hooks.revoke(revoked)
             self.owned = frozenset()
+        subscription = Subscription(topics=self.settings.topics, owned_partitions=tuple(sorted(self.owned)),
+                                    generation=self.generation.generation_id,
+                                    group_instance_id=self.settings.group_instance_id)
+        self._join_worker = threading.Thread(target=self._join_until_done, args=(subscription, self._rebalance_started),
+                                             name=f"join-{self.member_name}", daemon=True)
+        self._join_worker.start()
+
+    def _join_until_done(self, subscription: Subscription, started: float) -> None:
+        """The join worker: phases 1-3, retried until they succeed, fail for good, or we close."""
         attempts = 0
-        while not self._closing.is_set():
-            attempts += 1
-            try:
-                outcome = self._join_and_sync()
-                break
-            except GroupError as error:
-                self.metrics.record_failure()
-                if error.error in FATAL_ERRORS:
-                    self.recorder.emit(ev.REBALANCE_FAILED, self.member_name, error=errors.name_of(error.error),
-                                       attempts=attempts)
-                    with self._lock:
-                        self._flags.fatal = error
-                    raise
-                time.sleep(self.settings.retry_backoff_ms / 1000)
-            except ConnectionFailed:
-                self.metrics.record_failure()
-                self._coordinator_dead()
-                time.sleep(self.settings.retry_backoff_ms / 1000)
-        else:
-            return
-        self._on_join_complete(outcome, started, attempts)
+        try:
+            while not self._closing.is_set():
+                attempts += 1
+                try:
+                    outcome = self._join_and_sync(subscription)
+                except GroupError as error:
+                    self.metrics.record_failure()
+                    if error.error in FATAL_ERRORS:
+                        self.recorder.emit(ev.REBALANCE_FAILED, self.member_name,
+                                           error=errors.name_of(error.error), attempts=attempts)
+                        raise
+                    self._closing.wait(self.settings.retry_backoff_ms / 1000)
+                    continue
+                except ConnectionFailed:
+                    self.metrics.record_failure()
+                    self._coordinator_dead()
+                    self._closing.wait(self.settings.retry_backoff_ms / 1000)
+                    continue
+                with self._lock:
+                    self._joined = (outcome, started, attempts)
+                return
+        except BaseException as error:  # never vanish: the next poll() raises it
+            with self._lock:
+                self._flags.fatal = error
 
     def _on_join_complete(self, outcome: _JoinOutcome, started: float, attempts: int) -> None:
         assigned = set(decode_assignment(outcome.assignment).partitions)
@@ -308,7 +349,6 @@ class ConsumerCoordinator:
             self.generation = outcome.generation
             self.state = MemberState.STABLE
             self._timer.reset(now_ms())
-            self._flags.rejoin_reason = None
             self._flags.left_for_poll_timeout = False
         revoked = owned - assigned
         added = assigned - owned
@@ -362,15 +402,14 @@ class ConsumerCoordinator:
                 time.sleep(self.settings.retry_backoff_ms / 1000)
                 continue
             with self._lock:
-                for connection in (self._main, self._beat):
+                for connection in (self._main, self._join, self._beat):
                     if connection is not None:
                         connection.abort()  # never wait here for a request in flight on the old one
                 self.coordinator = (response.node_id, response.host, response.port)
-                timeout = self.settings.request_timeout_ms / 1000
-                self._main = BrokerConnection(response.host, response.port, client_id=self.settings.client_id,
-                                              timeout_s=timeout)
-                self._beat = BrokerConnection(response.host, response.port, client_id=self.settings.client_id,
-                                              timeout_s=timeout)
+                self._main, self._join, self._beat = (
+                    BrokerConnection(response.host, response.port, client_id=self.settings.client_id,
+                                     timeout_s=self.settings.request_timeout_ms / 1000)
+                    for _ in range(3))
                 self._flags.coordinator_unknown = False
                 self._timer.reset(now_ms())
                 return self._main
@@ -382,14 +421,10 @@ class ConsumerCoordinator:
 
     # ------------------------------------------------------------ phases 2 and 3: join and sync
 
-    def _join_and_sync(self) -> _JoinOutcome:
-        connection = self.ensure_coordinator()
-        with self._lock:
-            self.state = MemberState.REBALANCING
+    def _join_and_sync(self, subscription: Subscription) -> _JoinOutcome:
+        self.ensure_coordinator()
+        connection = self._join
         join_started = time.monotonic()
-        subscription = Subscription(topics=self.settings.topics, owned_partitions=tuple(sorted(self.owned)),
-                                    generation=self.generation.generation_id,
-                                    group_instance_id=self.settings.group_instance_id)
         join_timeout = self.settings.effective_rebalance_timeout_ms / 1000 + 5 + self.settings.request_timeout_ms / 1000
         while True:
             response = self._send(connection, "JoinGroup", JoinGroupRequest[JOIN_VERSION](

@@ -94,6 +94,8 @@ class ModernMember:
                            topics=list(self.config.topics), group_instance_id=self.config.group_instance_id,
                            pid=os.getpid())
         self.coordinator.start()
+        with self._lock:
+            self.coordinator.poll()  # starts the first join in the background
         self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
 
     def poll(self, timeout_s: float) -> list[Record]:
