@@ -39,13 +39,22 @@ def find_scenario(name: str) -> Path:
     raise AssertionError  # unreachable
 
 
-def _load(name: str, overrides: list[str] | None) -> Scenario:
+def _load(name: str, overrides: list[str] | None, backends: tuple[str, ...] | None = None) -> Scenario:
     try:
-        return load(find_scenario(name), overrides=overrides or [])
+        scenario = load(find_scenario(name), overrides=overrides or [])
+        for backend in backends or scenario.backends:
+            if backend in scenario.backends:
+                runner.check_member_settings(scenario, backend)
+        return scenario
     except ScenarioError as error:
-        for line in error.lines():
-            typer.echo(f"error: {line}", err=True)
-        raise typer.Exit(2) from None
+        _report(error)
+        raise AssertionError from None  # unreachable
+
+
+def _report(error: ScenarioError) -> None:
+    for line in error.lines():
+        typer.echo(f"error: {line}", err=True)
+    raise typer.Exit(2)
 
 
 SetOption = Annotated[
@@ -70,7 +79,7 @@ def run_command(
         _fail(f"--backend {backend!r}: choose legacy or modern")
     if zk_provider not in ("auto", "docker", "local"):
         _fail(f"--zk-provider {zk_provider!r}: choose auto, docker or local")
-    loaded = _load(scenario, overrides)
+    loaded = _load(scenario, overrides, (backend,))
     if backend not in loaded.backends:
         _fail(f"scenario {loaded.name!r} is for {', '.join(loaded.backends)} only (its `backends` line)")
     run_dir = out or runner.default_run_dir(loaded)

@@ -43,7 +43,7 @@ from experiments.faults import registry
 from experiments.faults.process import RUN_MARKER_ENV, ChildProcess
 from experiments.faults.proxy import ProxyHub
 from experiments.faults.server import ServerFaults
-from experiments.scenario import Scenario, Schedule, Step, resolve
+from experiments.scenario import Problem, Scenario, ScenarioError, Schedule, Step, resolve
 from rebalance import events as ev
 from rebalance.events import EventRecorder
 
@@ -71,6 +71,31 @@ class RunResult:
     reason: str = ""
 
 
+def check_member_settings(scenario: Scenario, backend: str) -> None:
+    """The backend's own check of the group's native settings, before anything starts: a typo in
+    [group.legacy] fails here, naming its line, not later in a member process."""
+    from rebalance.member import MemberConfig
+
+    group = scenario.group
+    section = "legacy" if backend == "legacy" else "modern"
+    settings = {**group.extra, **(group.legacy if backend == "legacy" else group.modern)}
+    config = MemberConfig(group=group.name, topics=scenario.subscribed_topics, strategy=group.strategy,
+                          member_name="m000", zk_connect="127.0.0.1:2181", bootstrap="127.0.0.1:9092",
+                          session_timeout_ms=group.session_timeout_ms, extra=settings)
+    try:
+        if backend == "legacy":
+            from legacy_zk.config import LegacyConfig
+
+            LegacyConfig.from_member_config(config)
+        else:
+            from modern.member import settings_from
+
+            settings_from(config, client_id="m000")
+    except (ValueError, TypeError) as error:
+        line = scenario.line_of("group", section) or scenario.line_of("group", "extra") or scenario.line_of("group")
+        raise ScenarioError(scenario.source, [Problem(f"group.{section}", line, str(error))]) from None
+
+
 def default_run_dir(scenario: Scenario, root: Path = Path("runs")) -> Path:
     return root / f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -84,6 +109,8 @@ def compare(scenario: Scenario, run_dir: Path, *, zk_provider: str = "auto", pro
             backends: tuple[str, ...] | None = None) -> list[RunResult]:
     """Both backends, one after the other, with the identical schedule, into RUN_DIR/<backend>."""
     schedule = resolve(scenario)
+    for backend in backends or scenario.backends:
+        check_member_settings(scenario, backend)   # both checked before either starts
     results = []
     for backend in backends or scenario.backends:
         result = run(scenario, RunOptions(backend=backend, run_dir=run_dir / backend, zk_provider=zk_provider,
@@ -104,6 +131,7 @@ class Run:
         if options.backend not in scenario.backends:
             raise ValueError(f"scenario {scenario.name!r} is for {', '.join(scenario.backends)}, "
                              f"not {options.backend!r}")
+        check_member_settings(scenario, options.backend)
         self.scenario = scenario
         self.schedule = schedule
         self.backend = options.backend

@@ -180,6 +180,10 @@ class Scenario:
     group: GroupSpec
     timeline: tuple[TimelineEntry, ...]
     source: str = ""
+    lines: _LineIndex | None = field(default=None, compare=False, repr=False)
+
+    def line_of(self, *path: str | int) -> int | None:
+        return self.lines.line_of(tuple(path)) if self.lines else None
 
     @property
     def subscribed_topics(self) -> tuple[str, ...]:
@@ -411,7 +415,7 @@ class _Checker:
         return Scenario(
             name=name, description=description, seed=seed, duration=float(duration or 0.0), settle=float(settle),
             backends=backends, cluster=cluster, topics=topics, producer=producer, group=group, timeline=timeline,
-            source=self.source,
+            source=self.source, lines=self.lines,
         )
 
     def backends(self, data: dict) -> tuple[str, ...]:
@@ -603,10 +607,11 @@ class _Checker:
 
     def target(self, table: dict, key: str, path: tuple) -> int | str | None:
         value = table.get(key)
-        if value is None or value == "random":
+        if value is None or value == "random" or (value == "last" and key == "member"):
             return value
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            self.fail((*path, key), f"must be an index (0, 1, ...) or \"random\", got {value!r}")
+            extra = ', "last"' if key == "member" else ""
+            self.fail((*path, key), f"must be an index (0, 1, ...), \"random\"{extra}, got {value!r}")
             return None
         return value
 
@@ -749,11 +754,11 @@ def resolve(scenario: Scenario) -> Schedule:
 
     def pick_member(entry: TimelineEntry, *, exclude_paused: bool) -> str | None:
         candidates = [name for name in group.running if not (exclude_paused and group.is_paused(name, entry.at))]
-        if entry.member == "random":
+        if entry.member in ("random", "last"):
             if not candidates:
                 fail(entry, "member", f"no member to pick at {entry.at} s")
                 return None
-            return rng.choice(candidates)
+            return rng.choice(candidates) if entry.member == "random" else candidates[-1]
         if entry.member >= group.next_index:
             fail(entry, "member", f"member {entry.member} is out of range: at {entry.at} s the group has had "
                                   f"{group.next_index} member(s), numbered from 0")
@@ -826,7 +831,7 @@ def resolve(scenario: Scenario) -> Schedule:
                 group.left.add(target)
             steps.append(Step(**base, op="start", targets=tuple(targets)))
         elif action is Action.RESTART:
-            if entry.member == "random":
+            if entry.member in ("random", "last"):
                 name = pick_member(entry, exclude_paused=True)
             else:
                 name = group.names[entry.member] if entry.member < group.next_index else None

@@ -309,3 +309,26 @@ def test_builtin_scenarios_are_valid():
     for path in sorted(folder.glob("*.toml")):
         scenario = sc.load(path)
         sc.resolve(scenario)
+
+
+def test_last_picks_the_most_recently_started_member():
+    steps = sc.resolve(load("""
+    [[timeline]]
+    at = 5
+    action = "join"
+
+    [[timeline]]
+    at = 10
+    action = "leave"
+    member = "last"
+    """)).steps
+    assert steps[1].targets == ("m004",)
+
+
+def test_churn_scenario_expands_into_whole_hosts():
+    folder = Path(sc.__file__).parent / "scenarios"
+    schedule = sc.resolve(sc.load(folder / "churn-range.toml"))
+    grow, shrink, *restarts = [step for step in schedule.steps if step.action != "phase"]
+    assert len(grow.targets) == 50 and grow.targets == shrink.targets
+    assert [step.targets for step in restarts] == [tuple(f"h000-{i}" for i in range(5)),
+                                                   tuple(f"h001-{i}" for i in range(5))]
