@@ -13,6 +13,10 @@ class TopicError(Exception):
     pass
 
 
+class TopicExists(TopicError):
+    pass
+
+
 def create_topic(bootstrap: str, name: str, partitions: int, *, compacted: bool = False,
                  timeout_s: float = 30.0) -> None:
     """Create a topic (an existing one with that name is an error) and wait until it is usable."""
@@ -22,7 +26,7 @@ def create_topic(bootstrap: str, name: str, partitions: int, *, compacted: bool 
     try:
         admin.create_topics([NewTopic(name, partitions, 1, topic_configs=configs)])
     except TopicAlreadyExistsError as error:
-        raise TopicError(f"topic {name!r} already exists") from error
+        raise TopicExists(f"topic {name!r} already exists") from error
     except KafkaError as error:
         raise TopicError(f"cannot create topic {name!r}: {error}") from error
     finally:

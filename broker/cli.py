@@ -7,6 +7,7 @@ import importlib
 import logging
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -139,7 +140,9 @@ def produce_command(
                                 duration_s=duration, keyed=keyed)
     except ValueError as error:
         _fail(str(error))
-    summary = ProducerWorkload(config, events_path=events, run_id=run_id).run()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # stop early, but still flush and report
+    summary = ProducerWorkload(config, events_path=events, run_id=run_id).run(stop)
     typer.echo(f"produced {summary.acknowledged} records ({summary.failed} failed) in {summary.elapsed_s:.1f} s")
     if summary.failed:
         raise typer.Exit(1)

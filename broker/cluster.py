@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kafka.protocol.metadata import MetadataRequest
 
@@ -160,9 +161,20 @@ class LocalCluster:
         self.stop()
 
     # -- observation -----------------------------------------------------------------
+    def metadata(self, index: int, topics: list[str] | None = None, timeout_s: float = 5.0) -> Any:
+        """Broker `index`'s Metadata (v4, no auto-creation) answer: `.brokers`, `.topics[].partitions[].leader_id`."""
+        return asyncio.run(_metadata(self.brokers[index], topics, timeout_s))
+
     def live_view(self, index: int, timeout_s: float = 5.0) -> list[int]:
         """The live broker ids that broker `index` reports in its metadata."""
-        return asyncio.run(_metadata_broker_ids(self.brokers[index], timeout_s))
+        return sorted(b.node_id for b in self.metadata(index, [], timeout_s).brokers)
+
+    def partition_leaders(self, topic: str, index: int | None = None) -> dict[int, int]:
+        """partition -> leader id, as broker `index` (default: the first running one) sees it."""
+        if index is None:
+            index = next(b.node_id for b in self.brokers if b.alive)
+        (answer,) = self.metadata(index, [topic]).topics
+        return {p.partition_index: p.leader_id for p in answer.partitions}
 
     def wait_for_live(self, expected: Iterable[int], timeout_s: float = 30.0) -> None:
         """Until every running broker reports exactly `expected` as the live brokers."""
@@ -237,10 +249,11 @@ def start_cluster(size: int, zk: str | None = None, data_dir: str | os.PathLike 
     return LocalCluster(size, zk=zk, data_dir=data_dir, **options).start()
 
 
-async def _metadata_broker_ids(broker: BrokerProcess, timeout_s: float) -> list[int]:
-    client = PeerClient(broker.host, broker.port)
+async def _metadata(broker: BrokerProcess, topics: list[str] | None, timeout_s: float) -> Any:
+    client = PeerClient(broker.host, broker.port, client_id="rebalance-lab-cluster")
+    names = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=name) for name in topics]
+    request = MetadataRequest[4](topics=names, allow_auto_topic_creation=False)
     try:
-        answer = await client.request(MetadataRequest[1](topics=[]), timeout_s)
+        return await client.request(request, timeout_s)
     finally:
         client.close()
-    return sorted(b.node_id for b in answer.brokers)

@@ -21,7 +21,7 @@ from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 from broker.log import InvalidBatch
 from broker.peers import PEER_CLIENT_ID
 from broker.registry import HandlerRegistry, RequestContext
-from broker.topics import TopicSpec, topic_name_problem
+from broker.topics import MAX_PARTITIONS, TopicSpec, topic_name_problem
 
 NONE = Errors.NoError.errno
 CLUSTER_ID = "rebalance-lab"
@@ -138,8 +138,8 @@ def _creation_problem(broker, name: str, partitions: int, replication_factor: in
         return Errors.InvalidTopicError, problem
     if broker.topics.get(name) is not None:
         return Errors.TopicAlreadyExistsError, f"topic {name!r} already exists"
-    if partitions < 1:
-        return Errors.InvalidPartitionsError, "the number of partitions must be at least 1"
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        return Errors.InvalidPartitionsError, f"the number of partitions must be within 1-{MAX_PARTITIONS}"
     if replication_factor not in (-1, 1):
         return Errors.InvalidReplicationFactorError, "this broker keeps one replica per partition"
     return None, None

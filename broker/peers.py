@@ -16,8 +16,9 @@ PEER_CLIENT_ID = "rebalance-lab-peer"
 
 
 class PeerClient:
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, client_id: str = PEER_CLIENT_ID) -> None:
         self.host, self.port = host, port
+        self.client_id = client_id
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = itertools.count(1)
@@ -37,7 +38,7 @@ class PeerClient:
         if self._writer is None:
             self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         correlation_id = next(self._correlation)
-        request.with_header(correlation_id=correlation_id, client_id=PEER_CLIENT_ID)
+        request.with_header(correlation_id=correlation_id, client_id=self.client_id)
         self._writer.write(bytes(request.encode(header=True, framed=True)))
         await self._writer.drain()
         size = int.from_bytes(await self._reader.readexactly(4), "big", signed=True)

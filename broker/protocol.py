@@ -88,7 +88,36 @@ def decode_request(frame: bytes) -> DecodedRequest:
         request = request_class[api_version].decode(frame, header=True)
     except Exception as error:  # the codec raises many types on garbage; all mean the same here
         raise FrameError(f"cannot decode {request_class.name} v{api_version}: {error!r}") from error
+    null_field = _null_where_not_allowed(request, api_version)
+    if null_field:
+        raise FrameError(f"{request_class.name} v{api_version}: {null_field} is null, which the schema forbids")
     return DecodedRequest(api_key, api_version, correlation_id, request.header.client_id, request)
+
+
+_CHECKED_FOR_NULL = {"string", "bytes"}  # not uuid: the codec decodes the all-zero uuid as None
+
+
+def _null_where_not_allowed(container: Any, version: int) -> str | None:
+    """The first field decoded as null although its schema says it cannot be (the codec lets a
+    -1 length through), so handlers may rely on arrays being lists."""
+    for field in container._struct._fields:
+        if not field.for_version_q(version) or field.tagged_field_q(version):
+            continue
+        value = getattr(container, field.name)
+        if value is None:
+            if field.type_str in _CHECKED_FOR_NULL or field.is_array() or field.is_struct():
+                if not field.nullable_for_version_q(version):
+                    return field.name
+        elif field.is_struct():
+            found = _null_where_not_allowed(value, version)
+            if found:
+                return f"{field.name}.{found}"
+        elif field.is_struct_array():
+            for item in value:
+                found = _null_where_not_allowed(item, version)
+                if found:
+                    return f"{field.name}[].{found}"
+    return None
 
 
 def encode_response(response: Any, correlation_id: int) -> bytes:

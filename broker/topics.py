@@ -18,6 +18,7 @@ OFFSETS_TOPIC_PARTITIONS = 50
 
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_NAME_LENGTH = 249
+MAX_PARTITIONS = 10_000  # a lab bound (Kafka has none), so one request cannot make a broker loop for minutes
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -47,6 +47,7 @@ class ZkRegistration:
     def start(self) -> None:
         self.client.add_listener(self._on_state)
         self.client.start(timeout=CONNECT_TIMEOUT_S)
+        self.client.ensure_path("/")  # a chroot is not created by connecting
         self._register()
 
     def register_topic(self, topic: str, replicas: dict[int, list[int]]) -> None:

@@ -1,0 +1,148 @@
+"""The experiments' producer: records at a steady rate, each acknowledged one written down as an event.
+
+Record values are JSON `{"seq": N, "ts_ms": wall_ms}` so a consumer can measure
+produce-to-consume latency and spot gaps; records go round-robin over the partitions
+(or, keyed, by the producer's hash of the sequence number). Pacing is a token bucket on
+the monotonic clock: a stall (GC, SIGSTOP) is followed by a short catch-up burst at most
+`burst` records long, never by a flood.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafka import KafkaProducer
+
+from rebalance.events import RECORD_PRODUCED, EventRecorder, NullRecorder
+
+MAX_IDLE_SLEEP_S = 0.05
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadConfig:
+    bootstrap: str
+    topic: str
+    partitions: int = 50
+    rate: float = 600.0            # records per second
+    duration_s: float = 60.0
+    keyed: bool = False
+    burst: int | None = None       # token bucket capacity; default: a tenth of a second's worth
+    client_id: str = "rebalance-lab-producer"
+    acks: int = -1
+    create_topic: bool = True
+
+    def __post_init__(self) -> None:
+        if self.rate <= 0:
+            raise ValueError(f"rate must be positive, got {self.rate}")
+        if self.duration_s <= 0:
+            raise ValueError(f"duration must be positive, got {self.duration_s}")
+        if self.partitions < 1:
+            raise ValueError(f"partitions must be at least 1, got {self.partitions}")
+        if self.burst is not None and self.burst < 1:
+            raise ValueError(f"burst must be at least 1, got {self.burst}")
+
+    @property
+    def capacity(self) -> int:
+        return self.burst if self.burst is not None else max(1, int(self.rate / 10))
+
+
+class TokenBucket:
+    """`rate` tokens per second up to `capacity`; time is passed in (monotonic seconds)."""
+
+    def __init__(self, rate: float, capacity: int, now: float) -> None:
+        self.rate, self.capacity = rate, capacity
+        self._tokens = 1.0
+        self._stamp = now
+
+    def try_take(self, now: float) -> bool:
+        self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
+        self._stamp = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
+    def time_until_token(self) -> float:
+        return max(0.0, (1.0 - self._tokens) / self.rate)
+
+
+@dataclass(frozen=True)
+class WorkloadSummary:
+    sent: int
+    acknowledged: int
+    failed: int
+    elapsed_s: float
+
+
+class ProducerWorkload:
+    def __init__(self, config: WorkloadConfig, *, events_path: str | Path | None = None, run_id: str = "",
+                 recorder: EventRecorder | None = None) -> None:
+        self.config = config
+        self.recorder = recorder or (EventRecorder(events_path, run_id=run_id, process=None)
+                                     if events_path else NullRecorder())
+        self._acknowledged = 0
+        self._failed = 0
+        self._lock = threading.Lock()
+        self.first_error: Exception | None = None
+
+    def run(self, stop: threading.Event | None = None) -> WorkloadSummary:
+        """Produce for the configured duration (or until `stop` is set), then flush and report."""
+        config = self.config
+        stop = stop or threading.Event()
+        if config.create_topic:
+            self._ensure_topic()
+        producer = KafkaProducer(bootstrap_servers=config.bootstrap, client_id=config.client_id, acks=config.acks,
+                                 linger_ms=5)
+        start = time.monotonic()
+        bucket = TokenBucket(config.rate, config.capacity, start)
+        sequence = 0
+        try:
+            while not stop.is_set():
+                now = time.monotonic()
+                if now - start >= config.duration_s:
+                    break
+                if not bucket.try_take(now):
+                    stop.wait(min(bucket.time_until_token(), MAX_IDLE_SLEEP_S))
+                    continue
+                self._send(producer, sequence)
+                sequence += 1
+            producer.flush()
+        finally:
+            producer.close()
+            self.recorder.close()
+        return WorkloadSummary(sequence, self._acknowledged, self._failed, time.monotonic() - start)
+
+    def _send(self, producer: KafkaProducer, sequence: int) -> None:
+        config = self.config
+        stamp = time.time_ns() // 1_000_000
+        value = json.dumps({"seq": sequence, "ts_ms": stamp}, separators=(",", ":")).encode()
+        if config.keyed:
+            future = producer.send(config.topic, value=value, key=str(sequence).encode())
+        else:
+            future = producer.send(config.topic, value=value, partition=sequence % config.partitions)
+        future.add_callback(self._acknowledge, sequence, stamp)
+        future.add_errback(self._fail)
+
+    def _acknowledge(self, sequence: int, stamp: int, metadata) -> None:  # the producer's I/O thread
+        with self._lock:
+            self._acknowledged += 1
+        self.recorder.emit(RECORD_PRODUCED, topic=metadata.topic, partition=metadata.partition,
+                           offset=metadata.offset, seq=sequence, produce_ts_ms=stamp)
+
+    def _fail(self, error: Exception) -> None:
+        with self._lock:
+            self._failed += 1
+            if self.first_error is None:
+                self.first_error = error
+
+    def _ensure_topic(self) -> None:
+        from broker.admin import TopicExists, create_topic, wait_for_topic
+
+        try:
+            create_topic(self.config.bootstrap, self.config.topic, self.config.partitions)
+        except TopicExists:
+            wait_for_topic(self.config.bootstrap, self.config.topic, self.config.partitions)
