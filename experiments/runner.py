@@ -573,7 +573,7 @@ class Run:
             "scenario": {
                 "name": self.scenario.name, "source": self.scenario.source,
                 "sha256": hashlib.sha256(scenario_text.encode()).hexdigest() if scenario_text else None,
-                "resolved": _jsonable(asdict(self.scenario)),
+                "resolved": _jsonable({key: value for key, value in asdict(self.scenario).items() if key != "lines"}),
             },
             "seed": self.scenario.seed,
             "schedule": self.schedule.to_json(),
