@@ -579,6 +579,8 @@ class ConsumerCoordinator:
         """max.poll.interval.ms passed without a poll: leave so the group can move on without us."""
         self._leave_group("max.poll.interval.ms exceeded")
         with self._lock:
+            if self.settings.group_instance_id is None:
+                self.member_id = ""  # we left: the next join starts afresh (a static member keeps its place)
             self.generation = NO_GENERATION
             self.state = MemberState.UNJOINED
             self._flags.partitions_lost = True

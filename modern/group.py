@@ -229,6 +229,7 @@ class ClassicGroup:
         self.static_members: dict[str, str] = {}           # group instance id -> member id
         self.pending_members: dict[str, int] = {}          # ids handed out with MEMBER_ID_REQUIRED -> expiry
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        self._support: Counter[str] = Counter()            # protocol name -> members supporting it
         # Join phase timer; the initial delay keeps extending while new members arrive.
         self._join_deadline_ms: int | None = None
         self._initial_join = False
@@ -379,8 +380,10 @@ class ClassicGroup:
         self.members = {}
         self.static_members = {}
         self._sessions = []
+        self._support = Counter()
         for member in members:
             self.members[member.member_id] = member
+            self._count_protocols(member, +1)
             if member.group_instance_id is not None:
                 self.static_members[member.group_instance_id] = member.member_id
             self._touch(member, now_ms)
@@ -465,6 +468,7 @@ class ClassicGroup:
             join_token=token,
         )
         self.members[member_id] = member
+        self._count_protocols(member, +1)
         if request.group_instance_id is not None:
             self.static_members[request.group_instance_id] = member_id
         if self.leader_id is None:
@@ -515,7 +519,9 @@ class ClassicGroup:
             self._maybe_complete_join(now_ms)
 
     def _update_member(self, member: Member, request: JoinGroup, token: object | None) -> None:
+        self._count_protocols(member, -1)
         member.protocols = request.protocols
+        self._count_protocols(member, +1)
         member.session_timeout_ms = request.session_timeout_ms
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
         member.client_id = request.client_id or member.client_id
@@ -637,6 +643,7 @@ class ClassicGroup:
         if member.sync_token is not None:
             self._reply(member.sync_token, SyncResult(error=errors.UNKNOWN_MEMBER_ID))
         del self.members[member.member_id]
+        self._count_protocols(member, -1)
         self._pending_sync.discard(member.member_id)
         if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member.member_id:
             del self.static_members[member.group_instance_id]
@@ -695,8 +702,7 @@ class ClassicGroup:
             return True
         if protocol_type != self.protocol_type:
             return False
-        support = Counter(name for m in self.members.values() for name in {n for n, _ in m.protocols})
-        return any(support[name] == len(self.members) for name, _ in protocols)
+        return any(self._support[name] == len(self.members) for name, _ in protocols)
 
     def _select_protocol(self) -> str | None:
         """Kafka's vote: candidates supported by everyone; each member votes for its first candidate."""
@@ -735,6 +741,11 @@ class ClassicGroup:
             protocol_name=self.protocol_name,
             assignment=member.assignment,
         )
+
+    def _count_protocols(self, member: Member, sign: int) -> None:
+        """Keep "how many members support each protocol" current, so a join checks it in O(1)."""
+        for name in {name for name, _ in member.protocols}:
+            self._support[name] += sign
 
     def _touch(self, member: Member, now_ms: int) -> None:
         member.session_deadline_ms = now_ms + member.session_timeout_ms
