@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from rebalance.events import EventRecorder, NullRecorder
 from rebalance.member import MemberConfig, backend_names, get_backend
@@ -90,7 +91,6 @@ def member(
 
 def _run(members: list, stop: threading.Event) -> int:
     started = []
-    code = 0
     try:
         for group_member in members:
             if stop.is_set():
@@ -99,18 +99,18 @@ def _run(members: list, stop: threading.Event) -> int:
                 group_member.start()
             except Exception as error:
                 console.print(f"[red]could not start {group_member.member_id}: {type(error).__name__}: {error}[/red]")
-                code = 1
-                return code
+                _close_one(group_member, quiet=True)
+                return 1
             started.append(group_member)
             console.print(f"[bold]{group_member.member_id}[/bold] started")
         _consume(started, stop)
     finally:
         _close_all(started)
-    return code
+    return 0
 
 
 def _consume(members: list, stop: threading.Event) -> None:
-    shown: dict[str, tuple[str, ...] | None] = {m.member_id: None for m in members}
+    shown: dict[str, tuple | None] = {m.member_id: None for m in members}
     consumed = {m.member_id: 0 for m in members}
     while not stop.is_set():
         got_any = False
@@ -118,13 +118,15 @@ def _consume(members: list, stop: threading.Event) -> None:
             records = group_member.poll(0.0 if len(members) > 1 else 0.1)
             consumed[group_member.member_id] += len(records)
             got_any = got_any or bool(records)
-            now = tuple(sorted(map(str, group_member.assignment())))
-            if now != shown[group_member.member_id]:
-                shown[group_member.member_id] = now
+            owned = tuple(sorted(map(str, group_member.assignment())))
+            note = getattr(group_member, "status", "")  # a backend may say why it owns nothing
+            if (owned, note) != shown[group_member.member_id]:
+                shown[group_member.member_id] = (owned, note)
                 stamp = time.strftime("%H:%M:%S")
-                owned = ", ".join(now) if now else "[yellow]nothing[/yellow]"
+                text = ", ".join(owned) if owned else "[yellow]nothing[/yellow]"
+                note_text = f" [red]({escape(note)})[/red]" if note else ""
                 console.print(
-                    f"{stamp} [bold]{group_member.member_id}[/bold] owns {owned}"
+                    f"{stamp} [bold]{group_member.member_id}[/bold] owns {text}{note_text}"
                     f"  [dim](consumed so far: {consumed[group_member.member_id]})[/dim]"
                 )
         if not got_any and len(members) > 1:
@@ -140,10 +142,11 @@ def _close_all(members: list) -> None:
         thread.join(60)
 
 
-def _close_one(group_member) -> None:
+def _close_one(group_member, quiet: bool = False) -> None:
     try:
         group_member.close()
-        console.print(f"[bold]{group_member.member_id}[/bold] left the group")
+        if not quiet:
+            console.print(f"[bold]{group_member.member_id}[/bold] left the group")
     except Exception as error:
         console.print(f"[red]{group_member.member_id}: close failed: {type(error).__name__}: {error}[/red]")
 

@@ -15,6 +15,7 @@ Sessions, reacting only to kazoo's application-level states:
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -74,7 +75,6 @@ class LegacyMember:
         self._suspended = False
         self._next_auto_commit = 0.0
         self.errors: list[BaseException] = []
-        self._group_view_cache: tuple = ()
 
         self.zk = TracedZooKeeper(
             self.config.zookeeper_connect, session_timeout_ms=self.config.zookeeper_session_timeout_ms, emit=self._emit
@@ -165,6 +165,11 @@ class LegacyMember:
         return self._state
 
     @property
+    def status(self) -> str:
+        """Empty, or why this member owns nothing although it runs (its last rebalance failed)."""
+        return self.rebalancer.status
+
+    @property
     def idle(self) -> bool:
         """No rebalance running and none asked for: what this member owns will not change by itself."""
         return not self.rebalancer.in_progress and not self._trigger.pending
@@ -230,10 +235,9 @@ class LegacyMember:
 
     def _rearm_and_compare(self) -> bool:
         """kazoo forgets watches on a disconnect; 0.8's client re-sent them and was told of any
-        change it missed. Re-arm, and report whether anything the last rebalance read changed."""
-        seen = self._group_view()
-        self._arm_watches()
-        return seen != self._group_view_cache
+        change it missed. Re-arm, and report whether the group or my topics changed since the
+        last rebalance read them."""
+        return self._arm_watches() != self.rebalancer.last_view
 
     def _maybe_auto_commit(self, now: float) -> None:
         if not self.config.auto_commit_enable or now < self._next_auto_commit:
@@ -255,24 +259,20 @@ class LegacyMember:
             stopping=self._executor.stopping,
         )
 
-    def _arm_watches(self) -> None:
-        """A child watch on ids and a data watch per subscribed topic (zkclient's subscriptions)."""
-        self._group_view_cache = self._group_view(watch=True)
-
-    def _group_view(self, watch: bool = False) -> tuple:
-        """The ids children and each subscribed topic's data, optionally (re-)setting the watches.
-        A topic not created yet gets an exists-watch, which fires when it appears."""
-        members = tuple(self.zk.get_children(self.paths.ids, watch=self._on_ids_changed if watch else None))
-        topics = []
+    def _arm_watches(self) -> tuple:
+        """A child watch on ids and a data watch per subscribed topic (zkclient's subscriptions);
+        a topic not created yet gets an exists-watch, which fires when it appears. Returns what
+        it read: the members and each topic's partition count."""
+        members = tuple(self.zk.get_children(self.paths.ids, watch=self._on_ids_changed))
+        counts = []
         for topic in sorted(self.config.topics):
-            handler = self._on_topic_changed if watch else None
             try:
-                data, _ = self.zk.get(topic_path(topic), watch=handler)
+                data, _ = self.zk.get(topic_path(topic), watch=self._on_topic_changed)
+                counts.append((topic, len(json.loads(data).get("partitions", {}))))
             except NoNodeError:
-                data = b""
-                self.zk.exists(topic_path(topic), watch=handler)
-            topics.append(data)
-        return members, tuple(topics)
+                self.zk.exists(topic_path(topic), watch=self._on_topic_changed)
+                counts.append((topic, 0))
+        return members, tuple(counts)
 
     def _emit(self, type: str, **fields: object) -> None:
         self._recorder.emit(type, member=self.member_id, **fields)

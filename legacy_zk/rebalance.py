@@ -107,6 +107,9 @@ class SyncedRebalance:
         self.runs = 0
         self.failed_runs = 0
         self.in_progress = False
+        self.status = ""  # empty, or why this member owns nothing (shown by the member command)
+        # What the last attempt read: the group's members and my topics' partition counts.
+        self.last_view: tuple[tuple[str, ...], tuple[tuple[str, int], ...]] | None = None
 
     # -- what this member believes it owns ----------------------------------------------------------
 
@@ -148,6 +151,7 @@ class SyncedRebalance:
                 detail=result.detail,
             )
             if result.outcome is Outcome.SUCCESS:
+                self.status = ""
                 self._emit(
                     ev.REBALANCE_COMPLETED,
                     generation=-1,
@@ -162,11 +166,13 @@ class SyncedRebalance:
             self._stop_fetching_and_commit()
             self._stopping.wait(self._config.backoff_ms / 1000.0)
         self.failed_runs += 1
-        self._emit(
-            ev.REBALANCE_FAILED,
-            error=f"{self._consumer_id} can't rebalance after {retries} retries; owns nothing until the next change",
-            attempts=retries,
+        held = self.owned()
+        self.status = (
+            f"can't rebalance after {retries} retries; owns nothing until the next change"
+            if not held
+            else f"can't rebalance after {retries} retries; holds {len(held)} owner znodes but fetches nothing"
         )
+        self._emit(ev.REBALANCE_FAILED, error=f"{self._consumer_id} {self.status}", attempts=retries)
         return False
 
     def _attempt_safely(self) -> AttemptResult:
@@ -267,6 +273,10 @@ class SyncedRebalance:
         else:
             topics = sorted({topic for sub in subscriptions.values() for topic in sub})
         partitions_per_topic = {topic: self._read_partition_count(topic, topic in my_subscription) for topic in topics}
+        self.last_view = (
+            tuple(member_ids),
+            tuple((t, n) for t, n in sorted(partitions_per_topic.items()) if t in my_subscription),
+        )
         by_thread = legacy_assign(strategy, partitions_per_topic, subscriptions)
         return {tp: thread for thread in self._my_threads for tp in by_thread.get(thread, ())}
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from experiments.faults.proxy import Proxy, Toxic
 from experiments.scenario import LinkFault
@@ -209,10 +210,19 @@ def wait_until(predicate: Callable[[], object], timeout_s: float, what: str) -> 
 
 
 def owners_tree(kz: KazooClient, group: str, topic: str) -> dict[int, str]:
+    """The owner znodes as they stand (one may vanish while being read: then it is not there)."""
     path = f"/consumers/{group}/owners/{topic}"
-    if not kz.exists(path):
+    tree = {}
+    try:
+        children = kz.get_children(path)
+    except NoNodeError:
         return {}
-    return {int(p): kz.get(f"{path}/{p}")[0].decode() for p in kz.get_children(path)}
+    for child in children:
+        try:
+            tree[int(child)] = kz.get(f"{path}/{child}")[0].decode()
+        except NoNodeError:
+            pass
+    return tree
 
 
 def settled(members: Iterable[LegacyMember], kz: KazooClient, group: str, topic: str, partitions: int):
