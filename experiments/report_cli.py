@@ -1,0 +1,114 @@
+"""`rebalance-lab summarize RUN_DIR...` and `rebalance-lab report RUN_DIR...`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+console = Console()
+err = Console(stderr=True)
+
+VERDICT_STYLE = {"true": "green", "false": "bold red", "unknown": "yellow"}
+
+
+def expand_run_dirs(paths: list[Path]) -> list[Path]:
+    """Each path is a run directory (it has events/), or a folder of runs (e.g. a comparison)."""
+    runs: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            raise typer.BadParameter(f"{path}: no such directory")
+        if (path / "events").is_dir():
+            runs.append(path)
+            continue
+        children = sorted(child for child in path.iterdir() if (child / "events").is_dir())
+        if not children:
+            raise typer.BadParameter(f"{path}: not a run directory (no events/) and holds no runs")
+        runs.extend(children)
+    return runs
+
+
+def _fail(message: str) -> None:
+    err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _summarize(run_dirs: list[Path], master: str, latency_limit_ms: int, convergence_bound_s: float | None):
+    from experiments.checker import CheckConfig
+    from experiments.summary import summarize
+
+    config = CheckConfig(latency_limit_ms=latency_limit_ms, convergence_bound_s=convergence_bound_s)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                  transient=True) as progress:
+        task = progress.add_task("summarising", total=None)
+        return summarize(run_dirs, master=master, config=config,
+                         step=lambda text: progress.update(task, description=f"summarising: {text}"))
+
+
+def _verdict_table(summaries) -> Table:
+    table = Table(title="Checks", show_lines=False)
+    table.add_column("check")
+    for summary in summaries:
+        table.add_column(f"{summary.info.name}\n{summary.info.backend}/{summary.info.strategy}")
+    names = [check.check for check in summaries[0].checks]
+    for name in names:
+        cells = []
+        for summary in summaries:
+            check = next(c for c in summary.checks if c.check == name)
+            style = VERDICT_STYLE[check.verdict.value]
+            count = f" ({check.count})" if check.verdict.value == "false" else ""
+            cells.append(f"[{style}]{check.verdict.value}{count}[/{style}]\n[dim]{check.detail}[/dim]")
+        table.add_row(name, *cells)
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def summarize(
+        run_dirs: Annotated[list[Path], typer.Argument(help="Run directories (or folders of runs).")],
+        master: Annotated[str, typer.Option(help="Spark master URL, e.g. local[2] or spark://host:7077.")] = "local[*]",
+        latency_limit_ms: Annotated[int, typer.Option(help="A record processed later than this counts as lost.")] = 3000,
+        convergence_bound_s: Annotated[float | None, typer.Option(help="Default: 2 x session timeout + 5 s.")] = None,
+    ) -> None:
+        """Check runs for anomalies with Spark; write RUN_DIR/summary/ (Parquet + Markdown)."""
+        try:
+            runs = expand_run_dirs(run_dirs)
+            summaries = _summarize(runs, master, latency_limit_ms, convergence_bound_s)
+        except typer.BadParameter as error:
+            _fail(str(error))
+        except (FileNotFoundError, ValueError) as error:
+            _fail(str(error))
+        console.print(_verdict_table(summaries))
+        for summary in summaries:
+            console.print(f"summary: {summary.info.run_dir / 'summary' / 'summary.md'}")
+
+    @app.command()
+    def report(
+        run_dirs: Annotated[list[Path], typer.Argument(help="Run directories (or folders of runs), side by side.")],
+        out: Annotated[Path | None, typer.Option(help="Where to write (default: the run, or the runs' folder).")] = None,
+        master: Annotated[str, typer.Option(help="Spark master for runs not yet summarised.")] = "local[*]",
+        resummarize: Annotated[bool, typer.Option(help="Summarise again even if RUN_DIR/summary exists.")] = False,
+    ) -> None:
+        """Write report.html, report.md and PNG charts for one or several runs."""
+        from experiments.report import write_report
+
+        try:
+            runs = expand_run_dirs(run_dirs)
+            pending = [run for run in runs if resummarize or not (run / "summary" / "run.json").exists()]
+            if pending:
+                summaries = _summarize(pending, master, 3000, None)
+                console.print(_verdict_table(summaries))
+            result = write_report(runs, out)
+        except typer.BadParameter as error:
+            _fail(str(error))
+        except (FileNotFoundError, ValueError) as error:
+            _fail(str(error))
+        console.print(f"report: {result.html}")
+        console.print(f"        {result.markdown}")
+        for image in result.images:
+            console.print(f"        {image}")
