@@ -152,6 +152,7 @@ class LegacyMember:
                 if owned:
                     self._emit(ev.PARTITIONS_REVOKED, partitions=sorted(map(str, owned)))
                     self._listener.on_partitions_revoked(owned)
+                self._emit(ev.METRICS, **self.rebalancer.stats.snapshot(time.monotonic()))
         finally:
             self.zk.stop()
             self._executor.stop()

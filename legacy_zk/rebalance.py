@@ -63,6 +63,31 @@ class Watches:
     brokers: WatchHandler
 
 
+class RebalanceStats:
+    """Kafka's consumer rebalance metrics, under their Kafka names; `now` is given, never read."""
+
+    def __init__(self) -> None:
+        self.latencies_ms: list[float] = []
+        self.failed = 0
+        self.last_end: float | None = None
+
+    def completed(self, duration_ms: float, now: float) -> None:
+        self.latencies_ms.append(duration_ms)
+        self.last_end = now
+
+    def snapshot(self, now: float) -> dict[str, float]:
+        nan = float("nan")
+        count = len(self.latencies_ms)
+        return {
+            "rebalance-latency-avg": sum(self.latencies_ms) / count if count else nan,
+            "rebalance-latency-max": max(self.latencies_ms, default=nan),
+            "rebalance-latency-total": sum(self.latencies_ms),
+            "rebalance-total": count,
+            "failed-rebalance-total": self.failed,
+            "last-rebalance-seconds-ago": -1.0 if self.last_end is None else now - self.last_end,
+        }
+
+
 @dataclass(frozen=True)
 class Broker:
     broker_id: int
@@ -104,8 +129,7 @@ class SyncedRebalance:
         self._clock = clock
         self._lock = threading.Lock()
         self._owned: dict[TopicPartition, str] = {}   # partition -> my thread id (0.8's topicRegistry)
-        self.runs = 0
-        self.failed_runs = 0
+        self.stats = RebalanceStats()
         self.in_progress = False
         self.status = ""  # empty, or why this member owns nothing (shown by the member command)
         # What the last attempt read: the group's members and my topics' partition counts.
@@ -134,7 +158,6 @@ class SyncedRebalance:
             self.in_progress = False
 
     def _run(self, trigger: str) -> bool:
-        self.runs += 1
         began = self._clock()
         self._emit(ev.REBALANCE_STARTED, trigger=trigger)
         retries = self._config.rebalance_max_retries
@@ -152,20 +175,23 @@ class SyncedRebalance:
             )
             if result.outcome is Outcome.SUCCESS:
                 self.status = ""
+                now = self._clock()
+                self.stats.completed(_ms(now - began), now)
                 self._emit(
                     ev.REBALANCE_COMPLETED,
                     generation=-1,
                     assigned=sorted(map(str, self.owned())),
-                    duration_ms=_ms(self._clock() - began),
+                    duration_ms=_ms(now - began),
                     attempts=attempt,
                     protocol=self._config.partition_assignment_strategy,
                 )
+                self._emit(ev.METRICS, **self.stats.snapshot(now))
                 return True
             if self._stopping.is_set():
                 return False
             self._stop_fetching_and_commit()
             self._stopping.wait(self._config.backoff_ms / 1000.0)
-        self.failed_runs += 1
+        self.stats.failed += 1
         held = self.owned()
         self.status = (
             f"can't rebalance after {retries} retries; owns nothing until the next change"
@@ -173,6 +199,7 @@ class SyncedRebalance:
             else f"can't rebalance after {retries} retries; holds {len(held)} owner znodes but fetches nothing"
         )
         self._emit(ev.REBALANCE_FAILED, error=f"{self._consumer_id} {self.status}", attempts=retries)
+        self._emit(ev.METRICS, **self.stats.snapshot(self._clock()))
         return False
 
     def _attempt_safely(self) -> AttemptResult:

@@ -371,7 +371,9 @@ def test_exhausted_retries_leave_a_member_owning_nothing_until_the_next_change(g
         assert "can't rebalance after 2 retries" in failed[0]["error"]
         attempts = group.events(type="rebalance_attempt", member=a.member_id)
         assert [x["outcome"] for x in attempts] == ["owner_conflict", "owner_conflict"]
-        assert a.assignment() == set()
+        assert a.assignment() == set() and "owns nothing" in a.status
+        metrics = group.events(type="metrics", member=a.member_id)[-1]
+        assert metrics["failed-rebalance-total"] == 1 and metrics["rebalance-total"] == 0
         assert all(holder.startswith(f"{group.group}_b-") for holder in owners_tree(kz, group.group, "t").values())
 
         # b wakes, releases everything and takes its half. Nothing tells a: its half stays unowned.
