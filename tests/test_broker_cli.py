@@ -1,0 +1,94 @@
+"""The broker's command line and the producer workload."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from broker.workload import ProducerWorkload, TokenBucket, WorkloadConfig
+from experiments.cli import app
+from rebalance.events import read_events
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.mark.parametrize("arguments, complaint", [
+    (["broker", "--peers", "1:127.0.0.1:9"], "ID=HOST:PORT"),
+    (["broker", "--advertise", "nowhere"], "HOST:PORT"),
+    (["broker", "--port", "70000"], "port 70000"),
+    (["produce", "--bootstrap", "127.0.0.1:9", "--topic", "t", "--rate", "0"], "rate must be positive"),
+])
+def test_bad_input_is_one_clear_line(arguments, complaint):
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 2
+    assert complaint in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_broker_process_starts_and_stops_on_sigterm(tmp_path):
+    process = subprocess.Popen([sys.executable, "-m", "experiments.cli", "broker", "--id", "3", "--port", "0",
+                                "--data-dir", str(tmp_path), "--no-coordinator"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = process.stdout.readline()
+        assert ready.startswith("READY 3 127.0.0.1:")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert (tmp_path / "topics" / "__consumer_offsets.json").exists()
+
+
+def test_topic_create_command(broker, unique_topic):
+    runner = CliRunner()
+    created = runner.invoke(app, ["topic", "create", unique_topic, "--bootstrap", broker.bootstrap, "--partitions", "3"])
+    assert created.exit_code == 0, created.output
+    assert broker.call(lambda b: b.topics.get(unique_topic).partitions) == 3
+    again = runner.invoke(app, ["topic", "create", unique_topic, "--bootstrap", broker.bootstrap])
+    assert again.exit_code == 2 and "already exists" in again.output
+
+
+def test_token_bucket_paces_and_caps_bursts():
+    bucket = TokenBucket(rate=100, capacity=10, now=0.0)
+    assert bucket.try_take(0.0) and not bucket.try_take(0.0)
+    assert bucket.time_until_token() == pytest.approx(0.01)
+    taken = sum(bucket.try_take(5.0) for _ in range(50))  # after a 5 s stall: one burst, capped
+    assert taken == 10
+    now, taken = 5.0, 0
+    while now < 15.0:
+        now += 0.001
+        taken += bucket.try_take(now)
+    assert 990 <= taken <= 1001
+
+
+def test_workload_produces_numbered_timestamped_records(broker, unique_topic, tmp_path):
+    from kafka import KafkaConsumer, TopicPartition
+
+    events = tmp_path / "producer.jsonl"
+    config = WorkloadConfig(bootstrap=broker.bootstrap, topic=unique_topic, partitions=4, rate=200, duration_s=1.5)
+    summary = ProducerWorkload(config, events_path=events, run_id="r1").run()
+    assert summary.failed == 0 and summary.acknowledged == summary.sent
+    assert 240 <= summary.sent <= 320  # 200/s for 1.5 s (first token at once, bucket of 20)
+    produced = [e for e in read_events(events) if e["type"] == "record_produced"]
+    assert sorted(e["seq"] for e in produced) == list(range(summary.sent))
+    assert all(e["partition"] == e["seq"] % 4 and e["run_id"] == "r1" for e in produced)
+
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest")
+    consumer.assign([TopicPartition(unique_topic, p) for p in range(4)])
+    values = {}
+    deadline = time.monotonic() + 60
+    while len(values) < summary.sent and time.monotonic() < deadline:
+        for batch in consumer.poll(1000).values():
+            for record in batch:
+                values[(record.partition, record.offset)] = json.loads(record.value)
+    consumer.close()
+    for event in produced:
+        assert values[(event["partition"], event["offset"])] == {"seq": event["seq"], "ts_ms": event["produce_ts_ms"]}
