@@ -9,21 +9,25 @@ The flow network. Partitions that nobody can tell apart are one node: same set o
 possible members (their topic's subscribers) and same previous owner. Such a class sends
 its partitions either straight to its owner (cost 0: kept) or into a pool for its
 subscriber set (cost 1: moved; 0 if it had no owner), and the pool feeds any member of
-the set. Each member drains into the sink through unit edges costing W*(2k-1) for its
-k-th partition (the growth of k^2), with W larger than any possible number of moves, so
-balance always wins over stickiness. networkx's network simplex solves it exactly.
+the set. With identical subscriptions each member drains into the sink with capacity
+floor(P/N), plus one shared "extra" node taking P % N more: every feasible flow is balanced.
+Otherwise each member drains through unit edges costing W*(2k-1) for its k-th partition
+(the growth of k^2), with W larger than any possible number of moves, so balance always
+wins over stickiness. networkx's network simplex solves it exactly.
 
-Size limit: the network has about (classes + pool edges + the sum of member load caps)
-edges; `MAX_FLOW_EDGES` bounds it. With identical subscriptions that is about N + P
-edges (1,000 members x 10,000 partitions solves in about a second); groups with
-many distinct subscription sets grow towards members x topics.
+Size limit: networkx's simplex is pure Python, so the limit is time. `MAX_FLOW_EDGES`
+(60,000) refuses larger networks with a ValueError; near the limit a solve takes tens of
+seconds (benchmarks/bench_assignors.py prints the figures). With identical subscriptions
+the network has about 3N edges plus one class per previous owner, so 1,000 members x
+10,000 partitions is small; unequal subscriptions add about N edges per distinct
+subscriber set and one per unit of member load.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 
@@ -31,7 +35,7 @@ from rebalance.assignors.base import Assignor, Group, Plan
 from rebalance.assignors.ownership import resolve_ownership
 from rebalance.types import TopicPartition
 
-MAX_FLOW_EDGES = 400_000
+MAX_FLOW_EDGES = 60_000
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class OptimalSolution:
     assignment: dict[str, list[TopicPartition]]
     moves: int              # partitions taken from their trusted previous owner
     load_squares: int       # sum of squared loads: the balance the solution reached
+    flow_edges: int = 0     # size of the network that was solved
 
 
 class OptimalAssignor(Assignor):
@@ -61,19 +66,21 @@ def solve_optimal(group: Group) -> OptimalSolution:
     for tp in group.all_partitions:
         classes[(subscriber_sets[tp.topic], keeper.get(tp))].append(tp)
 
-    caps = _load_caps(group, classes)
-    weight = len(group.all_partitions) + 1
+    total = len(group.all_partitions)
+    quota_shape = group.identical_subscriptions  # the balanced shape is known: floor or ceil each
+    caps = {} if quota_shape else _load_caps(group, classes)
     pools = {s: ("pool", i) for i, s in enumerate(sorted(set(subscriber_sets.values()), key=sorted))}
     # Classes in a fixed order too: by subscriber set, then previous owner.
     classes = dict(sorted(classes.items(), key=lambda item: (sorted(item[0][0]), item[0][1] or "")))
-    edge_count = 2 * len(classes) + sum(len(s) for s in pools) + sum(caps.values())
+    sink_edges = 2 * len(group.members) + 1 if quota_shape else sum(caps.values())
+    edge_count = 2 * len(classes) + sum(len(s) for s in pools) + sink_edges
     if edge_count > MAX_FLOW_EDGES:
         raise ValueError(
             f"group too large for the optimal solver: {edge_count} flow edges (limit {MAX_FLOW_EDGES})"
         )
 
     graph = nx.MultiDiGraph()
-    graph.add_node("sink", demand=len(group.all_partitions))
+    graph.add_node("sink", demand=total)
     for index, ((members, previous), partitions) in enumerate(classes.items()):
         node = ("class", index)
         graph.add_node(node, demand=-len(partitions))
@@ -85,12 +92,24 @@ def solve_optimal(group: Group) -> OptimalSolution:
         for member in group.members:  # member order, so the read-out below is deterministic
             if member in members:
                 graph.add_edge(pool, ("member", member), weight=0)
-    for member in group.members:
-        for k in range(1, caps[member] + 1):
-            graph.add_edge(("member", member), "sink", capacity=1, weight=weight * (2 * k - 1))
+    if quota_shape:
+        # Capacities add up to exactly P, so any feasible flow is balanced: floor(P/N) for
+        # everyone, and one more for P % N members through the shared "extra" node.
+        floor, extra = divmod(total, len(group.members))
+        graph.add_edge("extra", "sink", capacity=extra, weight=0)
+        for member in group.members:
+            graph.add_edge(("member", member), "sink", capacity=floor, weight=0)
+            graph.add_edge(("member", member), "extra", capacity=1, weight=0)
+    else:
+        # Convex costs: the k-th partition of a member costs W*(2k-1), the growth of k^2.
+        weight = total + 1
+        for member in group.members:
+            for k in range(1, caps[member] + 1):
+                graph.add_edge(("member", member), "sink", capacity=1, weight=weight * (2 * k - 1))
 
     flow = nx.min_cost_flow(graph)
-    return _read_solution(group, classes, pools, flow, owner)
+    solution = _read_solution(group, classes, pools, flow, owner)
+    return replace(solution, flow_edges=graph.number_of_edges())
 
 
 def _load_caps(group: Group, classes: dict) -> dict[str, int]:
