@@ -75,6 +75,8 @@ class TopicStore:
         if self._dir is None:
             return added
         for path in sorted(self._dir.glob("*.json")):
+            if path.stem in self._topics:
+                continue
             try:
                 spec = TopicSpec(**json.loads(path.read_text()))
             except (ValueError, TypeError, OSError):
