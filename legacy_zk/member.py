@@ -28,7 +28,7 @@ from legacy_zk.config import LegacyConfig
 from legacy_zk.fetcher import Fetcher
 from legacy_zk.offsets import OffsetCommitter
 from legacy_zk.rebalance import SyncedRebalance, Watches
-from legacy_zk.registry import GroupPaths, consumer_id_string, register, topic_path
+from legacy_zk.registry import BROKER_IDS, GroupPaths, consumer_id_string, register, topic_path
 from legacy_zk.watcher import REBALANCE_REASONS, Reason, RebalanceTrigger, WatcherExecutor
 from legacy_zk.zk import TracedZooKeeper
 from rebalance import events as ev
@@ -215,6 +215,7 @@ class LegacyMember:
 
     def _work(self, reasons: frozenset[Reason]) -> None:
         triggers = {reason for reason in reasons if reason in REBALANCE_REASONS}
+        self._resubscribe(reasons)
         if Reason.NEW_SESSION in reasons:
             self._start_new_session()
             triggers.add(Reason.NEW_SESSION)
@@ -223,6 +224,26 @@ class LegacyMember:
         if triggers:
             self.rebalancer.run(trigger=",".join(sorted(reason.value for reason in triggers)))
         self._maybe_auto_commit(time.monotonic())
+
+    def _resubscribe(self, reasons: frozenset[Reason]) -> None:
+        """zkclient re-installed a fired watch at once, with an exists and a read of the path, before
+        telling the listener; the same two requests here keep the herd's request count faithful."""
+        for reason, path, handler in (
+            (Reason.IDS_CHANGED, self.paths.ids, self._on_ids_changed),
+            (Reason.BROKERS_CHANGED, BROKER_IDS, self._on_brokers_changed),
+        ):
+            if reason in reasons and self.zk.exists(path, watch=handler) is not None:
+                try:
+                    self.zk.get_children(path, watch=handler)
+                except NoNodeError:
+                    pass  # deleted in between: the exists-watch covers its return
+        if Reason.TOPIC_CHANGED in reasons:
+            for topic in sorted(self.config.topics):
+                if self.zk.exists(topic_path(topic), watch=self._on_topic_changed) is not None:
+                    try:
+                        self.zk.get(topic_path(topic), watch=self._on_topic_changed)
+                    except NoNodeError:
+                        pass
 
     def _start_new_session(self) -> None:
         """0.8's handleNewSession: forget what I owned (ZooKeeper already deleted it), re-register."""
