@@ -258,24 +258,32 @@ class Run:
         """Proxies for each member a link fault targets. Upstreams are looked up per connection, so a
         restarted server on a new address is still reached."""
         brokers = self.scenario.cluster.brokers
-        for member in self.schedule.proxied_members():
-            links: dict[str, list[str]] = {"coord": [], "data": []}
-            if self.backend == "legacy":
+        proxied = set(self.schedule.proxied_members())
+        for host in self.schedule.hosts:
+            members = [member for member in host.members if member in proxied]
+            if not members:
+                continue
+            zk_proxies = []
+            if self.backend == "legacy":   # one ZooKeeper connect string per host process: its proxies are shared
                 for index in range(self.scenario.cluster.zookeeper_nodes):
-                    proxy = await self.proxies.add(member, "coord", f"zk-{index}", self.zk_upstream(index))
-                    links["coord"].append(proxy.address)
+                    zk_proxies.append(await self.proxies.add(members[0], "coord", f"zk-{index}",
+                                                             self.zk_upstream(index)))
+                for member in members[1:]:
+                    for proxy in zk_proxies:
+                        self.proxies.attach(member, "coord", proxy)
+            for member in members:
+                links: dict[str, list[str]] = {"coord": [proxy.address for proxy in zk_proxies], "data": []}
                 for index in range(brokers):
-                    proxy = await self.proxies.add(member, "data", f"broker-{index}", self.broker_upstream(index))
+                    if self.backend == "legacy":
+                        proxy = await self.proxies.add(member, "data", f"broker-{index}", self.broker_upstream(index))
+                    else:
+                        # The coordinator is one of the brokers: one Kafka proxy per broker carries both
+                        # links, told apart frame by frame (group APIs = coord, the rest = data).
+                        proxy = await self.proxies.add(member, ("coord", "data"), f"broker-{index}",
+                                                       self.broker_upstream(index))
+                        links["coord"].append(proxy.address)
                     links["data"].append(proxy.address)
-            else:
-                # The coordinator is one of the brokers: one Kafka proxy per broker carries both links,
-                # told apart frame by frame (group APIs = coord, the rest = data).
-                for index in range(brokers):
-                    proxy = await self.proxies.add(member, ("coord", "data"), f"broker-{index}",
-                                                   self.broker_upstream(index))
-                    links["coord"].append(proxy.address)
-                    links["data"].append(proxy.address)
-            self.members_proxied[member] = links
+                self.members_proxied[member] = links
 
     def zk_upstream(self, index: int):
         def address() -> tuple[str, int]:
@@ -314,7 +322,7 @@ class Run:
             argv += ["--id", members[0]]
         else:
             argv += ["--id", host, "--count", str(len(members))]
-        proxied = self.members_proxied.get(members[0]) if len(members) == 1 else None
+        proxied = self.members_proxied.get(members[0])
         if self.backend == "legacy":
             if proxied:
                 chroot = self.zk_connect[self.zk_connect.index("/"):]
@@ -351,20 +359,26 @@ class Run:
         await asyncio.gather(*(process.stop(STOP_TIMEOUT_S) for process in processes))
         return time.monotonic_ns()
 
-    async def crash_member(self, member: str) -> int | None:
-        [process] = self.host_processes([member])
-        process.crash()
-        return await process.wait_exit(10.0)
+    async def crash_members(self, members) -> int | None:
+        processes = self.host_processes(members)
+        for process in processes:
+            process.crash()
+        seen = [await process.wait_exit(10.0) for process in processes]
+        return None if None in seen else max(seen)
 
-    async def pause_member(self, member: str) -> int | None:
-        [process] = self.host_processes([member])
-        process.pause()
-        return await process.wait_state("T", 5.0)
+    async def pause_members(self, members) -> int | None:
+        processes = self.host_processes(members)
+        for process in processes:
+            process.pause()
+        seen = [await process.wait_state("T", 5.0) for process in processes]
+        return None if None in seen else max(seen)
 
-    async def resume_member(self, member: str) -> int | None:
-        [process] = self.host_processes([member])
-        process.resume()
-        return await process.wait_state("RSD", 5.0)
+    async def resume_members(self, members) -> int | None:
+        processes = self.host_processes(members)
+        for process in processes:
+            process.resume()
+        seen = [await process.wait_state("RSD", 5.0) for process in processes]
+        return None if None in seen else max(seen)
 
     async def restart_members(self, members) -> int | None:
         for process in self.host_processes(members):

@@ -894,16 +894,18 @@ def resolve(scenario: Scenario) -> Schedule:
             name = pick_member(entry, exclude_paused=False)
             if name is None:
                 continue
+            # A shared host has one ZooKeeper connect string for all of its members: its links go together.
+            targets = group.host_of(name).members if shared else (name,)
             links = ("coord", "data") if entry.link is Link.BOTH else (entry.link.value,)
-            if not all(claim(entry, name, link, entry.at + entry.duration) for link in links):
+            if not all(claim(entry, target, link, entry.at + entry.duration) for target in targets for link in links):
                 continue
             params = {"fault": entry.fault.value, "duration": entry.duration, "direction": entry.direction.value}
             if entry.fault is LinkFault.LATENCY:
                 params.update(latency_ms=entry.latency_ms, jitter_ms=entry.jitter_ms)
             if entry.fault is LinkFault.BANDWIDTH:
                 params.update(rate_kbps=entry.rate_kbps)
-            steps.append(Step(**base, op="start", targets=(name,), link=entry.link.value, params=params))
-            steps.append(Step(**{**base, "at": entry.at + entry.duration}, op="heal", targets=(name,),
+            steps.append(Step(**base, op="start", targets=tuple(targets), link=entry.link.value, params=params))
+            steps.append(Step(**{**base, "at": entry.at + entry.duration}, op="heal", targets=tuple(targets),
                               link=entry.link.value, params=params))
         elif action.value.startswith("zk_"):
             node = node_index(entry.node, scenario.cluster.zookeeper_nodes)

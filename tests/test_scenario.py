@@ -279,6 +279,17 @@ def test_shared_hosts_take_member_faults_and_leaves_by_whole_host():
     to = 3
     """, base)
     assert "whole host" in problem.message
+    link = sc.resolve(load("""
+    [[timeline]]
+    at = 5
+    action = "link"
+    member = 3
+    link = "coord"
+    fault = "partition"
+    duration = 5
+    """, base))
+    assert link.steps[0].targets == ("h001-0", "h001-1"), "one ZooKeeper connect string per host: its links go together"
+    assert link.proxied_members() == ("h001-0", "h001-1")
 
 
 def test_overrides_change_values_before_validation():

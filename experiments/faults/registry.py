@@ -8,7 +8,6 @@ under one name is an error, so actions compose by name without silently replacin
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -74,27 +73,16 @@ async def _phase(run, step: Step) -> int | None:
 
 
 async def _crash(run, step: Step) -> int | None:
-    [member] = step.targets
-    if step.emulated:   # a member sharing a host: cut both its links for good
-        run.proxies.set_toxic(member, "both", Toxic(kind=LinkFault.PARTITION))
-        return time.monotonic_ns()
-    return await run.crash_member(member)
+    """SIGKILL the host process(es) of the targets (in a shared host: all of its members)."""
+    return await run.crash_members(step.targets)
 
 
 async def _pause(run, step: Step) -> int | None:
-    [member] = step.targets
-    if step.emulated:
-        run.proxies.set_toxic(member, "both", Toxic(kind=LinkFault.PARTITION))
-        return time.monotonic_ns()
-    return await run.pause_member(member)
+    return await run.pause_members(step.targets)
 
 
 async def _resume(run, step: Step) -> int | None:
-    [member] = step.targets
-    if step.emulated:
-        run.proxies.set_toxic(member, "both", None)
-        return time.monotonic_ns()
-    return await run.resume_member(member)
+    return await run.resume_members(step.targets)
 
 
 async def _restart(run, step: Step) -> int | None:
@@ -116,16 +104,17 @@ def toxic_of(step: Step) -> Toxic:
 
 
 async def _link(run, step: Step) -> int | None:
-    [member] = step.targets
-    run.proxies.set_toxic(member, step.link, toxic_of(step))
+    for member in step.targets:
+        run.proxies.set_toxic(member, step.link, toxic_of(step))
     return None   # the effect is seen later, when traffic meets the toxic: see fault_stopped
 
 
 async def _link_heal(run, step: Step) -> int | None:
-    [member] = step.targets
-    observed = run.proxies.observed_ns(member, step.link)
-    run.proxies.set_toxic(member, step.link, None)
-    return observed
+    observed = [run.proxies.observed_ns(member, step.link) for member in step.targets]
+    for member in step.targets:
+        run.proxies.set_toxic(member, step.link, None)
+    observed = [value for value in observed if value is not None]
+    return min(observed) if observed else None
 
 
 # ---- servers
