@@ -87,6 +87,7 @@ class Broker:
         self._connections: set[asyncio.Task] = set()
         self._append_waiter: asyncio.Future | None = None
         self._failed: asyncio.Future | None = None  # resolved when a background task fails
+        self._stopping = False
         self._zk = None
         self.address: tuple[str, int] | None = None
         self.fatal_error: BaseException | None = None
@@ -125,10 +126,12 @@ class Broker:
                 await extension.stop()
         if self._server is not None:
             self._server.close()
-        pending = [*self._tasks, *self._connections]
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        self._stopping = True
+        pending = {*self._tasks, *self._connections}
+        while pending:  # cancel again if a task swallowed it (asyncio.wait_for can, before 3.12)
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=0.5)
         if self._server is not None:
             await self._server.wait_closed()
         for key in list(self._logs):
@@ -229,7 +232,7 @@ class Broker:
         topics are learned); it refuses or stays silent past the timeout, so it is dead."""
         client = PeerClient(host, port)
         try:
-            while True:
+            while not self._stopping:
                 try:
                     answer = await client.request(MetadataRequest[1](topics=None), self.config.probe_timeout_s)
                 except (OSError, EOFError, TimeoutError, FrameError):
