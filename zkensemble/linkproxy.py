@@ -7,6 +7,12 @@ servers notice only through their own timeouts, the way they would notice a real
 partition. Healing a link resets every connection that lived through the cut (their byte
 streams are no longer trustworthy) and lets new ones pass; ZooKeeper reconnects by itself.
 
+ZooKeeper's election channel needs one rewrite to stay inside the links: a server that dials
+a peer with a higher id announces its own election address in its first message, and that
+peer dials back to the announced address instead of its configured one. An election link
+therefore replaces the announced address with the port of the link in the opposite direction
+(`advertise`), so the dial-back goes through a link too and a cut holds both ways.
+
 All links of one ensemble share one asyncio loop in one daemon thread. Errors other than
 ordinary connection failures are kept and raised by `LinkProxies.close()`.
 """
@@ -15,10 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import struct
 import threading
 from dataclasses import dataclass, field
 
 _CHUNK = 65536
+# First message of a ZooKeeper election connection: protocol version, sender id, address length.
+_ELECTION_HEADER = struct.Struct(">qqi")
+_ELECTION_VERSIONS = (-65536, -65535)
 
 
 @dataclass(eq=False)
@@ -28,6 +38,7 @@ class Link:
     name: str
     target_port: int
     port: int = 0
+    advertise: str | None = None  # election links: the "host:port" to announce instead
     cut: bool = False
     _server: asyncio.Server | None = None
     _connections: set[tuple[asyncio.StreamWriter, ...]] = field(default_factory=set)
@@ -41,6 +52,7 @@ class LinkProxies:
         self._thread.start()
         self._links: dict[str, Link] = {}
         self._errors: list[BaseException] = []
+        self._tasks: set[asyncio.Task] = set()
 
     # -- called from any thread ------------------------------------------------------------
 
@@ -49,6 +61,10 @@ class LinkProxies:
         link = self._call(self._open(name, target_port))
         self._links[name] = link
         return link.port
+
+    def advertise(self, name: str, address: str) -> None:
+        """Make election link `name` announce `address` in place of the dialling server's own."""
+        self._links[name].advertise = address
 
     def cut(self, name: str) -> None:
         self._call(self._cut(self._links[name]))
@@ -99,10 +115,15 @@ class LinkProxies:
         for link in self._links.values():
             link._server.close()
             await self._heal(link)
+        # Every connection was just reset, so each task ends by itself; wait for them to.
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=10)
 
     async def _serve(self, link: Link, client_reader, client_writer) -> None:
         entry: tuple[asyncio.StreamWriter, ...] = (client_writer,)
         link._connections.add(entry)
+        task = asyncio.current_task()
+        self._tasks.add(task)
         try:
             # A connection opened during a cut is held open and never forwarded; the heal resets it.
             await link._healed.wait()
@@ -112,6 +133,8 @@ class LinkProxies:
             link._connections.discard(entry)
             entry = (client_writer, upstream_writer)
             link._connections.add(entry)
+            if link.advertise is not None:
+                upstream_writer.write(await _rewritten_election_header(client_reader, link.advertise))
             await asyncio.gather(
                 self._pump(link, entry, client_reader, upstream_writer),
                 self._pump(link, entry, upstream_reader, client_writer),
@@ -121,6 +144,7 @@ class LinkProxies:
         except Exception as error:  # kept, and raised on close: nothing vanishes in the loop thread
             self._errors.append(error)
         finally:
+            self._tasks.discard(task)
             link._connections.discard(entry)
             for writer in entry:
                 writer.transport.abort()
@@ -135,3 +159,14 @@ class LinkProxies:
             await writer.drain()
         with contextlib.suppress(OSError):
             writer.write_eof()
+
+
+async def _rewritten_election_header(reader: asyncio.StreamReader, advertise: str) -> bytes:
+    """Read the dialling server's first message and return it announcing `advertise` instead."""
+    header = await reader.readexactly(_ELECTION_HEADER.size)
+    version, sid, length = _ELECTION_HEADER.unpack(header)
+    if version not in _ELECTION_VERSIONS:  # an old-style header (just the id): nothing announced
+        return header
+    await reader.readexactly(length)  # the announced address(es), "host:port|host:port"
+    address = advertise.encode("ascii")
+    return _ELECTION_HEADER.pack(version, sid, len(address)) + address

@@ -11,6 +11,7 @@ node b at the port of link a->b, which is how `isolate` cuts one node off from t
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import shutil
 import signal
@@ -111,22 +112,24 @@ class LocalEnsemble(Ensemble):
 
         workdir = workdir or Path(tempfile.mkdtemp(prefix=f"lab-{name}-"))
         links = LinkProxies() if (n > 1 and config.peer_links) else None
+        # dial[i][k]: the (quorum, election) ports node i dials to reach node k.
+        dial = {i: {k: (quorum.get(k), election.get(k)) for k in range(n)} for i in range(n)}
+        if links is not None:
+            for i, k in itertools.permutations(range(n), 2):  # i reaches k only through link i->k
+                dial[i][k] = (links.add(f"{i}->{k}/quorum", quorum[k]), links.add(f"{i}->{k}/election", election[k]))
+            for i, k in itertools.permutations(range(n), 2):  # k dials back to i through link k->i
+                links.advertise(f"{i}->{k}/election", f"{HOST}:{dial[k][i][1]}")
         commands: list[list[str]] = []
         for i in range(n):
             node_dir = workdir / f"node{i + 1}"
             (node_dir / "data").mkdir(parents=True, exist_ok=True)
             (node_dir / "data" / "myid").write_text(f"{i + 1}\n")
-            servers = []
-            for k in range(n):
-                q, e = quorum.get(k), election.get(k)
-                if links is not None and k != i:  # i reaches k only through link i->k
-                    q = links.add(f"{i}->{k}/quorum", q)
-                    e = links.add(f"{i}->{k}/election", e)
-                servers.append(f"server.{k + 1}={HOST}:{q}:{e}")
+            servers = [f"server.{k + 1}={HOST}:{dial[i][k][0]}:{dial[i][k][1]}" for k in range(n)]
             cfg = node_dir / "zoo.cfg"
             cfg.write_text(_zoo_cfg(config, node_dir / "data", client_ports[i], servers if n > 1 else []))
             commands.append([
                 java, *JVM_OPTIONS, *ELECTION_OPTIONS, f"{MARKER}{name}", "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
                 "-cp", classpath, MAIN_CLASS, str(cfg),
             ])
         nodes = [Node(index=i, client_port=client_ports[i]) for i in range(n)]
