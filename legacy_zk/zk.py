@@ -1,11 +1,14 @@
 """The member's one door to ZooKeeper: every request is timed and written as an event.
 
-0.8 talked to ZooKeeper through zkclient, whose calls block until the connection is
-back. kazoo's synchronous calls would block too, but a request queued while the session
-expires is silently dropped by kazoo and its result never arrives; so every call here
-waits in short slices and gives up only when the session it was sent in is gone
-(SessionExpiredError) or the client is closing. Writes are never abandoned on a mere
-timer: an owner znode created after its creator stopped waiting would be an orphan.
+0.8 talked to ZooKeeper through zkclient, whose `retryUntilConnected` made every call
+block while disconnected and retry after ConnectionLoss or SessionExpired, once connected
+again (in a new session, if the old one expired). The same here: a request that fails
+that way, or that kazoo silently dropped when the session expired, is retried when the
+client is connected again; only closing the client ends the wait. Each try is its own
+`coordination_request` event. A retried create may meet its own earlier success as
+NodeExists, which is why owner claims accept "exists with my own data". A member cut off
+from ZooKeeper therefore blocks in its next ZooKeeper call, and makes it once the link is
+back: the zombie's late commit.
 
 Watch callbacks are wrapped too: a real notification (not kazoo's "connection dropped,
 watch forgotten" signal) becomes a `watch_notification` event before the handler runs.
@@ -18,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionClosedError, NodeExistsError, SessionExpiredError
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NodeExistsError, SessionExpiredError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 
 from rebalance import events as ev
@@ -44,12 +47,15 @@ class TracedZooKeeper:
         self._watch_wrappers: dict[tuple, Callable] = {}
         self.requests = 0
         self.notifications = 0
-        self.client.add_listener(self._count_lost_sessions)
+        self._connected = threading.Event()
+        self.client.add_listener(self._track_session)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self, timeout_s: float) -> None:
         self.client.start(timeout=timeout_s)
+        if self.client.connected:
+            self._connected.set()
 
     def stop(self) -> None:
         self._closed.set()
@@ -70,7 +76,11 @@ class TracedZooKeeper:
     def connected(self) -> bool:
         return self.client.state == KazooState.CONNECTED
 
-    def _count_lost_sessions(self, state: str) -> None:
+    def _track_session(self, state: str) -> None:
+        if state == KazooState.CONNECTED:
+            self._connected.set()
+            return
+        self._connected.clear()
         if state == KazooState.LOST:
             with self._lock:
                 self._sessions_lost += 1
@@ -110,6 +120,20 @@ class TracedZooKeeper:
             pass
 
     def _call(self, op: str, path: str, start: Callable, *args, **kwargs):
+        """One request, retried like zkclient's retryUntilConnected."""
+        while True:
+            try:
+                return self._try(op, path, start, *args, **kwargs)
+            except (ConnectionLoss, SessionExpiredError):
+                self._wait_connected()
+
+    def _wait_connected(self) -> None:
+        while not self._connected.wait(_WAIT_SLICE_S):
+            if self._closed.is_set():
+                raise ConnectionClosedError("client closing")
+
+    def _try(self, op: str, path: str, start: Callable, *args, **kwargs):
+        self._wait_connected()
         with self._lock:
             sessions_lost = self._sessions_lost
         began = time.monotonic_ns()
@@ -120,7 +144,7 @@ class TracedZooKeeper:
                 if self._closed.is_set():
                     raise ConnectionClosedError("client closing")
                 with self._lock:
-                    if self._sessions_lost != sessions_lost:
+                    if self._sessions_lost != sessions_lost:  # kazoo dropped it with the old session
                         raise SessionExpiredError("session expired while the request waited")
             return result.get()
         except Exception as caught:

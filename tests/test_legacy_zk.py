@@ -501,7 +501,7 @@ def test_member_cut_off_from_zookeeper_keeps_consuming_while_another_claims_its_
     group, kz, legacy_broker, link_proxy
 ):
     link = link_proxy()  # only z's ZooKeeper link goes through it; its broker link is direct
-    z = group.member("z", zk_connect=link.connect_string(group.zk_connect))
+    z = group.member("z", zk_connect=link.connect_string(group.zk_connect), **{"auto.commit.interval.ms": 300})
     z.start()
     y = group.start("y")[0]
     wait_settled([y, z], kz, group.group, "t", 6)
@@ -541,6 +541,14 @@ def test_member_cut_off_from_zookeeper_keeps_consuming_while_another_claims_its_
         wait_until(lambda: group.events(type="partitions_lost", member=z.member_id), 30, "z to learn of the expiry")
         states = [e["state"] for e in group.events(type="session_state", member=z.member_id)]
         assert states.index("SUSPENDED") < states.index("LOST")
+        # z's auto-commit blocked while it was cut off, and went through once it was back: a commit
+        # for partitions it no longer owned, made before it learned they were lost.
+        lost_ns = next(e["ts_ns"] for e in group.events(type="session_state", member=z.member_id)
+                       if e["state"] == "LOST")
+        told_ns = group.events(type="partitions_lost", member=z.member_id)[0]["ts_ns"]
+        late = [e for e in group.events(type="offsets_committed", member=z.member_id, since_ns=lost_ns)
+                if e["ts_ns"] < told_ns]
+        assert late and set(late[0]["offsets"]) <= {"t-3", "t-4", "t-5"}
         wait_until(lambda: z.assignment() == parts(3, 4, 5) and y.assignment() == parts(0, 1, 2)
                    and z.idle and y.idle, 30, "the group to split again after the heal")
     finally:
