@@ -106,6 +106,8 @@ def compare_command(
     for result in results:
         console.print(f"{result.run_dir.name}: {result.status}{' (' + result.reason + ')' if result.reason else ''}")
     console.print(f"run directory: {run_dir}")
+    if any(result.status == "interrupted" for result in results):
+        raise typer.Exit(130)
     if any(result.status != "completed" for result in results):
         raise typer.Exit(1)
 

@@ -120,8 +120,8 @@ def compare(scenario: Scenario, run_dir: Path, *, zk_provider: str = "auto", pro
             break
     (run_dir / "compare.json").write_text(json.dumps({
         "scenario": scenario.name, "seed": scenario.seed, "schedule": schedule.to_json(),
-        "runs": [{"backend": path.name, "status": result.status, "reason": result.reason}
-                 for path, result in ((result.run_dir, result) for result in results)],
+        "runs": [{"backend": result.run_dir.name, "status": result.status, "reason": result.reason}
+                 for result in results],
     }, indent=2))
     return results
 
@@ -158,13 +158,13 @@ class Run:
         self.members_proxied: dict[str, dict[str, list[str]]] = {}
         self._abort = asyncio.Event()
         self._abort_reason = ""
-        self._expected_stops: set[str] = set()
         self.progress = Progress(self.events_dir, scenario, schedule)
 
     # ------------------------------------------------------------------ the whole run
 
     async def main(self) -> RunResult:
         self.events_dir.mkdir(parents=True, exist_ok=True)
+        outer_marker = os.environ.get(RUN_MARKER_ENV)
         os.environ[RUN_MARKER_ENV] = str(self.run_dir)   # every descendant carries it: the final sweep finds them
         self.recorder = EventRecorder(self.events_dir / "runner.jsonl", run_id=self.run_id, backend=self.backend,
                                       process="runner")
@@ -196,6 +196,10 @@ class Run:
                 loop.remove_signal_handler(signum)
             self.write_lock(status, reason)
             self.recorder.close()
+            if outer_marker is None:
+                os.environ.pop(RUN_MARKER_ENV, None)
+            else:
+                os.environ[RUN_MARKER_ENV] = outer_marker
         self.progress.final(self, status, reason)
         return RunResult(self.run_dir, status, reason)
 
