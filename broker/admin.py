@@ -21,8 +21,11 @@ def create_topic(bootstrap: str, name: str, partitions: int, *, compacted: bool 
                  timeout_s: float = 30.0) -> None:
     """Create a topic (an existing one with that name is an error) and wait until it is usable."""
     configs = {"cleanup.policy": "compact"} if compacted else {}
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="rebalance-lab-admin",
-                             request_timeout_ms=int(timeout_s * 1000))
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="rebalance-lab-admin",
+                                 request_timeout_ms=int(timeout_s * 1000))
+    except KafkaError as error:
+        raise TopicError(f"no broker reachable at {bootstrap}: {error}") from error
     try:
         admin.create_topics([NewTopic(name, partitions, 1, topic_configs=configs)])
     except TopicAlreadyExistsError as error:

@@ -140,9 +140,16 @@ def produce_command(
                                 duration_s=duration, keyed=keyed)
     except ValueError as error:
         _fail(str(error))
+    from kafka.errors import KafkaError
+
+    from broker.admin import TopicError
+
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # stop early, but still flush and report
-    summary = ProducerWorkload(config, events_path=events, run_id=run_id).run(stop)
+    try:
+        summary = ProducerWorkload(config, events_path=events, run_id=run_id).run(stop)
+    except (TopicError, KafkaError) as error:
+        _fail(f"cannot produce to {topic} at {bootstrap}: {error}")
     typer.echo(f"produced {summary.acknowledged} records ({summary.failed} failed) in {summary.elapsed_s:.1f} s")
     if summary.failed:
         raise typer.Exit(1)
