@@ -141,7 +141,9 @@ class LegacyMember:
         reason = "close"
         try:
             if started:
-                self._executor.stop(timeout_s=self.config.connection_timeout_ms / 1000.0)
+                # Connected: let a rebalance in flight finish. Cut off: its next request would wait
+                # for a connection that may never come; closing the client below ends that wait.
+                self._executor.stop(timeout_s=self.config.connection_timeout_ms / 1000.0 if self.zk.connected else 0.5)
                 positions = self.fetcher.stop()
                 owned = self.rebalancer.owned()
                 if self.config.auto_commit_enable and positions and self.zk.connected:

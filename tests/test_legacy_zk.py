@@ -583,3 +583,17 @@ def test_roundrobin_deals_partitions_by_java_hash_order(group, kz):
     expected = legacy_roundrobin({"t": 6}, {m.member_id: {"t": 1} for m in members})
     assert views == {m.member_id: set(expected[f"{m.member_id}-0"]) for m in members}
     assert views[members[0].member_id] != parts(0, 1, 2)  # not range's contiguous split
+
+
+def test_a_member_cut_off_from_zookeeper_still_closes_promptly(group, kz, link_proxy):
+    fake_broker_nodes(kz, {"t": 6})
+    link = link_proxy()
+    m = group.member("m", zk_connect=link.connect_string(group.zk_connect), **{"auto.commit.interval.ms": 200})
+    m.start()
+    wait_settled([m], kz, group.group, "t", 6)
+    link.set(Toxic(kind=LinkFault.PARTITION))
+    wait_until(lambda: m.session_state == "SUSPENDED", 30, "the member to see its link down")
+    began = time.monotonic()
+    m.close()
+    assert time.monotonic() - began < 5.0
+    assert group.events(type="member_stopped", member=m.member_id)
