@@ -75,7 +75,8 @@ class Broker:
         self.registry = registry or HandlerRegistry()
         self.extensions = list(extensions)
         self.topics = TopicStore(config.data_dir)
-        self.cluster = ClusterView(config.node_id, BrokerAddress(config.node_id, config.host, config.port))
+        self.cluster = ClusterView(config.node_id, BrokerAddress(config.node_id, config.host, config.port),
+                                   configured=config.peers)
         self.cluster._spawn = self._spawn
         self._advertise_map = AdvertiseMap(config.advertise_map)
         self._logs: dict[tuple[str, int], PartitionLog] = {}        # partitions this broker leads, open
@@ -336,9 +337,8 @@ class Broker:
         return self.config.data_dir / f"{key[0]}-{key[1]}"
 
     def _initial_replicas(self, spec: TopicSpec) -> dict[int, list[int]]:
-        """The 0.8 replica assignment written to ZooKeeper: the leader each partition has
-        when every configured broker is live."""
-        nodes = sorted({self.node_id, *self.config.peers})
+        """The 0.8 replica assignment written to ZooKeeper: each partition's preferred leader."""
+        nodes = self.cluster.configured
         return {p: [nodes[p % len(nodes)]] for p in range(spec.partitions)}
 
     # -- helpers ---------------------------------------------------------------------

@@ -1,17 +1,20 @@
 """The cluster as one broker sees it: which brokers are alive and who leads which partition.
 
-Leadership is a pure function of the live set: partition p of every topic is led by the
-(p mod n)-th live broker in ascending id order. Every broker computes it from its own
-view, so views that agree give the same answer without any election; while views differ
-(just after a death) two brokers may both claim a partition, which is why a leader must
-also hold the partition's lock before it writes (see broker.server).
+Leadership is a pure function of the configured brokers and the live set. Partition p of
+every topic prefers the (p mod N)-th of the N configured brokers in ascending id order (its
+"preferred leader", as in Kafka); while that broker is dead, the (p mod n)-th of the n live
+ones leads it. So a death moves only the dead broker's partitions, and a restart brings
+them back. Every broker computes this from its own view, so views that agree give the same
+answer without any election; while views differ (just after a death) two brokers may both
+claim a partition, which is why a leader must also hold the partition's lock before it
+writes (see broker.server).
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,8 +45,9 @@ LeadershipCallback = Callable[[LeadershipChange], Any]
 
 
 class ClusterView:
-    def __init__(self, node_id: int, own_address: BrokerAddress) -> None:
+    def __init__(self, node_id: int, own_address: BrokerAddress, configured: Iterable[int] = ()) -> None:
         self.node_id = node_id
+        self.configured = sorted({node_id, *configured})
         self._live: dict[int, BrokerAddress] = {node_id: own_address}
         self._callbacks: list[LeadershipCallback] = []
         self._spawn: Callable[[Any], None] = lambda coro: None  # set by the broker: runs coroutines
@@ -62,6 +66,9 @@ class ClusterView:
     def leader_for(self, topic: str, partition: int) -> int:
         """The node id leading topic-partition according to this broker's view."""
         del topic  # the same rule for every topic
+        preferred = self.configured[partition % len(self.configured)]
+        if preferred in self._live:
+            return preferred
         nodes = sorted(self._live)
         return nodes[partition % len(nodes)]
 
