@@ -47,6 +47,18 @@ class LegacyState(Enum):
     CLOSED = "closed"
 
 
+class Link(Enum):
+    """This member's ZooKeeper session as kazoo reports it.
+
+    UP -> SUSPENDED (disconnected: the session may live on) -> UP (same session: RECONNECTED)
+    UP | SUSPENDED -> EXPIRED (the session and its ephemerals are gone) -> UP (new session: NEW_SESSION)
+    """
+
+    UP = "up"
+    SUSPENDED = "suspended"
+    EXPIRED = "expired"
+
+
 _TRANSITIONS = {
     LegacyState.CREATED: {LegacyState.RUNNING, LegacyState.CLOSED},
     LegacyState.RUNNING: {LegacyState.CLOSED},
@@ -71,8 +83,7 @@ class LegacyMember:
         self._listener = listener or RebalanceListener()
         self._state = LegacyState.CREATED
         self._state_lock = threading.Lock()
-        self._session_lost = False
-        self._suspended = False
+        self._link = Link.UP  # changed only by kazoo's state listener
         self._next_auto_commit = 0.0
         self.errors: list[BaseException] = []
 
@@ -201,16 +212,16 @@ class LegacyMember:
 
     def _on_session_state(self, state: str) -> None:
         self._emit(ev.SESSION_STATE, state=state)
+        previous = self._link
         if state == KazooState.SUSPENDED:
-            self._suspended = True
+            self._link = Link.EXPIRED if previous is Link.EXPIRED else Link.SUSPENDED
         elif state == KazooState.LOST:
-            self._session_lost = True
+            self._link = Link.EXPIRED
         elif state == KazooState.CONNECTED:
-            if self._session_lost:
-                self._session_lost = self._suspended = False
+            self._link = Link.UP
+            if previous is Link.EXPIRED:
                 self._trigger.fire(Reason.NEW_SESSION)
-            elif self._suspended:
-                self._suspended = False
+            elif previous is Link.SUSPENDED:
                 self._trigger.fire(Reason.RECONNECTED)
 
     # -- the executor's work ------------------------------------------------------------------------
