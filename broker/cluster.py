@@ -94,6 +94,7 @@ class LocalCluster:
         self.extra_args = [*extra_args, "--default-partitions", str(default_partitions)]
         self.brokers = [BrokerProcess(i, host, port, self.log_dir / f"broker-{i}.log")
                         for i, port in enumerate(free_ports(size, host))]
+        self.paused: set[int] = set()
 
     # -- addresses -------------------------------------------------------------------
     @property
@@ -102,7 +103,7 @@ class LocalCluster:
 
     @property
     def live_bootstrap(self) -> str:
-        return ",".join(broker.address for broker in self.brokers if broker.alive)
+        return ",".join(b.address for b in self.brokers if b.alive and b.node_id not in self.paused)
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> LocalCluster:
@@ -125,10 +126,13 @@ class LocalCluster:
             broker.process.wait()
 
     def pause(self, index: int) -> None:
+        """SIGSTOP: the broker keeps its sockets and its partition locks, and answers nothing."""
         self.brokers[index].process.send_signal(signal.SIGSTOP)
+        self.paused.add(index)
 
     def resume(self, index: int) -> None:
         self.brokers[index].process.send_signal(signal.SIGCONT)
+        self.paused.discard(index)
 
     def restart(self, index: int, *, wait: bool = True) -> None:
         """Start broker `index` again on its port (stopping it first if it runs)."""
@@ -137,12 +141,14 @@ class LocalCluster:
             broker.process.send_signal(signal.SIGCONT)
             broker.process.terminate()
             self._terminate(broker)
+        self.paused.discard(index)
         self._launch(broker)
         self._await_ready(broker)
         if wait:
-            self.wait_for_live([b.node_id for b in self.brokers if b.alive])
+            self.wait_for_live([b.node_id for b in self.brokers if b.alive and b.node_id not in self.paused])
 
     def stop(self) -> None:
+        self.paused.clear()
         for broker in self.brokers:
             if broker.alive:
                 broker.process.send_signal(signal.SIGCONT)  # a paused broker cannot act on SIGTERM
@@ -172,19 +178,19 @@ class LocalCluster:
     def partition_leaders(self, topic: str, index: int | None = None) -> dict[int, int]:
         """partition -> leader id, as broker `index` (default: the first running one) sees it."""
         if index is None:
-            index = next(b.node_id for b in self.brokers if b.alive)
+            index = next(b.node_id for b in self.brokers if b.alive and b.node_id not in self.paused)
         (answer,) = self.metadata(index, [topic]).topics
         return {p.partition_index: p.leader_id for p in answer.partitions}
 
     def wait_for_live(self, expected: Iterable[int], timeout_s: float = 30.0) -> None:
-        """Until every running broker reports exactly `expected` as the live brokers."""
+        """Until every running, unpaused broker reports exactly `expected` as the live brokers."""
         expected = sorted(expected)
         deadline = time.monotonic() + timeout_s
         views: dict[int, object] = {}
         while True:
             views = {}
             for broker in self.brokers:
-                if broker.alive:
+                if broker.alive and broker.node_id not in self.paused:
                     try:
                         views[broker.node_id] = self.live_view(broker.node_id)
                     except (OSError, EOFError, TimeoutError) as error:

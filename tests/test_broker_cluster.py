@@ -138,3 +138,31 @@ def test_new_leader_of_an_offsets_partition_replays_what_the_old_one_wrote(tmp_p
         assert second.call(lambda b: b.cluster.leader_for(OFFSETS_TOPIC, 2)) == 1
     finally:
         second.stop()
+
+
+@pytest.mark.slow
+def test_a_paused_leader_keeps_its_partitions_locked_and_nothing_is_lost(broker_cluster, unique_topic):
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    cluster = broker_cluster(3)
+    create_topic(cluster.bootstrap, unique_topic, PARTITIONS)
+    produce(cluster.bootstrap, unique_topic, 0, 120)
+    cluster.pause(1)
+    try:
+        cluster.wait_for_live([0, 2])
+        assert cluster.partition_leaders(unique_topic)[1] == 2  # the survivors' view ...
+        producer = KafkaProducer(bootstrap_servers=cluster.live_bootstrap, acks="all", retries=0,
+                                 request_timeout_ms=3000)
+        assert producer.send(unique_topic, value=b"120", partition=0).get(timeout=30).offset == 20
+        with pytest.raises(KafkaError):  # ... but broker 2 cannot take the lock a stalled leader holds
+            producer.send(unique_topic, value=b"x", partition=1).get(timeout=30)
+        producer.close()
+    finally:
+        cluster.resume(1)
+    cluster.wait_for_live([0, 1, 2])
+    produce(cluster.bootstrap, unique_topic, 121, 119)
+    consumed = consume_all(cluster.bootstrap, unique_topic, 240)
+    assert sorted(seq for records in consumed.values() for _, seq in records) == list(range(240))
+    for records in consumed.values():
+        assert [offset for offset, _ in records] == list(range(len(records)))
