@@ -33,6 +33,7 @@ class RebalanceTrigger:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._reasons: set[Reason] = set()
+        self._working = False  # reasons taken and not yet acted upon
 
     def fire(self, reason: Reason) -> None:
         with self._cond:
@@ -46,12 +47,19 @@ class RebalanceTrigger:
                 self._cond.wait(timeout_s)
             taken = frozenset(self._reasons)
             self._reasons.clear()
+            self._working = bool(taken)
             return taken
+
+    def finished(self) -> None:
+        """The executor acted on what it took."""
+        with self._cond:
+            self._working = False
 
     @property
     def pending(self) -> bool:
+        """Reasons waiting, or taken and still being acted upon."""
         with self._cond:
-            return bool(self._reasons)
+            return bool(self._reasons) or self._working
 
     def wake(self) -> None:
         with self._cond:
@@ -98,3 +106,5 @@ class WatcherExecutor:
                 self._work(reasons)
             except Exception as error:  # reported, then the loop goes on (0.8 logged and continued)
                 self._on_error(error)
+            finally:
+                self._trigger.finished()
