@@ -8,7 +8,9 @@ SyncGroup (the leader runs the range assignor over every member), then heartbeat
 
   join->stable   from the last JoinGroup sent to the last member holding its assignment
   coord. wait    the part of that the coordinator spent in its join phase (initial delay)
-  sync fan-out   join phase complete -> every member Stable (what is left without the delay)
+  sync fan-out   join phase complete -> every member Stable (what is left without the delay), made of
+                 leader: join phase complete -> the leader's SyncGroup applied (answers out, assignor run)
+                 release: group Stable -> the last member has its SyncGroup answer
   req/member     requests per member besides heartbeats (FindCoordinator included)
   hb CPU         the broker's CPU while all N members heartbeat every 3 s
 
@@ -185,6 +187,7 @@ def bench(size: int, processes: int, heartbeat_s: float, delay_ms: int) -> dict:
                     proc.kill()
     transitions = [json.loads(line) for line in events.read_text().splitlines()]
     completed = [e for e in transitions if e.get("group") == group and e.get("to_state") == "CompletingRebalance"]
+    stabilised = [e for e in transitions if e.get("group") == group and e.get("to_state") == "Stable"]
     stable_at = max(m["stable"] for m in members)
     last_join = max(m["join_sent"] for m in members)
     join_done_ns = completed[-1]["ts_ns"] if completed else None
@@ -197,6 +200,8 @@ def bench(size: int, processes: int, heartbeat_s: float, delay_ms: int) -> dict:
         "join_to_stable_ms": (stable_at - last_join) / 1e6,
         "coordinator_wait_ms": (join_done_ns - last_join) / 1e6 if join_done_ns else float("nan"),
         "sync_fanout_ms": (stable_at - join_done_ns) / 1e6 if join_done_ns else float("nan"),
+        "leader_ms": (stabilised[-1]["ts_ns"] - join_done_ns) / 1e6 if stabilised and join_done_ns else float("nan"),
+        "release_ms": (stable_at - stabilised[-1]["ts_ns"]) / 1e6 if stabilised else float("nan"),
         "requests_per_member": {api: count / size for api, count in sorted(requests.items())},
         "heartbeats": sum(b["beats"] for b in beats),
         "heartbeat_errors": sum(b["beat_errors"] for b in beats),
@@ -213,13 +218,15 @@ def main() -> None:
     parser.add_argument("--delay-ms", type=int, default=3000, help="group.initial.rebalance.delay.ms")
     args = parser.parse_args()
     print(f"initial delay {args.delay_ms} ms, {args.processes} member processes, heartbeat every {HEARTBEAT_MS} ms")
-    print(f"{'N':>5} {'gen':>4} {'join->stable':>13} {'coord. wait':>12} {'sync fan-out':>13} "
+    print(f"{'N':>5} {'gen':>4} {'join->stable':>13} {'coord. wait':>12} {'sync fan-out':>13} {'leader':>8} "
+          f"{'release':>8} "
           f"{'req/member (besides heartbeats)':>40} {'hb CPU':>8} {'hb errors':>9}")
     for size in args.sizes:
         r = bench(size, args.processes, args.heartbeat_s, args.delay_ms)
         per = ", ".join(f"{api} {count:.2f}" for api, count in r["requests_per_member"].items())
         print(f"{r['N']:>5} {','.join(map(str, r['generations'])):>4} {r['join_to_stable_ms']:>11.0f}ms "
-              f"{r['coordinator_wait_ms']:>10.0f}ms {r['sync_fanout_ms']:>11.0f}ms {per:>40} "
+              f"{r['coordinator_wait_ms']:>10.0f}ms {r['sync_fanout_ms']:>11.0f}ms {r['leader_ms']:>6.0f}ms "
+              f"{r['release_ms']:>6.0f}ms {per:>40} "
               f"{r['hb_cpu_percent']:>7.1f}% {r['heartbeat_errors']:>9}", flush=True)
     print("hb CPU: the broker process's user+sys time over the heartbeat window, in % of one core")
 

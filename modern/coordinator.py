@@ -130,6 +130,7 @@ class CoordinatorExtension:
         self.recorder = recorder or NullRecorder()
         self.broker: Any = None
         self._partitions: dict[int, _Partition] = {}
+        self._partition_of: dict[str, int] = {}     # group id -> its partition (the hash is not free)
         self._wake = asyncio.Event()
         self._next_wake_ms: int | None = None
         self._timer: asyncio.Task | None = None
@@ -208,7 +209,7 @@ class CoordinatorExtension:
         """The group if this broker coordinates it (creating it on request), else the error to answer."""
         if not group_id:
             return None, errors.INVALID_GROUP_ID
-        index = coordinator_partition(group_id, self._partition_count())
+        index = self._partition_index(group_id)
         partition = self._partitions.get(index)
         if partition is None:
             if self.broker.cluster.leader_for(OFFSETS_TOPIC, index) == self.broker.node_id:
@@ -257,8 +258,15 @@ class CoordinatorExtension:
             self.broker.notify_appended()
 
     def _apply(self, group: ClassicGroup, out: Output) -> None:
-        index = coordinator_partition(group.group_id, self._partition_count())
-        self._deliver(self._partitions.get(index), group, out)
+        self._deliver(self._partitions.get(self._partition_index(group.group_id)), group, out)
+
+    def _partition_index(self, group_id: str) -> int:
+        index = self._partition_of.get(group_id)
+        if index is None:
+            if len(self._partition_of) > 100_000:
+                self._partition_of.clear()
+            index = self._partition_of[group_id] = coordinator_partition(group_id, self._partition_count())
+        return index
 
     def _emit(self, group_id: str, **fields: object) -> None:
         self.recorder.emit(COORDINATOR_EVENT, group=group_id, **fields)
@@ -315,8 +323,7 @@ class CoordinatorExtension:
             return key, -1, "", -1, errors.COORDINATOR_NOT_AVAILABLE  # no transaction coordinator here
         if not key:
             return key, -1, "", -1, errors.INVALID_REQUEST
-        index = coordinator_partition(key, self._partition_count())
-        leader = self.broker.cluster.leader_for(OFFSETS_TOPIC, index)
+        leader = self.broker.cluster.leader_for(OFFSETS_TOPIC, self._partition_index(key))
         try:
             host, port = self.broker.advertised_address(leader, client_id)
         except KeyError:
