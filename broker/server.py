@@ -14,7 +14,6 @@ process's locks) or let go.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fcntl
 import logging
 import os
@@ -76,8 +75,7 @@ class Broker:
         self.extensions = list(extensions)
         self.topics = TopicStore(config.data_dir)
         self.cluster = ClusterView(config.node_id, BrokerAddress(config.node_id, config.host, config.port),
-                                   configured=config.peers)
-        self.cluster._spawn = self._spawn
+                                   configured=config.peers, spawn=self._spawn)
         self._advertise_map = AdvertiseMap(config.advertise_map)
         self._logs: dict[tuple[str, int], PartitionLog] = {}        # partitions this broker leads, open
         self._memory_logs: dict[tuple[str, int], PartitionLog] = {}  # in-memory mode: kept across moves
@@ -123,8 +121,10 @@ class Broker:
 
     async def stop(self) -> None:
         for extension in reversed(self.extensions):
-            with contextlib.suppress(Exception):
+            try:
                 await extension.stop()
+            except Exception:  # keep stopping the rest; the error is logged, not lost
+                log.exception("broker %s: extension %r failed to stop", self.node_id, extension)
         if self._server is not None:
             self._server.close()
         self._stopping = True

@@ -45,12 +45,13 @@ LeadershipCallback = Callable[[LeadershipChange], Any]
 
 
 class ClusterView:
-    def __init__(self, node_id: int, own_address: BrokerAddress, configured: Iterable[int] = ()) -> None:
+    def __init__(self, node_id: int, own_address: BrokerAddress, configured: Iterable[int] = (),
+                 spawn: Callable[[Any], Any] | None = None) -> None:
         self.node_id = node_id
         self.configured = sorted({node_id, *configured})
         self._live: dict[int, BrokerAddress] = {node_id: own_address}
         self._callbacks: list[LeadershipCallback] = []
-        self._spawn: Callable[[Any], None] = lambda coro: None  # set by the broker: runs coroutines
+        self._spawn = spawn  # runs a callback's coroutine as a task whose errors are reported
 
     # -- queries ---------------------------------------------------------------------
     def live_brokers(self) -> list[BrokerAddress]:
@@ -105,4 +106,6 @@ class ClusterView:
                 log.exception("leadership callback failed for %s-%s", change.topic, change.partition)
                 continue
             if inspect.isawaitable(result):
+                if self._spawn is None:
+                    raise TypeError("a coroutine callback needs a ClusterView made with spawn=")
                 self._spawn(result)
