@@ -268,6 +268,8 @@ class ClassicGroup:
         if self.state is S.STABLE:
             self._reply(token, self._sync_result(member))
         else:  # CompletingRebalance: park until the leader's assignment arrives
+            if member.sync_token is not None:  # a retried SyncGroup supersedes the parked one
+                self._reply(member.sync_token, SyncResult(error=errors.REBALANCE_IN_PROGRESS))
             member.sync_token = token
             if member.member_id == self.leader_id:
                 for other in self.members.values():
@@ -527,6 +529,10 @@ class ClassicGroup:
         member.client_id = request.client_id or member.client_id
         member.client_host = request.client_host or member.client_host
         if token is not None:
+            if member.join_token is not None and member.join_token is not token:
+                # A retried JoinGroup supersedes the parked one: release it rather than leak it.
+                self._reply(member.join_token, JoinResult(error=errors.REBALANCE_IN_PROGRESS,
+                                                          member_id=member.member_id))
             member.join_token = token
 
     def _prepare_rebalance(self, now_ms: int, reason: str) -> None:

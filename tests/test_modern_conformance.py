@@ -14,10 +14,11 @@ from collections.abc import Callable
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.protocol.consumer import OffsetFetchRequest
+from kafka.protocol.consumer import HeartbeatRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from broker.admin import create_topic
+from modern import errors
 from modern.connection import BrokerConnection, parse_address
 from modern.member import ModernMember
 from rebalance.events import EventRecorder, read_events
@@ -301,6 +302,8 @@ def test_coordinator_failover_keeps_the_group_and_its_offsets(cluster_factory, n
         wait_until(lambda: complete_and_disjoint(workers), "a complete assignment")
         wait_until(lambda: len({rec for w in workers for rec in w.seen}) >= 60, "all records consumed")
         old = find_coordinator(cluster.bootstrap, group)
+        other = next(b for b in cluster.brokers if b.node_id != old)
+        assert not_coordinator_answer(other.address, group)      # only the partition's leader coordinates
         wait_until(lambda: committed_offsets(cluster.brokers[old].address, group, topic)
                    == {p: 10 for p in range(PARTITIONS)}, "every offset committed at 10")
         cluster.kill(old)
@@ -326,6 +329,16 @@ def test_coordinator_failover_keeps_the_group_and_its_offsets(cluster_factory, n
     after = [e for e in events if e["ts_ns"] > kill_mark]
     assert any(e["type"] == "coordination_request" and e["op"] == "FindCoordinator" for e in events)
     assert any(e["type"] == "offsets_committed" for e in after)
+
+
+def not_coordinator_answer(address: str, group: str) -> bool:
+    connection = BrokerConnection(*parse_address(address), client_id="probe", timeout_s=5)
+    try:
+        answer = connection.request(HeartbeatRequest[3](group_id=group, generation_id=1, member_id="m",
+                                                        group_instance_id=None))
+    finally:
+        connection.close()
+    return errors.for_code(answer.error_code) is errors.NOT_COORDINATOR
 
 
 def _offsets_or_none(address: str, group: str, topic: str) -> dict[int, int] | None:

@@ -498,3 +498,13 @@ def test_results_are_typed():
     sim = Sim()
     out = sim.group.handle_heartbeat(Heartbeat(member_id="x", generation_id=0), 0)
     assert isinstance(out.replies[0][1], HeartbeatResult)
+
+
+def test_a_retried_join_releases_the_parked_one():
+    sim = Sim()
+    ids, gen = sim.stable_group("a", "b")
+    sim.join("a2", ids["a"], client="a")          # parked: b has not rejoined
+    sim.join("a3", ids["a"], client="a")          # the client retried on a new connection
+    assert sim.replies["a2"].error is errors.REBALANCE_IN_PROGRESS
+    sim.join("b2", ids["b"], client="b")
+    assert sim.replies["a3"].generation_id == gen + 1
