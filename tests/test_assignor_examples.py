@@ -170,3 +170,9 @@ def test_bad_assignor_names(name, message):
 def test_cooperative_rounds_settle_in_one_round_when_nothing_moves():
     subs = same_topics("C0", "C1", topics=["t0"])
     assert len(cooperative_rounds({"t0": 4}, subs)) == 1
+
+
+def test_optimal_refuses_a_network_beyond_its_limit_quickly():
+    subs = {f"m{i:05d}": Subscription(("t0",)) for i in range(8000)}
+    with pytest.raises(ValueError, match="too large for the optimal solver"):
+        get_assignor("optimal").assign({"t0": 8000}, subs)

@@ -3,9 +3,14 @@
 In an eager rebalance every member drops everything before the assignment is computed.
 In a cooperative one members keep their partitions through the rebalance, so a partition
 must never be handed to its new owner while its old owner may still be consuming it.
-The assignor therefore withholds, in the first round, each partition that another member
-still reports owning; that member revokes it after the sync and rejoins at once, and the
-follow-up round gives the freed partitions to their new owners.
+The assignor therefore withholds, in the first round, each partition that changes owner
+(someone else reports owning it) or that two members of the current generation both
+claim; the old owner revokes it after the sync and rejoins at once, and the follow-up
+round gives the freed partitions to their new owners.
+
+With identical subscriptions the follow-up round never moves anything else, so the group
+settles in two rounds. With unequal ones a follow-up round may rebalance once more
+(Kafka's own tests allow up to four follow-ups); each round obeys the same rule.
 
 `cooperative_rounds` plays those rounds out without any protocol, for the CLI and the tests.
 """

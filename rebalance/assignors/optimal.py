@@ -15,12 +15,13 @@ Otherwise each member drains through unit edges costing W*(2k-1) for its k-th pa
 (the growth of k^2), with W larger than any possible number of moves, so balance always
 wins over stickiness. networkx's network simplex solves it exactly.
 
-Size limit: networkx's simplex is pure Python, so the limit is time. `MAX_FLOW_EDGES`
-(60,000) refuses larger networks with a ValueError; near the limit a solve takes tens of
-seconds (benchmarks/bench_assignors.py prints the figures). With identical subscriptions
-the network has about 3N edges plus one class per previous owner, so 1,000 members x
-10,000 partitions is small; unequal subscriptions add about N edges per distinct
-subscriber set and one per unit of member load.
+Size limit: networkx's simplex is pure Python and takes roughly nodes x edges steps, so
+the limit is time: networks above `MAX_FLOW_WORK` (10^8 nodes x edges) are refused with a
+ValueError rather than left running for minutes. With identical subscriptions the network
+has about 2N nodes and 4N edges (1,000 members x 10,000 partitions: about a second;
+the limit is near 5,000 members); unequal subscriptions add about N edges per distinct
+subscriber set and one per unit of member load. benchmarks/bench_assignors.py prints the
+figures.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from rebalance.assignors.base import Assignor, Group, Plan
 from rebalance.assignors.ownership import resolve_ownership
 from rebalance.types import TopicPartition
 
-MAX_FLOW_EDGES = 60_000
+# networkx's network simplex takes roughly nodes x edges steps: about 10^8 is 10-40 s here.
+MAX_FLOW_WORK = 100_000_000
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,8 @@ class OptimalSolution:
     assignment: dict[str, list[TopicPartition]]
     moves: int              # partitions taken from their trusted previous owner
     load_squares: int       # sum of squared loads: the balance the solution reached
-    flow_edges: int = 0     # size of the network that was solved
+    flow_nodes: int = 0     # size of the network that was solved
+    flow_edges: int = 0
 
 
 class OptimalAssignor(Assignor):
@@ -74,9 +77,11 @@ def solve_optimal(group: Group) -> OptimalSolution:
     classes = dict(sorted(classes.items(), key=lambda item: (sorted(item[0][0]), item[0][1] or "")))
     sink_edges = 2 * len(group.members) + 1 if quota_shape else sum(caps.values())
     edge_count = 2 * len(classes) + sum(len(s) for s in pools) + sink_edges
-    if edge_count > MAX_FLOW_EDGES:
+    node_count = len(classes) + len(pools) + len(group.members) + 2
+    if node_count * edge_count > MAX_FLOW_WORK:
         raise ValueError(
-            f"group too large for the optimal solver: {edge_count} flow edges (limit {MAX_FLOW_EDGES})"
+            f"group too large for the optimal solver: {node_count:,} nodes x {edge_count:,} edges "
+            f"exceeds {MAX_FLOW_WORK:,} (networkx's simplex would take minutes)"
         )
 
     graph = nx.MultiDiGraph()
@@ -109,7 +114,7 @@ def solve_optimal(group: Group) -> OptimalSolution:
 
     flow = nx.min_cost_flow(graph)
     solution = _read_solution(group, classes, pools, flow, owner)
-    return replace(solution, flow_edges=graph.number_of_edges())
+    return replace(solution, flow_nodes=graph.number_of_nodes(), flow_edges=graph.number_of_edges())
 
 
 def _load_caps(group: Group, classes: dict) -> dict[str, int]:
