@@ -176,3 +176,16 @@ def test_optimal_refuses_a_network_beyond_its_limit_quickly():
     subs = {f"m{i:05d}": Subscription(("t0",)) for i in range(8000)}
     with pytest.raises(ValueError, match="too large for the optimal solver"):
         get_assignor("optimal").assign({"t0": 8000}, subs)
+
+
+class GivesEverythingTwice(Assignor):
+    name = "broken"
+
+    def plan(self, group):
+        return {m: group.all_partitions for m in group.members}
+
+
+def test_a_broken_custom_assignor_is_caught():
+    subs = {"a": Subscription(("t0",)), "b": Subscription(("t0",))}
+    with pytest.raises(ValueError, match="assigned t0-0 twice"):
+        get_assignor(f"{__name__}:GivesEverythingTwice").assign({"t0": 1}, subs)

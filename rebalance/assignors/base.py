@@ -131,6 +131,20 @@ def _check_subscriptions(
 Plan = Mapping[str, Iterable[TopicPartition]]
 
 
+def _check_plan(name: str, group: Group, plan: Mapping[str, tuple[TopicPartition, ...]]) -> None:
+    """Catch a broken (custom) assignor here rather than as two members consuming one partition."""
+    seen: set[TopicPartition] = set()
+    for member, partitions in plan.items():
+        if member not in group.subscriptions:
+            raise ValueError(f"assignor {name!r} assigned partitions to {member!r}, which is not a member")
+        for tp in partitions:
+            if tp in seen:
+                raise ValueError(f"assignor {name!r} assigned {tp} twice")
+            if tp.topic not in group.topics_of(member) or not 0 <= tp.partition < group.partitions_per_topic[tp.topic]:
+                raise ValueError(f"assignor {name!r} gave {member!r} {tp}, which it cannot have")
+            seen.add(tp)
+
+
 class Assignor(ABC):
     """Base class of the lab's assignors; a custom one subclasses it and implements `plan`.
 
@@ -145,8 +159,9 @@ class Assignor(ABC):
         self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:
         group = Group.of(partitions_per_topic, subscriptions)
-        plan = self.plan(group)
-        return {member: Assignment(tuple(plan.get(member, ()))) for member in group.subscriptions}
+        plan = {member: tuple(partitions) for member, partitions in self.plan(group).items()}
+        _check_plan(self.name, group, plan)
+        return {member: Assignment(plan.get(member, ())) for member in group.subscriptions}
 
     @abstractmethod
     def plan(self, group: Group) -> Plan:
