@@ -190,3 +190,12 @@ def test_an_interrupted_run_leaves_nothing_running(tmp_path):
     assert member_files == ["h000.jsonl", "h001.jsonl", "h002.jsonl"]
     assert any(event["type"] == "member_stopped" for event in read_events(run_dir / "events" / "h000.jsonl")), \
         "members were stopped cleanly and their events kept"
+
+
+def test_every_action_has_one_handler():
+    from experiments.faults import registry
+    from experiments.scenario import Action
+
+    assert sorted(action.value for action in Action) == registry.names()
+    with pytest.raises(ValueError, match="already has a handler"):
+        registry.register(registry.handler_for("crash"))
