@@ -56,6 +56,8 @@ class TracedZooKeeper:
         self.client.start(timeout=timeout_s)
         if self.client.connected:
             self._connected.set()
+        if self.client.chroot:  # a fresh chroot ("host:port/lab") exists only once someone creates it
+            self._call("ensure_path", self.client.chroot, self.client.ensure_path_async, "/")
 
     def stop(self) -> None:
         self._closed.set()
