@@ -583,9 +583,17 @@ class Run:
 
     def write_lock(self, status: str, reason: str = "") -> None:
         scenario_text = Path(self.scenario.source).read_text() if Path(self.scenario.source).is_file() else ""
+        group = self.scenario.group
         lock = {
+            # The run at a glance (what the summary reads first).
+            "name": self.scenario.name,
             "run_id": self.run_id,
             "backend": self.backend,
+            "strategy": group.strategy,
+            "session_timeout_ms": group.session_timeout_ms,
+            "topics": {topic.name: topic.partitions for topic in self.scenario.topics},
+            "members": len(self.schedule.initial_members),
+            "group": group.name,
             "status": status,
             "reason": reason,
             "scenario": {
@@ -606,7 +614,7 @@ class Run:
                 "brokers": self.cluster.bootstrap if self.cluster else None,
                 "coordinator_broker": self.schedule.coordinator_broker,
             },
-            "members": {host.name: list(host.members) for host in self.schedule.hosts},
+            "hosts": {host.name: list(host.members) for host in self.schedule.hosts},
             "proxies": self.members_proxied,
             "versions": versions(),
         }
