@@ -65,7 +65,8 @@ def main() -> None:
     joined["member-new"] = Subscription(tuple(topics))
     for name in ("range", "roundrobin", "sticky", "optimal"):
         seconds, result = timed(lambda n=name: get_assignor(n).assign(topics, joined), args.repeat)
-        print(f"   {name:20s} {seconds:8.3f} s   moved {moves(settled, owners(result))}")
+        print(f"   {name:20s} {seconds:8.3f} s   moved {moves(settled, owners(result))}"
+              f"   spread {spread(owners(result))}")
     seconds, rounds = timed(lambda: cooperative_rounds(topics, joined), args.repeat)
     print(f"   {'cooperative-sticky':20s} {seconds:8.3f} s   moved {moves(settled, owners(rounds[-1]))}"
           f" over {len(rounds)} rounds (both rounds timed)")

@@ -148,12 +148,12 @@ def movement_command(
     before: Annotated[int, typer.Option("--from", help="members before")] = 4,
     after: Annotated[int, typer.Option("--to", help="members after")] = 5,
     strategy: Annotated[str, typer.Option(help="a strategy name, or 'all'")] = "all",
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object per strategy name")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object keyed by strategy name")] = False,
 ) -> None:
     """How many partitions change owner when the group grows or shrinks, per strategy."""
     strategies = SCENARIO_STRATEGIES if strategy == "all" else (strategy,)
     try:
-        if strategy != "all" and strategy not in CLI_STRATEGIES:
+        if strategy != "all" and strategy not in CLI_STRATEGIES and ":" not in strategy:
             raise InputError(f"unknown --strategy {strategy!r}; choose all or one of {', '.join(CLI_STRATEGIES)}")
         movements = scale_all(strategies, partitions=partitions, before=before, after=after)
     except ValueError as error:

@@ -15,7 +15,9 @@ from rebalance.assignors.legacy import legacy_range, legacy_roundrobin
 from rebalance.types import Subscription, TopicPartition
 
 EXAMPLES = 200
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 EAGER = ("range", "roundrobin", "sticky", "optimal")
 
 
