@@ -9,10 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -40,48 +38,10 @@ FAST = {"rebalance.backoff.ms": 200, "zookeeper.sync.time.ms": 200}
 
 # -- a real ZooKeeper ------------------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def _local_zookeeper():
-    """One standalone ZooKeeper from Debian's jars, when the shared zk fixture is not installed."""
-    workdir = Path(tempfile.mkdtemp(prefix="legacy-zk-"))
-    port = _free_port()
-    (workdir / "data").mkdir()
-    (workdir / "zoo.cfg").write_text(
-        f"tickTime=500\ndataDir={workdir / 'data'}\nclientPort={port}\nclientPortAddress=127.0.0.1\n"
-        "minSessionTimeout=1000\nmaxSessionTimeout=60000\nadmin.enableServer=false\n4lw.commands.whitelist=*\n"
-    )
-    log = open(workdir / "zookeeper.log", "wb")
-    server = subprocess.Popen(
-        ["java", "-cp", "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/*",
-         "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(workdir / "zoo.cfg")],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    connect = f"127.0.0.1:{port}"
-    try:
-        client = KazooClient(connect)
-        client.start(timeout=60)  # returns once the server answers: readiness seen, not assumed
-        client.stop()
-        client.close()
-        yield connect
-    finally:
-        server.kill()
-        server.wait()
-        log.close()
-
-
 @pytest.fixture
-def zk_connect(request) -> str:
-    """A connect string with a fresh chroot: the shared fixture's if present, else the local server's."""
-    if "zk" in request.fixturenames or request.config.pluginmanager.hasplugin("tests.fixtures.zk"):
-        connect = request.getfixturevalue("zk").chroot()
-    else:
-        connect = request.getfixturevalue("_local_zookeeper") + f"/lab-{uuid.uuid4().hex[:10]}"
+def zk_connect(zk) -> str:
+    """A connect string with a fresh chroot on the shared ZooKeeper (tests/fixtures/zk.py)."""
+    connect = zk.chroot()
     hosts, _, chroot = connect.partition("/")
     root = KazooClient(hosts)
     root.start(timeout=30)
@@ -279,8 +239,7 @@ def test_three_members_split_six_partitions_by_range_in_the_08_layout(group, kz)
 
     # The tree, as 0.8 wrote it.
     ids = f"/consumers/{group.group}/ids"
-    assert kz.get_children(ids) == [f"{group.group}_c0", f"{group.group}_c1", f"{group.group}_c2"] or sorted(
-        kz.get_children(ids)) == [f"{group.group}_c0", f"{group.group}_c1", f"{group.group}_c2"]
+    assert sorted(kz.get_children(ids)) == [f"{group.group}_c0", f"{group.group}_c1", f"{group.group}_c2"]
     data, stat = kz.get(f"{ids}/{c1.member_id}")
     registration = json.loads(data)
     assert list(registration) == ["version", "subscription", "pattern", "timestamp"]
@@ -314,10 +273,11 @@ def test_killed_member_session_expires_and_the_others_take_over(group, kz, tmp_p
     killed = member_process(group.zk_connect, group.group, "t", "c2", tmp_path / "c2.jsonl")
     try:
         c2_id = f"{group.group}_c2"
-        wait_until(lambda: settled([c0, c1], kz, group.group, "t", 6) is None
-                   and owners_tree(kz, group.group, "t").get(5) == f"{c2_id}-0"
-                   and c0.assignment() == parts(0, 1) and c1.assignment() == parts(2, 3)
-                   and c0.idle and c1.idle, 60, "c2 (own process) to own t-4, t-5")
+        c2_share = {0: f"{c0.member_id}-0", 1: f"{c0.member_id}-0", 2: f"{c1.member_id}-0",
+                    3: f"{c1.member_id}-0", 4: f"{c2_id}-0", 5: f"{c2_id}-0"}
+        wait_until(lambda: c0.idle and c1.idle and owners_tree(kz, group.group, "t") == c2_share
+                   and c0.assignment() == parts(0, 1) and c1.assignment() == parts(2, 3),
+                   60, "c2 (own process) to own t-4, t-5")
         killed.kill()  # SIGKILL: no clean close, its session lingers until ZooKeeper expires it
         killed.wait(10)
         killed_at = time.monotonic()
