@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -61,6 +62,7 @@ def broker_command(
     peers: str = typer.Option("", help="The other brokers: ID=HOST:PORT,ID=HOST:PORT."),
     default_partitions: int = typer.Option(1, help="Partitions of auto-created topics."),
     no_coordinator: bool = typer.Option(False, "--no-coordinator", help="Do not load the group coordinator."),
+    exit_with: int = typer.Option(0, help="Stop when the process with this pid is gone (0: never)."),
     log_level: str = typer.Option("INFO", help="Python log level."),
 ) -> None:
     """Run one broker of the lab's Kafka-protocol cluster until SIGTERM/SIGINT."""
@@ -89,9 +91,12 @@ def broker_command(
             loop.add_signal_handler(signum, current.cancel)
         await broker.start()
         print(f"{READY_LINE} {node_id} {broker.address[0]}:{broker.address[1]}", flush=True)
+        watcher = loop.create_task(_cancel_when_gone(exit_with, current)) if exit_with else None
         try:
             await broker.serve_until_failure()
         finally:
+            if watcher is not None:
+                watcher.cancel()
             await broker.stop()
 
     try:
@@ -100,6 +105,20 @@ def broker_command(
         pass
     except OSError as error:
         _fail(f"broker {node_id} cannot listen on {host}:{port}: {error}")
+
+
+async def _cancel_when_gone(pid: int, task: asyncio.Task) -> None:
+    """Cancel `task` once process `pid` no longer exists (a test run that died must not leave brokers)."""
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            log.warning("process %s is gone: stopping", pid)
+            task.cancel()
+            return
+        except PermissionError:
+            pass  # exists, owned by someone else
+        await asyncio.sleep(1.0)  # a liveness check period, not a wait for state
 
 
 topic_app = typer.Typer(help="Topics on the lab's brokers.", no_args_is_help=True)

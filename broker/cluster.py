@@ -210,7 +210,7 @@ class LocalCluster:
     def _launch(self, broker: BrokerProcess) -> None:
         peers = ",".join(f"{b.node_id}={b.address}" for b in self.brokers if b.node_id != broker.node_id)
         command = [sys.executable, "-m", "broker", "--id", str(broker.node_id), "--port", str(broker.port),
-                   "--host", broker.host, "--peers", peers, *self.extra_args]
+                   "--host", broker.host, "--peers", peers, "--exit-with", str(os.getpid()), *self.extra_args]
         if self.data_dir is not None:
             command += ["--data-dir", str(self.data_dir)]
         if self.zk:
