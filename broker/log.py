@@ -102,7 +102,8 @@ class PartitionLog:
 
     @property
     def start_offset(self) -> int:
-        return self._base_offsets[0] if self._base_offsets else self._next_offset
+        """Always 0: there is no retention, and compaction (as in Kafka) leaves the log start alone."""
+        return 0
 
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole batches from the one holding `offset`, up to max_bytes; the first batch always

@@ -82,6 +82,7 @@ def test_compaction_keeps_last_value_per_key_with_offsets(tmp_path):
     assert log.compact() == 2
     kept = [(r.offset, r.key, r.value) for r in log.read_records(0)]
     assert kept == [(2, b"k1", b"v2"), (3, b"k3", b"v1"), (4, b"k2", None)]
+    assert log.start_offset == 0 and DefaultRecordBatch(log.read(0, 1)).base_offset == 2
     log.close()
     reopened = PartitionLog("__consumer_offsets", 0, directory=tmp_path)
     assert reopened.next_offset == 5
