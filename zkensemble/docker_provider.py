@@ -132,7 +132,9 @@ class DockerEnsemble(Ensemble):
                 "ZOO_SYNC_LIMIT": str(self.config.sync_limit),
                 "ZOO_STANDALONE_ENABLED": "true",
                 "ZOO_ADMINSERVER_ENABLED": "false",
-                "JVMFLAGS": " ".join(ELECTION_OPTIONS),
+                # Peers' names resolve only once every container has joined the peer network;
+                # Java would otherwise remember a failed lookup for 10 s.
+                "JVMFLAGS": " ".join([*ELECTION_OPTIONS, "-Dsun.net.inetaddr.negative.ttl=0"]),
                 # Listen on all addresses: after a disconnect/reconnect the node's address changes.
                 "ZOO_CFG_EXTRA": f"maxSessionTimeout={self.config.max_session_timeout_ms} quorumListenOnAllIPs=true",
             }
