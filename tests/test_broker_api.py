@@ -12,6 +12,7 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from broker.handlers import CORE_VERSIONS
 from broker.peers import PeerClient
 from broker.topics import TopicSpec
 
@@ -26,14 +27,15 @@ def batch(count: int, size: int = 10) -> bytes:
     return bytes(builder.build())
 
 
-def produce_request(topic: str, records: bytes, acks: int = 1):
+def produce_request(topic: str, records: bytes, acks: int = 1, version: int = 9):
     data = ProduceRequest.TopicProduceData
-    return ProduceRequest[9](transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
+    return ProduceRequest[version](transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
         data(name=topic, partition_data=[data.PartitionProduceData(index=0, records=records)])])
 
 
-def fetch_request(topic: str, offset: int, *, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, partition_max=1 << 20):
-    return FetchRequest[12](max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0,
+def fetch_request(topic: str, offset: int, *, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, partition_max=1 << 20,
+                  version: int = 12):
+    return FetchRequest[version](max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0,
                             session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
                             topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
                                 FetchRequest.FetchTopic.FetchPartition(partition=0, fetch_offset=offset,
@@ -131,3 +133,40 @@ def test_metadata_without_auto_creation_reports_unknown_topics(broker, unique_to
                                               include_topic_authorized_operations=False))
     assert answer.topics[0].error_code == Errors.UnknownTopicOrPartitionError.errno
     assert broker.call(lambda b: b.topics.get(unique_topic)) is None
+
+
+def every_version_requests(topic: str):
+    """One request per served version of each core API (fields outside a version are ignored)."""
+    from kafka.protocol.admin import CreateTopicsRequest
+    from kafka.protocol.metadata import ApiVersionsRequest
+    from kafka.protocol.producer import InitProducerIdRequest
+
+    partition = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
+    makers = {
+        ApiVersionsRequest: lambda v: ApiVersionsRequest[v](client_software_name="t", client_software_version="1"),
+        MetadataRequest: lambda v: MetadataRequest[v](
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=False, include_topic_authorized_operations=False),
+        CreateTopicsRequest: lambda v: CreateTopicsRequest[v](topics=[CreateTopicsRequest.CreatableTopic(
+            name=f"{topic}-v{v}", num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+            timeout_ms=1000, validate_only=False),
+        InitProducerIdRequest: lambda v: InitProducerIdRequest[v](transactional_id=None, transaction_timeout_ms=1000,
+                                                                  producer_id=-1, producer_epoch=-1),
+        ProduceRequest: lambda v: produce_request(topic, batch(1), version=v),
+        FetchRequest: lambda v: fetch_request(topic, 0, version=v),
+        ListOffsetsRequest: lambda v: ListOffsetsRequest[v](replica_id=-1, isolation_level=0, timeout_ms=1000, topics=[
+            ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[partition(partition_index=0, timestamp=-1)])]),
+    }
+    for request_class, make in makers.items():
+        low, high = CORE_VERSIONS[request_class.API_KEY]
+        for version in range(low, high + 1):
+            yield request_class.name, version, make(version)
+
+
+def test_every_served_version_of_every_core_api_answers(broker, topic):
+    answered = []
+    for name, version, request in every_version_requests(topic):
+        (answer,) = ask(broker, request)
+        assert answer.API_VERSION == version
+        answered.append(f"{name} v{version}")
+    assert len(answered) == sum(high - low + 1 for low, high in CORE_VERSIONS.values())
