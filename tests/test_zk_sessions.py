@@ -158,3 +158,4 @@ def test_mntr_counts_requests_and_watches(zk, zk_client):
     assert after["zk_packets_received"] - before["zk_packets_received"] >= 40
     assert after["zk_watch_count"] >= 1
     assert after["zk_server_state"] in ("standalone", "leader", "follower")
+    assert zk.mntr()[0]["zk_packets_received"] >= after["zk_packets_received"]

@@ -102,6 +102,19 @@ class Ensemble(ABC):
         leaders = [n.index for n in self.nodes if n.mode() in (Mode.LEADER, Mode.STANDALONE)]
         return leaders[0] if len(leaders) == 1 else None
 
+    def mntr(self) -> list[dict[str, int | float | str]]:
+        """Each node's counters (an empty dict for a node that does not answer).
+
+        The server-side witness of a herd: add up `zk_packets_received` before and after.
+        """
+        counters = []
+        for node in self.nodes:
+            try:
+                counters.append(node.mntr(timeout_s=1.0))
+            except OSError:
+                counters.append({})
+        return counters
+
     def wait_serving(self, index: int, timeout_s: float | None = None) -> None:
         """Wait until node `index` serves a real client: a kazoo session on it alone reads "/"."""
         timeout_s = timeout_s or self.config.start_timeout_s
