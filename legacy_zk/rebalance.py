@@ -218,7 +218,7 @@ class SyncedRebalance:
         my_subscription = self._read_subscription(self._consumer_id)
         brokers = self._read_brokers()
         if not brokers:
-            self._zk.get_children(BROKER_IDS, watch=self._watches.brokers)
+            self._watch_broker_ids()
             return AttemptResult(Outcome.SUCCESS, "no brokers registered: waiting for /brokers/ids")
 
         # 2. stop fetching, commit   3. release everything
@@ -266,6 +266,15 @@ class SyncedRebalance:
             value = json.loads(data)
             brokers.append(Broker(int(broker_id), str(value["host"]), int(value["port"])))
         return brokers
+
+    def _watch_broker_ids(self) -> None:
+        """zkclient's subscribeChildChanges: a child watch, or an exists-watch while the path is missing."""
+        if self._zk.exists(BROKER_IDS, watch=self._watches.brokers) is None:
+            return
+        try:
+            self._zk.get_children(BROKER_IDS, watch=self._watches.brokers)
+        except NoNodeError:
+            pass  # gone again: the exists-watch covers its return
 
     def _read_subscription(self, consumer_id: str) -> dict[str, int]:
         data, _ = self._zk.get(self._paths.member(consumer_id))

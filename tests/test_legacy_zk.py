@@ -557,3 +557,52 @@ def test_a_member_cut_off_from_zookeeper_still_closes_promptly(group, kz, link_p
     m.close()
     assert time.monotonic() - began < 5.0
     assert group.events(type="member_stopped", member=m.member_id)
+
+
+def test_no_broker_yet_means_watching_brokers_ids_until_one_registers(group, kz):
+    kz.create("/brokers/topics/t", json.dumps({"version": 1, "partitions": {str(p): [0] for p in range(6)}}).encode(),
+              makepath=True)
+    m = group.start("m")[0]
+    wait_until(lambda: group.events(type="rebalance_completed", member=m.member_id) and m.idle, 30,
+               "the first rebalance")
+    assert m.assignment() == set()
+    attempt = group.events(type="rebalance_attempt", member=m.member_id)[-1]
+    assert attempt["outcome"] == "success" and "no brokers" in attempt["detail"]
+    fake_broker_nodes(kz, {})  # a broker registers: the /brokers/ids child watch fires
+    wait_settled([m], kz, group.group, "t", 6)
+    assert any(e["path"] == "/brokers/ids" for e in group.events(type="watch_notification", member=m.member_id))
+
+
+def test_more_partitions_in_a_topic_trigger_a_rebalance(group, kz):
+    fake_broker_nodes(kz, {"t": 4})
+    a, b = group.start("a", "b")
+    assert wait_settled([a, b], kz, group.group, "t", 4) == {a.member_id: parts(0, 1), b.member_id: parts(2, 3)}
+    kz.set("/brokers/topics/t", json.dumps({"version": 1, "partitions": {str(p): [0] for p in range(6)}}).encode())
+    assert wait_settled([a, b], kz, group.group, "t", 6) == {a.member_id: parts(0, 1, 2), b.member_id: parts(3, 4, 5)}
+    for m in (a, b):
+        assert any(e["trigger"] == "topic-changed" for e in group.events(type="rebalance_started", member=m.member_id))
+
+
+def test_a_short_disconnect_keeps_the_session_and_the_watches_work_again(group, kz, link_proxy):
+    fake_broker_nodes(kz, {"t": 6})
+    link = link_proxy()
+    # A long session, so that kazoo notices the silence (after 2/3 of it) well before it expires.
+    z = group.member("z", zk_connect=link.connect_string(group.zk_connect), **{"zookeeper.session.timeout.ms": 9000})
+    z.start()
+    y = group.start("y")[0]
+    wait_settled([y, z], kz, group.group, "t", 6)
+    session = z.zk.session_id
+    runs_before = len(group.events(type="rebalance_started", member=z.member_id))
+
+    link.set(Toxic(kind=LinkFault.PARTITION))
+    wait_until(lambda: z.session_state == "SUSPENDED", 30, "z to notice the silence")
+    link.set(None)
+    wait_until(lambda: z.session_state == "CONNECTED" and z.idle, 30, "z to reconnect")
+    assert z.zk.session_id == session  # same session: its ephemerals never went away
+    assert z.assignment() == parts(3, 4, 5)
+    assert len(group.events(type="rebalance_started", member=z.member_id)) == runs_before  # nothing changed
+
+    x = group.start("x")[0]  # the re-armed ids watch must tell z of the join
+    views = wait_settled([x, y, z], kz, group.group, "t", 6)
+    assert views == {x.member_id: parts(0, 1), y.member_id: parts(2, 3), z.member_id: parts(4, 5)}
+    assert len(group.events(type="rebalance_started", member=z.member_id)) > runs_before
