@@ -62,6 +62,8 @@ class BrokerConfig:
     default_partitions: int = 1                     # Kafka's num.partitions
     auto_create_topics: bool = True                 # Kafka's auto.create.topics.enable
     offsets_topic_partitions: int = OFFSETS_TOPIC_PARTITIONS
+    idle_timeout_s: float = 600.0                   # Kafka's connections.max.idle.ms
+    frame_timeout_s: float = 30.0                   # a frame begun must arrive whole within this
     probe_interval_s: float = 0.2
     probe_timeout_s: float = 2.0                    # a peer silent this long is dead
 
@@ -192,13 +194,18 @@ class Broker:
         client_host = peer[0] if peer else ""
         try:
             while True:
-                size = frame_size(await reader.readexactly(4), self.config.max_frame_bytes)
-                answer = await self._dispatch(await reader.readexactly(size), client_host)
+                async with asyncio.timeout(self.config.idle_timeout_s):
+                    size = frame_size(await reader.readexactly(4), self.config.max_frame_bytes)
+                async with asyncio.timeout(self.config.frame_timeout_s):
+                    frame = await reader.readexactly(size)
+                answer = await self._dispatch(frame, client_host)
                 if answer is not None:
                     writer.write(answer)
                     await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
+        except TimeoutError:
+            log.info("closing connection from %s: idle, or a frame left unfinished", peer)
         except asyncio.CancelledError:
             pass  # the broker is stopping: end this connection quietly
         except FrameError as error:

@@ -229,3 +229,14 @@ def test_stalled_clients_do_not_stall_others(broker, unique_topic):
 def test_report_fuzz_counts():
     print(f"\nfuzzed inputs: decoder {TRIED['decoder']}, live broker {TRIED['server']}")
     assert TRIED["decoder"] == 0 or TRIED["decoder"] >= min(FUZZ_EXAMPLES, 100)
+
+
+def test_an_unfinished_frame_is_dropped_after_the_frame_timeout():
+    from broker.embedded import EmbeddedBroker
+    from broker.server import BrokerConfig
+
+    with EmbeddedBroker(BrokerConfig(frame_timeout_s=0.5)) as embedded, connect(embedded) as sock:
+        sock.sendall(struct.pack(">i", 100) + b"\x00" * 10)
+        started = time.monotonic()
+        assert closed_by_peer(sock)
+        assert 0.3 < time.monotonic() - started < 8
