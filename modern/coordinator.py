@@ -269,7 +269,8 @@ class CoordinatorExtension:
         return index
 
     def _emit(self, group_id: str, **fields: object) -> None:
-        self.recorder.emit(COORDINATOR_EVENT, group=group_id, **fields)
+        node = getattr(self.broker, "node_id", None)
+        self.recorder.emit(COORDINATOR_EVENT, group=group_id, node=node, **fields)
 
     # ------------------------------------------------------------ timers
 

@@ -291,8 +291,10 @@ def committed_offsets(address: str, group: str, topic: str) -> dict[int, int]:
 
 
 @pytest.mark.slow
-def test_coordinator_failover_keeps_the_group_and_its_offsets(cluster_factory, names, tmp_path):
+def test_coordinator_failover_keeps_the_group_and_its_offsets(cluster_factory, names, tmp_path, monkeypatch):
     topic, group = names
+    coordinator_events = tmp_path / "coordinator.jsonl"
+    monkeypatch.setenv("REBALANCE_LAB_COORDINATOR_EVENTS", str(coordinator_events))
     cluster = cluster_factory(3)
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     produce(cluster.bootstrap, topic, 60)
@@ -329,6 +331,10 @@ def test_coordinator_failover_keeps_the_group_and_its_offsets(cluster_factory, n
     after = [e for e in events if e["ts_ns"] > kill_mark]
     assert any(e["type"] == "coordination_request" and e["op"] == "FindCoordinator" for e in events)
     assert any(e["type"] == "offsets_committed" for e in after)
+    server = [e for e in read_events(coordinator_events) if e.get("group") == group]
+    loaded = [e for e in server if e["event"] == "loaded" and e["node"] == new]
+    assert loaded and loaded[0]["state"] == "Stable" and loaded[0]["members"] == 2 and loaded[0]["offsets"] == 6
+    assert any(e["event"] == "state" and e["to_state"] == "Stable" and e["node"] == old for e in server)
 
 
 def not_coordinator_answer(address: str, group: str) -> bool:
