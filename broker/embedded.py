@@ -32,7 +32,11 @@ class EmbeddedBroker:
 
     def start(self) -> EmbeddedBroker:
         self._thread.start()
-        self.run(self.broker.start(), timeout_s=START_TIMEOUT_S)
+        try:
+            self.run(self.broker.start(), timeout_s=START_TIMEOUT_S)
+        except BaseException:
+            self.stop()  # e.g. the port is taken: leave no thread or loop behind
+            raise
         return self
 
     def run(self, coroutine: Any, timeout_s: float = 30.0) -> Any:
