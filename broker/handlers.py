@@ -82,7 +82,8 @@ async def metadata(ctx: RequestContext, request):
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
         names = [spec.name for spec in broker.topics.all()]
     else:
-        names = [topic.name for topic in request.topics]
+        names = [topic.name if topic.name is not None else _name_of_id(broker, topic.topic_id)
+                 for topic in request.topics]
     allow_create = request.allow_auto_topic_creation if ctx.api_version >= 4 else True
     topics = []
     for name in names:
@@ -91,7 +92,12 @@ async def metadata(ctx: RequestContext, request):
             await broker.create_topic(TopicSpec(name=name, partitions=broker.config.default_partitions))
             spec = broker.topics.get(name)
         if spec is None:
-            error = Errors.InvalidTopicError if topic_name_problem(name) else Errors.UnknownTopicOrPartitionError
+            if name is None:
+                error, name = Errors.UnknownTopicIdError, None if ctx.api_version >= 12 else ""
+            elif topic_name_problem(name):
+                error = Errors.InvalidTopicError
+            else:
+                error = Errors.UnknownTopicOrPartitionError
             topics.append(response.MetadataResponseTopic(error_code=error.errno, name=name, topic_id=uuid.UUID(int=0),
                                                          is_internal=False, partitions=[]))
             continue
@@ -109,6 +115,10 @@ async def metadata(ctx: RequestContext, request):
         brokers.append(response.MetadataResponseBroker(node_id=node.node_id, host=host, port=port, rack=None))
     return response(throttle_time_ms=0, brokers=brokers, cluster_id=CLUSTER_ID,
                     controller_id=broker.cluster.controller_id(), topics=topics)
+
+
+def _name_of_id(broker, wanted: uuid.UUID | None) -> str | None:
+    return next((spec.name for spec in broker.topics.all() if topic_id(spec.name) == wanted), None)
 
 
 async def create_topics(ctx: RequestContext, request):

@@ -170,3 +170,19 @@ def test_every_served_version_of_every_core_api_answers(broker, topic):
         assert answer.API_VERSION == version
         answered.append(f"{name} v{version}")
     assert len(answered) == sum(high - low + 1 for low, high in CORE_VERSIONS.values())
+
+
+def test_metadata_by_topic_id(broker, topic):
+    from broker.handlers import topic_id
+
+    def by_id(identifier, version):
+        request = MetadataRequest[version](topics=[MetadataRequest.MetadataRequestTopic(topic_id=identifier, name=None)],
+                                           allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        (answer,) = ask(broker, request)
+        return answer.topics[0]
+
+    found = by_id(topic_id(topic), 12)
+    assert (found.error_code, found.name, len(found.partitions)) == (0, topic, 1)
+    for version in (10, 12):
+        missing = by_id(topic_id(topic + "-nope"), version)
+        assert missing.error_code == Errors.UnknownTopicIdError.errno
