@@ -168,7 +168,10 @@ async def produce(ctx: RequestContext, request):
     for topic in request.topic_data:
         partition_results = []
         for data in topic.partition_data:
-            error, base, start = _append(broker, topic.name, data.index, data.records)
+            if request.acks in (0, 1, -1):
+                error, base, start = _append(broker, topic.name, data.index, data.records)
+            else:
+                error, base, start = Errors.InvalidRequiredAcksError, -1, -1
             partition_results.append(response.TopicProduceResponse.PartitionProduceResponse(
                 index=data.index, error_code=error.errno, base_offset=base, log_append_time_ms=-1,
                 log_start_offset=start, record_errors=[], error_message=None))

@@ -72,6 +72,8 @@ def test_produce_assigns_offsets_and_rejects_corruption(broker, topic):
     assert first_partition(answer).error_code == Errors.CorruptRecordError.errno
     (answer,) = ask(broker, produce_request(topic + "-missing", batch(1)))
     assert first_partition(answer).error_code == Errors.UnknownTopicOrPartitionError.errno
+    (answer,) = ask(broker, produce_request(topic, batch(1), acks=2))
+    assert first_partition(answer).error_code == Errors.InvalidRequiredAcksError.errno
 
 
 def test_acks_zero_gets_no_answer_but_is_appended(broker, topic):
