@@ -382,3 +382,36 @@ def test_listener_sees_assignment_through_the_member(cluster_factory, names):
     metrics = member.metrics()
     assert metrics["rebalance-total"] == 1 and metrics["failed-rebalance-total"] == 0
     assert metrics["join-time-max"] >= 300 * 0.9  # the coordinator's initial delay is part of the join
+
+
+def test_our_cooperative_members_revoke_only_what_moves_in_two_rounds(cluster_factory, names, tmp_path):
+    topic, group = names
+    cluster = cluster_factory(1)
+    create_topic(cluster.bootstrap, topic, PARTITIONS)
+    path = tmp_path / "events.jsonl"
+    recorder = EventRecorder(path, backend="modern")
+    workers = [modern_worker(f"coop-{i}", cluster.bootstrap, topic, group, recorder, "cooperative-sticky")
+               for i in range(2)]
+    try:
+        wait_until(lambda: complete_and_disjoint(workers) and all(len(w.owned) == 3 for w in workers),
+                   "two cooperative members with three partitions each")
+        before = {w.name: set(w.owned) for w in workers}
+        mark = time.monotonic_ns()
+        workers.append(modern_worker("coop-2", cluster.bootstrap, topic, group, recorder, "cooperative-sticky"))
+        wait_until(lambda: complete_and_disjoint(workers) and all(len(w.owned) == 2 for w in workers),
+                   "three members with two partitions each")
+        after = {w.name: set(w.owned) for w in workers}
+        events = [e for e in read_events(path) if e["ts_ns"] > mark]
+    finally:
+        for worker in workers:
+            worker.stop()
+        recorder.close()
+    for name in ("coop-0", "coop-1"):
+        revoked = {TopicPartition.parse(p).partition for e in events
+                   if e["type"] == "partitions_revoked" and e["member"] == name for p in e["partitions"]}
+        assert revoked == before[name] - after[name]                     # only what moved
+        assert not any(e["type"] == "partitions_lost" for e in events)
+    newcomer = [e for e in events if e["type"] == "rebalance_completed" and e["member"] == "coop-2"]
+    # Round one gives the newcomer nothing that still had an owner; round two hands it over.
+    assert len({e["generation"] for e in newcomer}) >= 2 and newcomer[0]["assigned"] == []
+    assert {TopicPartition.parse(p).partition for p in newcomer[-1]["assigned"]} == after["coop-2"]
