@@ -112,25 +112,26 @@ def _assign_general(group: Group, ownership: Ownership) -> dict[str, list[TopicP
         owner[tp] = member
         loads.changed(member)
 
-    # 3. Balance: move a partition to an eligible member with at least two fewer, newly placed
-    #    partitions first (moving them costs no stickiness). Each move lowers the sum of squared
-    #    loads, so the loop ends.
+    # 3. Balance: move a partition to an eligible member with at least two fewer. First only
+    #    newly placed partitions (moving them costs no stickiness), then any. Each move lowers
+    #    the sum of squared loads, so both loops end.
     newly_placed = set(placed)
     kept = sorted((tp for tp in owner if tp not in newly_placed), key=scarcity)
-    movable = [tp for tp in placed + kept if len(subscribers[tp.topic]) > 1]
-    moved = True
-    while moved:
-        moved = False
-        for tp in movable:
-            source = owner[tp]
-            target = loads.least_loaded(tp.topic, hint=ownership.previous.get(tp))
-            if len(assignment[target]) + 1 < len(assignment[source]):
-                assignment[source].remove(tp)
-                assignment[target].append(tp)
-                owner[tp] = target
-                loads.changed(source)
-                loads.changed(target)
-                moved = True
+    for candidates in (placed, placed + kept):
+        movable = [tp for tp in candidates if len(subscribers[tp.topic]) > 1]
+        moved = True
+        while moved:
+            moved = False
+            for tp in movable:
+                source = owner[tp]
+                target = loads.least_loaded(tp.topic, hint=ownership.previous.get(tp))
+                if len(assignment[target]) + 1 < len(assignment[source]):
+                    assignment[source].remove(tp)
+                    assignment[target].append(tp)
+                    owner[tp] = target
+                    loads.changed(source)
+                    loads.changed(target)
+                    moved = True
     return assignment
 
 
