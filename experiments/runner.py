@@ -493,11 +493,17 @@ class Run:
 
     def _fault_fields(self, step: Step) -> dict:
         kind = step.params.get("fault", step.action) if step.action == "link" else step.action
+        members = [self.member_id(target) for target in step.targets if not target.startswith(("zk-", "broker-"))]
         return {
             "fault_id": step.fault_id, "kind": kind, "action": step.action,
-            "target": ",".join(step.targets), "targets": list(step.targets), "link": step.link,
-            "params": dict(step.params), "emulated": step.emulated, "at_s": step.at, "line": step.line,
+            "target": ",".join(step.targets), "targets": list(step.targets), "member_ids": members,
+            "link": step.link, "params": dict(step.params), "emulated": step.emulated, "at_s": step.at,
+            "line": step.line,
         }
+
+    def member_id(self, name: str) -> str:
+        """The id a member's own events carry: its name, or for legacy 0.8's `<group>_<consumer.id>`."""
+        return f"{self.scenario.group.name}_{name}" if self.backend == "legacy" else name
 
     def fault_started(self, step: Step) -> dict:
         event = self.recorder.emit(ev.FAULT_STARTED, **self._fault_fields(step))
@@ -615,6 +621,7 @@ class Run:
                 "coordinator_broker": self.schedule.coordinator_broker,
             },
             "hosts": {host.name: list(host.members) for host in self.schedule.hosts},
+            "member_ids": {name: self.member_id(name) for host in self.schedule.hosts for name in host.members},
             "proxies": self.members_proxied,
             "versions": versions(),
         }
@@ -624,7 +631,8 @@ class Run:
         temporary.replace(path)
 
 
-_FAULT_KEYS = ("fault_id", "kind", "action", "target", "targets", "link", "params", "emulated", "at_s", "line")
+_FAULT_KEYS = ("fault_id", "kind", "action", "target", "targets", "member_ids", "link", "params", "emulated",
+               "at_s", "line")
 # Restarts are instants (started and stopped at once); a crash, leave or kill stays in force until a
 # restart undoes it or the final heal ends the fault window.
 _INSTANT = {"restart", "zk_restart", "broker_restart", "coordinator_restart"}
