@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kafka.protocol.consumer import (
@@ -201,8 +201,6 @@ class _Flags:
     partitions_lost: bool = False
     fatal: BaseException | None = None
     coordinator_unknown: bool = True
-    left_for_poll_timeout: bool = False
-    extra: dict = field(default_factory=dict)
 
 
 class ConsumerCoordinator:
@@ -221,7 +219,7 @@ class ConsumerCoordinator:
         self.owned: frozenset[TopicPartition] = frozenset()
         self.coordinator: tuple[int, str, int] | None = None
         self.requests_sent: dict[str, int] = {}
-        self._lock = threading.RLock()            # guards state/generation/flags between the two threads
+        self._lock = threading.RLock()            # guards state, generation and flags across the threads
         self._flags = _Flags()
         # One connection per thread that talks to the coordinator, so none waits behind another's
         # parked request: commits and offset fetches (polling thread), JoinGroup/SyncGroup (the
@@ -277,13 +275,6 @@ class ConsumerCoordinator:
         if finished is not None:
             self._on_join_complete(*finished)
         self._maybe_start_rebalance()
-
-    def wait_for_join(self, timeout_s: float) -> bool:
-        """Block until an in-flight join finishes (for callers that want a synchronous start)."""
-        worker = self._join_worker
-        if worker is not None:
-            worker.join(timeout_s)
-        return worker is None or not worker.is_alive()
 
     def _maybe_start_rebalance(self) -> None:
         with self._lock:
@@ -349,7 +340,6 @@ class ConsumerCoordinator:
             self.generation = outcome.generation
             self.state = MemberState.STABLE
             self._timer.reset(now_ms())
-            self._flags.left_for_poll_timeout = False
         revoked = owned - assigned
         added = assigned - owned
         if self.cooperative:
@@ -584,7 +574,6 @@ class ConsumerCoordinator:
             self.generation = NO_GENERATION
             self.state = MemberState.UNJOINED
             self._flags.partitions_lost = True
-            self._flags.left_for_poll_timeout = True
             self._flags.rejoin_reason = "max.poll.interval.ms exceeded"
 
     def _leave_group(self, reason: str) -> None:
