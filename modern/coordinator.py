@@ -135,6 +135,7 @@ class CoordinatorExtension:
         self._next_wake_ms: int | None = None
         self._timer: asyncio.Task | None = None
         self.requests_served = 0
+        self.failure: BaseException | None = None
 
     # ------------------------------------------------------------ BrokerExtension
 
@@ -167,8 +168,7 @@ class CoordinatorExtension:
     async def stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._timer
+            await asyncio.gather(self._timer, return_exceptions=True)  # a failure was logged when it happened
         for index in list(self._partitions):
             self._unload(index)
         self.recorder.close()
@@ -207,6 +207,8 @@ class CoordinatorExtension:
 
     def _lookup(self, group_id: str, *, create: bool) -> tuple[ClassicGroup | None, ErrorClass | None]:
         """The group if this broker coordinates it (creating it on request), else the error to answer."""
+        if self.failure is not None:
+            raise RuntimeError("the coordinator's group timers failed") from self.failure
         if not group_id:
             return None, errors.INVALID_GROUP_ID
         index = self._partition_index(group_id)
@@ -254,8 +256,6 @@ class CoordinatorExtension:
         if partition.appended >= self.config.compact_after_records:
             partition_log.compact()
             partition.appended = 0
-        with contextlib.suppress(AttributeError):
-            self.broker.notify_appended()
 
     def _apply(self, group: ClassicGroup, out: Output) -> None:
         self._deliver(self._partitions.get(self._partition_index(group.group_id)), group, out)
@@ -295,11 +295,9 @@ class CoordinatorExtension:
 
     def _timer_done(self, task: asyncio.Task) -> None:
         if not task.cancelled() and task.exception() is not None:
-            log.error("coordinator: the group timer task failed", exc_info=task.exception())
-            fail = getattr(self.broker, "_failed", None)  # make the broker stop rather than limp on
-            if fail is not None and not fail.done():
-                self.broker.fatal_error = task.exception()
-                fail.set_result(None)
+            # Without timers no session would ever expire: refuse to serve rather than limp on.
+            self.failure = task.exception()
+            log.error("coordinator: the group timer task failed; group requests will fail", exc_info=self.failure)
 
     # ------------------------------------------------------------ FindCoordinator
 
