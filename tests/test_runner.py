@@ -100,6 +100,7 @@ def test_same_faults_at_the_same_times_on_both_backends(tmp_path):
             ("fault_stopped", "f002", "partition", "m000", "coord"),
             ("fault_stopped", "f001", "crash", "m001", None),       # closed by the final heal
         ]
+        assert faults[0]["member_ids"] == ["lab-group_m001" if backend == "legacy" else "m001"]
         for event, scheduled in zip(faults[:3], (4, 8, 18), strict=True):
             assert abs(offset(event, start) - scheduled) < TOLERANCE_S, (backend, event)
         crash_stop, link_stop = faults[3], faults[2]
@@ -151,10 +152,9 @@ def test_a_backend_the_scenario_is_not_for_is_refused(tmp_path):
     assert result.exit_code == 2 and "modern only" in result.output
 
 
-@pytest.mark.zk
-@pytest.mark.broker
-@pytest.mark.slow
-def test_an_interrupted_run_leaves_nothing_running(tmp_path):
+def start_run_until_timeline(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    """A modern run (with ZooKeeper, so its cleanup is exercised too) in a child process, once its
+    timeline has started."""
     path = tmp_path / "scenario.toml"
     path.write_text(SCENARIO.replace("duration = 24", "duration = 120").replace(
         "at = 8\naction", "at = 60\naction"))
@@ -162,34 +162,65 @@ def test_an_interrupted_run_leaves_nothing_running(tmp_path):
     process = subprocess.Popen([sys.executable, "-m", "experiments.cli", "run", str(path), "--backend", "modern",
                                 "--out", str(run_dir), "--no-progress"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 180
+    runner_events = run_dir / "events" / "runner.jsonl"
+    while not (runner_events.exists() and any(
+            event.get("name") == "timeline" for event in read_events(runner_events))):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"the run never reached its timeline: {process.stdout.read().decode()}")
+        time.sleep(0.2)
+    return process, run_dir
+
+
+def assert_nothing_left(run_dir: Path) -> dict:
+    assert processes_with_marker(str(run_dir)) == [], "a child of the run survived it"
+    lock = json.loads((run_dir / "lock.json").read_text())
+    if lock["cluster"]["zookeeper_provider"] == "docker":
+        ensemble = lock["cluster"]["zookeeper_ensemble"]
+        left = subprocess.run(["docker", "ps", "-aq", "--filter", f"name=lab-{ensemble}-"],
+                              capture_output=True, text=True).stdout.split()
+        assert left == [], "a ZooKeeper container survived the run"
+    return lock
+
+
+@pytest.mark.zk
+@pytest.mark.broker
+@pytest.mark.slow
+def test_an_interrupted_run_leaves_nothing_running(tmp_path):
+    process, run_dir = start_run_until_timeline(tmp_path)
     try:
-        deadline = time.monotonic() + 180
-        runner_events = run_dir / "events" / "runner.jsonl"
-        while not (runner_events.exists() and any(
-                event.get("name") == "timeline" for event in read_events(runner_events))):
-            assert process.poll() is None, process.stdout.read().decode()
-            assert time.monotonic() < deadline, "the run never reached its timeline"
-            time.sleep(0.2)
-        children = processes_with_marker(str(run_dir))
-        assert len(children) >= 4, "members, producer and broker were running"
+        assert len(processes_with_marker(str(run_dir))) >= 4, "members, producer and broker were running"
         os.kill(process.pid, signal.SIGINT)
         output, _ = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
     assert process.returncode == 130, output.decode()
-    assert processes_with_marker(str(run_dir)) == [], "a child of the run survived it"
-    lock = json.loads((run_dir / "lock.json").read_text())
+    lock = assert_nothing_left(run_dir)
     assert lock["status"] == "interrupted"
-    ensemble = lock["cluster"]["zookeeper_ensemble"]
-    if lock["cluster"]["zookeeper_provider"] == "docker":
-        left = subprocess.run(["docker", "ps", "-aq", "--filter", f"name=lab-{ensemble}-"],
-                              capture_output=True, text=True).stdout.split()
-        assert left == [], "a ZooKeeper container survived the run"
     member_files = sorted(p.name for p in (run_dir / "events").glob("h*.jsonl"))
     assert member_files == ["h000.jsonl", "h001.jsonl", "h002.jsonl"]
     assert any(event["type"] == "member_stopped" for event in read_events(run_dir / "events" / "h000.jsonl")), \
         "members were stopped cleanly and their events kept"
+
+
+@pytest.mark.zk
+@pytest.mark.broker
+@pytest.mark.slow
+def test_a_part_dying_by_itself_ends_the_run_cleanly(tmp_path):
+    process, run_dir = start_run_until_timeline(tmp_path)
+    try:
+        members = [pid for pid in processes_with_marker(str(run_dir))
+                   if b"member" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
+        os.kill(members[0], signal.SIGKILL)     # not in the schedule: the run cannot go on as declared
+        output, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1, output.decode()
+    lock = assert_nothing_left(run_dir)
+    assert lock["status"] == "failed" and "exited by itself" in lock["reason"]
 
 
 def test_every_action_has_one_handler():
