@@ -19,7 +19,7 @@ from experiments.synthetic import Change, SyntheticRun, write_run
 
 # Events per simulated second with the settings below: produced records plus one
 # records_consumed batch and one commit per member per tick (about 50-100 members, tick 0.1 s).
-EVENTS_PER_SECOND = 10_000 + 1_200
+EVENTS_PER_SECOND = 10_000 + 950
 
 
 def config_for(events: int) -> SyntheticRun:

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 if TYPE_CHECKING:
     from experiments.report import RunData
@@ -150,6 +151,10 @@ def herd(points: pd.DataFrame, path: Path) -> Path | None:
     ax.plot([], [], color="#555555", ls="--", label="guide: grows as N squared")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:,.0f}" if value >= 1 else f"{value:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(plain if points["N"].max() / points["N"].min() < 20 else NullFormatter())
     ax.set_xlabel("group size N (members before the change)")
     ax.set_ylabel("requests per membership change")
     ax.set_title("Herd effect: cost of one member joining or leaving", fontsize=11)

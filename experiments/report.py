@@ -86,7 +86,7 @@ def report_dir(run_dirs: list[Path]) -> Path:
     """One run: its own directory. Several: their common parent (e.g. a comparison's folder)."""
     if len(run_dirs) == 1:
         return run_dirs[0]
-    resolved = [p.resolve() for p in run_dirs]
+    resolved = [p.absolute() for p in run_dirs]
     common = Path(*[parts[0] for parts in zip(*(p.parts for p in resolved), strict=False)
                     if len(set(parts)) == 1]) if resolved else Path(".")
     return common

@@ -11,9 +11,6 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-console = Console()
-err = Console(stderr=True)
-
 VERDICT_STYLE = {"true": "green", "false": "bold red", "unknown": "yellow"}
 
 
@@ -34,7 +31,7 @@ def expand_run_dirs(paths: list[Path]) -> list[Path]:
 
 
 def _fail(message: str) -> None:
-    err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    Console(stderr=True).print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -43,7 +40,7 @@ def _summarize(run_dirs: list[Path], master: str, latency_limit_ms: int, converg
     from experiments.summary import summarize
 
     config = CheckConfig(latency_limit_ms=latency_limit_ms, convergence_bound_s=convergence_bound_s)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True),
                   transient=True) as progress:
         task = progress.add_task("summarising", total=None)
         return summarize(run_dirs, master=master, config=config,
@@ -83,9 +80,10 @@ def register(app: typer.Typer) -> None:
             _fail(str(error))
         except (FileNotFoundError, ValueError) as error:
             _fail(str(error))
+        console = Console()
         console.print(_verdict_table(summaries))
         for summary in summaries:
-            console.print(f"summary: {summary.info.run_dir / 'summary' / 'summary.md'}")
+            console.print(f"summary: {summary.info.run_dir / 'summary' / 'summary.md'}", soft_wrap=True)
 
     @app.command()
     def report(
@@ -102,12 +100,13 @@ def register(app: typer.Typer) -> None:
             pending = [run for run in runs if resummarize or not (run / "summary" / "run.json").exists()]
             if pending:
                 summaries = _summarize(pending, master, 3000, None)
-                console.print(_verdict_table(summaries))
+                Console().print(_verdict_table(summaries))
             result = write_report(runs, out)
         except typer.BadParameter as error:
             _fail(str(error))
         except (FileNotFoundError, ValueError) as error:
             _fail(str(error))
+        console = Console(soft_wrap=True)
         console.print(f"report: {result.html}")
         console.print(f"        {result.markdown}")
         for image in result.images:

@@ -226,7 +226,7 @@ def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig 
 
     step("aggregates")
     phases = _phases(control, run_end)
-    episodes = _rebalance_episodes(control)
+    episodes = _rebalance_episodes(control).toPandas()
     tables = {
         "phases": _phase_table(records, episodes, checks, phases, tail_start, config),
         "rebalance_metrics": _rebalance_metrics(control, run_end),
@@ -234,7 +234,7 @@ def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig 
         "throughput": _throughput(consumed, records, config),
         "ownership": ownership.orderBy("tp", "start").toPandas(),
         "faults": _faults(control, run_end),
-        "episodes": episodes.toPandas(),
+        "episodes": episodes,
     }
     facts = {
         "events": origin["events"],
@@ -442,7 +442,7 @@ def _rebalance_episodes(control: DataFrame) -> DataFrame:
     return merged.groupBy("episode").agg(F.min("start").alias("start"), F.max("end").alias("end")).orderBy("start")
 
 
-def _phase_table(records: DataFrame, episodes: DataFrame, checks: list[CheckResult],
+def _phase_table(records: DataFrame, episodes: pd.DataFrame, checks: list[CheckResult],
                  phases: list[tuple[str, float, float]], tail_start: float | None, config: CheckConfig) -> pd.DataFrame:
     """Seed 002's table per phase: records lost (never processed or over the limit), max latency,
     time spent rebalancing; plus duplicates and double ownership."""
@@ -457,9 +457,6 @@ def _phase_table(records: DataFrame, episodes: DataFrame, checks: list[CheckResu
         F.percentile_approx("latency_ms", 0.99).alias("p99_latency_ms"),
         F.sum((F.col("deliveries") > 1).cast("int")).alias("duplicates"),
     ).toPandas().set_index("phase")
-    rebalancing = episodes.withColumn("phase", _phase_index("start", phases)).groupBy("phase").agg(
-        F.count("*").alias("rebalances"), (F.sum(F.col("end") - F.col("start")) * 1000).alias("rebalance_ms"),
-    ).toPandas().set_index("phase")
     double = next((c.evidence for c in checks if c.check == "double-ownership"), pd.DataFrame())
     rows = []
     for index, (name, start, end) in enumerate(phases):
@@ -470,8 +467,11 @@ def _phase_table(records: DataFrame, episodes: DataFrame, checks: list[CheckResu
         for column in ("max_latency_ms", "p99_latency_ms"):
             value = by_phase[column].get(index) if column in by_phase else None
             row[column] = None if value is None or pd.isna(value) else float(value)
-        row["rebalances"] = int(rebalancing["rebalances"].get(index, 0)) if len(rebalancing) else 0
-        row["rebalance_ms"] = float(rebalancing["rebalance_ms"].get(index, 0.0)) if len(rebalancing) else 0.0
+        lower = float("-inf") if index == 0 else start
+        upper = float("inf") if index == len(phases) - 1 else end
+        starting = episodes[(episodes["start"] >= lower) & (episodes["start"] < upper)]
+        row["rebalances"] = len(starting)
+        row["rebalance_ms"] = float((starting["end"] - starting["start"]).sum() * 1000)
         if len(double):
             inside = double[(double["start"] >= start) & (double["start"] < end)]
             row["double_ownership_s"] = float(inside["duration_s"].sum())

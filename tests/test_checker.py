@@ -7,7 +7,7 @@ import pytest
 from experiments.checker import Verdict
 from experiments.synthetic import Anomaly, SyntheticRun
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]  # the first test pays for the shared runs
 
 DURATION = SyntheticRun().duration_s
 
@@ -49,7 +49,7 @@ def test_lost_record_is_found(synthetic_runs):
     check = _check(synthetic_runs["planted"], "lost-records")
     assert check.verdict is Verdict.FALSE
     first = check.evidence.iloc[0]     # the skipped offset comes first; the orphaned partition later
-    assert first["tp"] == "t0-1" and 0.30 * DURATION - 1 < first["t_produce"] < 0.30 * DURATION
+    assert first["tp"] == "t0-1" and abs(first["t_produce"] - 0.30 * DURATION) < 1.0
     assert "unseen" in check.detail    # the orphaned partition's last records are only 'unseen'
 
 
@@ -100,10 +100,8 @@ def test_every_planted_anomaly_has_a_check_that_finds_it(synthetic_runs):
 
 
 def test_a_run_without_lock_json_is_described_from_its_events(synthetic_runs):
-    summary = synthetic_runs["no-lock"]
-    assert (summary.info.backend, summary.info.strategy, summary.info.members) == ("legacy", "range", 3)
-    assert summary.facts["partitions"] == 6
-    verdicts = {c.check: c.verdict for c in summary.checks}
-    # No session timeout known: the default bound (25 s) reaches past the end of the log.
-    assert verdicts.pop("convergence") is Verdict.UNKNOWN
-    assert set(verdicts.values()) == {Verdict.TRUE}
+    summary = synthetic_runs["clean"]
+    assert not (summary.info.run_dir / "lock.json").exists()
+    # Group size: the one the group spent most time at (two members, from the crash at 13 s to 24 s).
+    assert (summary.info.backend, summary.info.strategy, summary.info.members) == ("modern", "range", 2)
+    assert summary.facts["partitions"] == 6 and summary.info.session_timeout_ms is None
