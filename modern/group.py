@@ -501,12 +501,12 @@ class ClassicGroup:
             self._pending_sync.discard(old_id)
             self._pending_sync.add(new_id)
         protocol_before = self.protocol_name
-        previous_protocols = old.protocols
         self._update_member(old, request, None)
         self._touch(old, now_ms)
         if self.state is S.STABLE:
-            if self._select_protocol() == protocol_before and previous_protocols == request.protocols:
-                # Same protocols: no rebalance; persist the new id and answer with the current generation.
+            if self._select_protocol() == protocol_before:
+                # The group would pick the same protocol: no rebalance (Kafka does not compare the
+                # metadata here); persist the new id and answer with the current generation.
                 self._out.store_group = True
                 is_leader = new_id == self.leader_id
                 self._reply(token, self._join_result(old, include_members=is_leader, skip_assignment=is_leader))

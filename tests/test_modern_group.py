@@ -429,10 +429,24 @@ def test_static_member_rejoining_in_stable_causes_no_rebalance_and_fences_its_ol
     assert sim.heartbeat(result.member_id, gen, instance="inst-b") is errors.NONE
 
 
-def test_static_member_with_changed_protocols_rebalances():
+def test_static_member_rejoining_with_new_metadata_but_the_same_protocol_causes_no_rebalance():
     sim = Sim()
     ids, gen = sim.stable_group("a", "b", instance_of={"b": "inst-b"})
-    assert sim.join("b-again", client="b", instance="inst-b", protocols=(("range", b"new"),)) is None
+    result = sim.join("b-again", client="b", instance="inst-b", protocols=(("range", b"new owned partitions"),))
+    assert result.error is errors.NONE and result.generation_id == gen
+    assert sim.group.state is S.STABLE
+
+
+def test_static_member_that_changes_the_chosen_protocol_rebalances():
+    sim = Sim()
+    both = (("range", b""), ("roundrobin", b""))
+    sim.join("a", client="a", protocols=both)
+    sim.join("b", client="b", protocols=both, instance="inst-b")
+    sim.advance(6000)
+    a = sim.replies["a"]
+    sim.sync("sa", a.member_id, a.generation_id, {})
+    assert sim.group.protocol_name == "range"
+    assert sim.join("b-again", client="b", instance="inst-b", protocols=(("roundrobin", b""),)) is None
     assert sim.group.state is S.PREPARING_REBALANCE
 
 
