@@ -43,6 +43,7 @@ from modern import errors
 from modern.errors import ErrorClass
 from modern.group import (
     ClassicGroup,
+    CommitResult,
     GroupConfig,
     Heartbeat,
     JoinGroup,
@@ -52,6 +53,7 @@ from modern.group import (
     OffsetCommit,
     Output,
     SyncGroup,
+    SyncResult,
 )
 from modern.offsets_log import group_metadata_record, offset_commit_record, replay
 from rebalance.events import COORDINATOR_EVENT, EventRecorder, NullRecorder
@@ -224,41 +226,46 @@ class CoordinatorExtension:
 
     # ------------------------------------------------------------ applying a group's output
 
-    def _deliver(self, partition: _Partition | None, group: ClassicGroup, out: Output) -> None:
+    def _deliver(self, partition: _Partition | None, group: ClassicGroup, out: Output) -> bool:
         """Persist what changed, then release the replies (Kafka answers after the append)."""
-        if partition is not None:
-            self._persist(partition, group, out)
+        stored = self._persist(partition, group, out) if partition is not None else True
         for transition in out.transitions:
             self._emit(group.group_id, event="state", from_state=transition.from_state.value,
                        to_state=transition.to_state.value, generation=group.generation_id,
                        members=len(group.members), reason=transition.reason)
         for token, result in out.replies:
+            if not stored:
+                result = _not_stored(result)
             if isinstance(token, asyncio.Future) and not token.done():
                 token.set_result(result)
         deadline = group.next_deadline()
         if deadline is not None and (self._next_wake_ms is None or deadline < self._next_wake_ms):
             self._wake.set()
+        return stored
 
-    def _persist(self, partition: _Partition, group: ClassicGroup, out: Output) -> None:
+    def _persist(self, partition: _Partition, group: ClassicGroup, out: Output) -> bool:
+        """Append what changed; False when the log is gone (leadership moved away meanwhile)."""
         records = []
         if out.store_group:
             records.append(group_metadata_record(group, wall_ms()))
         for (topic, index), value in out.committed.items():
             records.append(offset_commit_record(group.group_id, topic, index, value))
         if not records:
-            return
+            return True
         partition_log = self.broker.log(OFFSETS_TOPIC, partition.index)
         if partition_log is None:
             log.warning("coordinator: %s-%s closed before an append", OFFSETS_TOPIC, partition.index)
-            return
+            return False
         partition_log.append_records(records)
         partition.appended += len(records)
         if partition.appended >= self.config.compact_after_records:
             partition_log.compact()
             partition.appended = 0
+        return True
 
-    def _apply(self, group: ClassicGroup, out: Output) -> None:
-        self._deliver(self._partitions.get(self._partition_index(group.group_id)), group, out)
+    def _apply(self, group: ClassicGroup, out: Output) -> bool:
+        """Persist and deliver a group's output; False when its records could not be written."""
+        return self._deliver(self._partitions.get(self._partition_index(group.group_id)), group, out)
 
     def _partition_index(self, group_id: str) -> int:
         index = self._partition_of.get(group_id)
@@ -469,8 +476,8 @@ class CoordinatorExtension:
             commit = OffsetCommit(offsets=offsets, member_id=member_id, generation_id=generation,
                                   group_instance_id=request.group_instance_id if version >= 7 else None)
             out = group.handle_commit(commit, monotonic_ms())
-            self._apply(group, out)
-            error = out.replies[0][1].error
+            stored = self._apply(group, out)
+            error = out.replies[0][1].error if stored else errors.NOT_COORDINATOR
         by_topic: dict[str, list[int]] = {}
         for topic, partition in offsets:
             by_topic.setdefault(topic, []).append(partition)
@@ -569,3 +576,14 @@ class CoordinatorExtension:
         return ListGroupsResponse[ctx.api_version](throttle_time_ms=0, error_code=errors.NONE.errno,
                                                    groups=sorted(listed, key=lambda g: g.group_id))
 
+
+
+def _not_stored(result: object) -> object:
+    """What a reply becomes when its records could not be written: NOT_COORDINATOR, as in Kafka."""
+    if isinstance(result, CommitResult):
+        return CommitResult(errors.NOT_COORDINATOR)
+    if isinstance(result, SyncResult):
+        return SyncResult(error=errors.NOT_COORDINATOR)
+    if isinstance(result, JoinResult):
+        return JoinResult(error=errors.NOT_COORDINATOR, member_id=result.member_id)
+    return result
