@@ -61,6 +61,7 @@ EVENT_SCHEMA = T.StructType([
     T.StructField("fault_id", T.StringType()),
     T.StructField("kind", T.StringType()),
     T.StructField("target", T.StringType()),
+    T.StructField("member_ids", T.ArrayType(T.StringType())),
     T.StructField("link", T.StringType()),
     T.StructField("params", T.StringType()),
     T.StructField("offset", T.LongType()),
@@ -360,8 +361,7 @@ def _ownership(control: DataFrame, universe: list[str], run_end: float) -> DataF
         all_tps).select("member", "t", "seq", "tp", F.array_contains("assigned", F.col("tp")).cast("int").alias("owned"))
     stopped = control.filter(F.col("type") == "member_stopped").select("member", "t", "seq")
     names = control.filter(F.col("member") != "").select("member", "process").distinct()
-    crashes = control.filter((F.col("type") == "fault_started") & F.col("kind").isin(*CRASH_KINDS)).select(
-        "target", "t", "seq")
+    crashes = _crash_targets(control)
     crashed = crashes.join(
         names, (crashes.target == names.member) | (crashes.target == names.process)
         | (crashes.target == F.concat(F.lit("member:"), names.member)),
@@ -375,6 +375,14 @@ def _ownership(control: DataFrame, universe: list[str], run_end: float) -> DataF
         "member", "tp", F.col("t").alias("start"), F.coalesce("end", F.lit(run_end)).alias("end"),
         F.col("end").isNull().alias("open"),
     )
+
+
+def _crash_targets(control: DataFrame) -> DataFrame:
+    """(target, t, seq) per member hit by a crash-like fault: the runner lists the hit members' ids in
+    `member_ids`; `target` (comma-separated names) is the fallback."""
+    faults = control.filter((F.col("type") == "fault_started") & F.col("kind").isin(*CRASH_KINDS))
+    hit = F.coalesce("member_ids", F.split(F.coalesce("target", F.lit("")), ","))
+    return faults.select(F.explode(hit).alias("target"), "t", "seq").filter(F.col("target") != "")
 
 
 def _segments(ownership: DataFrame, universe: list[str], run_end: float) -> DataFrame:
@@ -530,8 +538,7 @@ def _herd(control: DataFrame, ownership: DataFrame, partitions: int) -> pd.DataF
                                                                       F.lit(1).alias("delta"))
     stopped = control.filter(F.col("type") == "member_stopped").select("t", "seq", F.lit("leave").alias("kind"),
                                                                       F.lit(-1).alias("delta"))
-    crashed = control.filter((F.col("type") == "fault_started") & F.col("kind").isin(*CRASH_KINDS)).select(
-        "t", "seq", F.lit("crash").alias("kind"), F.lit(-1).alias("delta"))
+    crashed = _crash_targets(control).select("t", "seq", F.lit("crash").alias("kind"), F.lit(-1).alias("delta"))
     in_time = Window.partitionBy("run").orderBy("t", "seq")
     changes = (
         started.unionByName(stopped).unionByName(crashed).withColumn("run", F.lit(1))
