@@ -9,7 +9,8 @@ the events (times `t` in seconds since the run's first event):
   (member, tp, start, end);
 - `segments`: per partition, the spans between ownership changes with the set of owners
   (tp, start, end, owners);
-- `records`: one row per (tp, offset) with how often it was produced and processed;
+- `lost` records, `repeats` (offset ranges consumed again) and `deliveries` (one row per
+  processed record with its latency), all derived from offset ranges;
 - the raw events `ev` for commits and commit failures.
 """
 
@@ -116,39 +117,30 @@ def consumption_outside_ownership(consumed: DataFrame, segments: DataFrame, coun
                        evidence)
 
 
-def lost_records(records: DataFrame, tail_start_t: float | None, counts: Counts, config: CheckConfig) -> CheckResult:
-    """Produced and never processed. Records produced in the run's last `latency limit`
-    seconds of consumption are 'unseen' instead: the run may simply have ended first."""
+def lost_records(lost: DataFrame, unseen: int, counts: Counts, config: CheckConfig) -> CheckResult:
+    """Produced and never processed (`lost`: tp, offset, produce_ms, t_produce). Records produced in
+    the run's last `latency limit` seconds of consumption are only 'unseen': the run may have ended first."""
     if not (counts.get("record_produced") or counts.get("records_produced")):
         return CheckResult("lost-records", Verdict.UNKNOWN, 0, "no record_produced events")
-    never = records.filter((F.col("produced") > 0) & (F.col("deliveries") == 0))
-    tail = F.lit(float("inf") if tail_start_t is None else tail_start_t)
-    lost = never.filter(F.col("t_produce") < tail)
-    stats = never.agg(F.count("*").alias("never"), F.sum((F.col("t_produce") >= tail).cast("int")).alias("unseen")).first()
-    unseen = stats["unseen"] or 0
-    count = stats["never"] - unseen
+    evidence, count = _evidence_and_count(lost, ["t_produce", "tp", "offset"], config.evidence_rows)
     detail = f"{count} records produced and never processed" if count else "every produced record was processed"
     if unseen:
         detail += f" ({unseen} produced at the very end not seen: unseen, not lost)"
-    return CheckResult("lost-records", Verdict.FALSE if count else Verdict.TRUE, count, detail,
-                       _evidence(lost.select("tp", "offset", "t_produce", "produce_ms"), ["t_produce", "tp", "offset"],
-                                 config.evidence_rows))
+    return CheckResult("lost-records", Verdict.FALSE if count else Verdict.TRUE, count, detail, evidence)
 
 
-def duplicates(records: DataFrame, counts: Counts, config: CheckConfig) -> CheckResult:
-    """The same (partition, offset) processed more than once, by one member or by several."""
+def duplicates(repeats: DataFrame, counts: Counts, config: CheckConfig) -> CheckResult:
+    """The same (partition, offset) processed more than once, by one member or by several.
+    `repeats` holds offset ranges a batch consumed that earlier batches had consumed already;
+    the count is of extra deliveries."""
     if not counts.get("records_consumed"):
         return CheckResult("duplicates", Verdict.UNKNOWN, 0, "no records consumed")
-    dups = records.filter(F.col("deliveries") > 1).withColumn(
-        "by", F.when(F.col("member_min") == F.col("member_max"), "one member").otherwise("different members"))
-    stats = dups.groupBy("by").count().collect()
-    by = {row["by"]: row["count"] for row in stats}
-    count = sum(by.values())
+    by = {row["by"]: row["n"] for row in repeats.groupBy("by").agg(F.sum("records").alias("n")).collect()}
+    count = int(sum(by.values()))
     detail = (", ".join(f"{n} by {who}" for who, n in sorted(by.items())) if count
               else "every record was processed once")
-    evidence = dups.select("tp", "offset", "deliveries", "by", "member_min", "member_max", "t_first_consume")
     return CheckResult("duplicates", Verdict.FALSE if count else Verdict.TRUE, count, detail,
-                       _evidence(evidence, ["t_first_consume", "tp", "offset"], config.evidence_rows))
+                       _evidence(repeats, ["t", "tp", "from_offset"], config.evidence_rows))
 
 
 def offset_regressions(ev: DataFrame, counts: Counts, config: CheckConfig) -> CheckResult:
@@ -168,9 +160,10 @@ def offset_regressions(ev: DataFrame, counts: Counts, config: CheckConfig) -> Ch
     return CheckResult("offset-regressions", Verdict.FALSE if count else Verdict.TRUE, count, detail, evidence)
 
 
-def slow_records(records: DataFrame, config: CheckConfig) -> CheckResult:
-    """Processed later than the latency limit after being produced (seed 002 counts these as lost)."""
-    timed = records.filter((F.col("deliveries") > 0) & F.col("latency_ms").isNotNull())
+def slow_records(deliveries: DataFrame, config: CheckConfig) -> CheckResult:
+    """Processed later than the latency limit after being produced (seed 002 counts these as lost).
+    `deliveries`: one row per processed record with its latency."""
+    timed = deliveries.filter(F.col("latency_ms").isNotNull())
     slow = timed.filter(F.col("latency_ms") > config.latency_limit_ms)
     stats = timed.agg(F.count("*").alias("timed"), F.sum((F.col("latency_ms") > config.latency_limit_ms).cast("int"))
                       .alias("n"), F.max("latency_ms").alias("worst")).first()
@@ -179,9 +172,9 @@ def slow_records(records: DataFrame, config: CheckConfig) -> CheckResult:
     count = stats["n"]
     detail = (f"{count} records over {config.latency_limit_ms} ms (worst {stats['worst']:.0f} ms)" if count
               else f"every record within {config.latency_limit_ms} ms")
-    evidence = slow.select("tp", "offset", "t_produce", "latency_ms", "member_min")
+    evidence = slow.select("tp", "offset", "t", "latency_ms", "member")
     return CheckResult("slow-records", Verdict.FALSE if count else Verdict.TRUE, count, detail,
-                       _evidence(evidence, ["t_produce", "tp", "offset"], config.evidence_rows))
+                       _evidence(evidence, ["t", "tp", "offset"], config.evidence_rows))
 
 
 def convergence(segments: DataFrame, partitions: int, since_t: float, bound_s: float, run_end_t: float,

@@ -173,12 +173,54 @@ class RunSummary:
 Step = Callable[[str], None]
 
 
-def read_events(spark: SparkSession, run_dir: Path) -> DataFrame:
+# Record events are most of a log. They are told apart on the raw line (the recorder writes compact
+# JSON) and parsed with narrow schemas; everything else is parsed with the full schema.
+_PRODUCED_MARK = ('"type":"record_produced"', '"type":"records_produced"')
+_CONSUMED_MARK = '"type":"records_consumed"'
+_PRODUCED_SCHEMA = ("ts_ns long, ts_ms long, topic string, partition long, offset long, first_offset long, "
+                    "last_offset long, produce_ts_ms string")
+_CONSUMED_SCHEMA = ("ts_ns long, ts_ms long, member string, topic string, partition long, first_offset long, "
+                    "last_offset long, count long, produce_ts_ms array<long>")
+
+
+@dataclass
+class EventFrames:
+    """A run's events in three frames, each cached: small `control` (every event but records, full
+    schema), `produced` (tp, offset, produce_ms, ts_ns) and `consumed` batches."""
+
+    control: DataFrame
+    produced: DataFrame
+    consumed: DataFrame
+
+    def unpersist(self) -> None:
+        for frame in (self.control, self.produced, self.consumed):
+            frame.unpersist()
+
+
+def read_events(spark: SparkSession, run_dir: Path) -> EventFrames:
     files = sorted(str(p) for p in (run_dir / "events").glob("*.jsonl"))
     if not files:
         raise FileNotFoundError(f"{run_dir}: no events/*.jsonl")
-    # PERMISSIVE: a torn last line (a crash mid-write) becomes a row of nulls, dropped below.
-    return spark.read.schema(EVENT_SCHEMA).option("mode", "PERMISSIVE").json(files)
+    text = spark.read.text(files)
+    is_produced = F.col("value").contains(_PRODUCED_MARK[0]) | F.col("value").contains(_PRODUCED_MARK[1])
+    is_consumed = F.col("value").contains(_CONSUMED_MARK)
+    # A torn last line (a crash mid-write) parses to nulls: kept here, counted, then dropped.
+    control = text.filter(~is_produced & ~is_consumed).select(
+        F.from_json("value", EVENT_SCHEMA).alias("e")).select("e.*").withColumn("seq", F.monotonically_increasing_id())
+    raw_produced = text.filter(is_produced).select(F.from_json("value", _PRODUCED_SCHEMA).alias("e")).select("e.*")
+    single = raw_produced.filter(F.col("offset").isNotNull()).select(
+        _tp().alias("tp"), "offset", F.coalesce(F.col("produce_ts_ms").cast("long"), "ts_ms").alias("produce_ms"),
+        "ts_ns")
+    batches = raw_produced.filter(F.col("offset").isNull() & F.col("first_offset").isNotNull()).select(
+        "*", F.from_json("produce_ts_ms", "array<long>").alias("stamps"),
+        F.posexplode(F.sequence("first_offset", "last_offset")).alias("i", "offset_in_batch"),
+    ).select(_tp().alias("tp"), F.col("offset_in_batch").alias("offset"),
+             F.coalesce(F.element_at("stamps", F.col("i") + 1), "ts_ms").alias("produce_ms"), "ts_ns")
+    consumed = text.filter(is_consumed).select(F.from_json("value", _CONSUMED_SCHEMA).alias("e")).select(
+        "e.member", _tp("e.topic", "e.partition").alias("tp"), "e.ts_ns", "e.ts_ms", "e.first_offset",
+        "e.last_offset", F.coalesce("e.count", F.col("e.last_offset") - F.col("e.first_offset") + 1).alias("count"),
+        F.col("e.produce_ts_ms").alias("produce_list"))
+    return EventFrames(control.persist(), single.unionByName(batches).persist(), consumed.persist())
 
 
 def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig = DEFAULT_CHECKS,
@@ -186,41 +228,48 @@ def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig 
     run_dir = Path(run_dir)
     lock = read_lock(run_dir)
     step("reading events")
-    raw = read_events(spark, run_dir).withColumn("seq", F.monotonically_increasing_id()).persist()
+    frames = read_events(spark, run_dir)
     ns = F.coalesce("ts_ns", F.col("ts_ms") * 1_000_000)
-    origin = raw.agg(
-        F.min(ns).alias("t0"), F.max(ns).alias("t1"), F.min("ts_ms").alias("t0_ms"),
-        F.count("type").alias("events"), F.count("*").alias("lines"),
-    ).first()
-    if origin["events"] == 0:
+    spans = [frames.control.filter(F.col("type").isNotNull()).agg(F.min(ns), F.max(ns), F.min("ts_ms")).first(),
+             frames.produced.agg(F.min("ts_ns"), F.max("ts_ns"), F.min("produce_ms")).first(),
+             frames.consumed.agg(F.min(ns), F.max(ns), F.min("ts_ms")).first()]
+    counts = {row["type"]: row["count"] for row in frames.control.groupBy("type").count().collect()}
+    unreadable = counts.pop(None, 0)
+    counts.update({"record_produced": frames.produced.count(), "records_consumed": frames.consumed.count()})
+    counts = {kind: n for kind, n in counts.items() if n}
+    if not counts:
         raise ValueError(f"{run_dir}: the event files hold no readable events")
-    t0_ns, t0_ms = origin["t0"], origin["t0_ms"]
-    run_end = (origin["t1"] - t0_ns) / 1e9
-    ev = raw.filter(F.col("type").isNotNull()).withColumn("t", (ns - F.lit(t0_ns)) / 1e9)
-    control = ev.filter(~F.col("type").isin("record_produced", "records_produced", "records_consumed")).persist()
-    counts = {row["type"]: row["count"] for row in ev.groupBy("type").count().collect()}
+    t0_ns = min(row[0] for row in spans if row[0] is not None)
+    t0_ms = min(row[2] for row in spans if row[2] is not None)
+    run_end = (max(row[1] for row in spans if row[1] is not None) - t0_ns) / 1e9
+    seconds = lambda column: (F.col(column) - F.lit(t0_ns)) / 1e9  # noqa: E731
+    control = frames.control.filter(F.col("type").isNotNull()).withColumn("t", (ns - F.lit(t0_ns)) / 1e9)
+    produced = frames.produced.withColumn("t_produce", (F.col("produce_ms") - F.lit(t0_ms)) / 1e3)
+    consumed = frames.consumed.withColumn("t", seconds("ts_ns"))
     info = _run_info(run_dir, lock, control)
 
     step("records")
-    universe = _universe(info, control, ev)
-    consumed = _consumed_batches(ev).persist()
-    records = _records(ev, consumed, t0_ms, info).persist()
+    universe = _universe(info, control, produced, consumed)
+    last_consume = consumed.agg(F.max("t")).first()[0] if counts.get("records_consumed") else None
+    tail_start = None if last_consume is None else last_consume - config.latency_limit_ms / 1000
+    missing, unseen = _lost(produced, consumed, tail_start)
+    missing = missing.persist()
+    repeats = _duplicate_ranges(consumed)
+    deliveries = _deliveries(consumed)
 
     step("ownership")
     ownership = _ownership(control, universe, run_end).persist()
     segments = _segments(ownership, universe, run_end).persist()
 
     step("checks")
-    last_consume = consumed.agg(F.max("t")).first()[0] if counts.get("records_consumed") else None
-    tail_start = None if last_consume is None else last_consume - config.latency_limit_ms / 1000
     since_t, bound_s = _convergence_window(control, info, config)
     checks = [
         checker.double_ownership(segments, counts, config),
         checker.consumption_outside_ownership(consumed, segments, counts, config),
-        checker.lost_records(records, tail_start, counts, config),
-        checker.duplicates(records, counts, config),
+        checker.lost_records(missing, unseen, counts, config),
+        checker.duplicates(repeats, counts, config),
         checker.offset_regressions(control, counts, config),
-        checker.slow_records(records, config),
+        checker.slow_records(deliveries, config),
         checker.convergence(segments, len(universe), since_t, bound_s, run_end, counts, config),
         checker.fenced_commits(control, config),
     ]
@@ -229,18 +278,18 @@ def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig 
     phases = _phases(control, run_end)
     episodes = _rebalance_episodes(control).toPandas()
     tables = {
-        "phases": _phase_table(records, episodes, checks, phases, tail_start, config),
+        "phases": _phase_table(produced, missing, repeats, deliveries, episodes, checks, phases, config),
         "rebalance_metrics": _rebalance_metrics(control, run_end),
         "herd": _herd(control, ownership, len(universe)),
-        "throughput": _throughput(consumed, records, config),
+        "throughput": _throughput(produced, consumed, missing, deliveries, config),
         "ownership": ownership.orderBy("tp", "start").toPandas(),
         "faults": _faults(control, run_end),
         "episodes": episodes,
     }
     facts = {
-        "events": origin["events"],
+        "events": sum(counts.values()),
         "events_by_type": counts,
-        "unreadable_lines": origin["lines"] - origin["events"],
+        "unreadable_lines": unreadable,
         "duration_s": run_end,
         "t0_ns": t0_ns,
         "t0_ms": t0_ms,
@@ -252,7 +301,8 @@ def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig 
     if info.members is None:
         info = replace(info, members=_usual_group_size(tables["herd"], run_end) or info.members)
     summary = RunSummary(info, checks, tables, facts)
-    for frame in (raw, control, consumed, records, ownership, segments):
+    frames.unpersist()
+    for frame in (missing, ownership, segments):
         frame.unpersist()
     if write:
         step("writing")
@@ -279,14 +329,13 @@ def _run_info(run_dir: Path, lock: dict, control: DataFrame) -> RunInfo:
     )
 
 
-def _universe(info: RunInfo, control: DataFrame, ev: DataFrame) -> list[str]:
+def _universe(info: RunInfo, control: DataFrame, produced: DataFrame, consumed: DataFrame) -> list[str]:
     """Every partition of the run: lock.json's topics, else every partition the events mention."""
     if info.topics:
         return [f"{topic}-{p}" for topic, n in sorted(info.topics.items()) for p in range(n)]
     named = control.select(F.explode(F.coalesce("partitions", "assigned")).alias("tp"))
-    direct = ev.filter(F.col("partition").isNotNull()).select(
-        F.concat_ws("-", "topic", F.col("partition").cast("string")).alias("tp"))
-    return sorted(row.tp for row in named.union(direct).distinct().collect())
+    mentioned = named.union(produced.select("tp")).union(consumed.select("tp")).distinct()
+    return sorted(row.tp for row in mentioned.collect())
 
 
 # -- records ---------------------------------------------------------------------------------
@@ -295,52 +344,52 @@ def _tp(topic: str = "topic", partition: str = "partition"):
     return F.concat_ws("-", F.col(topic), F.col(partition).cast("string"))
 
 
-def _consumed_batches(ev: DataFrame) -> DataFrame:
-    return ev.filter(F.col("type") == "records_consumed").select(
-        "member", _tp().alias("tp"), "t", "ts_ms", "first_offset", "last_offset",
-        F.coalesce("count", F.col("last_offset") - F.col("first_offset") + 1).alias("count"),
-        F.from_json("produce_ts_ms", "array<long>").alias("produce_list"),
+def _coverage(consumed: DataFrame) -> DataFrame:
+    """Consumed batches in offset order per partition, each with the highest offset consumed by
+    the batches before it (`reach`) and the member of the batch just before it."""
+    in_offsets = Window.partitionBy("tp").orderBy("first_offset", "last_offset", "t")
+    return consumed.withColumn(
+        "reach", F.max("last_offset").over(in_offsets.rowsBetween(Window.unboundedPreceding, -1))
+    ).withColumn("earlier_member", F.lag("member").over(in_offsets))
+
+
+def _lost(produced: DataFrame, consumed: DataFrame, tail_start: float | None) -> tuple[DataFrame, int]:
+    """Produced records no batch covers, computed on offset ranges rather than record by record:
+    the gaps between consumed ranges (and after the last one) are joined with the produced records.
+    Returns the lost records and how many more were only 'unseen' (produced at the very end)."""
+    covered = _coverage(consumed)
+    gaps = covered.filter(F.col("first_offset") > F.coalesce("reach", F.lit(-1)) + 1).select(
+        "tp", (F.coalesce("reach", F.lit(-1)) + 1).alias("low"), (F.col("first_offset") - 1).alias("high"))
+    reach = consumed.groupBy("tp").agg(F.max("last_offset").alias("reach"))
+    tails = produced.groupBy("tp").agg(F.max("offset").alias("high")).join(reach, "tp", "left").select(
+        "tp", (F.coalesce("reach", F.lit(-1)) + 1).alias("low"), "high").filter(F.col("high") >= F.col("low"))
+    ranges = gaps.unionByName(tails)
+    size = ranges.agg(F.sum(F.col("high") - F.col("low") + 1)).first()[0] or 0
+    offsets = ranges.select("tp", F.explode(F.sequence("low", "high")).alias("offset"))
+    if size < 1_000_000:
+        offsets = F.broadcast(offsets)
+    never = produced.join(offsets, ["tp", "offset"]).select("tp", "offset", "produce_ms", "t_produce")
+    if tail_start is None:
+        return never, 0
+    unseen = never.filter(F.col("t_produce") >= tail_start).count()
+    return never.filter(F.col("t_produce") < tail_start), unseen
+
+
+def _duplicate_ranges(consumed: DataFrame) -> DataFrame:
+    """Offsets a batch consumed that earlier batches (in offset order) had consumed already."""
+    return _coverage(consumed).filter(F.col("reach") >= F.col("first_offset")).select(
+        "tp", F.col("first_offset").alias("from_offset"), F.least("last_offset", "reach").alias("to_offset"),
+        (F.least("last_offset", "reach") - F.col("first_offset") + 1).alias("records"),
+        F.when(F.col("member") == F.col("earlier_member"), "one member").otherwise("different members").alias("by"),
+        "member", "earlier_member", "t",
     )
 
 
-def _records(ev: DataFrame, consumed: DataFrame, t0_ms: int, info: RunInfo) -> DataFrame:
-    """One row per (tp, offset): produced?, deliveries, first processing time, latency."""
-    single = ev.filter(F.col("type") == "record_produced").select(
-        _tp().alias("tp"), "offset",
-        F.coalesce(F.col("produce_ts_ms").cast("long"), "ts_ms").alias("produce_ms"),
-        F.lit(1).alias("produced"), F.lit(0).alias("delivered"),
-        F.lit(None).cast("long").alias("consume_ms"), F.lit(None).cast("double").alias("t_consume"),
-        F.lit(None).cast("string").alias("member"),
-    )
-    batches = ev.filter(F.col("type") == "records_produced").select(
-        _tp().alias("tp"), "ts_ms", "first_offset", "last_offset",
-        F.from_json("produce_ts_ms", "array<long>").alias("produce_list"),
-    ).select("*", F.posexplode(F.sequence("first_offset", "last_offset")).alias("i", "offset")).select(
-        "tp", "offset", F.coalesce(F.element_at("produce_list", F.col("i") + 1), "ts_ms").alias("produce_ms"),
-        F.lit(1).alias("produced"), F.lit(0).alias("delivered"),
-        F.lit(None).cast("long").alias("consume_ms"), F.lit(None).cast("double").alias("t_consume"),
-        F.lit(None).cast("string").alias("member"),
-    )
-    deliveries = consumed.select(
-        "*", F.posexplode(F.sequence("first_offset", "last_offset")).alias("i", "offset")
-    ).select(
-        "tp", "offset", F.element_at("produce_list", F.col("i") + 1).alias("produce_ms"),
-        F.lit(0).alias("produced"), F.lit(1).alias("delivered"),
-        F.col("ts_ms").alias("consume_ms"), F.col("t").alias("t_consume"), "member",
-    )
-    merged = single.unionByName(batches).unionByName(deliveries).groupBy("tp", "offset").agg(
-        F.max("produced").alias("produced"),
-        F.sum("delivered").alias("deliveries"),
-        F.coalesce(F.max(F.when(F.col("produced") == 1, F.col("produce_ms"))), F.min("produce_ms")).alias("produce_ms"),
-        F.min("consume_ms").alias("first_consume_ms"),
-        F.min("t_consume").alias("t_first_consume"),
-        F.min("member").alias("member_min"),
-        F.max("member").alias("member_max"),
-    )
-    return merged.select(
-        "*",
-        ((F.col("produce_ms") - F.lit(t0_ms)) / 1e3).alias("t_produce"),
-        (F.col("first_consume_ms") - F.col("produce_ms")).cast("double").alias("latency_ms"),
+def _deliveries(consumed: DataFrame) -> DataFrame:
+    """Every processed record with its produce-to-process latency (from the batch's produce timestamps)."""
+    return consumed.select("*", F.posexplode("produce_list").alias("i", "produce_ms")).select(
+        "tp", (F.col("first_offset") + F.col("i")).alias("offset"), "member", "t", "produce_ms",
+        (F.col("ts_ms") - F.col("produce_ms")).cast("double").alias("latency_ms"),
     )
 
 
@@ -450,39 +499,48 @@ def _rebalance_episodes(control: DataFrame) -> DataFrame:
     return merged.groupBy("episode").agg(F.min("start").alias("start"), F.max("end").alias("end")).orderBy("start")
 
 
-def _phase_table(records: DataFrame, episodes: pd.DataFrame, checks: list[CheckResult],
-                 phases: list[tuple[str, float, float]], tail_start: float | None, config: CheckConfig) -> pd.DataFrame:
+def _phase_table(produced: DataFrame, missing: DataFrame, repeats: DataFrame, deliveries: DataFrame,
+                 episodes: pd.DataFrame, checks: list[CheckResult], phases: list[tuple[str, float, float]],
+                 config: CheckConfig) -> pd.DataFrame:
     """Seed 002's table per phase: records lost (never processed or over the limit), max latency,
-    time spent rebalancing; plus duplicates and double ownership."""
-    tail = F.lit(float("inf")) if tail_start is None else F.lit(tail_start)
-    by_phase = records.filter(F.col("produced") > 0).withColumn("phase", _phase_index("t_produce", phases)).groupBy(
-        "phase").agg(
-        F.count("*").alias("produced"),
-        F.sum((F.col("deliveries") > 0).cast("int")).alias("processed"),
-        F.sum(((F.col("deliveries") == 0) & (F.col("t_produce") < tail)).cast("int")).alias("never_processed"),
+    time spent rebalancing; plus duplicates and double ownership. Records belong to the phase in
+    which they were produced."""
+    def by_phase(frame: DataFrame, column: str, *aggregates) -> pd.DataFrame:
+        return frame.withColumn("phase", _phase_index(column, phases)).groupBy("phase").agg(*aggregates).toPandas(
+        ).set_index("phase")
+
+    made = by_phase(produced, "t_produce", F.count("*").alias("produced"))
+    never = by_phase(missing, "t_produce", F.count("*").alias("never_processed"))
+    late = by_phase(
+        deliveries.withColumn("t_produce", F.col("t") - F.col("latency_ms") / 1000), "t_produce",
         F.sum((F.col("latency_ms") > config.latency_limit_ms).cast("int")).alias("over_limit"),
-        F.max("latency_ms").alias("max_latency_ms"),
-        F.percentile_approx("latency_ms", 0.99).alias("p99_latency_ms"),
-        F.sum((F.col("deliveries") > 1).cast("int")).alias("duplicates"),
-    ).toPandas().set_index("phase")
+        F.max("latency_ms").alias("max_latency_ms"), F.percentile_approx("latency_ms", 0.99).alias("p99_latency_ms"))
+    again = by_phase(repeats, "t", F.sum("records").alias("duplicates"))
     double = next((c.evidence for c in checks if c.check == "double-ownership"), pd.DataFrame())
+
+    def get(table: pd.DataFrame, column: str, index: int, default=0):
+        value = table[column].get(index) if column in table else None
+        return default if value is None or pd.isna(value) else value
+
     rows = []
     for index, (name, start, end) in enumerate(phases):
-        row = {"phase": name, "start_s": start, "end_s": end}
-        for column in ("produced", "processed", "never_processed", "over_limit", "duplicates"):
-            row[column] = int(by_phase[column].get(index, 0) or 0) if column in by_phase else 0
+        row = {"phase": name, "start_s": start, "end_s": end,
+               "produced": int(get(made, "produced", index)),
+               "never_processed": int(get(never, "never_processed", index)),
+               "over_limit": int(get(late, "over_limit", index)),
+               "duplicates": int(get(again, "duplicates", index)),
+               "max_latency_ms": get(late, "max_latency_ms", index, None),
+               "p99_latency_ms": get(late, "p99_latency_ms", index, None)}
+        row["processed"] = row["produced"] - row["never_processed"]
         row["records_lost"] = row["never_processed"] + row["over_limit"]
-        for column in ("max_latency_ms", "p99_latency_ms"):
-            value = by_phase[column].get(index) if column in by_phase else None
-            row[column] = None if value is None or pd.isna(value) else float(value)
         lower = float("-inf") if index == 0 else start
         upper = float("inf") if index == len(phases) - 1 else end
         starting = episodes[(episodes["start"] >= lower) & (episodes["start"] < upper)]
         row["rebalances"] = len(starting)
         row["rebalance_ms"] = float((starting["end"] - starting["start"]).sum() * 1000)
         if len(double):
-            inside = double[(double["start"] >= start) & (double["start"] < end)]
-            row["double_ownership_s"] = float(inside["duration_s"].sum())
+            row["double_ownership_s"] = float(double[(double["start"] >= lower) & (double["start"] < upper)][
+                "duration_s"].sum())
         else:
             row["double_ownership_s"] = 0.0
         rows.append(row)
@@ -609,15 +667,18 @@ def _owned_count_spans(ownership: DataFrame) -> pd.DataFrame:
     return frame[["start", "end", "owned"]]
 
 
-def _throughput(consumed: DataFrame, records: DataFrame, config: CheckConfig) -> pd.DataFrame:
-    """Per second of the run: records produced, processed, and processed over the latency limit."""
-    processed = consumed.groupBy(F.floor("t").alias("second")).agg(F.sum("count").alias("processed"))
-    produced = records.filter(F.col("produced") > 0).groupBy(F.floor("t_produce").alias("second")).agg(
-        F.count("*").alias("produced"),
-        F.sum((F.col("latency_ms") > config.latency_limit_ms).cast("int")).alias("over_limit"),
-        F.sum((F.col("deliveries") == 0).cast("int")).alias("never_processed"))
-    table = processed.join(produced, "second", "full").orderBy("second").toPandas()
-    return table.fillna(0).astype({"second": int})
+def _throughput(produced: DataFrame, consumed: DataFrame, missing: DataFrame, deliveries: DataFrame,
+                config: CheckConfig) -> pd.DataFrame:
+    """Per second of the run: records processed; and by the second they were produced: records
+    produced, processed over the latency limit, never processed."""
+    second = lambda column: F.floor(column).alias("second")  # noqa: E731
+    processed = consumed.groupBy(second("t")).agg(F.sum("count").alias("processed"))
+    made = produced.groupBy(second("t_produce")).agg(F.count("*").alias("produced"))
+    late = deliveries.filter(F.col("latency_ms") > config.latency_limit_ms).groupBy(
+        second(F.col("t") - F.col("latency_ms") / 1000)).agg(F.count("*").alias("over_limit"))
+    never = missing.groupBy(second("t_produce")).agg(F.count("*").alias("never_processed"))
+    table = processed.join(made, "second", "full").join(late, "second", "full").join(never, "second", "full")
+    return table.orderBy("second").toPandas().fillna(0).astype(int)
 
 
 def _faults(control: DataFrame, run_end: float) -> pd.DataFrame:

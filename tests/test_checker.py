@@ -57,7 +57,8 @@ def test_duplicate_is_found(synthetic_runs):
     check = _check(synthetic_runs["planted"], "duplicates")
     assert check.verdict is Verdict.FALSE and check.count == 1
     row = check.evidence.iloc[0]
-    assert (row["tp"], row["deliveries"], row["by"]) == ("t0-1", 2, "one member")
+    assert (row["tp"], row["records"], row["by"]) == ("t0-1", 1, "one member")
+    assert row["from_offset"] == row["to_offset"] and row["member"] == row["earlier_member"]
 
 
 def test_offset_regression_is_found(synthetic_runs):
