@@ -207,7 +207,9 @@ def read_events(spark: SparkSession, run_dir: Path) -> EventFrames:
     # A torn last line (a crash mid-write) parses to nulls: kept here, counted, then dropped.
     control = text.filter(~is_produced & ~is_consumed).select(
         F.from_json("value", EVENT_SCHEMA).alias("e")).select("e.*").withColumn("seq", F.monotonically_increasing_id())
-    raw_produced = text.filter(is_produced).select(F.from_json("value", _PRODUCED_SCHEMA).alias("e")).select("e.*")
+    # The JSON source with a narrow schema parses the produced records faster than from_json on text.
+    raw_produced = spark.read.schema("type string, " + _PRODUCED_SCHEMA).json(files).filter(
+        F.col("type").isin("record_produced", "records_produced"))
     single = raw_produced.filter(F.col("offset").isNotNull()).select(
         _tp().alias("tp"), "offset", F.coalesce(F.col("produce_ts_ms").cast("long"), "ts_ms").alias("produce_ms"),
         "ts_ns")
