@@ -98,6 +98,10 @@ def _column_names(runs: list[RunData]) -> list[str]:
     names = [run.short_label for run in runs]
     if len(set(names)) < len(names):
         names = [f"{run.info.get('name') or run.run_dir.name} ({run.short_label})" for run in runs]
+    if len(set(names)) < len(names):  # one scenario at several group sizes, e.g. a herd sweep
+        names = [f"{name}, N={run.group_size}" for name, run in zip(names, runs, strict=True)]
+    if len(set(names)) < len(names):
+        names = [f"{run.run_dir.parent.name}/{run.run_dir.name}" for run in runs]
     return names
 
 

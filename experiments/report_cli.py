@@ -15,7 +15,7 @@ VERDICT_STYLE = {"true": "green", "false": "bold red", "unknown": "yellow"}
 
 
 def expand_run_dirs(paths: list[Path]) -> list[Path]:
-    """Each path is a run directory (it has events/), or a folder of runs (e.g. a comparison)."""
+    """Each path is a run directory (it has events/), or a folder of runs at any depth (a comparison, a demo)."""
     runs: list[Path] = []
     for path in paths:
         if not path.is_dir():
@@ -23,7 +23,7 @@ def expand_run_dirs(paths: list[Path]) -> list[Path]:
         if (path / "events").is_dir():
             runs.append(path)
             continue
-        children = sorted(child for child in path.iterdir() if (child / "events").is_dir())
+        children = sorted(events.parent for events in path.rglob("events") if events.is_dir())
         if not children:
             raise typer.BadParameter(f"{path}: not a run directory (no events/) and holds no runs")
         runs.extend(children)
