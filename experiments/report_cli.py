@@ -23,10 +23,19 @@ def expand_run_dirs(paths: list[Path]) -> list[Path]:
         if (path / "events").is_dir():
             runs.append(path)
             continue
-        children = sorted(events.parent for events in path.rglob("events") if events.is_dir())
+        children = _runs_below(path)
         if not children:
             raise typer.BadParameter(f"{path}: not a run directory (no events/) and holds no runs")
         runs.extend(children)
+    return runs
+
+
+def _runs_below(folder: Path) -> list[Path]:
+    """Run directories at any depth below `folder`, following links; a run's own subfolders are not searched."""
+    runs = []
+    for child in sorted(folder.iterdir()):
+        if child.is_dir():
+            runs.extend([child] if (child / "events").is_dir() else _runs_below(child))
     return runs
 
 
