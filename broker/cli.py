@@ -55,7 +55,7 @@ def broker_command(
     node_id: int = typer.Option(0, "--id", help="Broker id (node id)."),
     port: int = typer.Option(9092, help="Port to listen on (0: any free port)."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
-    zk: str | None = typer.Option(None, help="Legacy mode: register in ZooKeeper, HOST:PORT[/chroot]."),
+    zk: str | None = typer.Option(None, help="Legacy mode: register in ZooKeeper, HOST:PORT or HOST:PORT/CHROOT."),
     data_dir: Annotated[Path | None, typer.Option(help="Keep partitions in segment files here (may be shared).")] = None,
     advertise: str | None = typer.Option(None, help="HOST:PORT given to clients (default: where it listens)."),
     advertise_map: Annotated[Path | None, typer.Option(help='JSON {"client_id": {"broker_id": "host:port"}}.')] = None,
