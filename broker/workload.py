@@ -9,7 +9,6 @@ the monotonic clock: a stall (GC, SIGSTOP) is followed by a short catch-up burst
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 from kafka import KafkaProducer
 
 from rebalance.events import RECORD_PRODUCED, EventRecorder, NullRecorder
+from rebalance.records import encode_value
 
 MAX_IDLE_SLEEP_S = 0.05
 
@@ -119,7 +119,7 @@ class ProducerWorkload:
     def _send(self, producer: KafkaProducer, sequence: int) -> None:
         config = self.config
         stamp = time.time_ns() // 1_000_000
-        value = json.dumps({"seq": sequence, "ts_ms": stamp}, separators=(",", ":")).encode()
+        value = encode_value(sequence, stamp)
         if config.keyed:
             future = producer.send(config.topic, value=value, key=str(sequence).encode())
         else:

@@ -13,7 +13,6 @@ Nothing here looks at ZooKeeper: a member cut off from ZooKeeper keeps fetching.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -22,6 +21,7 @@ from kafka import KafkaConsumer
 from kafka.structs import TopicPartition as KafkaTopicPartition
 
 from rebalance import events as ev
+from rebalance.records import produce_ts_ms
 from rebalance.types import Record, TopicPartition
 
 Emit = Callable[..., object]
@@ -138,7 +138,7 @@ class Fetcher:
                     first_offset=consumer_records[0].offset,
                     last_offset=consumer_records[-1].offset,
                     count=len(consumer_records),
-                    produce_ts_ms=[_produce_ts(cr.value) for cr in consumer_records],
+                    produce_ts_ms=[produce_ts_ms(cr.value) for cr in consumer_records],
                 )
         return records
 
@@ -201,13 +201,3 @@ class Fetcher:
 
 def _slice(deadline: float) -> float:
     return min(max(deadline - time.monotonic(), 0.0), _POLL_SLICE_S)
-
-
-def _produce_ts(value: bytes | None) -> int | None:
-    """The lab's workload writes {"seq": N, "ts_ms": produce wall ms}; anything else: unknown."""
-    if not value:
-        return None
-    try:
-        return int(json.loads(value)["ts_ms"])
-    except (ValueError, KeyError, TypeError):
-        return None

@@ -12,7 +12,6 @@ max.poll.interval.ms, rebalance.timeout.ms, retry.backoff.ms, request.timeout.ms
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -28,6 +27,7 @@ from modern.connection import parse_address
 from rebalance import events as ev
 from rebalance.events import EventRecorder, NullRecorder
 from rebalance.member import MemberConfig, RebalanceListener
+from rebalance.records import produce_ts_ms
 from rebalance.types import Record, TopicPartition
 
 # MemberConfig.extra keys this backend understands (anything else is a typo: fail loudly).
@@ -118,7 +118,7 @@ class ModernMember:
                 self._positions[tp] = batch[-1].offset + 1
                 self.recorder.emit(ev.RECORDS_CONSUMED, self.member_id, topic=tp.topic, partition=tp.partition,
                                    first_offset=batch[0].offset, last_offset=batch[-1].offset, count=len(batch),
-                                   produce_ts_ms=[_produce_ts(r.value) for r in batch],
+                                   produce_ts_ms=[produce_ts_ms(r.value) for r in batch],
                                    generation=self.coordinator.generation.generation_id)
             return records
 
@@ -217,13 +217,3 @@ class ModernMember:
 
     def _call_listener(self, method: str, partitions: set[TopicPartition]) -> None:
         getattr(self.listener, method)(set(partitions))
-
-
-def _produce_ts(value: bytes | None) -> int | None:
-    """The lab's workload writes {"seq": N, "ts_ms": ...}; anything else has no produce time."""
-    if not value:
-        return None
-    try:
-        return int(json.loads(value)["ts_ms"])
-    except (ValueError, KeyError, TypeError):
-        return None
