@@ -18,7 +18,7 @@ import os
 from .config import EnsembleConfig, Provider
 from .ensemble import ELECTION_OPTIONS, HOST, Ensemble, Node
 from .errors import ImageMissing, NotReady, PortInUse, ProviderUnavailable
-from .ports import check_free, free_ports
+from .ports import client_ports
 
 OFFICIAL_IMAGE = "zookeeper:3.8"
 LOCAL_IMAGE = "rebalance-lab/zookeeper:3.8"
@@ -95,12 +95,7 @@ class DockerEnsemble(Ensemble):
         client = docker_client()
         image = resolve_image(client)
         n = config.nodes
-        if config.first_client_port is not None:
-            ports = [config.first_client_port + i for i in range(n)]
-            for port in ports:
-                check_free(port)
-        else:
-            ports = free_ports(n)
+        ports = client_ports(n, config.first_client_port)
         nodes = [Node(index=i, client_port=ports[i]) for i in range(n)]
         ensemble = cls(name=name, config=config, nodes=nodes, client=client, image=image,
                        container_ids=[], network_id=None)

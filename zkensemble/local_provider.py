@@ -23,7 +23,7 @@ from .config import EnsembleConfig, Provider
 from .ensemble import ELECTION_OPTIONS, HOST, Ensemble, Node, wait_until
 from .errors import NotReady, NotSupported, PortInUse, ProviderUnavailable
 from .linkproxy import LinkProxies
-from .ports import check_free, free_ports
+from .ports import client_ports, free_ports
 
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 DEBIAN_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -100,12 +100,7 @@ class LocalEnsemble(Ensemble):
     def _launch(cls, config: EnsembleConfig, name: str, java: str, classpath: str,
                 workdir: Path | None) -> LocalEnsemble:
         n = config.nodes
-        if config.first_client_port is not None:
-            client_ports = [config.first_client_port + i for i in range(n)]
-            for port in client_ports:
-                check_free(port)
-        else:
-            client_ports = free_ports(n)
+        ports = client_ports(n, config.first_client_port)
         peer_ports = free_ports(2 * n) if n > 1 else []
         quorum = {i: peer_ports[2 * i] for i in range(n)} if n > 1 else {}
         election = {i: peer_ports[2 * i + 1] for i in range(n)} if n > 1 else {}
@@ -126,13 +121,13 @@ class LocalEnsemble(Ensemble):
             (node_dir / "data" / "myid").write_text(f"{i + 1}\n")
             servers = [f"server.{k + 1}={HOST}:{dial[i][k][0]}:{dial[i][k][1]}" for k in range(n)]
             cfg = node_dir / "zoo.cfg"
-            cfg.write_text(_zoo_cfg(config, node_dir / "data", client_ports[i], servers if n > 1 else []))
+            cfg.write_text(_zoo_cfg(config, node_dir / "data", ports[i], servers if n > 1 else []))
             commands.append([
                 java, *JVM_OPTIONS, *ELECTION_OPTIONS, f"{MARKER}{name}", "-Dorg.slf4j.simpleLogger.showDateTime=true",
                 "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
                 "-cp", classpath, MAIN_CLASS, str(cfg),
             ])
-        nodes = [Node(index=i, client_port=client_ports[i]) for i in range(n)]
+        nodes = [Node(index=i, client_port=ports[i]) for i in range(n)]
         ensemble = cls(name=name, config=config, nodes=nodes, workdir=workdir, commands=commands,
                        pids=[None] * n, links=links)
         for i in range(n):
