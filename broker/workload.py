@@ -1,10 +1,15 @@
-"""The experiments' producer: records at a steady rate, each acknowledged one written down as an event.
+"""The experiments' producer: records at a steady rate, the acknowledged ones written down in batches.
 
 Record values are JSON `{"seq": N, "ts_ms": wall_ms}` so a consumer can measure
 produce-to-consume latency and spot gaps; records go round-robin over the partitions
 (or, keyed, by the producer's hash of the sequence number). Pacing is a token bucket on
 the monotonic clock: a stall (GC, SIGSTOP) is followed by a short catch-up burst at most
 `burst` records long, never by a flood.
+
+Acknowledged records are gathered per partition and written as one `records_produced`
+event per partition every `BATCH_INTERVAL_S` (and at the end): a record per event would
+make the producer's log most of a run's bytes. A batch holds consecutive offsets only; an
+offset that does not follow the last one starts a new batch.
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ from pathlib import Path
 
 from kafka import KafkaProducer
 
-from rebalance.events import RECORD_PRODUCED, EventRecorder, NullRecorder
+from rebalance.events import RECORDS_PRODUCED, EventRecorder, NullRecorder
 from rebalance.records import encode_value
 
 MAX_IDLE_SLEEP_S = 0.05
+BATCH_INTERVAL_S = 0.1         # how often acknowledged records are written down
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +76,26 @@ class TokenBucket:
         return max(0.0, (1.0 - self._tokens) / self.rate)
 
 
+@dataclass
+class ProducedBatch:
+    """Acknowledged records of one partition at consecutive offsets, not yet written down."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    seqs: list[int]
+    stamps: list[int]
+
+    @property
+    def next_offset(self) -> int:
+        return self.first_offset + len(self.seqs)
+
+    def fields(self) -> dict:
+        return {"topic": self.topic, "partition": self.partition, "first_offset": self.first_offset,
+                "last_offset": self.next_offset - 1, "count": len(self.seqs), "seqs": self.seqs,
+                "produce_ts_ms": self.stamps}
+
+
 @dataclass(frozen=True)
 class WorkloadSummary:
     sent: int
@@ -87,6 +113,7 @@ class ProducerWorkload:
         self._acknowledged = 0
         self._failed = 0
         self._lock = threading.Lock()
+        self._pending: dict[tuple[str, int], ProducedBatch] = {}
         self.first_error: Exception | None = None
 
     def run(self, stop: threading.Event | None = None) -> WorkloadSummary:
@@ -100,11 +127,15 @@ class ProducerWorkload:
         start = time.monotonic()
         bucket = TokenBucket(config.rate, config.capacity, start)
         sequence = 0
+        written_at = start
         try:
             while not stop.is_set():
                 now = time.monotonic()
                 if now - start >= config.duration_s:
                     break
+                if now - written_at >= BATCH_INTERVAL_S:
+                    self._write_batches()
+                    written_at = now
                 if not bucket.try_take(now):
                     stop.wait(min(bucket.time_until_token(), MAX_IDLE_SLEEP_S))
                     continue
@@ -113,6 +144,7 @@ class ProducerWorkload:
             producer.flush()
         finally:
             producer.close()
+            self._write_batches()
             self.recorder.close()
         return WorkloadSummary(sequence, self._acknowledged, self._failed, time.monotonic() - start)
 
@@ -128,10 +160,23 @@ class ProducerWorkload:
         future.add_errback(self._fail)
 
     def _acknowledge(self, sequence: int, stamp: int, metadata) -> None:  # the producer's I/O thread
+        key = (metadata.topic, metadata.partition)
         with self._lock:
             self._acknowledged += 1
-        self.recorder.emit(RECORD_PRODUCED, topic=metadata.topic, partition=metadata.partition,
-                           offset=metadata.offset, seq=sequence, produce_ts_ms=stamp)
+            batch = self._pending.get(key)
+            if batch is not None and batch.next_offset != metadata.offset:
+                self.recorder.emit(RECORDS_PRODUCED, **self._pending.pop(key).fields())
+                batch = None
+            if batch is None:
+                batch = self._pending[key] = ProducedBatch(metadata.topic, metadata.partition, metadata.offset, [], [])
+            batch.seqs.append(sequence)
+            batch.stamps.append(stamp)
+
+    def _write_batches(self) -> None:
+        with self._lock:
+            batches, self._pending = list(self._pending.values()), {}
+        for batch in batches:
+            self.recorder.emit(RECORDS_PRODUCED, **batch.fields())
 
     def _fail(self, error: Exception) -> None:
         with self._lock:

@@ -29,7 +29,7 @@ from experiments.checker import CheckConfig, CheckResult, Verdict
 
 # One schema for every event type (docs/events.md); a type simply leaves the others null.
 # Fields whose JSON shape differs between types are read as strings: `produce_ts_ms` is a
-# number on record_produced and a list on records_consumed; `params` is any object.
+# number on record_produced and a list on records_produced/records_consumed; `params` is any object.
 EVENT_SCHEMA = T.StructType([
     T.StructField("run_id", T.StringType()),
     T.StructField("backend", T.StringType()),
@@ -186,14 +186,17 @@ _CONSUMED_SCHEMA = ("ts_ns long, ts_ms long, member string, topic string, partit
 @dataclass
 class EventFrames:
     """A run's events in three frames, each cached: small `control` (every event but records, full
-    schema), `produced` (tp, offset, produce_ms, ts_ns) and `consumed` batches."""
+    schema), `produced` (one row per record: tp, offset, produce_ms, ts_ns) and `consumed` batches;
+    `produced_events` counts the producer's events by type (batches and, in older logs, single records)."""
 
     control: DataFrame
     produced: DataFrame
     consumed: DataFrame
+    produced_events: dict[str, int]
+    cached: tuple[DataFrame, ...] = ()
 
     def unpersist(self) -> None:
-        for frame in (self.control, self.produced, self.consumed):
+        for frame in (self.control, self.produced, self.consumed, *self.cached):
             frame.unpersist()
 
 
@@ -209,7 +212,8 @@ def read_events(spark: SparkSession, run_dir: Path) -> EventFrames:
         F.from_json("value", EVENT_SCHEMA).alias("e")).select("e.*").withColumn("seq", F.monotonically_increasing_id())
     # The JSON source with a narrow schema parses the produced records faster than from_json on text.
     raw_produced = spark.read.schema("type string, " + _PRODUCED_SCHEMA).json(files).filter(
-        F.col("type").isin("record_produced", "records_produced"))
+        F.col("type").isin("record_produced", "records_produced")).persist()
+    produced_events = {row["type"]: row["count"] for row in raw_produced.groupBy("type").count().collect()}
     single = raw_produced.filter(F.col("offset").isNotNull()).select(
         _tp().alias("tp"), "offset", F.coalesce(F.col("produce_ts_ms").cast("long"), "ts_ms").alias("produce_ms"),
         "ts_ns")
@@ -222,7 +226,8 @@ def read_events(spark: SparkSession, run_dir: Path) -> EventFrames:
         "e.member", _tp("e.topic", "e.partition").alias("tp"), "e.ts_ns", "e.ts_ms", "e.first_offset",
         "e.last_offset", F.coalesce("e.count", F.col("e.last_offset") - F.col("e.first_offset") + 1).alias("count"),
         F.col("e.produce_ts_ms").alias("produce_list"))
-    return EventFrames(control.persist(), single.unionByName(batches).persist(), consumed.persist())
+    return EventFrames(control.persist(), single.unionByName(batches).persist(), consumed.persist(),
+                       produced_events, (raw_produced,))
 
 
 def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig = DEFAULT_CHECKS,
@@ -237,7 +242,9 @@ def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig 
              frames.consumed.agg(F.min(ns), F.max(ns), F.min("ts_ms")).first()]
     counts = {row["type"]: row["count"] for row in frames.control.groupBy("type").count().collect()}
     unreadable = counts.pop(None, 0)
-    counts.update({"record_produced": frames.produced.count(), "records_consumed": frames.consumed.count()})
+    counts.update(frames.produced_events)
+    counts["records_consumed"] = frames.consumed.count()
+    produced_records = frames.produced.count()
     counts = {kind: n for kind, n in counts.items() if n}
     if not counts:
         raise ValueError(f"{run_dir}: the event files hold no readable events")
@@ -291,6 +298,7 @@ def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig 
     facts = {
         "events": sum(counts.values()),
         "events_by_type": counts,
+        "produced_records": produced_records,
         "unreadable_lines": unreadable,
         "duration_s": run_end,
         "t0_ns": t0_ns,

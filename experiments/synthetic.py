@@ -138,7 +138,7 @@ class _Writer:
             self.flush(process)
         if torn_tail:
             with open(self.dir / "producer.jsonl", "a") as handle:
-                handle.write(f'{{"run_id":"{self.run_id}","type":"record_pro')
+                handle.write(f'{{"run_id":"{self.run_id}","type":"records_pro')
 
 
 class _Simulation:
@@ -287,17 +287,24 @@ class _Simulation:
     # -- records ------------------------------------------------------------------------
 
     def _produce(self, t: float) -> None:
+        """Records produced up to t, written as the producer writes them: one records_produced
+        event per partition per tick, at the tick's time."""
         until = int(t * self.c.rate)
+        if until <= self.produced:
+            return
         partitions, rate, topic, run_id = self.c.partitions, self.c.rate, self.c.topic, self.c.name
-        line = self.out.line
-        for n in range(self.produced, until):
-            produce_t = n / rate
-            ts_ms = T0_MS + round(produce_t * 1e3)
-            line("producer", f'{{"run_id":"{run_id}","backend":"","ts_ns":{T0_NS + round(produce_t * 1e9)},'
-                 f'"ts_ms":{ts_ms},"process":"synthetic:producer","member":"","type":"record_produced",'
-                 f'"topic":"{topic}","partition":{n % partitions},"offset":{n // partitions},"seq":{n},'
-                 f'"produce_ts_ms":{ts_ms}}}\n')
-        self.produced = max(self.produced, until)
+        stamp = f'"ts_ns":{T0_NS + round(t * 1e9)},"ts_ms":{T0_MS + round(t * 1e3)}'
+        for p in range(partitions):
+            seqs = range(self.produced + (p - self.produced) % partitions, until, partitions)
+            if not seqs:
+                continue
+            first = seqs[0] // partitions
+            stamps = ",".join(str(T0_MS + round(n / rate * 1e3)) for n in seqs)
+            self.out.line("producer", f'{{"run_id":"{run_id}","backend":"",{stamp},"process":"synthetic:producer",'
+                          f'"member":"","type":"records_produced","topic":"{topic}","partition":{p},'
+                          f'"first_offset":{first},"last_offset":{first + len(seqs) - 1},"count":{len(seqs)},'
+                          f'"seqs":[{",".join(map(str, seqs))}],"produce_ts_ms":[{stamps}]}}\n')
+        self.produced = until
 
     def _produced_end(self, p: int) -> int:
         """Next offset the producer will write to partition p (records go round-robin)."""

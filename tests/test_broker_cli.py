@@ -77,9 +77,14 @@ def test_workload_produces_numbered_timestamped_records(broker, unique_topic, tm
     summary = ProducerWorkload(config, events_path=events, run_id="r1").run()
     assert summary.failed == 0 and summary.acknowledged == summary.sent
     assert 240 <= summary.sent <= 320  # 200/s for 1.5 s (first token at once, bucket of 20)
-    produced = [e for e in read_events(events) if e["type"] == "record_produced"]
+    batches = [e for e in read_events(events) if e["type"] == "records_produced"]
+    assert len(batches) < summary.sent / 4  # written in batches, not a line per record
+    assert all(e["run_id"] == "r1" and e["count"] == len(e["seqs"]) == len(e["produce_ts_ms"])
+               == e["last_offset"] - e["first_offset"] + 1 for e in batches)
+    produced = [{"partition": e["partition"], "offset": e["first_offset"] + i, "seq": seq,
+                 "produce_ts_ms": e["produce_ts_ms"][i]} for e in batches for i, seq in enumerate(e["seqs"])]
     assert sorted(e["seq"] for e in produced) == list(range(summary.sent))
-    assert all(e["partition"] == e["seq"] % 4 and e["run_id"] == "r1" for e in produced)
+    assert all(e["partition"] == e["seq"] % 4 for e in produced)
 
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest")
     consumer.assign([TopicPartition(unique_topic, p) for p in range(4)])

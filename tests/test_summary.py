@@ -37,7 +37,7 @@ def test_summarize_rejects_a_directory_without_events(tmp_path):
 def test_phase_table_has_seed_002_measures(synthetic_runs):
     phases = synthetic_runs["clean"].tables["phases"]
     assert list(phases["phase"]) == ["steady", "scale-up", "scale-down", "crash-one"]
-    assert phases["produced"].sum() == synthetic_runs["clean"].facts["events_by_type"]["record_produced"]
+    assert phases["produced"].sum() == synthetic_runs["clean"].facts["produced_records"]
     assert (phases["records_lost"] == 0).all() and (phases["max_latency_ms"] < 3000).all()
     assert (phases["rebalance_ms"] > 0).all()
     planted = synthetic_runs["planted"].tables["phases"].set_index("phase")
@@ -86,3 +86,21 @@ def test_summarize_command_prints_verdicts(spark, tmp_path):
     result = CliRunner().invoke(app, ["summarize", str(run_dir), "--master", "local[2]"], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     assert "duplicates" in result.output and "false (1)" in result.output and "summary.md" in result.output
+
+
+@pytest.mark.spark
+def test_produced_records_are_read_from_batches_and_from_older_single_record_lines(spark, tmp_path):
+    from experiments.summary import read_events as read_frames
+
+    events = tmp_path / "events"
+    events.mkdir()
+    head = '{"run_id":"r","backend":"","ts_ns":1000,"ts_ms":5000,"process":"p","member":"",'
+    (events / "producer.jsonl").write_text(
+        head + '"type":"records_produced","topic":"t","partition":0,"first_offset":7,"last_offset":9,"count":3,'
+        '"seqs":[0,2,4],"produce_ts_ms":[4001,4002,4003]}\n'
+        + head + '"type":"record_produced","topic":"t","partition":1,"offset":3,"seq":1,"produce_ts_ms":4004}\n')
+    frames = read_frames(spark, tmp_path)
+    rows = sorted((r["tp"], r["offset"], r["produce_ms"]) for r in frames.produced.collect())
+    frames.unpersist()
+    assert rows == [("t-0", 7, 4001), ("t-0", 8, 4002), ("t-0", 9, 4003), ("t-1", 3, 4004)]
+    assert frames.produced_events == {"records_produced": 1, "record_produced": 1}
