@@ -121,7 +121,7 @@ def lost_records(lost: DataFrame, unseen: int, counts: Counts, config: CheckConf
     """Produced and never processed (`lost`: tp, offset, produce_ms, t_produce). Records produced in
     the run's last `latency limit` seconds of consumption are only 'unseen': the run may have ended first."""
     if not (counts.get("record_produced") or counts.get("records_produced")):
-        return CheckResult("lost-records", Verdict.UNKNOWN, 0, "no record_produced events")
+        return CheckResult("lost-records", Verdict.UNKNOWN, 0, "no records_produced (or record_produced) events")
     evidence, count = _evidence_and_count(lost, ["t_produce", "tp", "offset"], config.evidence_rows)
     detail = f"{count} records produced and never processed" if count else "every produced record was processed"
     if unseen:
