@@ -172,6 +172,20 @@ class LegacyMember:
             self.fetcher.close()
             self._emit(ev.MEMBER_STOPPED, reason=reason)
 
+    def abandon(self) -> None:
+        """Drop this member as SIGKILL would: no commit, no revocation, no closeSession (its
+        ephemeral znodes stay until the session expires on the server). Used to emulate the crash
+        of one member among several in a process; the caller stops writing its events."""
+        with self._state_lock:
+            if self._state is LegacyState.CLOSED:
+                return
+            self._state = LegacyState.CLOSED
+        try:
+            self.zk.abandon()
+        finally:
+            self._executor.stop(timeout_s=1.0)
+            self.fetcher.close()
+
     # -- more for experiments and tests -------------------------------------------------------------
 
     @property

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NodeExistsError, SessionExpiredError
+from kazoo.protocol.connection import _CONNECTION_DROP
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 
 from rebalance import events as ev
@@ -65,6 +66,21 @@ class TracedZooKeeper:
             self.client.stop()
         finally:
             self.client.close()
+
+    def abandon(self, timeout_s: float = 10.0) -> None:
+        """Drop the connection without closeSession, as a killed process would: the session lives
+        on in the server until it expires. kazoo's own test hook drops the socket, and the client
+        is marked stopped first, so it never reconnects."""
+        self._closed.set()
+        client = self.client
+        client._stopped.set()
+        client._queue.append((_CONNECTION_DROP, None))
+        try:
+            client._connection._write_sock.send(b"\0")
+        except (OSError, AttributeError):
+            pass
+        client._connection.stop(timeout_s)
+        client.handler.stop()
 
     def add_listener(self, listener: Callable[[str], None]) -> None:
         self.client.add_listener(listener)

@@ -156,6 +156,18 @@ class ModernMember:
                     self._consumer.close()
                 self.recorder.emit(ev.MEMBER_STOPPED, self.member_id, reason=reason)
 
+    def abandon(self) -> None:
+        """Drop this member as SIGKILL would: no commit, no revocation, no LeaveGroup (the
+        coordinator removes it when its session times out). Used to emulate the crash of one member
+        among several in a process; the caller stops writing its events."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.coordinator.close(leave=False)
+        if self._consumer is not None:
+            self._consumer.close(autocommit=False)
+
     def metrics(self) -> dict[str, float]:
         return self.coordinator.metrics.snapshot()
 
