@@ -1,5 +1,9 @@
 """Child processes of a run (member hosts, the producer), so that SIGKILL and SIGSTOP mean what they say.
 
+A member host process may also have a control channel (`control=True`): a socket pair, the child's
+end passed as `--control-fd N`, carrying per-member commands one JSON object per line and a reply
+per command (see experiments/member_cli.py); `command()` sends one and waits for its reply.
+
 Every child starts in its own session (its own process group: a Ctrl-C in the terminal reaches only
 the runner, which then stops the children in order) and with a parent-death signal, so that even
 a runner killed with SIGKILL leaves nothing behind. Signals go to the whole process group, so a
@@ -11,8 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import itertools
+import json
 import os
 import signal
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,8 +36,14 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 class ChildProcess:
     """One child process (group) of the run, with the signals a fault needs."""
 
-    def __init__(self, name: str, argv: Sequence[str], *, log_path: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, name: str, argv: Sequence[str], *, log_path: Path, env: dict[str, str] | None = None,
+                 control: bool = False) -> None:
         self.name = name
+        self.control = control
+        self._writer: asyncio.StreamWriter | None = None
+        self._replies: asyncio.Future | None = None
+        self._pending: dict[int, asyncio.Future] = {}
+        self._ids = itertools.count(1)
         self.argv = list(argv)
         self.log_path = log_path
         self.env = env
@@ -48,13 +61,62 @@ class ChildProcess:
 
     async def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = await asyncio.create_subprocess_exec(
-                *self.argv, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT,
-                env=self.env, start_new_session=True, preexec_fn=_die_with_parent,
-            )
+        argv, passed, ours = list(self.argv), (), None
+        if self.control:
+            ours, theirs = socket.socketpair()
+            argv += ["--control-fd", str(theirs.fileno())]
+            passed = (theirs.fileno(),)
+        try:
+            with open(self.log_path, "ab") as log:
+                self.process = await asyncio.create_subprocess_exec(
+                    *argv, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT,
+                    env=self.env, start_new_session=True, preexec_fn=_die_with_parent, pass_fds=passed,
+                )
+        finally:
+            if self.control:
+                theirs.close()
         self.expected_exit = False
         self.started_ns = time.monotonic_ns()
+        if ours is not None:
+            reader, self._writer = await asyncio.open_unix_connection(sock=ours)
+            self._replies = asyncio.ensure_future(self._read_replies(reader))
+
+    async def _read_replies(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while line := await reader.readline():
+                with contextlib.suppress(ValueError):
+                    reply = json.loads(line)
+                    waiter = self._pending.pop(reply.get("id"), None) if isinstance(reply, dict) else None
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(reply)
+        finally:
+            for waiter in self._pending.values():
+                if not waiter.done():
+                    waiter.set_exception(ConnectionError(f"{self.name} closed its control channel"))
+            self._pending.clear()
+
+    async def command(self, op: str, member: str, timeout_s: float = 30.0) -> int:
+        """Send one member command; returns the host's CLOCK_MONOTONIC time of the effect. Raises
+        RuntimeError when the host refuses it, TimeoutError or ConnectionError when it does not answer."""
+        if self._writer is None or not self.running:
+            raise ConnectionError(f"{self.name} has no control channel (not running, or started without one)")
+        ident = next(self._ids)
+        waiter = asyncio.get_running_loop().create_future()
+        self._pending[ident] = waiter
+        self._writer.write((json.dumps({"id": ident, "op": op, "member": member}) + "\n").encode())
+        await self._writer.drain()
+        reply = await asyncio.wait_for(waiter, timeout_s)
+        if not reply.get("ok"):
+            raise RuntimeError(f"{self.name}: {op} {member}: {reply.get('error')}")
+        return int(reply["ts_ns"])
+
+    def close_control(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._replies is not None:
+            self._replies.cancel()
+            self._replies = None
 
     def signal(self, signum: int) -> None:
         if self.process is None or self.process.returncode is not None:
@@ -116,6 +178,7 @@ class ChildProcess:
                 await self.wait_exit(10.0)
         # Whatever the group leader left behind in its group goes too.
         self.signal(signal.SIGKILL)
+        self.close_control()
         return self.process.returncode
 
     def kill_now(self) -> None:
@@ -123,6 +186,7 @@ class ChildProcess:
         self.expected_exit = True
         self.signal(signal.SIGCONT)
         self.signal(signal.SIGKILL)
+        self.close_control()
 
 
 def processes_with_marker(marker: str) -> list[int]:
