@@ -19,7 +19,15 @@ link fault targets get one proxy per server per link:
 - modern: the brokers advertise the member's proxies to it (Metadata and FindCoordinator alike); each
   proxy reads Kafka frames and files the group APIs (FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
   LeaveGroup, OffsetCommit, OffsetFetch) under `coord` and the rest under `data`, a toxic per class.
-Other members connect directly.
+Other members connect directly. In a shared host process (per_process > 1) each member has proxies and
+a connect string / bootstrap list of its own.
+
+Member faults: a member with a host process to itself (or a step covering every member of its host)
+gets real signals (SIGKILL, SIGSTOP/SIGCONT, SIGTERM). A step on part of a shared host is carried out
+through the host's control channel (experiments.faults.process, experiments.member_cli): an emulated
+crash black-holes both of the member's links, then the host drops it without a word; an emulated pause
+black-holes them and the host stops polling it until the heal; a leave is the host closing just that
+member; a restart heals its links and has the host start a fresh instance under the same name.
 """
 
 from __future__ import annotations
@@ -41,14 +49,16 @@ from pathlib import Path
 
 from experiments.faults import registry
 from experiments.faults.process import RUN_MARKER_ENV, ChildProcess
-from experiments.faults.proxy import ProxyHub
+from experiments.faults.proxy import ProxyHub, Toxic
 from experiments.faults.server import ServerFaults
-from experiments.scenario import Problem, Scenario, ScenarioError, Schedule, Step, resolve
+from experiments.scenario import LinkFault, Problem, Scenario, ScenarioError, Schedule, Step, resolve
 from rebalance import events as ev
 from rebalance.events import EventRecorder
 
 STOP_TIMEOUT_S = 20.0
 STABLE_QUIET_S = 2.0
+COMMAND_TIMEOUT_S = 30.0
+HOLD = Toxic(kind=LinkFault.PARTITION)   # the black hole an emulated crash or pause puts on both links
 
 
 class Aborted(Exception):
@@ -156,6 +166,7 @@ class Run:
         self.target_tasks: dict[str, asyncio.Future] = {}
         self.step_tasks: list[asyncio.Future] = []
         self.members_proxied: dict[str, dict[str, list[str]]] = {}
+        self.member_state: dict[str, str] = {}   # running | paused | crashed | left (members of started hosts)
         self._abort = asyncio.Event()
         self._abort_reason = ""
         self.progress = Progress(self.events_dir, scenario, schedule)
@@ -264,19 +275,12 @@ class Run:
         brokers = self.scenario.cluster.brokers
         proxied = set(self.schedule.proxied_members())
         for host in self.schedule.hosts:
-            members = [member for member in host.members if member in proxied]
-            if not members:
-                continue
-            zk_proxies = []
-            if self.backend == "legacy":   # one ZooKeeper connect string per host process: its proxies are shared
-                for index in range(self.scenario.cluster.zookeeper_nodes):
-                    zk_proxies.append(await self.proxies.add(members[0], "coord", f"zk-{index}",
-                                                             self.zk_upstream(index)))
-                for member in members[1:]:
-                    for proxy in zk_proxies:
-                        self.proxies.attach(member, "coord", proxy)
-            for member in members:
-                links: dict[str, list[str]] = {"coord": [proxy.address for proxy in zk_proxies], "data": []}
+            for member in (member for member in host.members if member in proxied):
+                links: dict[str, list[str]] = {"coord": [], "data": []}
+                if self.backend == "legacy":   # the member's own ZooKeeper connect string lists these
+                    for index in range(self.scenario.cluster.zookeeper_nodes):
+                        proxy = await self.proxies.add(member, "coord", f"zk-{index}", self.zk_upstream(index))
+                        links["coord"].append(proxy.address)
                 for index in range(brokers):
                     if self.backend == "legacy":
                         proxy = await self.proxies.add(member, "data", f"broker-{index}", self.broker_upstream(index))
@@ -326,21 +330,27 @@ class Run:
             argv += ["--id", members[0]]
         else:
             argv += ["--id", host, "--count", str(len(members))]
-        proxied = self.members_proxied.get(members[0])
-        if self.backend == "legacy":
-            if proxied:
-                chroot = self.zk_connect[self.zk_connect.index("/"):]
-                argv += ["--zk", ",".join(proxied["coord"]) + chroot]
-            else:
-                argv += ["--zk", self.zk_connect]
-        else:
-            argv += ["--bootstrap", ",".join(proxied["data"]) if proxied else self.cluster.bootstrap]
+        # One address list per member (given once when they are all the same).
+        addresses = [self.member_address(member) for member in members]
+        for address in addresses if len(set(addresses)) > 1 else addresses[:1]:
+            argv += ["--zk" if self.backend == "legacy" else "--bootstrap", address]
+        if self.backend == "modern":
             if group.static:
                 argv += ["--instance-id", members[0] if len(members) == 1 else host]
         settings = {**group.extra, **(group.legacy if self.backend == "legacy" else group.modern)}
         for key, value in settings.items():
             argv += ["--config", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
         return argv
+
+    def member_address(self, member: str) -> str:
+        """The member's ZooKeeper connect string (legacy) or bootstrap list (modern): its proxies, if any."""
+        proxied = self.members_proxied.get(member)
+        if self.backend == "legacy":
+            if proxied:
+                chroot = self.zk_connect[self.zk_connect.index("/"):]
+                return ",".join(proxied["coord"]) + chroot
+            return self.zk_connect
+        return ",".join(proxied["data"]) if proxied else self.cluster.bootstrap
 
     def member_started(self, member: str) -> bool:
         host = self.hosts.get(self.schedule.host_of(member).name)
@@ -350,45 +360,95 @@ class Run:
         for host_name in dict.fromkeys(self.schedule.host_of(member).name for member in members):
             spec = next(host for host in self.schedule.hosts if host.name == host_name)
             process = ChildProcess(host_name, self.member_argv(host_name, spec.members),
-                                   log_path=self.run_dir / "logs" / f"{host_name}.log")
+                                   log_path=self.run_dir / "logs" / f"{host_name}.log", control=len(spec.members) > 1)
             await process.start()
             self.hosts[host_name] = process
+            for member in spec.members:
+                self.member_state[member] = "running"
 
     def host_processes(self, members) -> list[ChildProcess]:
         names = dict.fromkeys(self.schedule.host_of(member).name for member in members)
         return [self.hosts[name] for name in names if name in self.hosts]
 
+    def split(self, members) -> tuple[list[ChildProcess], list[str]]:
+        """Host processes that `members` cover whole (for real signals), and the members of hosts
+        they cover in part (for per-member commands). The rule resolve() uses for `emulated`."""
+        members = list(members)
+        whole = [host.name for host in self.schedule.hosts if host.members and set(host.members) <= set(members)]
+        partial = [member for member in members if self.schedule.host_of(member).name not in whole]
+        return [self.hosts[name] for name in whole if name in self.hosts], partial
+
+    async def command(self, member: str, op: str) -> int:
+        process = self.hosts[self.schedule.host_of(member).name]
+        return await process.command(op, member, COMMAND_TIMEOUT_S)
+
+    def hold(self, member: str) -> None:
+        self.proxies.set_toxic(member, "both", HOLD)
+
+    def release(self, member: str) -> None:
+        self.proxies.set_toxic(member, "both", None)
+
+    def _set_state(self, members, state: str) -> None:
+        for member in members:
+            self.member_state[member] = state
+
     async def stop_members(self, members) -> int | None:
-        processes = self.host_processes(members)
+        processes, partial = self.split(members)
         await asyncio.gather(*(process.stop(STOP_TIMEOUT_S) for process in processes))
-        return time.monotonic_ns()
+        seen = [time.monotonic_ns()]
+        seen += await asyncio.gather(*(self.command(member, "leave") for member in partial))
+        self._set_state(members, "left")
+        return max(seen)
 
     async def crash_members(self, members) -> int | None:
-        processes = self.host_processes(members)
+        processes, partial = self.split(members)
         for process in processes:
             process.crash()
-        seen = [await process.wait_exit(10.0) for process in processes]
+        for member in partial:   # black hole first: nothing the member has in flight gets out
+            self.hold(member)
+        acked = await asyncio.gather(*(self.command(member, "crash") for member in partial))
+        seen = [await process.wait_exit(10.0) for process in processes] + list(acked)
+        self._set_state(members, "crashed")
         return None if None in seen else max(seen)
 
     async def pause_members(self, members) -> int | None:
-        processes = self.host_processes(members)
+        processes, partial = self.split(members)
         for process in processes:
             process.pause()
-        seen = [await process.wait_state("T", 5.0) for process in processes]
+        for member in partial:
+            self.hold(member)
+        acked = await asyncio.gather(*(self.command(member, "pause") for member in partial))
+        seen = [await process.wait_state("T", 5.0) for process in processes] + list(acked)
+        self._set_state(members, "paused")
         return None if None in seen else max(seen)
 
     async def resume_members(self, members) -> int | None:
-        processes = self.host_processes(members)
+        processes, partial = self.split(members)
         for process in processes:
             process.resume()
-        seen = [await process.wait_state("RSD", 5.0) for process in processes]
+        for member in partial:
+            self.release(member)
+        acked = await asyncio.gather(*(self.command(member, "resume") for member in partial))
+        seen = [await process.wait_state("RSD", 5.0) for process in processes] + list(acked)
+        self._set_state(members, "running")
         return None if None in seen else max(seen)
 
     async def restart_members(self, members) -> int | None:
-        for process in self.host_processes(members):
+        processes, partial = self.split(members)
+        for process in processes:
             await process.stop(STOP_TIMEOUT_S)
-        await self.start_members(members)
-        return time.monotonic_ns()
+        if processes:
+            await self.start_members([member for member in members if member not in partial])
+        seen = [time.monotonic_ns()]
+        for member in partial:
+            state = self.member_state.get(member)
+            if state in ("running", "paused"):
+                await self.command(member, "leave")      # a restart of a running member: clean stop first
+            elif state == "crashed" and member in self.members_proxied:
+                self.release(member)                     # a crashed member's links are healed first
+            seen.append(await self.command(member, "start"))
+            self.member_state[member] = "running"
+        return max(seen)
 
     # ------------------------------------------------------------------ warmup and timeline
 
@@ -526,6 +586,11 @@ class Run:
         self.proxies.heal_all()
         for process in self.hosts.values():
             process.resume()
+        for member, state in list(self.member_state.items()):   # pauses end at their heal; this is a safety net
+            if state == "paused":
+                with contextlib.suppress(Exception):
+                    await self.command(member, "resume")
+                self.member_state[member] = "running"
         await self.servers.heal_all()
         healed = time.monotonic_ns()
         for fault_id, started in list(self.active.items()):
@@ -721,6 +786,10 @@ class Progress:
             self.owned.setdefault(member, set()).difference_update(event.get("partitions", []))
         elif kind == ev.FAULT_STARTED:
             self.faults += 1
+            if event.get("kind") == "crash" and event.get("emulated"):   # its host writes nothing more for it
+                for crashed in event.get("member_ids") or []:
+                    self.members_up.discard(crashed)
+                    self.owned.pop(crashed, None)
         if kind in (ev.FAULT_STARTED, ev.FAULT_STOPPED, ev.PHASE):
             label = event.get("name") or f"{event.get('kind')} {event.get('target')}"
             self.recent = [*self.recent[-4:], f"{kind.replace('_', ' ')}: {label}"]

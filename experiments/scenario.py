@@ -128,7 +128,7 @@ class GroupSpec:
     members: int = 3
     strategy: str = "range"
     session_timeout_ms: int = 6000
-    per_process: int = 1            # members sharing one host process (member faults then hit the host)
+    per_process: int = 1            # members sharing one host process (faults on part of it are emulated)
     static: bool = False            # modern: group.instance.id = member name
     topics: tuple[str, ...] = ()    # default: every topic
     warmup_timeout: float = 120.0   # seconds to wait for a stable group before the timeline starts
@@ -667,8 +667,12 @@ class Schedule:
         raise KeyError(member)
 
     def proxied_members(self) -> tuple[str, ...]:
-        """Members whose links some step touches: only these get fault proxies."""
-        names = {target for step in self.steps if step.action == Action.LINK.value for target in step.targets}
+        """Members whose links some step touches (a link fault, or an emulated crash or pause, which
+        black-holes them): only these get fault proxies."""
+        names = {target for step in self.steps
+                 if step.action == Action.LINK.value
+                 or (step.emulated and step.action in (Action.CRASH.value, Action.PAUSE.value))
+                 for target in step.targets}
         return tuple(sorted(names))
 
     def to_json(self) -> dict:
@@ -712,6 +716,20 @@ class _Membership:
         self.crashed: set[str] = set()
         self.left: set[str] = set()
         self.hosts: list[Host] = []
+        self.hosts_down: set[str] = set()   # host processes stopped or killed as a whole
+
+    def whole_hosts(self, names: Iterable[str]) -> bool:
+        """Whether `names` are every member of each host process they are in (then process signals
+        serve; otherwise the members are acted on one by one through the host's control channel)."""
+        names = set(names)
+        return all(set(self.host_of(name).members) <= names for name in names)
+
+    def mark_down(self, names: Iterable[str]) -> None:
+        names = set(names)
+        for name in names:
+            host = self.host_of(name)
+            if set(host.members) <= names:
+                self.hosts_down.add(host.name)
 
     def is_paused(self, member: str, at: float) -> bool:
         return self.paused_until.get(member, -1.0) > at
@@ -780,17 +798,8 @@ def resolve(scenario: Scenario) -> Schedule:
         busy[(target, link)] = (end, entry.line)
         return True
 
-    def whole_hosts(entry: TimelineEntry, names: list[str]) -> bool:
-        if not shared:
-            return True
-        for name in names:
-            host = group.host_of(name)
-            if not set(host.members) <= set(names):
-                fail(entry, "member", f"with per_process = {scenario.group.per_process}, {entry.action.value} "
-                                      f"takes whole host processes; {name} shares {host.name} with "
-                                      f"{', '.join(m for m in host.members if m not in names)}")
-                return False
-        return True
+    def emulated(names: Iterable[str]) -> bool:
+        return shared and not group.whole_hosts(names)
 
     def node_index(value: int | str | None, limit: int) -> int:
         if value == "random":
@@ -815,21 +824,20 @@ def resolve(scenario: Scenario) -> Schedule:
                 steps.append(Step(**base, op="start", targets=tuple(names), params={"to": entry.to}))
             elif entry.to < current:
                 names = group.running[entry.to:]   # the most recently started leave first
-                if not whole_hosts(entry, names):
-                    continue
                 for name in names:
                     group.running.remove(name)
                     group.left.add(name)
+                group.mark_down(names)
                 steps.append(Step(**base, op="start", targets=tuple(names), params={"to": entry.to}))
         elif action is Action.LEAVE:
             name = pick_member(entry, exclude_paused=False)
-            if name is None or not whole_hosts(entry, [name]):
+            if name is None:
                 continue
-            targets = group.host_of(name).members if shared else (name,)
-            for target in targets:
-                group.running.remove(target)
-                group.left.add(target)
-            steps.append(Step(**base, op="start", targets=tuple(targets)))
+            # A clean close either way (SIGTERM to a host of its own, else the host closes just it).
+            group.running.remove(name)
+            group.left.add(name)
+            group.mark_down([name])
+            steps.append(Step(**base, op="start", targets=(name,)))
         elif action is Action.RESTART:
             if entry.member in ("random", "last"):
                 name = pick_member(entry, exclude_paused=True)
@@ -841,15 +849,18 @@ def resolve(scenario: Scenario) -> Schedule:
                 elif group.is_paused(name, entry.at):
                     fail(entry, "member", f"member {entry.member} is paused at {entry.at} s")
                     name = None
-            if name is None or not whole_hosts(entry, [name]):
+            if name is None:
                 continue
-            targets = group.host_of(name).members if shared else (name,)
+            host = group.host_of(name)
+            # A host process that is down comes back whole, with all of its members.
+            targets = host.members if host.name in group.hosts_down else (name,)
+            group.hosts_down.discard(host.name)
             for target in targets:
                 group.crashed.discard(target)
                 group.left.discard(target)
                 if target not in group.running:
                     group.running.append(target)
-            steps.append(Step(**base, op="start", targets=tuple(targets)))
+            steps.append(Step(**base, op="start", targets=tuple(targets), emulated=emulated(targets)))
         elif action is Action.ROLLING_RESTART:
             count = entry.count or 1
             candidates = [name for name in group.running if not group.is_paused(name, entry.at)]
@@ -857,10 +868,14 @@ def resolve(scenario: Scenario) -> Schedule:
                 fail(entry, "count", f"cannot restart {count} members: {len(candidates)} are running at {entry.at} s")
                 continue
             chosen = rng.sample(candidates, count) if entry.pick == "random" else candidates[:count]
-            if not whole_hosts(entry, chosen):
-                continue
-            units = ([group.host_of(name).members for name in chosen if group.host_of(name).members[0] == name]
-                     if shared else [(name,) for name in chosen])
+            # A host covered whole restarts as a process; members of a host covered in part one by one.
+            units: list[tuple[str, ...]] = []
+            for name in chosen:
+                host = group.host_of(name)
+                if not set(host.members) <= set(chosen):
+                    units.append((name,))
+                elif host.members not in units:
+                    units.append(host.members)
             interval = entry.interval if entry.interval is not None else 5.0
             for position, unit in enumerate(units):
                 at = entry.at + position * interval
@@ -869,33 +884,35 @@ def resolve(scenario: Scenario) -> Schedule:
                                             f"after the end of the timeline ({scenario.duration} s)")
                     break
                 steps.append(Step(at=at, fault_id=f"{fault_id}.{position}", op="start", action=Action.RESTART.value,
-                                  targets=tuple(unit), line=entry.line, params={"rolling": fault_id}))
+                                  targets=tuple(unit), line=entry.line, params={"rolling": fault_id},
+                                  emulated=emulated(unit)))
         elif action in (Action.CRASH, Action.PAUSE):
             name = pick_member(entry, exclude_paused=True)
             if name is None:
                 continue
-            # A signal hits a whole process: in a shared host, all of its members.
-            targets = group.host_of(name).members if shared else (name,)
+            # Only the named member: a signal when it has its host process to itself, otherwise
+            # emulated (its links black-holed, its host stops polling it).
+            targets = (name,)
+            fake = emulated(targets)
+            end = entry.at + (entry.duration if action is Action.PAUSE else 0.0)
+            held = ("process", "coord", "data") if fake else ("process",)   # emulation holds the links
+            if not all(claim(entry, name, what, end) for what in held):
+                continue
             if action is Action.CRASH:
-                for target in targets:
-                    group.running.remove(target)
-                    group.crashed.add(target)
-                steps.append(Step(**base, op="start", targets=tuple(targets)))
+                group.running.remove(name)
+                group.crashed.add(name)
+                group.mark_down(targets)
+                steps.append(Step(**base, op="start", targets=targets, emulated=fake))
             else:
-                if not all(claim(entry, target, "process", entry.at + entry.duration) for target in targets):
-                    continue
-                for target in targets:
-                    group.paused_until[target] = entry.at + entry.duration
+                group.paused_until[name] = end
                 params = {"duration": entry.duration}
-                steps.append(Step(**base, op="start", targets=tuple(targets), params=params))
-                steps.append(Step(**{**base, "at": entry.at + entry.duration}, op="heal", targets=tuple(targets),
-                                  params=params))
+                steps.append(Step(**base, op="start", targets=targets, params=params, emulated=fake))
+                steps.append(Step(**{**base, "at": end}, op="heal", targets=targets, params=params, emulated=fake))
         elif action is Action.LINK:
             name = pick_member(entry, exclude_paused=False)
             if name is None:
                 continue
-            # A shared host has one ZooKeeper connect string for all of its members: its links go together.
-            targets = group.host_of(name).members if shared else (name,)
+            targets = (name,)   # every member has links (and proxies) of its own, shared host or not
             links = ("coord", "data") if entry.link is Link.BOTH else (entry.link.value,)
             if not all(claim(entry, target, link, entry.at + entry.duration) for target in targets for link in links):
                 continue

@@ -250,8 +250,8 @@ def test_scale_and_rolling_restart_expand_into_steps():
         (25, "restart", ("m000",)), (29, "restart", ("m001",))]
 
 
-def test_shared_hosts_take_member_faults_and_leaves_by_whole_host():
-    base = BASE.replace("members = 4", "members = 4\nper_process = 2")
+def test_shared_hosts_take_member_faults_per_member_and_emulate_them():
+    base = BASE.replace("members = 4", "members = 5\nper_process = 2")
     schedule = sc.resolve(load("""
     [[timeline]]
     at = 5
@@ -259,26 +259,59 @@ def test_shared_hosts_take_member_faults_and_leaves_by_whole_host():
     member = 1
 
     [[timeline]]
+    at = 6
+    action = "pause"
+    member = 2
+    duration = 3
+
+    [[timeline]]
+    at = 7
+    action = "crash"
+    member = 4
+
+    [[timeline]]
     at = 10
     action = "join"
     count = 2
 
     [[timeline]]
+    at = 12
+    action = "restart"
+    member = 1
+
+    [[timeline]]
+    at = 14
+    action = "leave"
+    member = 0
+
+    [[timeline]]
+    at = 16
+    action = "restart"
+    member = 4
+
+    [[timeline]]
     at = 20
     action = "scale"
-    to = 2
-    """, base))
-    assert [host.members for host in schedule.hosts] == [("h000-0", "h000-1"), ("h001-0", "h001-1"),
-                                                         ("h002-0", "h002-1")]
-    assert schedule.steps[0].targets == ("h000-0", "h000-1"), "a signal takes the whole host process"
-    assert schedule.steps[2].targets == ("h002-0", "h002-1")
-    [problem] = problems("""
-    [[timeline]]
-    at = 5
-    action = "scale"
     to = 3
-    """, base)
-    assert "whole host" in problem.message
+    """, base))
+    assert [host.members for host in schedule.hosts] == [("h000-0", "h000-1"), ("h001-0", "h001-1"), ("h002-0",),
+                                                         ("h003-0", "h003-1")]
+    steps = [(step.at, step.op, step.action, step.targets, step.emulated) for step in schedule.steps]
+    assert steps == [
+        (5, "start", "crash", ("h000-1",), True),          # one member of a shared host: emulated
+        (6, "start", "pause", ("h001-0",), True),
+        (7, "start", "crash", ("h002-0",), False),         # a host of its own: a real SIGKILL
+        (9, "heal", "pause", ("h001-0",), True),
+        (10, "start", "join", ("h003-0", "h003-1"), False),
+        (12, "start", "restart", ("h000-1",), True),       # a fresh instance in the running host
+        (14, "start", "leave", ("h000-0",), False),        # a clean close, not emulated
+        (16, "start", "restart", ("h002-0",), False),      # its host process comes back
+        # restarted members count as the latest started: the last three running leave, parts of hosts
+        (20, "start", "scale", ("h003-1", "h000-1", "h002-0"), False),
+    ]
+    # Emulated crashes and pauses black-hole the member's links: it gets proxies of its own.
+    assert schedule.proxied_members() == ("h000-1", "h001-0")
+
     link = sc.resolve(load("""
     [[timeline]]
     at = 5
@@ -287,9 +320,44 @@ def test_shared_hosts_take_member_faults_and_leaves_by_whole_host():
     link = "coord"
     fault = "partition"
     duration = 5
+
+    [[timeline]]
+    at = 20
+    action = "scale"
+    to = 3
     """, base))
-    assert link.steps[0].targets == ("h001-0", "h001-1"), "one ZooKeeper connect string per host: its links go together"
-    assert link.proxied_members() == ("h001-0", "h001-1")
+    assert link.steps[0].targets == ("h001-1",), "each member has links of its own"
+    assert link.proxied_members() == ("h001-1",)
+    assert link.steps[2].targets == ("h001-1", "h002-0"), "a scale down may take part of a host"
+
+    rolling = sc.resolve(load("""
+    [[timeline]]
+    at = 5
+    action = "rolling_restart"
+    count = 3
+    interval = 2
+    """, base))
+    assert [(step.targets, step.emulated) for step in rolling.steps] == [
+        (("h000-0", "h000-1"), False), (("h001-0",), True)]
+
+    # An emulated crash or pause holds the member's links: it must not overlap a link fault there.
+    [problem] = problems("""
+    [[timeline]]
+    at = 5
+    action = "link"
+    member = 1
+    link = "data"
+    fault = "latency"
+    latency_ms = 50
+    duration = 10
+
+    [[timeline]]
+    at = 8
+    action = "pause"
+    member = 1
+    duration = 2
+    """, base)
+    assert "already has a fault" in problem.message and "h000-1 (data)" in problem.message
 
 
 def test_overrides_change_values_before_validation():
