@@ -15,6 +15,9 @@ process) and h001-1 paused by emulation for 3 s; at t = 18 h000-0 leaves. Checke
   only its heartbeats stop);
 - the restarted member comes back under its name; the paused member consumes nothing while paused;
   the leaving member closes cleanly while its host process runs on.
+
+Also, on one host process alone: the control channel's commands and refusals, watched from ZooKeeper,
+and the member command's checks of per-member addresses.
 """
 
 from __future__ import annotations
@@ -267,3 +270,72 @@ def test_the_member_command_checks_per_member_addresses():
     assert single.exit_code == 2 and "--bootstrap was given 2 times" in single.output
     bad_fd = run("--backend", "modern", "--id", "m000", "--bootstrap", "a:1", "--control-fd", "987")
     assert bad_fd.exit_code == 2 and "--control-fd 987" in bad_fd.output
+
+
+@pytest.mark.zk
+def test_the_host_control_channel_acts_on_single_members(zk, tmp_path):
+    """Commands to one legacy host process of two members, watched from ZooKeeper: a crash leaves the
+    member's session (and ids node) to the server, a leave removes it at once, bad commands are refused."""
+    import asyncio
+    import sys
+
+    from experiments.faults.process import ChildProcess
+
+    connect = zk.chroot()
+    hosts, _, chroot = connect.partition("/")
+    root = KazooClient(hosts=hosts)
+    root.start(timeout=30)
+    root.ensure_path("/" + chroot)
+    root.stop()
+    root.close()
+    client = KazooClient(hosts=connect)
+    client.start(timeout=30)
+    events = tmp_path / "h000.jsonl"
+    ids_path = "/consumers/g/ids"
+
+    def ids() -> set[str]:
+        try:
+            return set(client.get_children(ids_path))
+        except NoNodeError:
+            return set()
+
+    async def wait_for(predicate, what: str) -> None:
+        deadline = time.monotonic() + 60
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            await asyncio.sleep(0.05)
+
+    async def play() -> None:
+        process = ChildProcess("h000", [
+            sys.executable, "-m", "experiments.cli", "member", "--backend", "legacy", "--zk", connect,
+            "--group", "g", "--topic", "t", "--id", "h000", "--count", "2", "--session-timeout-ms", "30000",
+            "--events", str(events), "--run-id", "test"], log_path=tmp_path / "h000.log", control=True)
+        await process.start()
+        try:
+            await wait_for(lambda: ids() == {"g_h000-0", "g_h000-1"}, "both members registered")
+            crashed_ns = await process.command("crash", "h000-1")
+            with pytest.raises(RuntimeError, match="cannot pause h000-1: it is crashed"):
+                await process.command("pause", "h000-1")
+            with pytest.raises(RuntimeError, match="no member 'nobody' in this process"):
+                await process.command("crash", "nobody")
+            with pytest.raises(RuntimeError, match="unknown op 'explode'"):
+                await process.command("explode", "h000-0")
+            await process.command("pause", "h000-0")
+            with pytest.raises(RuntimeError, match="cannot pause h000-0: it is paused"):
+                await process.command("pause", "h000-0")
+            await process.command("resume", "h000-0")
+            await process.command("leave", "h000-0")
+            # The clean leave closed h000-0's session at once; h000-1's session was not closed (30 s).
+            assert ids() == {"g_h000-1"}
+            assert process.running, "the host process runs on"
+        finally:
+            await process.stop()
+        written = list(read_events(events))
+        assert not [event for event in written if event["member"] == "g_h000-1" and event["ts_ns"] > crashed_ns]
+        assert [event["member"] for event in written if event["type"] == "member_stopped"] == ["g_h000-0"]
+
+    try:
+        asyncio.run(play())
+    finally:
+        client.stop()
+        client.close()
