@@ -5,9 +5,9 @@ registry for a factory, starts the member(s), polls records, prints each member'
 assignment whenever it changes, and writes events. Ctrl-C or SIGTERM leaves the group
 cleanly (close), flushes the events and exits 0: the experiment runner relies on that.
 
-With `--count K` the members of one process may each have their own ZooKeeper connect string
-or bootstrap list (`--zk`/`--bootstrap` given K times, in member order), so that each member's
-links can pass fault proxies of its own. `--control-fd` names a socket on which the runner
+With `--count K` each member is polled by a thread of its own (one member blocked in a call holds
+up only itself) and may have its own ZooKeeper connect string or bootstrap list (`--zk`/`--bootstrap`
+given K times, in member order), so that each member's links can pass fault proxies of its own. `--control-fd` names a socket on which the runner
 sends commands for single members of the process, one JSON object per line:
 
     {"id": 1, "op": "crash" | "pause" | "resume" | "leave" | "start", "member": "h000-1"}
@@ -164,13 +164,15 @@ class _Slot:
         self.member = None
         self.gate: _Gate | None = None
         self.state = "new"       # new | running | paused | crashed | leaving | left | starting
+        self.lock = threading.Lock()   # held while its polling thread is inside poll()
         self.consumed = 0
         self.shown: tuple | None = None
 
 
 class Host:
-    """The members of one process, polled in turn by the main thread; commands (from the control
-    socket) are applied between polls, on the main thread, or handed to a worker when they may block."""
+    """The members of one process, each polled by a thread of its own (a member blocked in a call,
+    e.g. a commit on a cut-off link, holds up only itself). Commands from the control socket are
+    applied on the main thread, or handed to a worker when they may block."""
 
     def __init__(self, factory, configs: dict[str, MemberConfig], recorder: EventRecorder,
                  stop: threading.Event) -> None:
@@ -180,6 +182,8 @@ class Host:
         self.stop = stop
         self.slots = {name: _Slot(name) for name in configs}
         self.commands: queue.Queue = queue.Queue()
+        self.failure: str | None = None
+        self._pollers: list[threading.Thread] = []
         self._reply_lock = threading.Lock()
         self._control: socket.socket | None = None
 
@@ -191,18 +195,25 @@ class Host:
     # ---- the main thread
 
     def run(self) -> int:
-        started = []
         try:
             for slot in self.slots.values():
                 if self.stop.is_set():
                     break
                 if not self._start(slot):
                     _close_one(slot.member, quiet=True)
+                    slot.state = "left"
                     return 1
-                started.append(slot)
-            self._consume()
+            while not self.stop.is_set():
+                self._apply_commands()
+                self.stop.wait(_IDLE_SLEEP_S)
         finally:
+            self.stop.set()
+            for poller in self._pollers:
+                poller.join(15)
             _close_all([slot.member for slot in self.slots.values() if slot.state in ("running", "paused")])
+        if self.failure:
+            console.print(f"[red]{escape(self.failure)}[/red]")
+            return 1
         return 0
 
     def _start(self, slot: _Slot) -> bool:
@@ -211,34 +222,42 @@ class Host:
         except Exception as error:
             console.print(f"[red]could not start {slot.member.member_id}: {type(error).__name__}: {error}[/red]")
             return False
-        slot.state = "running"
         slot.shown = None
+        slot.state = "running"
+        poller = threading.Thread(target=self._poll, args=(slot, slot.member), name=f"poll-{slot.name}", daemon=True)
+        self._pollers.append(poller)
+        poller.start()
         console.print(f"[bold]{slot.member.member_id}[/bold] started")
         return True
 
-    def _consume(self) -> None:
-        while not self.stop.is_set():
-            self._apply_commands()
-            polled = [slot for slot in self.slots.values() if slot.state == "running"]
-            got_any = False
-            for slot in polled:
-                group_member = slot.member
-                records = group_member.poll(0.0 if len(self.slots) > 1 else 0.1)
-                slot.consumed += len(records)
-                got_any = got_any or bool(records)
-                owned = tuple(sorted(map(str, group_member.assignment())))
-                note = getattr(group_member, "status", "")  # a backend may say why it owns nothing
-                if (owned, note) != slot.shown:
-                    slot.shown = (owned, note)
-                    stamp = time.strftime("%H:%M:%S")
-                    text = ", ".join(owned) if owned else "[yellow]nothing[/yellow]"
-                    note_text = f" [red]({escape(note)})[/red]" if note else ""
-                    console.print(
-                        f"{stamp} [bold]{group_member.member_id}[/bold] owns {text}{note_text}"
-                        f"  [dim](consumed so far: {slot.consumed})[/dim]"
-                    )
-            if not got_any and (len(self.slots) > 1 or not polled):
+    def _poll(self, slot: _Slot, group_member) -> None:
+        """Poll one member instance until the process stops or the instance is crashed, left or replaced."""
+        while not self.stop.is_set() and slot.member is group_member and slot.state in ("running", "paused"):
+            if slot.state == "paused":
                 self.stop.wait(_IDLE_SLEEP_S)
+                continue
+            with slot.lock:
+                if slot.state != "running" or slot.member is not group_member:
+                    continue
+                try:
+                    records = group_member.poll(0.1)
+                    owned = tuple(sorted(map(str, group_member.assignment())))
+                except Exception as error:
+                    if slot.state == "running" and slot.member is group_member:
+                        self.failure = f"{group_member.member_id}: poll failed: {type(error).__name__}: {error}"
+                        self.stop.set()
+                    return   # a crashed member may fail on its way out: it is gone either way
+            slot.consumed += len(records)
+            note = getattr(group_member, "status", "")  # a backend may say why it owns nothing
+            if (owned, note) != slot.shown:
+                slot.shown = (owned, note)
+                stamp = time.strftime("%H:%M:%S")
+                text = ", ".join(owned) if owned else "[yellow]nothing[/yellow]"
+                note_text = f" [red]({escape(note)})[/red]" if note else ""
+                console.print(
+                    f"{stamp} [bold]{group_member.member_id}[/bold] owns {text}{note_text}"
+                    f"  [dim](consumed so far: {slot.consumed})[/dim]"
+                )
 
     def _apply_commands(self) -> None:
         while True:
@@ -267,7 +286,7 @@ class Host:
             self.reply(ident)
             threading.Thread(target=_abandon, args=(slot.member,), daemon=True).start()
         elif op == "pause":
-            slot.state = "paused"
+            slot.state = "paused"  # its polling thread polls no more (a poll under way finishes)
             console.print(f"[bold]{name}[/bold] paused (not polled)")
             self.reply(ident)
         elif op == "resume":
@@ -278,7 +297,8 @@ class Host:
             slot.state = "leaving"
 
             def leave() -> None:
-                _close_one(slot.member)
+                with slot.lock:    # after a poll under way
+                    _close_one(slot.member)
                 slot.state = "left"
                 self.reply(ident)
 
