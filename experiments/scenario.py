@@ -28,11 +28,11 @@ OFFSETS_TOPIC_PARTITIONS = 50  # offsets.topic.num.partitions: picks the coordin
 
 class Action(Enum):
     JOIN = "join"                         # count new members join
-    LEAVE = "leave"                       # a member leaves cleanly (SIGTERM)
+    LEAVE = "leave"                       # a member leaves cleanly (SIGTERM, or its shared host closes it)
     SCALE = "scale"                       # the group grows or shrinks to `to` members
     ROLLING_RESTART = "rolling_restart"   # `count` members restarted one after another
-    CRASH = "crash"                       # SIGKILL
-    PAUSE = "pause"                       # SIGSTOP for `duration`, then SIGCONT
+    CRASH = "crash"                       # SIGKILL (emulated on part of a shared host)
+    PAUSE = "pause"                       # SIGSTOP for `duration`, then SIGCONT (emulated likewise)
     RESTART = "restart"                   # clean stop (if running), then start again
     LINK = "link"                         # a fault on a member's coord/data link
     ZK_KILL = "zk_kill"
