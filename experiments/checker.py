@@ -143,10 +143,9 @@ def duplicates(repeats: DataFrame, counts: Counts, config: CheckConfig) -> Check
                        _evidence(repeats, ["t", "tp", "from_offset"], config.evidence_rows))
 
 
-def offset_regressions(ev: DataFrame, counts: Counts, config: CheckConfig) -> CheckResult:
-    """Per partition, a successful commit lower than an earlier one (a zombie's late commit)."""
-    commits = ev.filter(F.col("type") == "offsets_committed").select(
-        "member", "t", "seq", F.explode("offsets").alias("tp", "offset"))
+def offset_regressions(commits: DataFrame, counts: Counts, config: CheckConfig) -> CheckResult:
+    """Per partition, a successful commit lower than an earlier one (a zombie's late commit).
+    `commits`: one row per partition per offsets_committed event (member, t, seq, tp, offset)."""
     if not counts.get("offsets_committed"):
         return CheckResult("offset-regressions", Verdict.UNKNOWN, 0, "no offsets_committed events")
     earlier = Window.partitionBy("tp").orderBy("t", "seq").rowsBetween(Window.unboundedPreceding, -1)

@@ -1,7 +1,7 @@
 """The Spark summary of a run: events in, verdicts and tables out.
 
 `summarize_run` reads RUN_DIR/events/*.jsonl with an explicit schema, derives the frames
-the checks need (ownership intervals, per-partition owner spans, one row per record),
+the checks need (ownership intervals, per-partition owner spans, consumed and lost offset ranges),
 runs every check of `experiments.checker`, computes per-phase aggregates, Kafka's
 rebalance metrics and the herd cost of each membership change, and writes them to
 RUN_DIR/summary/ as Parquet files plus summary.md. Small results travel as pandas frames;
@@ -28,8 +28,8 @@ from experiments import checker
 from experiments.checker import CheckConfig, CheckResult, Verdict
 
 # One schema for every event type (docs/events.md); a type simply leaves the others null.
-# Fields whose JSON shape differs between types are read as strings: `produce_ts_ms` is a
-# number on record_produced and a list on records_produced/records_consumed; `params` is any object.
+# `params` is any object, read as its JSON text. `produce_ts_ms` is a list (one produce time per
+# record of a batch); older per-record producer lines carry a single number there, read apart.
 EVENT_SCHEMA = T.StructType([
     T.StructField("run_id", T.StringType()),
     T.StructField("backend", T.StringType()),
@@ -53,7 +53,7 @@ EVENT_SCHEMA = T.StructType([
     T.StructField("first_offset", T.LongType()),
     T.StructField("last_offset", T.LongType()),
     T.StructField("count", T.LongType()),
-    T.StructField("produce_ts_ms", T.StringType()),
+    T.StructField("produce_ts_ms", T.ArrayType(T.LongType())),
     T.StructField("offsets", T.MapType(T.StringType(), T.LongType())),
     T.StructField("op", T.StringType()),
     T.StructField("path", T.StringType()),
@@ -173,30 +173,32 @@ class RunSummary:
 Step = Callable[[str], None]
 
 
-# Record events are most of a log. They are told apart on the raw line (the recorder writes compact
-# JSON) and parsed with narrow schemas; everything else is parsed with the full schema.
-_PRODUCED_MARK = ('"type":"record_produced"', '"type":"records_produced"')
-_CONSUMED_MARK = '"type":"records_consumed"'
-_PRODUCED_SCHEMA = ("ts_ns long, ts_ms long, topic string, partition long, offset long, first_offset long, "
-                    "last_offset long, produce_ts_ms string")
-_CONSUMED_SCHEMA = ("ts_ns long, ts_ms long, member string, topic string, partition long, first_offset long, "
-                    "last_offset long, count long, produce_ts_ms array<long>")
+# Record events and commits are most of a log. The log is parsed once with the explicit schema and
+# cached, split into four frames cached in turn, and then dropped; produced records stay in their
+# batches (offset ranges), so no check expands every produced record to a row.
+_PRODUCED_TYPES = ("record_produced", "records_produced")
+_CONSUMED_TYPE = "records_consumed"
+_COMMIT_TYPE = "offsets_committed"
+_RECORD_FIELDS = ("first_offset", "last_offset", "count", "produce_ts_ms", "offset")
 
 
 @dataclass
 class EventFrames:
-    """A run's events in three frames, each cached: small `control` (every event but records, full
-    schema), `produced` (one row per record: tp, offset, produce_ms, ts_ns) and `consumed` batches;
-    `produced_events` counts the producer's events by type (batches and, in older logs, single records)."""
+    """A run's events in four cached frames: `control` (every other event, full schema, plus `seq`),
+    `commits` (one row per partition per offsets_committed: member, ts_ns, ts_ms, seq, generation,
+    tp, offset), `produced` batches (tp, first_offset, last_offset, records, stamps: one produce time
+    per record, ts_ns, ts_ms) and `consumed` batches; `types` counts the lines by event type (None:
+    unreadable lines)."""
 
     control: DataFrame
+    commits: DataFrame
     produced: DataFrame
     consumed: DataFrame
-    produced_events: dict[str, int]
+    types: dict[str | None, int]
     cached: tuple[DataFrame, ...] = ()
 
     def unpersist(self) -> None:
-        for frame in (self.control, self.produced, self.consumed, *self.cached):
+        for frame in (self.control, self.commits, *self.cached):
             frame.unpersist()
 
 
@@ -204,30 +206,41 @@ def read_events(spark: SparkSession, run_dir: Path) -> EventFrames:
     files = sorted(str(p) for p in (run_dir / "events").glob("*.jsonl"))
     if not files:
         raise FileNotFoundError(f"{run_dir}: no events/*.jsonl")
-    text = spark.read.text(files)
-    is_produced = F.col("value").contains(_PRODUCED_MARK[0]) | F.col("value").contains(_PRODUCED_MARK[1])
-    is_consumed = F.col("value").contains(_CONSUMED_MARK)
-    # A torn last line (a crash mid-write) parses to nulls: kept here, counted, then dropped.
-    control = text.filter(~is_produced & ~is_consumed).select(
-        F.from_json("value", EVENT_SCHEMA).alias("e")).select("e.*").withColumn("seq", F.monotonically_increasing_id())
-    # The JSON source with a narrow schema parses the produced records faster than from_json on text.
-    raw_produced = spark.read.schema("type string, " + _PRODUCED_SCHEMA).json(files).filter(
-        F.col("type").isin("record_produced", "records_produced")).persist()
-    produced_events = {row["type"]: row["count"] for row in raw_produced.groupBy("type").count().collect()}
-    single = raw_produced.filter(F.col("offset").isNotNull()).select(
-        _tp().alias("tp"), "offset", F.coalesce(F.col("produce_ts_ms").cast("long"), "ts_ms").alias("produce_ms"),
-        "ts_ns")
-    batches = raw_produced.filter(F.col("offset").isNull() & F.col("first_offset").isNotNull()).select(
-        "*", F.from_json("produce_ts_ms", "array<long>").alias("stamps"),
-        F.posexplode(F.sequence("first_offset", "last_offset")).alias("i", "offset_in_batch"),
-    ).select(_tp().alias("tp"), F.col("offset_in_batch").alias("offset"),
-             F.coalesce(F.element_at("stamps", F.col("i") + 1), "ts_ms").alias("produce_ms"), "ts_ns")
-    consumed = text.filter(is_consumed).select(F.from_json("value", _CONSUMED_SCHEMA).alias("e")).select(
-        "e.member", _tp("e.topic", "e.partition").alias("tp"), "e.ts_ns", "e.ts_ms", "e.first_offset",
-        "e.last_offset", F.coalesce("e.count", F.col("e.last_offset") - F.col("e.first_offset") + 1).alias("count"),
-        F.col("e.produce_ts_ms").alias("produce_list"))
-    return EventFrames(control.persist(), single.unionByName(batches).persist(), consumed.persist(),
-                       produced_events, (raw_produced,))
+    reader = spark.read.option("mode", "PERMISSIVE")
+    events = reader.schema(EVENT_SCHEMA).json(files).withColumn("seq", F.monotonically_increasing_id()).persist()
+    types = {row["type"]: row["count"] for row in events.groupBy("type").count().collect()}
+    kind = F.coalesce(F.col("type"), F.lit(""))
+    # A torn last line (a crash mid-write) parses to nulls: kept in `control`, counted, then dropped.
+    control = events.filter(~kind.isin(*_PRODUCED_TYPES, _CONSUMED_TYPE, _COMMIT_TYPE)).select(
+        *(name for name in events.columns if name not in _RECORD_FIELDS))
+    commits = events.filter(kind == _COMMIT_TYPE).select(
+        "member", "ts_ns", "ts_ms", "seq", "generation", F.explode("offsets").alias("tp", "offset"))
+    consumed = events.filter(kind == _CONSUMED_TYPE).select(
+        "member", _tp().alias("tp"), "ts_ns", "ts_ms", "first_offset", "last_offset",
+        F.coalesce("count", F.col("last_offset") - F.col("first_offset") + 1).alias("count"),
+        F.col("produce_ts_ms").alias("produce_list"))
+    produced = _batches(events.filter(kind == "records_produced"), F.col("produce_ts_ms"))
+    if types.get("record_produced"):   # an older log: its single-record lines carry a number, read apart
+        single = reader.schema("type string, topic string, partition long, ts_ns long, ts_ms long, offset long, "
+                               "produce_ts_ms long").json(files).filter(F.col("type") == "record_produced")
+        produced = produced.unionByName(_batches(single, F.array(F.coalesce("produce_ts_ms", "ts_ms"))))
+    # Control events and commits are cached on their own (flat, and read by many windows); record
+    # batches are read straight from the parsed log, which stays cached until `unpersist`.
+    control, commits = control.persist(), commits.persist()
+    return EventFrames(control, commits, produced, consumed, types, (events,))
+
+
+def _batches(frame: DataFrame, stamps) -> DataFrame:
+    """Produced records as batches (a single-record line is a batch of one)."""
+    names = set(frame.columns)
+    offset = F.col("offset") if "offset" in names else F.lit(None).cast("long")
+    first, last = (F.coalesce(F.col(name), offset) if name in names else offset for name in ("first_offset", "last_offset"))
+    records = last - first + 1
+    return frame.filter(first.isNotNull()).select(
+        _tp().alias("tp"), first.alias("first_offset"), last.alias("last_offset"), records.alias("records"),
+        # Without one stamp per record, the batch's own time stands in for each record's.
+        F.when(F.size(stamps) == records, stamps).otherwise(F.array_repeat("ts_ms", records.cast("int")))
+        .alias("stamps"), "ts_ns", "ts_ms")
 
 
 def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig = DEFAULT_CHECKS,
@@ -237,14 +250,12 @@ def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig 
     step("reading events")
     frames = read_events(spark, run_dir)
     ns = F.coalesce("ts_ns", F.col("ts_ms") * 1_000_000)
-    spans = [frames.control.filter(F.col("type").isNotNull()).agg(F.min(ns), F.max(ns), F.min("ts_ms")).first(),
-             frames.produced.agg(F.min("ts_ns"), F.max("ts_ns"), F.min("produce_ms")).first(),
-             frames.consumed.agg(F.min(ns), F.max(ns), F.min("ts_ms")).first()]
-    counts = {row["type"]: row["count"] for row in frames.control.groupBy("type").count().collect()}
+    spans = [frame.agg(F.min(ns), F.max(ns), F.min(ts_ms)).first() for frame, ts_ms in (
+        (frames.control.filter(F.col("type").isNotNull()), F.col("ts_ms")), (frames.commits, F.col("ts_ms")),
+        (frames.produced, F.array_min("stamps")), (frames.consumed, F.col("ts_ms")))]
+    counts = dict(frames.types)
     unreadable = counts.pop(None, 0)
-    counts.update(frames.produced_events)
-    counts["records_consumed"] = frames.consumed.count()
-    produced_records = frames.produced.count()
+    produced_records = frames.produced.agg(F.sum("records")).first()[0] or 0
     counts = {kind: n for kind, n in counts.items() if n}
     if not counts:
         raise ValueError(f"{run_dir}: the event files hold no readable events")
@@ -253,7 +264,8 @@ def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig 
     run_end = (max(row[1] for row in spans if row[1] is not None) - t0_ns) / 1e9
     seconds = lambda column: (F.col(column) - F.lit(t0_ns)) / 1e9  # noqa: E731
     control = frames.control.filter(F.col("type").isNotNull()).withColumn("t", (ns - F.lit(t0_ns)) / 1e9)
-    produced = frames.produced.withColumn("t_produce", (F.col("produce_ms") - F.lit(t0_ms)) / 1e3)
+    commits = frames.commits.withColumn("t", (ns - F.lit(t0_ns)) / 1e9)
+    produced = frames.produced
     consumed = frames.consumed.withColumn("t", seconds("ts_ns"))
     info = _run_info(run_dir, lock, control)
 
@@ -261,9 +273,10 @@ def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig 
     universe = _universe(info, control, produced, consumed)
     last_consume = consumed.agg(F.max("t")).first()[0] if counts.get("records_consumed") else None
     tail_start = None if last_consume is None else last_consume - config.latency_limit_ms / 1000
-    missing, unseen = _lost(produced, consumed, tail_start)
+    covered = _coverage(consumed).persist()   # gaps (lost) and overlaps (duplicates) both come from it
+    missing, unseen = _lost(produced, covered, t0_ms, tail_start)
     missing = missing.persist()
-    repeats = _duplicate_ranges(consumed)
+    repeats = _duplicate_ranges(covered)
     deliveries = _deliveries(consumed)
 
     step("ownership")
@@ -277,7 +290,7 @@ def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig 
         checker.consumption_outside_ownership(consumed, segments, counts, config),
         checker.lost_records(missing, unseen, counts, config),
         checker.duplicates(repeats, counts, config),
-        checker.offset_regressions(control, counts, config),
+        checker.offset_regressions(commits, counts, config),
         checker.slow_records(deliveries, config),
         checker.convergence(segments, len(universe), since_t, bound_s, run_end, counts, config),
         checker.fenced_commits(control, config),
@@ -287,10 +300,10 @@ def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig 
     phases = _phases(control, run_end)
     episodes = _rebalance_episodes(control).toPandas()
     tables = {
-        "phases": _phase_table(produced, missing, repeats, deliveries, episodes, checks, phases, config),
+        "phases": _phase_table(_produce_times(produced, t0_ms), missing, repeats, deliveries, episodes, checks, phases, config),
         "rebalance_metrics": _rebalance_metrics(control, run_end),
         "herd": _herd(control, ownership, len(universe)),
-        "throughput": _throughput(produced, consumed, missing, deliveries, config),
+        "throughput": _throughput(_produce_times(produced, t0_ms), consumed, missing, deliveries, config),
         "ownership": ownership.orderBy("tp", "start").toPandas(),
         "faults": _faults(control, run_end),
         "episodes": episodes,
@@ -312,7 +325,7 @@ def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig 
         info = replace(info, members=_usual_group_size(tables["herd"], run_end) or info.members)
     summary = RunSummary(info, checks, tables, facts)
     frames.unpersist()
-    for frame in (missing, ownership, segments):
+    for frame in (covered, missing, ownership, segments):
         frame.unpersist()
     if write:
         step("writing")
@@ -355,39 +368,51 @@ def _tp(topic: str = "topic", partition: str = "partition"):
 
 
 def _coverage(consumed: DataFrame) -> DataFrame:
-    """Consumed batches in offset order per partition, each with the highest offset consumed by
-    the batches before it (`reach`) and the member of the batch just before it."""
+    """Consumed batches in offset order per partition (tp, first_offset, last_offset, member, t), each
+    with the highest offset consumed by the batches before it (`reach`) and the member of the batch
+    just before it."""
     in_offsets = Window.partitionBy("tp").orderBy("first_offset", "last_offset", "t")
-    return consumed.withColumn(
+    return consumed.select("tp", "first_offset", "last_offset", "member", "t").withColumn(
         "reach", F.max("last_offset").over(in_offsets.rowsBetween(Window.unboundedPreceding, -1))
     ).withColumn("earlier_member", F.lag("member").over(in_offsets))
 
 
-def _lost(produced: DataFrame, consumed: DataFrame, tail_start: float | None) -> tuple[DataFrame, int]:
-    """Produced records no batch covers, computed on offset ranges rather than record by record:
-    the gaps between consumed ranges (and after the last one) are joined with the produced records.
-    Returns the lost records and how many more were only 'unseen' (produced at the very end)."""
-    covered = _coverage(consumed)
+def _lost(produced: DataFrame, covered: DataFrame, t0_ms: int, tail_start: float | None) -> tuple[DataFrame, int]:
+    """Produced records no batch covers, computed on offset ranges rather than record by record: the
+    gaps between consumed ranges (`covered`, from `_coverage`; and after the last one) are intersected
+    with the produced batches, and only the intersections are expanded to records (tp, offset,
+    produce_ms, t_produce). Returns the lost records and how many more were only 'unseen' (produced
+    at the very end)."""
     gaps = covered.filter(F.col("first_offset") > F.coalesce("reach", F.lit(-1)) + 1).select(
         "tp", (F.coalesce("reach", F.lit(-1)) + 1).alias("low"), (F.col("first_offset") - 1).alias("high"))
-    reach = consumed.groupBy("tp").agg(F.max("last_offset").alias("reach"))
-    tails = produced.groupBy("tp").agg(F.max("offset").alias("high")).join(reach, "tp", "left").select(
+    reach = covered.groupBy("tp").agg(F.max("last_offset").alias("reach"))
+    tails = produced.groupBy("tp").agg(F.max("last_offset").alias("high")).join(reach, "tp", "left").select(
         "tp", (F.coalesce("reach", F.lit(-1)) + 1).alias("low"), "high").filter(F.col("high") >= F.col("low"))
-    ranges = gaps.unionByName(tails)
-    size = ranges.agg(F.sum(F.col("high") - F.col("low") + 1)).first()[0] or 0
-    offsets = ranges.select("tp", F.explode(F.sequence("low", "high")).alias("offset"))
-    if size < 1_000_000:
-        offsets = F.broadcast(offsets)
-    never = produced.join(offsets, ["tp", "offset"]).select("tp", "offset", "produce_ms", "t_produce")
+    ranges = gaps.unionByName(tails).withColumnRenamed("tp", "gap_tp")
+    if ranges.count() < 100_000:
+        ranges = F.broadcast(ranges)
+    overlap = produced.join(ranges, (F.col("tp") == F.col("gap_tp")) & (F.col("first_offset") <= F.col("high"))
+                            & (F.col("last_offset") >= F.col("low")))
+    never = overlap.select(
+        "tp", "first_offset", "stamps",
+        F.explode(F.sequence(F.greatest("first_offset", "low"), F.least("last_offset", "high"))).alias("offset"),
+    ).select("tp", "offset", F.element_at("stamps", (F.col("offset") - F.col("first_offset") + 1).cast("int"))
+             .alias("produce_ms")).withColumn("t_produce", (F.col("produce_ms") - F.lit(t0_ms)) / 1e3)
     if tail_start is None:
         return never, 0
     unseen = never.filter(F.col("t_produce") >= tail_start).count()
     return never.filter(F.col("t_produce") < tail_start), unseen
 
 
-def _duplicate_ranges(consumed: DataFrame) -> DataFrame:
+def _produce_times(produced: DataFrame, t0_ms: int) -> DataFrame:
+    """When each produced record was produced (`t_produce`, run seconds), and nothing else per record."""
+    return produced.select(F.explode("stamps").alias("produce_ms")).select(
+        ((F.col("produce_ms") - F.lit(t0_ms)) / 1e3).alias("t_produce"))
+
+
+def _duplicate_ranges(covered: DataFrame) -> DataFrame:
     """Offsets a batch consumed that earlier batches (in offset order) had consumed already."""
-    return _coverage(consumed).filter(F.col("reach") >= F.col("first_offset")).select(
+    return covered.filter(F.col("reach") >= F.col("first_offset")).select(
         "tp", F.col("first_offset").alias("from_offset"), F.least("last_offset", "reach").alias("to_offset"),
         (F.least("last_offset", "reach") - F.col("first_offset") + 1).alias("records"),
         F.when(F.col("member") == F.col("earlier_member"), "one member").otherwise("different members").alias("by"),
@@ -509,7 +534,7 @@ def _rebalance_episodes(control: DataFrame) -> DataFrame:
     return merged.groupBy("episode").agg(F.min("start").alias("start"), F.max("end").alias("end")).orderBy("start")
 
 
-def _phase_table(produced: DataFrame, missing: DataFrame, repeats: DataFrame, deliveries: DataFrame,
+def _phase_table(produce_times: DataFrame, missing: DataFrame, repeats: DataFrame, deliveries: DataFrame,
                  episodes: pd.DataFrame, checks: list[CheckResult], phases: list[tuple[str, float, float]],
                  config: CheckConfig) -> pd.DataFrame:
     """Seed 002's table per phase: records lost (never processed or over the limit), max latency,
@@ -519,7 +544,7 @@ def _phase_table(produced: DataFrame, missing: DataFrame, repeats: DataFrame, de
         return frame.withColumn("phase", _phase_index(column, phases)).groupBy("phase").agg(*aggregates).toPandas(
         ).set_index("phase")
 
-    made = by_phase(produced, "t_produce", F.count("*").alias("produced"))
+    made = by_phase(produce_times, "t_produce", F.count("*").alias("produced"))
     never = by_phase(missing, "t_produce", F.count("*").alias("never_processed"))
     late = by_phase(
         deliveries.withColumn("t_produce", F.col("t") - F.col("latency_ms") / 1000), "t_produce",
@@ -677,13 +702,13 @@ def _owned_count_spans(ownership: DataFrame) -> pd.DataFrame:
     return frame[["start", "end", "owned"]]
 
 
-def _throughput(produced: DataFrame, consumed: DataFrame, missing: DataFrame, deliveries: DataFrame,
+def _throughput(produce_times: DataFrame, consumed: DataFrame, missing: DataFrame, deliveries: DataFrame,
                 config: CheckConfig) -> pd.DataFrame:
     """Per second of the run: records processed; and by the second they were produced: records
     produced, processed over the latency limit, never processed."""
     second = lambda column: F.floor(column).alias("second")  # noqa: E731
     processed = consumed.groupBy(second("t")).agg(F.sum("count").alias("processed"))
-    made = produced.groupBy(second("t_produce")).agg(F.count("*").alias("produced"))
+    made = produce_times.groupBy(second("t_produce")).agg(F.count("*").alias("produced"))
     late = deliveries.filter(F.col("latency_ms") > config.latency_limit_ms).groupBy(
         second(F.col("t") - F.col("latency_ms") / 1000)).agg(F.count("*").alias("over_limit"))
     never = missing.groupBy(second("t_produce")).agg(F.count("*").alias("never_processed"))

@@ -98,9 +98,12 @@ def test_produced_records_are_read_from_batches_and_from_older_single_record_lin
     (events / "producer.jsonl").write_text(
         head + '"type":"records_produced","topic":"t","partition":0,"first_offset":7,"last_offset":9,"count":3,'
         '"seqs":[0,2,4],"produce_ts_ms":[4001,4002,4003]}\n'
-        + head + '"type":"record_produced","topic":"t","partition":1,"offset":3,"seq":1,"produce_ts_ms":4004}\n')
+        + head + '"type":"record_produced","topic":"t","partition":1,"offset":3,"seq":1,"produce_ts_ms":4004}\n'
+        + head + '"type":"records_produced","topic":"t","partition":2,"first_offset":0,"last_offset":1,"count":2}\n')
     frames = read_frames(spark, tmp_path)
-    rows = sorted((r["tp"], r["offset"], r["produce_ms"]) for r in frames.produced.collect())
+    rows = sorted((r["tp"], r["first_offset"], r["last_offset"], r["records"], list(r["stamps"]))
+                  for r in frames.produced.collect())
     frames.unpersist()
-    assert rows == [("t-0", 7, 4001), ("t-0", 8, 4002), ("t-0", 9, 4003), ("t-1", 3, 4004)]
-    assert frames.produced_events == {"records_produced": 1, "record_produced": 1}
+    assert rows == [("t-0", 7, 9, 3, [4001, 4002, 4003]), ("t-1", 3, 3, 1, [4004]),
+                    ("t-2", 0, 1, 2, [5000, 5000])], "a batch without produce times takes its own time"
+    assert frames.types == {"records_produced": 2, "record_produced": 1}
