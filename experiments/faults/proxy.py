@@ -351,10 +351,6 @@ class ProxyHub:
             self.links.setdefault((member, link), []).append((proxy, link if len(links) > 1 else ALL))
         return proxy
 
-    def attach(self, member: str, link: str, proxy: Proxy) -> None:
-        """Let another member's link go through an existing proxy (members sharing one connection)."""
-        self.links.setdefault((member, link), []).append((proxy, ALL))
-
     def _entries(self, member: str, link: str) -> list[tuple[Proxy, str]]:
         names = ("coord", "data") if link == "both" else (link,)
         return [entry for name in names for entry in self.links.get((member, name), [])]

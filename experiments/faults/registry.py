@@ -73,7 +73,8 @@ async def _phase(run, step: Step) -> int | None:
 
 
 async def _crash(run, step: Step) -> int | None:
-    """SIGKILL the host process(es) of the targets (in a shared host: all of its members)."""
+    """SIGKILL the targets' host processes; for part of a shared host, the runner emulates the crash
+    through the members' links and the host's control channel (`step.emulated`)."""
     return await run.crash_members(step.targets)
 
 
