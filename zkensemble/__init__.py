@@ -55,11 +55,13 @@ def choose_provider(provider: str | Provider | None = None) -> Provider:
 
 
 def start(nodes: int = 1, provider: str | Provider | None = None, name: str | None = None,
-          workdir: Path | None = None, **options) -> Ensemble:
+          workdir: Path | None = None, owner_pid: int | None = None, **options) -> Ensemble:
     """Start a ZooKeeper ensemble and return once every node serves a real client and one leads.
 
     `options` are further `EnsembleConfig` fields (tick_ms, first_client_port, ...). A failed
-    start leaves nothing running.
+    start leaves nothing running. With `owner_pid` (usually `os.getpid()`), a detached reaper
+    removes the ensemble once that process is gone, even if it was SIGKILLed (see reaper.py);
+    without it the ensemble lives until `stop()` or this process's normal exit.
     """
     from . import docker_provider, local_provider
 
@@ -67,8 +69,8 @@ def start(nodes: int = 1, provider: str | Provider | None = None, name: str | No
     config = EnsembleConfig(nodes=nodes, name=name or "", **options)
     resolved = config.resolved_name()
     if chosen is Provider.DOCKER:
-        return docker_provider.DockerEnsemble.start(config, resolved)
-    return local_provider.LocalEnsemble.start(config, resolved, workdir)
+        return docker_provider.DockerEnsemble.start(config, resolved, owner_pid=owner_pid)
+    return local_provider.LocalEnsemble.start(config, resolved, workdir, owner_pid=owner_pid)
 
 
 def from_state(state: dict) -> Ensemble:

@@ -79,6 +79,29 @@ def resolve_image(client) -> str:
     raise ImageMissing(f"no ZooKeeper image: {OFFICIAL_IMAGE} cannot be pulled and {LOCAL_IMAGE} is missing; {BUILD_HINT}")
 
 
+def labelled(client, name: str) -> tuple[list, list]:
+    """The containers and networks of ensemble `name`, by label: all that is left of it, live or not."""
+    flt = {"label": f"{LABEL}={name}"}
+    return client.containers.list(all=True, filters=flt), client.networks.list(filters=flt)
+
+
+def remove_labelled(client, name: str) -> None:
+    """Remove ensemble `name`'s containers (with their volumes), then its network. Needs only the name."""
+    import docker.errors
+
+    containers, _ = labelled(client, name)
+    for container in containers:
+        try:
+            container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+    for network in labelled(client, name)[1]:
+        try:
+            network.remove()
+        except docker.errors.NotFound:
+            pass
+
+
 class DockerEnsemble(Ensemble):
     provider = Provider.DOCKER
 
@@ -91,7 +114,7 @@ class DockerEnsemble(Ensemble):
         self._network_id = network_id
 
     @classmethod
-    def start(cls, config: EnsembleConfig, name: str) -> DockerEnsemble:
+    def start(cls, config: EnsembleConfig, name: str, owner_pid: int | None = None) -> DockerEnsemble:
         client = docker_client()
         image = resolve_image(client)
         n = config.nodes
@@ -100,6 +123,8 @@ class DockerEnsemble(Ensemble):
         ensemble = cls(name=name, config=config, nodes=nodes, client=client, image=image,
                        container_ids=[], network_id=None)
         try:
+            if owner_pid is not None:  # before the first container: a start cut short is covered too
+                ensemble._start_reaper(owner_pid)
             ensemble._launch()
             ensemble.wait_ready()
         except BaseException:
@@ -193,24 +218,13 @@ class DockerEnsemble(Ensemble):
     # -- lifetime ----------------------------------------------------------------------------
 
     def running(self) -> bool:
-        flt = {"label": f"{LABEL}={self.name}"}
-        return bool(self._client.containers.list(all=True, filters=flt) or self._client.networks.list(filters=flt))
+        containers, networks = labelled(self._client, self.name)
+        return bool(containers or networks)
 
     def stop(self) -> None:
         """Remove the containers (with their volumes) and the network, found by label as well."""
-        import docker.errors
-
-        flt = {"label": f"{LABEL}={self.name}"}
-        for container in self._client.containers.list(all=True, filters=flt):
-            try:
-                container.remove(force=True, v=True)
-            except docker.errors.NotFound:
-                pass
-        for network in self._client.networks.list(filters=flt):
-            try:
-                network.remove()
-            except docker.errors.NotFound:
-                pass
+        remove_labelled(self._client, self.name)
+        self._stop_reaper()
 
     def to_state(self) -> dict:
         return {

@@ -77,6 +77,7 @@ class Ensemble(ABC):
         self.config = config
         self.nodes = nodes
         self.detached = False  # True once handed to the CLI's state file: outlives this process
+        self._reaper = None  # the reaper process when started with an owner (see reaper.py)
         _running.add(self)
 
     # -- addresses ---------------------------------------------------------------------------
@@ -205,6 +206,19 @@ class Ensemble(ABC):
 
     def _log_hint(self, index: int) -> str:
         return ""
+
+    def _start_reaper(self, owner_pid: int, workdir=None) -> None:
+        """Have a detached reaper remove this ensemble once process `owner_pid` is gone."""
+        from . import reaper
+
+        self._reaper = reaper.spawn(self.provider, self.name, owner_pid, workdir)
+
+    def _stop_reaper(self) -> None:
+        """The ensemble is stopped: its reaper has nothing left to do (called at the end of stop())."""
+        from . import reaper
+
+        popen, self._reaper = self._reaper, None
+        reaper.stop(popen)
 
     def __enter__(self) -> Ensemble:
         return self

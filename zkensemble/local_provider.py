@@ -79,11 +79,12 @@ class LocalEnsemble(Ensemble):
     # -- starting ----------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, config: EnsembleConfig, name: str, workdir: Path | None = None) -> LocalEnsemble:
+    def start(cls, config: EnsembleConfig, name: str, workdir: Path | None = None,
+              owner_pid: int | None = None) -> LocalEnsemble:
         java, classpath = find_java(), zookeeper_classpath()
         picked = config.first_client_port is None
         for attempt in range(3):  # picked ports can be taken by someone else before java binds them
-            ensemble = cls._launch(config, name, java, classpath, workdir)
+            ensemble = cls._launch(config, name, java, classpath, workdir, owner_pid)
             try:
                 ensemble.wait_ready()
                 return ensemble
@@ -98,7 +99,7 @@ class LocalEnsemble(Ensemble):
 
     @classmethod
     def _launch(cls, config: EnsembleConfig, name: str, java: str, classpath: str,
-                workdir: Path | None) -> LocalEnsemble:
+                workdir: Path | None, owner_pid: int | None = None) -> LocalEnsemble:
         n = config.nodes
         ports = client_ports(n, config.first_client_port)
         peer_ports = free_ports(2 * n) if n > 1 else []
@@ -130,6 +131,12 @@ class LocalEnsemble(Ensemble):
         nodes = [Node(index=i, client_port=ports[i]) for i in range(n)]
         ensemble = cls(name=name, config=config, nodes=nodes, workdir=workdir, commands=commands,
                        pids=[None] * n, links=links)
+        if owner_pid is not None:  # before the first server, so that none can be orphaned
+            try:
+                ensemble._start_reaper(owner_pid, workdir)
+            except BaseException:
+                ensemble.stop()
+                raise
         for i in range(n):
             ensemble._spawn(i)
         return ensemble
@@ -202,6 +209,7 @@ class LocalEnsemble(Ensemble):
             links, self._links = self._links, None
             links.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
+        self._stop_reaper()
 
     def to_state(self) -> dict:
         return {
