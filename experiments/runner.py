@@ -244,7 +244,7 @@ class Run:
             import zkensemble
 
             self.ensemble = await asyncio.to_thread(zkensemble.start, nodes=cluster.zookeeper_nodes,
-                                                    provider=self.options.zk_provider)
+                                                    provider=self.options.zk_provider, owner_pid=os.getpid())
             self.zk_connect = self.ensemble.chroot(f"run-{self.run_id}")
             self.check_abort()
         await self.start_proxies()
