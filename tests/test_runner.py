@@ -208,6 +208,29 @@ def test_an_interrupted_run_leaves_nothing_running(tmp_path):
 @pytest.mark.zk
 @pytest.mark.broker
 @pytest.mark.slow
+def test_a_killed_runner_leaves_nothing_running(tmp_path):
+    """SIGKILL gives the runner no chance to clean up: members die with it (parent-death signal),
+    brokers watch its pid, and ZooKeeper's reaper removes the ensemble."""
+    process, run_dir = start_run_until_timeline(tmp_path)
+    process.kill()
+    process.communicate(timeout=30)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            assert_nothing_left(run_dir)
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    recorded = [event["type"] for path in (run_dir / "events").glob("h*.jsonl") for event in read_events(path)]
+    assert "member_started" in recorded and "partitions_assigned" in recorded, \
+        "what the members recorded before the kill is kept"
+
+
+@pytest.mark.zk
+@pytest.mark.broker
+@pytest.mark.slow
 def test_a_part_dying_by_itself_ends_the_run_cleanly(tmp_path):
     process, run_dir = start_run_until_timeline(tmp_path)
     try:
