@@ -151,10 +151,17 @@ def herd(points: pd.DataFrame, path: Path) -> Path | None:
     ax.plot([], [], color="#555555", ls="--", label="guide: grows as N squared")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    plain = FuncFormatter(lambda value, _: f"{value:,.0f}" if value >= 1 else f"{value:g}")
-    for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_formatter(plain)
-        axis.set_minor_formatter(plain if points["N"].max() / points["N"].min() < 20 else NullFormatter())
+    def label(value: float, _=None) -> str:
+        return f"{value:,.0f}" if value >= 1 else f"{value:g}"
+
+    def two_and_five(value: float, _=None) -> str:   # minor ticks between decades: only 2x and 5x labelled
+        return label(value) if f"{value:e}"[0] in "25" else ""
+
+    plain = FuncFormatter(label)
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(plain if points["N"].max() / points["N"].min() < 20 else NullFormatter())
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(FuncFormatter(two_and_five))
     ax.set_xlabel("group size N (members before the change)")
     ax.set_ylabel("requests per membership change")
     ax.set_title("Herd effect: cost of one member joining or leaving", fontsize=11)
