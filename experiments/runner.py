@@ -24,7 +24,7 @@ a connect string / bootstrap list of its own.
 
 Member faults: a member with a host process to itself (or a step covering every member of its host)
 gets real signals (SIGKILL, SIGSTOP/SIGCONT, SIGTERM). A step on part of a shared host is carried out
-through the host's control channel (experiments.faults.process, experiments.member_cli): an emulated
+through the host's control channel (experiments.faults.process, experiments.member_host): an emulated
 crash black-holes both of the member's links, then the host drops it without a word; an emulated pause
 black-holes them and the host stops polling it until the heal; a leave is the host closing just that
 member; a restart heals its links and has the host start a fresh instance under the same name.

@@ -1,0 +1,274 @@
+"""Several group members in one process, each polled by a thread of its own, steered per member.
+
+The host behind `rebalance-lab member --count K`. The experiment runner sends it commands for single
+members on a control socket, one JSON object per line:
+
+    {"id": 1, "op": "crash" | "pause" | "resume" | "leave" | "start", "member": "h000-1"}
+
+and reads one reply per command: {"id": 1, "ok": true, "ts_ns": ...} (`ts_ns`: CLOCK_MONOTONIC
+when the command took effect) or {"id": 1, "ok": false, "error": "..."}. `crash` drops the member
+at once as SIGKILL would (no commit, no leave, no session close, no more events for it); `pause`
+stops polling it until `resume`; `leave` closes it cleanly; `start` starts a fresh instance
+of a crashed or departed member under its name.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import socket
+import threading
+import time
+
+from rich.console import Console
+from rich.markup import escape
+
+from rebalance.events import EventRecorder
+from rebalance.member import MemberConfig
+
+console = Console(highlight=False)
+_IDLE_SLEEP_S = 0.05
+COMMANDS = ("crash", "pause", "resume", "leave", "start")
+
+
+class _Gate:
+    """A member's view of the process's event recorder, closed for good when the member is crashed:
+    a killed member writes nothing more."""
+
+    def __init__(self, recorder: EventRecorder) -> None:
+        self._recorder = recorder
+        self._lock = threading.Lock()
+        self.open = True
+
+    def emit(self, type: str, member: str = "", **fields: object) -> dict:
+        with self._lock:   # an event is written before close() returns, or not at all
+            if not self.open:
+                return {}
+            return self._recorder.emit(type, member, **fields)
+
+    def close(self) -> None:
+        with self._lock:
+            self.open = False
+
+    def __getattr__(self, name: str):
+        return getattr(self._recorder, name)
+
+
+class _Slot:
+    """One member of the process: its current instance and what the host does with it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.member = None
+        self.gate: _Gate | None = None
+        self.state = "new"       # new | running | paused | crashed | leaving | left | starting
+        self.lock = threading.Lock()   # held while its polling thread is inside poll()
+        self.consumed = 0
+        self.shown: tuple | None = None
+
+
+class Host:
+    """The members of one process, each polled by a thread of its own (a member blocked in a call,
+    e.g. a commit on a cut-off link, holds up only itself). Commands from the control socket are
+    applied on the main thread, or handed to a worker when they may block."""
+
+    def __init__(self, factory, configs: dict[str, MemberConfig], recorder: EventRecorder,
+                 stop: threading.Event) -> None:
+        self.factory = factory
+        self.configs = configs
+        self.recorder = recorder
+        self.stop = stop
+        self.slots = {name: _Slot(name) for name in configs}
+        self.commands: queue.Queue = queue.Queue()
+        self.failure: str | None = None
+        self._pollers: list[threading.Thread] = []
+        self._reply_lock = threading.Lock()
+        self._control: socket.socket | None = None
+
+    def make(self, name: str) -> None:
+        slot = self.slots[name]
+        slot.gate = _Gate(self.recorder)
+        slot.member = self.factory(self.configs[name], recorder=slot.gate)
+
+    # ---- the main thread
+
+    def run(self) -> int:
+        try:
+            for slot in self.slots.values():
+                if self.stop.is_set():
+                    break
+                if not self._start(slot):
+                    close_one(slot.member, quiet=True)
+                    slot.state = "left"
+                    return 1
+            while not self.stop.is_set():
+                self._apply_commands()
+                self.stop.wait(_IDLE_SLEEP_S)
+        finally:
+            self.stop.set()
+            for poller in self._pollers:
+                poller.join(15)
+            _close_all([slot.member for slot in self.slots.values() if slot.state in ("running", "paused")])
+        if self.failure:
+            console.print(f"[red]{escape(self.failure)}[/red]")
+            return 1
+        return 0
+
+    def _start(self, slot: _Slot) -> bool:
+        try:
+            slot.member.start()
+        except Exception as error:
+            console.print(f"[red]could not start {slot.member.member_id}: {type(error).__name__}: {error}[/red]")
+            return False
+        slot.shown = None
+        slot.state = "running"
+        poller = threading.Thread(target=self._poll, args=(slot, slot.member), name=f"poll-{slot.name}", daemon=True)
+        self._pollers.append(poller)
+        poller.start()
+        console.print(f"[bold]{slot.member.member_id}[/bold] started")
+        return True
+
+    def _poll(self, slot: _Slot, group_member) -> None:
+        """Poll one member instance until the process stops or the instance is crashed, left or replaced."""
+        while not self.stop.is_set() and slot.member is group_member and slot.state in ("running", "paused"):
+            if slot.state == "paused":
+                self.stop.wait(_IDLE_SLEEP_S)
+                continue
+            with slot.lock:
+                if slot.state != "running" or slot.member is not group_member:
+                    continue
+                try:
+                    records = group_member.poll(0.1)
+                    owned = tuple(sorted(map(str, group_member.assignment())))
+                except Exception as error:
+                    if slot.state == "running" and slot.member is group_member:
+                        self.failure = f"{group_member.member_id}: poll failed: {type(error).__name__}: {error}"
+                        self.stop.set()
+                    return   # a crashed member may fail on its way out: it is gone either way
+            slot.consumed += len(records)
+            note = getattr(group_member, "status", "")  # a backend may say why it owns nothing
+            if (owned, note) != slot.shown:
+                slot.shown = (owned, note)
+                stamp = time.strftime("%H:%M:%S")
+                text = ", ".join(owned) if owned else "[yellow]nothing[/yellow]"
+                note_text = f" [red]({escape(note)})[/red]" if note else ""
+                console.print(
+                    f"{stamp} [bold]{group_member.member_id}[/bold] owns {text}{note_text}"
+                    f"  [dim](consumed so far: {slot.consumed})[/dim]"
+                )
+
+    def _apply_commands(self) -> None:
+        while True:
+            try:
+                command = self.commands.get_nowait()
+            except queue.Empty:
+                return
+            self._apply(command)
+
+    def _apply(self, command: dict) -> None:
+        op, name, ident = command.get("op"), command.get("member"), command.get("id")
+        slot = self.slots.get(name)
+        if op not in COMMANDS:
+            return self.reply(ident, error=f"unknown op {op!r} (expected one of: {', '.join(COMMANDS)})")
+        if slot is None:
+            return self.reply(ident, error=f"no member {name!r} in this process "
+                                           f"(it runs {', '.join(self.slots)})")
+        expected = {"crash": ("running", "paused"), "pause": ("running",), "resume": ("paused",),
+                    "leave": ("running", "paused"), "start": ("crashed", "left")}[op]
+        if slot.state not in expected:
+            return self.reply(ident, error=f"cannot {op} {name}: it is {slot.state}")
+        if op == "crash":
+            slot.gate.close()      # nothing more from it, from this instant
+            slot.state = "crashed"
+            console.print(f"[bold]{name}[/bold] crashed (emulated: dropped without leaving)")
+            self.reply(ident)
+            threading.Thread(target=_abandon, args=(slot.member,), daemon=True).start()
+        elif op == "pause":
+            slot.state = "paused"  # its polling thread polls no more (a poll under way finishes)
+            console.print(f"[bold]{name}[/bold] paused (not polled)")
+            self.reply(ident)
+        elif op == "resume":
+            slot.state = "running"
+            console.print(f"[bold]{name}[/bold] resumed")
+            self.reply(ident)
+        elif op == "leave":
+            slot.state = "leaving"
+
+            def leave() -> None:
+                with slot.lock:    # after a poll under way
+                    close_one(slot.member)
+                slot.state = "left"
+                self.reply(ident)
+
+            threading.Thread(target=leave, daemon=True).start()
+        else:  # start
+            slot.state = "starting"
+
+            def start() -> None:
+                try:
+                    self.make(name)
+                except ValueError as error:
+                    slot.state = "crashed"
+                    self.reply(ident, error=str(error))
+                    return
+                if self._start(slot):
+                    self.reply(ident)
+                else:
+                    close_one(slot.member, quiet=True)
+                    slot.state = "left"
+                    self.reply(ident, error=f"{name} could not start")
+
+            threading.Thread(target=start, daemon=True).start()
+
+    # ---- the control socket
+
+    def read_commands(self, control: socket.socket) -> None:
+        self._control = control
+        with control.makefile("rb") as lines:
+            for raw in lines:
+                try:
+                    command = json.loads(raw)
+                    if not isinstance(command, dict):
+                        raise ValueError("not an object")
+                except ValueError as error:
+                    self.reply(None, error=f"bad command {raw[:200]!r}: {error}")
+                    continue
+                self.commands.put(command)
+
+    def reply(self, ident: object, *, error: str | None = None) -> None:
+        answer = {"id": ident, "ok": error is None, "ts_ns": time.monotonic_ns()}
+        if error is not None:
+            answer["error"] = error
+            console.print(f"[red]control: {escape(error)}[/red]")
+        if self._control is None:
+            return
+        with self._reply_lock:
+            try:
+                self._control.sendall((json.dumps(answer) + "\n").encode())
+            except OSError:
+                pass   # the runner is gone; the parent-death signal ends this process
+
+
+def _abandon(group_member) -> None:
+    try:
+        group_member.abandon()
+    except Exception as error:  # the member is gone either way
+        console.print(f"[red]{group_member.member_id}: abandon: {type(error).__name__}: {error}[/red]")
+
+
+def _close_all(members: list) -> None:
+    """Leave in parallel: a large group in one process should not leave one by one."""
+    threads = [threading.Thread(target=close_one, args=(m,), daemon=True) for m in members]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+
+def close_one(group_member, quiet: bool = False) -> None:
+    try:
+        group_member.close()
+        if not quiet:
+            console.print(f"[bold]{group_member.member_id}[/bold] left the group")
+    except Exception as error:
+        console.print(f"[red]{group_member.member_id}: close failed: {type(error).__name__}: {error}[/red]")
