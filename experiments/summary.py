@@ -68,7 +68,7 @@ EVENT_SCHEMA = T.StructType([
     T.StructField("name", T.StringType()),
 ])
 
-CRASH_KINDS = ("crash", "kill", "restart")
+CRASH_KINDS = ("crash", "kill")   # a restart stops the member cleanly: its own events end its ownership
 # Requests every member makes all the time, whether or not the group changes: not herd cost.
 BACKGROUND_OPS = ("Heartbeat", "OffsetCommit", "Fetch", "ListOffsets", "Metadata")
 DEFAULT_CHECKS = CheckConfig()

@@ -107,3 +107,33 @@ def test_produced_records_are_read_from_batches_and_from_older_single_record_lin
     assert rows == [("t-0", 7, 9, 3, [4001, 4002, 4003]), ("t-1", 3, 3, 1, [4004]),
                     ("t-2", 0, 1, 2, [5000, 5000])], "a batch without produce times takes its own time"
     assert frames.types == {"records_produced": 2, "record_produced": 1}
+
+
+@pytest.mark.spark
+def test_a_clean_restart_ends_ownership_at_the_members_own_revocation(spark, tmp_path):
+    """A restart closes the member first (a last batch, a commit, the revocation), so consuming between
+    the fault's start and the member's revocation is consumption by the owner, not outside ownership."""
+    import json
+
+    from experiments.summary import summarize_run
+
+    def line(t_s: float, **fields) -> str:
+        return json.dumps({"run_id": "r", "backend": "modern", "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
+                           "process": fields.get("member", "runner"), **fields}) + "\n"
+
+    events = tmp_path / "events"
+    events.mkdir()
+    (events / "m0.jsonl").write_text(
+        line(1.0, member="m0", type="member_started")
+        + line(1.5, member="m0", type="rebalance_completed", generation=1, assigned=["t-0"])
+        + line(2.0, member="m0", type="records_consumed", topic="t", partition=0, first_offset=0, last_offset=9,
+               count=10, produce_ts_ms=[1900] * 10)
+        + line(3.05, member="m0", type="records_consumed", topic="t", partition=0, first_offset=10, last_offset=12,
+               count=3, produce_ts_ms=[3000] * 3)
+        + line(3.06, member="m0", type="partitions_revoked", partitions=["t-0"])
+        + line(3.07, member="m0", type="member_stopped", reason="close"))
+    (events / "runner.jsonl").write_text(
+        line(3.0, member="", type="fault_started", fault_id="f0", kind="restart", target="m0", member_ids=["m0"]))
+    summary = summarize_run(spark, tmp_path, write=False)
+    verdicts = {check.check: check.verdict.value for check in summary.checks}
+    assert verdicts["consumed-without-ownership"] == "true"
