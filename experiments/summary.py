@@ -174,8 +174,9 @@ Step = Callable[[str], None]
 
 
 # Record events and commits are most of a log. The log is parsed once with the explicit schema and
-# cached, split into four frames cached in turn, and then dropped; produced records stay in their
-# batches (offset ranges), so no check expands every produced record to a row.
+# cached; control events and commits get small flat caches of their own, record batches are read from
+# the parsed log, and produced records stay in their batches (offset ranges), so no check expands
+# every produced record to a row.
 _PRODUCED_TYPES = ("record_produced", "records_produced")
 _CONSUMED_TYPE = "records_consumed"
 _COMMIT_TYPE = "offsets_committed"
@@ -184,11 +185,11 @@ _RECORD_FIELDS = ("first_offset", "last_offset", "count", "produce_ts_ms", "offs
 
 @dataclass
 class EventFrames:
-    """A run's events in four cached frames: `control` (every other event, full schema, plus `seq`),
+    """A run's events in four frames: `control` (every other event, full schema, plus `seq`),
     `commits` (one row per partition per offsets_committed: member, ts_ns, ts_ms, seq, generation,
     tp, offset), `produced` batches (tp, first_offset, last_offset, records, stamps: one produce time
     per record, ts_ns, ts_ms) and `consumed` batches; `types` counts the lines by event type (None:
-    unreadable lines)."""
+    unreadable lines). `unpersist` drops every cache behind them (`cached`: the parsed log)."""
 
     control: DataFrame
     commits: DataFrame
