@@ -366,10 +366,6 @@ class Run:
             for member in spec.members:
                 self.member_state[member] = "running"
 
-    def host_processes(self, members) -> list[ChildProcess]:
-        names = dict.fromkeys(self.schedule.host_of(member).name for member in members)
-        return [self.hosts[name] for name in names if name in self.hosts]
-
     def split(self, members) -> tuple[list[ChildProcess], list[str]]:
         """Host processes that `members` cover whole (for real signals), and the members of hosts
         they cover in part (for per-member commands). The rule resolve() uses for `emulated`."""
