@@ -39,7 +39,8 @@ def parse_peers(text: str) -> dict[int, str]:
     return peers
 
 
-def load_extensions(with_coordinator: bool) -> list:
+def load_extensions(with_coordinator: bool, *, load_delay_ms: int | None = None) -> list:
+    """The group coordinator, configured from the environment (and `load_delay_ms` when given)."""
     if not with_coordinator:
         return []
     module_name, _, class_name = COORDINATOR.partition(":")
@@ -48,7 +49,7 @@ def load_extensions(with_coordinator: bool) -> list:
     except ImportError as error:
         log.info("no group coordinator (%s): serving without the group APIs", error)
         return []
-    return [getattr(module, class_name)()]
+    return [getattr(module, class_name)(module.CoordinatorConfig.from_env(load_delay_ms=load_delay_ms))]
 
 
 def broker_command(
@@ -62,6 +63,15 @@ def broker_command(
     peers: str = typer.Option("", help="The other brokers: ID=HOST:PORT,ID=HOST:PORT."),
     default_partitions: int = typer.Option(1, help="Partitions of auto-created topics."),
     no_coordinator: bool = typer.Option(False, "--no-coordinator", help="Do not load the group coordinator."),
+    broker_session_timeout_ms: int = typer.Option(
+        0, help="Declare a peer dead after it has not answered for this long (0: at the first failed probe; "
+                "Kafka: 9000)."),
+    fail_back_delay_ms: int = typer.Option(
+        0, help="A returning broker leads its preferred partitions again only after this long (0: at once; "
+                "Kafka: up to 300000, the preferred-leader election)."),
+    coordinator_load_delay_ms: int | None = typer.Option(
+        None, help="After taking a __consumer_offsets partition, answer COORDINATOR_LOAD_IN_PROGRESS this long "
+                   "(default: REBALANCE_LAB_COORDINATOR_LOAD_DELAY_MS, else 0)."),
     exit_with: int = typer.Option(0, help="Stop when the process with this pid is gone (0: never)."),
     log_level: str = typer.Option("INFO", help="Python log level."),
 ) -> None:
@@ -78,11 +88,18 @@ def broker_command(
         _fail(f"port {port} is outside 0-65535")
     if default_partitions < 1:
         _fail("--default-partitions must be at least 1")
+    for name, value in (("--broker-session-timeout-ms", broker_session_timeout_ms),
+                        ("--fail-back-delay-ms", fail_back_delay_ms),
+                        ("--coordinator-load-delay-ms", coordinator_load_delay_ms or 0)):
+        if value < 0:
+            _fail(f"{name} must not be negative")
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format=f"%(asctime)s broker-{node_id} %(levelname)s %(name)s: %(message)s")
     config = BrokerConfig(node_id=node_id, host=host, port=port, advertise=advertise, advertise_map=advertise_map,
-                          data_dir=data_dir, peers=peer_map, zk=zk, default_partitions=default_partitions)
-    broker = Broker(config, extensions=load_extensions(not no_coordinator))
+                          data_dir=data_dir, peers=peer_map, zk=zk, default_partitions=default_partitions,
+                          broker_session_timeout_s=broker_session_timeout_ms / 1000,
+                          fail_back_delay_s=fail_back_delay_ms / 1000)
+    broker = Broker(config, extensions=load_extensions(not no_coordinator, load_delay_ms=coordinator_load_delay_ms))
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

@@ -6,6 +6,9 @@
         cluster.wait_for_live([0, 2])        # until the survivors agree it is gone
         cluster.restart(1)
 
+How fast a death is noticed and leadership moves is `FailoverTiming` (the `failover=` option):
+quick by default, Kafka's with `failover=FailoverTiming.kafka()`.
+
 Brokers share one data directory by default (a temporary one, removed on stop), so a
 partition's records survive its leader's death: the next leader opens the same segment.
 Each broker's log goes to `<log_dir>/broker-<id>.log`.
@@ -77,11 +80,33 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             sock.close()
 
 
+@dataclass(frozen=True, kw_only=True)
+class FailoverTiming:
+    """How fast the cluster notices a dead broker and moves leadership; the defaults are the lab's
+    quick ones (what tests use), `FailoverTiming.kafka()` gives Kafka's."""
+
+    broker_session_timeout_ms: int = 0     # a silent peer is dead after this long (0: first failed probe)
+    fail_back_delay_ms: int = 0            # a returning broker leads its partitions again after this long
+    coordinator_load_delay_ms: int = 0     # COORDINATOR_LOAD_IN_PROGRESS after taking an offsets partition
+
+    @classmethod
+    def kafka(cls) -> FailoverTiming:
+        # broker.session.timeout.ms (KRaft); leader.imbalance.check.interval.seconds; the load
+        # delay has no Kafka setting (it is the time to read the partition back): an assumption.
+        return cls(broker_session_timeout_ms=9_000, fail_back_delay_ms=300_000, coordinator_load_delay_ms=200)
+
+    def args(self) -> list[str]:
+        return ["--broker-session-timeout-ms", str(self.broker_session_timeout_ms),
+                "--fail-back-delay-ms", str(self.fail_back_delay_ms),
+                "--coordinator-load-delay-ms", str(self.coordinator_load_delay_ms)]
+
+
 class LocalCluster:
     def __init__(self, size: int, *, zk: str | None = None, data_dir: str | os.PathLike | None = None,
                  in_memory: bool = False, host: str = "127.0.0.1", advertise_map: str | os.PathLike | None = None,
                  coordinator: bool = True, log_dir: str | os.PathLike | None = None,
-                 extra_args: Iterable[str] = (), default_partitions: int = 1) -> None:
+                 extra_args: Iterable[str] = (), default_partitions: int = 1,
+                 failover: FailoverTiming = FailoverTiming()) -> None:
         if size < 1:
             raise ValueError("a cluster needs at least one broker")
         self._own_dirs: list[Path] = []
@@ -91,7 +116,8 @@ class LocalCluster:
         self.zk = zk
         self.advertise_map = Path(advertise_map) if advertise_map else None
         self.coordinator = coordinator
-        self.extra_args = [*extra_args, "--default-partitions", str(default_partitions)]
+        self.failover = failover
+        self.extra_args = [*extra_args, "--default-partitions", str(default_partitions), *failover.args()]
         self.brokers = [BrokerProcess(i, host, port, self.log_dir / f"broker-{i}.log")
                         for i, port in enumerate(free_ports(size, host))]
         self.paused: set[int] = set()

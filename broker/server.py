@@ -17,6 +17,7 @@ import asyncio
 import fcntl
 import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +66,13 @@ class BrokerConfig:
     idle_timeout_s: float = 600.0                   # Kafka's connections.max.idle.ms
     frame_timeout_s: float = 30.0                   # a frame begun must arrive whole within this
     probe_interval_s: float = 0.2
-    probe_timeout_s: float = 2.0                    # a peer silent this long is dead
+    probe_timeout_s: float = 2.0                    # one probe's wait for an answer
+    # A peer is declared dead once it has not answered a probe for this long (at the first failed
+    # probe when 0, the lab's quick default). Kafka (KRaft): broker.session.timeout.ms = 9,000.
+    broker_session_timeout_s: float = 0.0
+    # A broker declared dead leads its preferred partitions again this long after it returns
+    # (0: at once). Kafka: not before the preferred-leader election, every 300 s.
+    fail_back_delay_s: float = 0.0
 
 
 class Broker:
@@ -77,7 +84,8 @@ class Broker:
         self.extensions = list(extensions)
         self.topics = TopicStore(config.data_dir)
         self.cluster = ClusterView(config.node_id, BrokerAddress(config.node_id, config.host, config.port),
-                                   configured=config.peers, spawn=self._spawn)
+                                   configured=config.peers, spawn=self._spawn,
+                                   fail_back_delay_s=config.fail_back_delay_s)
         self._advertise_map = AdvertiseMap(config.advertise_map)
         self._logs: dict[tuple[str, int], PartitionLog] = {}        # partitions this broker leads, open
         self._memory_logs: dict[tuple[str, int], PartitionLog] = {}  # in-memory mode: kept across moves
@@ -237,18 +245,26 @@ class Broker:
     # -- membership ------------------------------------------------------------------
     async def _probe_peer(self, node_id: int, host: str, port: int) -> None:
         """Ask a peer for its metadata every probe interval: it answers, so it is live (and its
-        topics are learned); it refuses or stays silent past the timeout, so it is dead."""
+        topics are learned); it has refused or stayed silent for the broker session timeout, so
+        it is dead. Each round also ends the fail-back holds that are due."""
         client = PeerClient(host, port)
+        last_answer_s: float | None = None
         try:
             while not self._stopping:
                 try:
                     answer = await client.request(MetadataRequest[1](topics=None), self.config.probe_timeout_s)
                 except (OSError, EOFError, TimeoutError, FrameError):
-                    if self.cluster.mark_dead(node_id):
+                    silent_for = None if last_answer_s is None else time.monotonic() - last_answer_s
+                    if (silent_for is None or silent_for >= self.config.broker_session_timeout_s) \
+                            and self.cluster.mark_dead(node_id):
                         log.warning("broker %s: peer %s is dead", self.node_id, node_id)
                         self._reconcile()
                 else:
+                    last_answer_s = time.monotonic()
                     self._learn_from_peer(node_id, answer)
+                if self.cluster.release_held(time.monotonic()):
+                    log.info("broker %s: a returned peer leads its preferred partitions again", self.node_id)
+                    self._reconcile()
                 await asyncio.sleep(self.config.probe_interval_s)  # the probe period, not a wait for state
         finally:
             client.close()
@@ -261,9 +277,18 @@ class Broker:
                                                      internal=topic.is_internal))
         changed |= bool(self.topics.reload())
         own = next((b for b in answer.brokers if b.node_id == node_id), None)
-        if own is not None and self.cluster.mark_live(BrokerAddress(node_id, own.host, own.port)):
+        if own is not None and self.cluster.mark_live(BrokerAddress(node_id, own.host, own.port), time.monotonic()):
             log.info("broker %s: peer %s is live at %s:%s", self.node_id, node_id, own.host, own.port)
             changed = True
+        if self.config.fail_back_delay_s > 0 and any(b.node_id == self.node_id for b in answer.brokers):
+            # The peer sees this broker live: if it gives any of our preferred partitions to
+            # someone else, it is holding us back after a return.
+            held = any(p.leader_id >= 0 and p.leader_id != self.node_id
+                       for topic in answer.topics for p in topic.partitions
+                       if self.cluster.preferred_leader(p.partition_index) == self.node_id)
+            if self.cluster.hold_self(held):
+                log.info("broker %s: %s", self.node_id, "held back after a return" if held else "leads again")
+                changed = True
         if changed:
             self._reconcile()
 

@@ -249,12 +249,16 @@ class Run:
             self.check_abort()
         await self.start_proxies()
         self.write_advertise_map()
-        from broker.cluster import start_cluster
+        from broker.cluster import FailoverTiming, start_cluster
 
+        failover = FailoverTiming(broker_session_timeout_ms=cluster.broker_session_timeout_ms,
+                                  fail_back_delay_ms=cluster.fail_back_delay_ms,
+                                  coordinator_load_delay_ms=cluster.coordinator_load_delay_ms)
         self.cluster = await asyncio.to_thread(
             start_cluster, cluster.brokers, zk=self.zk_connect if self.backend == "legacy" else None,
             data_dir=self.run_dir / "brokers" / "data", log_dir=self.run_dir / "logs",
             advertise_map=self.run_dir / "advertise.json", coordinator=self.backend == "modern",
+            failover=failover,
         )
         self.servers = ServerFaults(self.ensemble, self.cluster)
         self.check_abort()

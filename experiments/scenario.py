@@ -107,6 +107,10 @@ REQUIRED_FIELDS: dict[Action, tuple[str, ...]] = {
 class ClusterSpec:
     zookeeper_nodes: int = 1
     brokers: int = 1
+    # Failover timing of the brokers (broker.cluster.FailoverTiming); 0 is the lab's quick default.
+    broker_session_timeout_ms: int = 0
+    fail_back_delay_ms: int = 0
+    coordinator_load_delay_ms: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -430,7 +434,8 @@ class _Checker:
 
     def cluster(self, table: dict, backends: tuple[str, ...]) -> ClusterSpec:
         path = ("cluster",)
-        self.unknown_keys(table, {"zookeeper_nodes", "brokers"}, path)
+        timing_keys = ("broker_session_timeout_ms", "fail_back_delay_ms", "coordinator_load_delay_ms")
+        self.unknown_keys(table, {"zookeeper_nodes", "brokers", *timing_keys}, path)
         zk_nodes = self.number(table, "zookeeper_nodes", path, default=1, minimum=0, integer=True)
         if zk_nodes not in (0, 1, 3):
             self.fail((*path, "zookeeper_nodes"), f"must be 0, 1 or 3, got {zk_nodes!r}")
@@ -438,7 +443,8 @@ class _Checker:
         if zk_nodes == 0 and "legacy" in backends:
             self.fail((*path, "zookeeper_nodes"), "the legacy backend needs ZooKeeper (1 or 3 nodes)")
         brokers = self.number(table, "brokers", path, default=1, minimum=1, integer=True)
-        return ClusterSpec(zookeeper_nodes=zk_nodes, brokers=brokers)
+        timing = {key: self.number(table, key, path, default=0, minimum=0, integer=True) for key in timing_keys}
+        return ClusterSpec(zookeeper_nodes=zk_nodes, brokers=brokers, **timing)
 
     def topics(self, data: dict) -> tuple[TopicSpec, ...]:
         value = data.get("topics")

@@ -11,9 +11,13 @@ decodes requests, keeps the clock, parks futures, persists, and encodes answers.
 Broker-side settings come from the constructor or, when the broker's CLI builds the
 extension without arguments, from environment variables named after Kafka's configs:
 REBALANCE_LAB_GROUP_INITIAL_REBALANCE_DELAY_MS, REBALANCE_LAB_GROUP_MIN_SESSION_TIMEOUT_MS,
-REBALANCE_LAB_GROUP_MAX_SESSION_TIMEOUT_MS, REBALANCE_LAB_GROUP_MAX_SIZE; and
-REBALANCE_LAB_COORDINATOR_EVENTS (a JSONL path for `coordinator_event` events) with
-REBALANCE_LAB_RUN_ID.
+REBALANCE_LAB_GROUP_MAX_SESSION_TIMEOUT_MS, REBALANCE_LAB_GROUP_MAX_SIZE,
+REBALANCE_LAB_COORDINATOR_LOAD_DELAY_MS; and REBALANCE_LAB_COORDINATOR_EVENTS (a JSONL
+path for `coordinator_event` events) with REBALANCE_LAB_RUN_ID.
+
+Taking a partition over is not instant in Kafka: the new coordinator reads the partition
+back and answers COORDINATOR_LOAD_IN_PROGRESS meanwhile. `load_delay_ms` stands for that
+read: the partition's groups come to life only that long after leadership arrives.
 """
 
 from __future__ import annotations
@@ -84,27 +88,35 @@ _ENV_PREFIX = "REBALANCE_LAB_"
 class CoordinatorConfig:
     group: GroupConfig = field(default_factory=GroupConfig)
     compact_after_records: int = 10_000   # compact a partition after this many appends
+    load_delay_ms: int = 0                # COORDINATOR_LOAD_IN_PROGRESS this long after taking a partition
     events_path: str | None = None        # coordinator_event JSONL
     run_id: str = ""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> CoordinatorConfig:
+    def from_env(cls, env: Mapping[str, str] = os.environ, *, load_delay_ms: int | None = None) -> CoordinatorConfig:
+        """Settings from the environment; an explicit `load_delay_ms` (a broker option) wins over it."""
         names = {
             "GROUP_INITIAL_REBALANCE_DELAY_MS": "initial_rebalance_delay_ms",
             "GROUP_MIN_SESSION_TIMEOUT_MS": "min_session_timeout_ms",
             "GROUP_MAX_SESSION_TIMEOUT_MS": "max_session_timeout_ms",
             "GROUP_MAX_SIZE": "max_size",
         }
-        group_settings = {}
-        for suffix, attribute in names.items():
-            raw = env.get(_ENV_PREFIX + suffix)
-            if raw is not None:
-                try:
-                    group_settings[attribute] = int(raw)
-                except ValueError:
-                    raise ValueError(f"{_ENV_PREFIX + suffix}={raw!r} is not an integer") from None
+        group_settings = {attribute: value for suffix, attribute in names.items()
+                          if (value := _int_from_env(env, suffix)) is not None}
+        if load_delay_ms is None:
+            load_delay_ms = _int_from_env(env, "COORDINATOR_LOAD_DELAY_MS") or 0
         return cls(group=GroupConfig(**group_settings), events_path=env.get(_ENV_PREFIX + "COORDINATOR_EVENTS"),
-                   run_id=env.get(_ENV_PREFIX + "RUN_ID", ""))
+                   run_id=env.get(_ENV_PREFIX + "RUN_ID", ""), load_delay_ms=load_delay_ms)
+
+
+def _int_from_env(env: Mapping[str, str], suffix: str) -> int | None:
+    raw = env.get(_ENV_PREFIX + suffix)
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{_ENV_PREFIX + suffix}={raw!r} is not an integer") from None
 
 
 def monotonic_ms() -> int:
@@ -132,6 +144,7 @@ class CoordinatorExtension:
         self.recorder = recorder or NullRecorder()
         self.broker: Any = None
         self._partitions: dict[int, _Partition] = {}
+        self._loading: dict[int, asyncio.TimerHandle] = {}   # partitions taken over, not loaded yet
         self._partition_of: dict[str, int] = {}     # group id -> its partition (the hash is not free)
         self._wake = asyncio.Event()
         self._next_wake_ms: int | None = None
@@ -163,7 +176,7 @@ class CoordinatorExtension:
         self._wake = asyncio.Event()
         for index in range(self._partition_count()):
             if index not in self._partitions and self.broker.log(OFFSETS_TOPIC, index) is not None:
-                self._load(index)
+                self._begin_load(index)
         self._timer = asyncio.get_running_loop().create_task(self._run_timers(), name="group-timers")
         self._timer.add_done_callback(self._timer_done)
 
@@ -171,6 +184,9 @@ class CoordinatorExtension:
         if self._timer is not None:
             self._timer.cancel()
             await asyncio.gather(self._timer, return_exceptions=True)  # a failure was logged when it happened
+        for handle in self._loading.values():
+            handle.cancel()
+        self._loading.clear()
         for index in list(self._partitions):
             self._unload(index)
         self.recorder.close()
@@ -185,9 +201,28 @@ class CoordinatorExtension:
         if change.topic != OFFSETS_TOPIC:
             return
         if change.local and change.partition not in self._partitions:
-            self._load(change.partition)
-        elif not change.local and change.partition in self._partitions:
-            self._unload(change.partition)
+            self._begin_load(change.partition)
+        elif not change.local:
+            pending = self._loading.pop(change.partition, None)
+            if pending is not None:
+                pending.cancel()
+            if change.partition in self._partitions:
+                self._unload(change.partition)
+
+    def _begin_load(self, index: int) -> None:
+        """Load now, or after the configured load delay (until then `_lookup` answers LOAD_IN_PROGRESS)."""
+        if index in self._loading:
+            return
+        if self.config.load_delay_ms <= 0:
+            self._load(index)
+            return
+        self._loading[index] = asyncio.get_running_loop().call_later(
+            self.config.load_delay_ms / 1000, self._finish_load, index)
+
+    def _finish_load(self, index: int) -> None:
+        self._loading.pop(index, None)
+        if index not in self._partitions and self.broker.log(OFFSETS_TOPIC, index) is not None:
+            self._load(index)
 
     def _load(self, index: int) -> None:
         partition_log = self.broker.log(OFFSETS_TOPIC, index)
@@ -216,8 +251,8 @@ class CoordinatorExtension:
         index = self._partition_index(group_id)
         partition = self._partitions.get(index)
         if partition is None:
-            if self.broker.cluster.leader_for(OFFSETS_TOPIC, index) == self.broker.node_id:
-                return None, errors.COORDINATOR_LOAD_IN_PROGRESS  # ours, but the log is not open yet
+            if index in self._loading or self.broker.cluster.leader_for(OFFSETS_TOPIC, index) == self.broker.node_id:
+                return None, errors.COORDINATOR_LOAD_IN_PROGRESS  # ours, but not read back (or not open) yet
             return None, errors.NOT_COORDINATOR
         group = partition.groups.get(group_id)
         if group is None and create:
@@ -357,6 +392,7 @@ class CoordinatorExtension:
             protocol_type=request.protocol_type,
             protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
             require_known_member_id=version >= 4,
+            supports_skip_assignment=version >= 9,
         )
         reply = asyncio.get_running_loop().create_future()
         self._apply(group, group.handle_join(join, monotonic_ms(), reply))
@@ -552,14 +588,14 @@ class CoordinatorExtension:
                 answers.append(described_cls(error_code=(error or errors.NONE).errno, group_id=group_id,
                                              group_state="Dead", protocol_type="", protocol_data="", members=[]))
                 continue
+            description = group.describe()
             answers.append(described_cls(
-                error_code=errors.NONE.errno, group_id=group_id, group_state=group.state.value,
-                protocol_type=group.protocol_type or "", protocol_data=group.protocol_name or "",
+                error_code=errors.NONE.errno, group_id=group_id, group_state=description.state.value,
+                protocol_type=description.protocol_type, protocol_data=description.protocol_name,
                 members=[member_cls(member_id=m.member_id, group_instance_id=m.group_instance_id,
                                     client_id=m.client_id, client_host=m.client_host,
-                                    member_metadata=m.metadata_for(group.protocol_name),
-                                    member_assignment=m.assignment)
-                         for m in group.members.values()]))
+                                    member_metadata=m.metadata, member_assignment=m.assignment)
+                         for m in description.members]))
         return DescribeGroupsResponse[ctx.api_version](throttle_time_ms=0, groups=answers)
 
     async def list_groups(self, ctx: Any, request: Any) -> Any:

@@ -66,6 +66,7 @@ class JoinGroup:
     client_id: str = ""
     client_host: str = ""
     require_known_member_id: bool = False        # JoinGroup v4+: answer MEMBER_ID_REQUIRED first
+    supports_skip_assignment: bool = False       # JoinGroup v9+: a static leader may skip the assignment
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,6 +153,26 @@ class LeaveResult:
 @dataclass(frozen=True)
 class CommitResult:
     error: ErrorClass
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes = b""                        # empty unless the group is Stable
+    assignment: bytes = b""                      # empty unless the group is Stable
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupDescription:
+    """What DescribeGroups shows: the protocol and each member's data only once the group is Stable."""
+
+    state: GroupState
+    protocol_type: str
+    protocol_name: str
+    members: tuple[MemberDescription, ...]
 
 
 @dataclass(frozen=True)
@@ -244,8 +265,11 @@ class ClassicGroup:
     # ------------------------------------------------------------ public API
 
     def handle_join(self, request: JoinGroup, now_ms: int, token: object) -> Output:
-        error = self._validate_join(request)
-        if error is not None:
+        if not self._session_timeout_allowed(request.session_timeout_ms):
+            self._reply(token, JoinResult(error=errors.INVALID_SESSION_TIMEOUT, member_id=request.member_id))
+        elif not self._accepts_joining(request.member_id):
+            self._refuse_full(request.member_id, now_ms, token)
+        elif (error := self._validate_join(request)) is not None:
             self._reply(token, JoinResult(error=error, member_id=request.member_id))
         elif request.member_id == "":
             self._join_unknown_member(request, now_ms, token)
@@ -323,6 +347,22 @@ class ClassicGroup:
         self._reply(None, CommitResult(error or errors.NONE))
         return self._drain()
 
+    def describe(self) -> GroupDescription:
+        stable = self.state is S.STABLE
+        members = tuple(
+            MemberDescription(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                metadata=m.metadata_for(self.protocol_name) if stable else b"",
+                assignment=m.assignment if stable else b"",
+            )
+            for m in self.members.values()
+        )
+        return GroupDescription(state=self.state, protocol_type=self.protocol_type or "",
+                                protocol_name=(self.protocol_name or "") if stable else "", members=members)
+
     def next_deadline(self) -> int | None:
         """The earliest time `tick()` has something to do (it may find nothing: stale entries)."""
         candidates = [t for t in (self._join_deadline_ms, self._sync_deadline_ms) if t is not None]
@@ -398,11 +438,36 @@ class ClassicGroup:
 
     # ------------------------------------------------------------ join
 
+    def _session_timeout_allowed(self, session_timeout_ms: int) -> bool:
+        return self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms
+
+    def _accepts_joining(self, member_id: str) -> bool:
+        """`group.max.size`, checked before anything else about the join (even MEMBER_ID_REQUIRED).
+
+        While the group rebalances, what counts is the members already waiting in the join phase:
+        a member that has not rejoined yet can be pushed out by a newcomer that came first.
+        Otherwise a known member is always let in and a new one only below the limit."""
+        limit = self.config.max_size
+        if limit is None or self.state in (S.EMPTY, S.DEAD):
+            return True
+        member = self.members.get(member_id)
+        if self.state is S.PREPARING_REBALANCE:
+            awaiting = sum(1 for m in self.members.values() if m.join_token is not None)
+            return (member is not None and member.join_token is not None) or awaiting < limit
+        return member is not None or len(self.members) < limit
+
+    def _refuse_full(self, member_id: str, now_ms: int, token: object) -> None:
+        """The group is full: a known member asking is dropped from it, and the answer names no member."""
+        self.pending_members.pop(member_id, None)
+        member = self.members.get(member_id)
+        if member is not None:
+            self._drop(member)
+        self._reply(token, JoinResult(error=errors.GROUP_MAX_SIZE_REACHED, member_id=""))
+        self._maybe_complete_join(now_ms)
+
     def _validate_join(self, request: JoinGroup) -> ErrorClass | None:
         if self.state is S.DEAD:
             return errors.COORDINATOR_NOT_AVAILABLE
-        if not (self.config.min_session_timeout_ms <= request.session_timeout_ms <= self.config.max_session_timeout_ms):
-            return errors.INVALID_SESSION_TIMEOUT
         if not self._supports_protocols(request.protocol_type, request.protocols):
             return errors.INCONSISTENT_GROUP_PROTOCOL
         return None
@@ -431,13 +496,11 @@ class ClassicGroup:
             del self.pending_members[member_id]
             self._add_member_and_rebalance(member_id, request, now_ms, token)
             return
-        if instance_id is not None and self.static_members.get(instance_id, member_id) != member_id:
-            self._reply(token, JoinResult(error=errors.FENCED_INSTANCE_ID, member_id=member_id))
+        error = self._validate_identity(member_id, instance_id)
+        if error is not None:
+            self._reply(token, JoinResult(error=error, member_id=member_id))
             return
-        member = self.members.get(member_id)
-        if member is None:
-            self._reply(token, JoinResult(error=errors.UNKNOWN_MEMBER_ID, member_id=member_id))
-            return
+        member = self.members[member_id]
         changed = member.protocols != request.protocols
         if self.state is S.PREPARING_REBALANCE:
             self._update_member(member, request, token)
@@ -453,9 +516,6 @@ class ClassicGroup:
         self._touch(member, now_ms)
 
     def _add_member_and_rebalance(self, member_id: str, request: JoinGroup, now_ms: int, token: object) -> None:
-        if self.config.max_size is not None and len(self.members) >= self.config.max_size:
-            self._reply(token, JoinResult(error=errors.GROUP_MAX_SIZE_REACHED, member_id=member_id))
-            return
         if not self.members:
             self.protocol_type = request.protocol_type
         member = Member(
@@ -486,6 +546,7 @@ class ClassicGroup:
         self, old_id: str, new_id: str, request: JoinGroup, now_ms: int, token: object
     ) -> None:
         """A static member came back with a new member id: it takes over the old one's place."""
+        leader_before = self.leader_id
         old = self.members.pop(old_id)
         if old.join_token is not None:
             self._reply(old.join_token, JoinResult(error=errors.FENCED_INSTANCE_ID, member_id=old_id))
@@ -508,8 +569,13 @@ class ClassicGroup:
                 # The group would pick the same protocol: no rebalance (Kafka does not compare the
                 # metadata here); persist the new id and answer with the current generation.
                 self._out.store_group = True
-                is_leader = new_id == self.leader_id
-                self._reply(token, self._join_result(old, include_members=is_leader, skip_assignment=is_leader))
+                if request.supports_skip_assignment:
+                    is_leader = new_id == self.leader_id
+                    self._reply(token, self._join_result(old, include_members=is_leader, skip_assignment=is_leader))
+                else:
+                    # Before v9 a returning static leader would compute an assignment the stable group
+                    # ignores; naming the old leader id keeps it from thinking it leads.
+                    self._reply(token, self._join_result(old, include_members=False, leader=leader_before))
                 return
             old.join_token = token
             self._prepare_rebalance(now_ms, f"static member {request.group_instance_id} changed protocols")
@@ -671,10 +737,12 @@ class ClassicGroup:
         return None
 
     def _validate_identity(self, member_id: str, instance_id: str | None) -> ErrorClass | None:
+        """With an instance id, the instance decides (unknown, or mapped to another member id: fenced)."""
         if instance_id is not None:
             mapped = self.static_members.get(instance_id)
-            if mapped is not None and mapped != member_id:
-                return errors.FENCED_INSTANCE_ID
+            if mapped is None:
+                return errors.UNKNOWN_MEMBER_ID
+            return None if mapped == member_id else errors.FENCED_INSTANCE_ID
         if member_id not in self.members:
             return errors.UNKNOWN_MEMBER_ID
         return None
@@ -722,7 +790,8 @@ class ClassicGroup:
 
     # ------------------------------------------------------------ helpers
 
-    def _join_result(self, member: Member, *, include_members: bool, skip_assignment: bool = False) -> JoinResult:
+    def _join_result(self, member: Member, *, include_members: bool, skip_assignment: bool = False,
+                     leader: str | None = None) -> JoinResult:
         listed = ()
         if include_members:
             listed = tuple(
@@ -735,7 +804,7 @@ class ClassicGroup:
             generation_id=self.generation_id,
             protocol_type=self.protocol_type,
             protocol_name=self.protocol_name,
-            leader=self.leader_id or "",
+            leader=(leader if leader is not None else self.leader_id) or "",
             members=listed,
             skip_assignment=skip_assignment,
         )

@@ -136,6 +136,19 @@ def test_join_v3_gets_its_id_at_once_and_inconsistent_protocols_are_refused(coor
     bob.close()
 
 
+def test_describe_leaves_protocol_and_member_data_empty_until_the_group_is_stable(coordinator_broker, group_id):
+    conn = connect(coordinator_broker, "alice")
+    joined = join(conn, group_id, version=3)                    # CompletingRebalance: nobody synced yet
+    assert joined.error_code == 0
+    described = conn.request(DescribeGroupsRequest[3](groups=[group_id], include_authorized_operations=False))
+    group = described.groups[0]
+    assert (group.group_state, group.protocol_type, group.protocol_data) == ("CompletingRebalance", "consumer", "")
+    assert [m.member_id for m in group.members] == [joined.member_id]
+    assert group.members[0].client_id == "alice"
+    assert group.members[0].member_metadata == b"" and group.members[0].member_assignment == b""
+    conn.close()
+
+
 def test_unknown_group_and_member_errors(coordinator_broker, group_id):
     conn = connect(coordinator_broker)
     beat = conn.request(HeartbeatRequest[3](group_id=group_id, generation_id=1, member_id="x", group_instance_id=None))
@@ -166,3 +179,5 @@ def test_settings_from_environment_fail_loudly():
     assert config.group.initial_rebalance_delay_ms == 250
     with pytest.raises(ValueError, match="REBALANCE_LAB_GROUP_MAX_SIZE"):
         CoordinatorConfig.from_env({"REBALANCE_LAB_GROUP_MAX_SIZE": "many"})
+    assert CoordinatorConfig.from_env({"REBALANCE_LAB_COORDINATOR_LOAD_DELAY_MS": "40"}).load_delay_ms == 40
+    assert CoordinatorConfig.from_env({"REBALANCE_LAB_COORDINATOR_LOAD_DELAY_MS": "40"}, load_delay_ms=5).load_delay_ms == 5

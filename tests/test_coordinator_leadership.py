@@ -157,3 +157,42 @@ def test_find_coordinator_names_the_partition_leader():
         assert errors.for_code(not_ours.error_code) is errors.NOT_COORDINATOR
 
     asyncio.run(scenario())
+
+
+def test_a_new_coordinator_answers_load_in_progress_until_it_has_read_the_partition_back():
+    async def scenario() -> None:
+        logs: dict = {}
+        broker = StandInBroker(1, logs)
+        coordinator = CoordinatorExtension(CoordinatorConfig(group=GroupConfig(initial_rebalance_delay_ms=0),
+                                                             load_delay_ms=300))
+        coordinator.install(broker, HandlerRegistry())
+        await coordinator.start()
+        broker.gain(INDEX)
+        loading = await coordinator.join_group(ctx(5), join_request())
+        assert errors.for_code(loading.error_code) is errors.COORDINATOR_LOAD_IN_PROGRESS
+        fetch = OffsetFetchRequest[7](group_id=GROUP, topics=None, require_stable=False)
+        assert errors.for_code((await coordinator.offset_fetch(ctx(7), fetch)).error_code) is \
+            errors.COORDINATOR_LOAD_IN_PROGRESS
+        while errors.for_code((answer := await coordinator.join_group(ctx(5), join_request())).error_code) is \
+                errors.COORDINATOR_LOAD_IN_PROGRESS:
+            await asyncio.sleep(0.05)  # a client retries after its backoff
+        assert errors.for_code(answer.error_code) is errors.MEMBER_ID_REQUIRED
+        await coordinator.stop()
+
+    asyncio.run(scenario())
+
+
+def test_losing_a_partition_while_loading_cancels_the_load():
+    async def scenario() -> None:
+        broker = StandInBroker(1, {})
+        coordinator = CoordinatorExtension(CoordinatorConfig(load_delay_ms=100))
+        coordinator.install(broker, HandlerRegistry())
+        await coordinator.start()
+        broker.gain(INDEX)
+        broker.lose(INDEX, new_leader=2)
+        await asyncio.sleep(0.2)
+        answer = await coordinator.join_group(ctx(5), join_request())
+        assert errors.for_code(answer.error_code) is errors.NOT_COORDINATOR
+        await coordinator.stop()
+
+    asyncio.run(scenario())

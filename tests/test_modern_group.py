@@ -48,11 +48,11 @@ class Sim:
             self.replies[token] = result
 
     def join(self, token, member_id="", *, client="c", protocols=(("range", b"r"),), instance=None,
-             v4=False, session=10_000, rebalance=30_000) -> JoinResult | None:
+             v4=False, v9=False, session=10_000, rebalance=30_000) -> JoinResult | None:
         request = JoinGroup(
             member_id=member_id, client_id=client, session_timeout_ms=session, rebalance_timeout_ms=rebalance,
             protocol_type="consumer", protocols=tuple(protocols), group_instance_id=instance,
-            require_known_member_id=v4,
+            require_known_member_id=v4 or v9, supports_skip_assignment=v9,
         )
         self._take(self.group.handle_join(request, self.now, token))
         return self.replies.get(token)
@@ -506,6 +506,80 @@ def test_group_max_size():
     sim = Sim(max_size=1)
     sim.join("a", client="a")
     assert sim.join("b", client="b").error is errors.GROUP_MAX_SIZE_REACHED
+
+
+def test_a_full_group_refuses_a_newcomer_before_handing_out_a_member_id():
+    sim = Sim(max_size=1)
+    sim.stable_group("a")
+    refused = sim.join("b", client="b", v4=True)
+    assert refused.error is errors.GROUP_MAX_SIZE_REACHED and refused.member_id == ""
+    assert not sim.group.pending_members
+
+
+def test_while_rebalancing_max_size_counts_the_members_already_waiting_to_join():
+    # a and b are stable at the limit; a rejoins, then newcomer c arrives before b rejoins:
+    # one member is waiting, so c gets in, and b, rejoining last, is the one pushed out.
+    sim = Sim(max_size=2)
+    ids, gen = sim.stable_group("a", "b")
+    sim.join("a2", ids["a"], client="a")
+    first = sim.join("c", client="c", v4=True)
+    assert first.error is errors.MEMBER_ID_REQUIRED
+    assert sim.join("c2", first.member_id, client="c", v4=True) is None      # accepted and parked
+    late = sim.join("b2", ids["b"], client="b")
+    assert late.error is errors.GROUP_MAX_SIZE_REACHED
+    assert ids["b"] not in sim.group.members
+    assert sim.replies["a2"].generation_id == gen + 1                      # the phase ends without b
+    assert {m.member_id for m in sim.replies["a2"].members} == {ids["a"], first.member_id}
+
+
+def test_unknown_instance_id_is_an_unknown_member():
+    sim = Sim()
+    ids, gen = sim.stable_group("a", "b", instance_of={"b": "inst-b"})
+    assert sim.heartbeat(ids["a"], gen, instance="inst-ghost") is errors.UNKNOWN_MEMBER_ID
+    assert sim.sync("s", ids["a"], gen, instance="inst-ghost").error is errors.UNKNOWN_MEMBER_ID
+    assert sim.join("j", ids["a"], client="a", instance="inst-ghost").error is errors.UNKNOWN_MEMBER_ID
+    out = sim.group.handle_commit(OffsetCommit(member_id=ids["a"], generation_id=gen, group_instance_id="inst-ghost",
+                                               offsets={("t", 0): OffsetAndMetadata(1)}), sim.now)
+    assert out.replies[0][1].error is errors.UNKNOWN_MEMBER_ID
+    assert sim.heartbeat(ids["b"], gen, instance="inst-b") is errors.NONE
+
+
+def _static_leader_group(sim: Sim):
+    ids, gen = sim.stable_group("a", "b", instance_of={"a": "inst-a", "b": "inst-b"})
+    assert sim.group.leader_id == ids["a"]
+    return ids, gen
+
+
+def test_static_leader_rejoining_a_stable_group_below_v9_is_told_the_old_leader_id():
+    sim = Sim()
+    ids, gen = _static_leader_group(sim)
+    result = sim.join("a-again", client="a", instance="inst-a", v4=True)
+    assert result.error is errors.NONE and result.generation_id == gen
+    assert result.member_id != ids["a"] and sim.group.leader_id == result.member_id
+    assert result.leader == ids["a"]                  # not its own id: it does not compute an assignment
+    assert result.members == () and not result.skip_assignment
+
+
+def test_static_leader_rejoining_a_stable_group_on_v9_skips_the_assignment():
+    sim = Sim()
+    ids, gen = _static_leader_group(sim)
+    result = sim.join("a-again", client="a", instance="inst-a", v9=True)
+    assert result.leader == result.member_id and result.skip_assignment
+    assert {m.member_id for m in result.members} == {result.member_id, ids["b"]}
+
+
+def test_describe_shows_member_data_only_when_stable():
+    sim = Sim()
+    ids, gen = sim.stable_group("a", "b")
+    stable = sim.group.describe()
+    assert stable.state is S.STABLE and stable.protocol_name == "range"
+    assert {m.assignment for m in stable.members} == {b"a-a", b"a-b"}
+    assert all(m.metadata == b"r" for m in stable.members)
+    sim.join("a2", ids["a"], client="a")                                   # PreparingRebalance
+    rebalancing = sim.group.describe()
+    assert rebalancing.state is S.PREPARING_REBALANCE and rebalancing.protocol_name == ""
+    assert [m.member_id for m in rebalancing.members] == [ids["a"], ids["b"]]
+    assert all(m.metadata == b"" and m.assignment == b"" for m in rebalancing.members)
 
 
 def test_results_are_typed():
