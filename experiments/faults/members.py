@@ -60,12 +60,6 @@ class MemberFaults:
         process = self.hosts[self.schedule.host_of(member).name]
         return await process.command(op, member, COMMAND_TIMEOUT_S)
 
-    def hold(self, member: str) -> None:
-        self.proxies.set_toxic(member, "both", HOLD)
-
-    def release(self, member: str) -> None:
-        self.proxies.set_toxic(member, "both", None)
-
     def _set_state(self, members: Iterable[str], state: str) -> None:
         for member in members:
             self.state[member] = state
@@ -89,39 +83,35 @@ class MemberFaults:
         return max(seen)
 
     async def crash(self, members: Iterable[str]) -> int | None:
-        members = list(members)
-        processes, partial = self.split(members)
-        for process in processes:
-            process.crash()
-        for member in partial:   # black hole first: nothing the member has in flight gets out
-            self.hold(member)
-        acked = await asyncio.gather(*(self.command(member, "crash") for member in partial))
-        seen = [await process.wait_exit(10.0) for process in processes] + list(acked)
-        self._set_state(members, "crashed")
-        return None if None in seen else max(seen)
+        """SIGKILL; emulated: the links black-holed first (nothing in flight gets out), then dropped."""
+        return await self._signal_or_command(members, ChildProcess.crash, lambda process: process.wait_exit(10.0),
+                                             links=HOLD, op="crash", state="crashed")
 
     async def pause(self, members: Iterable[str]) -> int | None:
-        members = list(members)
-        processes, partial = self.split(members)
-        for process in processes:
-            process.pause()
-        for member in partial:
-            self.hold(member)
-        acked = await asyncio.gather(*(self.command(member, "pause") for member in partial))
-        seen = [await process.wait_state("T", 5.0) for process in processes] + list(acked)
-        self._set_state(members, "paused")
-        return None if None in seen else max(seen)
+        """SIGSTOP (seen when the kernel says T); emulated: the links black-holed, then no more polls."""
+        return await self._signal_or_command(members, ChildProcess.pause, lambda process: process.wait_state("T"),
+                                             links=HOLD, op="pause", state="paused")
 
     async def resume(self, members: Iterable[str]) -> int | None:
+        """SIGCONT; emulated: the links healed first, then polled again."""
+        return await self._signal_or_command(members, ChildProcess.resume,
+                                             lambda process: process.wait_state("RSD"),
+                                             links=None, op="resume", state="running")
+
+    async def _signal_or_command(self, members: Iterable[str], signal: Callable[[ChildProcess], None],
+                                 observe: Callable[[ChildProcess], Awaitable[int | None]], *, links: Toxic | None,
+                                 op: str, state: str) -> int | None:
+        """Signal the host processes covered whole; for members of hosts covered in part, set their
+        links first, then send `op` through the control channel. Seen when every effect was."""
         members = list(members)
         processes, partial = self.split(members)
         for process in processes:
-            process.resume()
+            signal(process)
         for member in partial:
-            self.release(member)
-        acked = await asyncio.gather(*(self.command(member, "resume") for member in partial))
-        seen = [await process.wait_state("RSD", 5.0) for process in processes] + list(acked)
-        self._set_state(members, "running")
+            self.proxies.set_toxic(member, "both", links)
+        acked = await asyncio.gather(*(self.command(member, op) for member in partial))
+        seen = [await observe(process) for process in processes] + list(acked)
+        self._set_state(members, state)
         return None if None in seen else max(seen)
 
     async def restart(self, members: Iterable[str]) -> int | None:
@@ -137,7 +127,7 @@ class MemberFaults:
             if state in ("running", "paused"):
                 await self.command(member, "leave")      # a restart of a running member: clean stop first
             elif state == "crashed" and self.proxies.proxies(member, "both"):
-                self.release(member)                     # a crashed member's links are healed first
+                self.proxies.set_toxic(member, "both", None)   # a crashed member's links are healed first
             seen.append(await self.command(member, "start"))
             self.state[member] = "running"
         return max(seen)
