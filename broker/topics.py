@@ -13,8 +13,10 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+# The partition count is declared where the coordinator lookup uses it; re-exported for the broker.
+from rebalance.javahash import OFFSETS_TOPIC_PARTITIONS as OFFSETS_TOPIC_PARTITIONS
+
 OFFSETS_TOPIC = "__consumer_offsets"
-OFFSETS_TOPIC_PARTITIONS = 50
 
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_NAME_LENGTH = 249

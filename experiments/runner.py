@@ -22,12 +22,9 @@ link fault targets get one proxy per server per link:
 Other members connect directly. In a shared host process (per_process > 1) each member has proxies and
 a connect string / bootstrap list of its own.
 
-Member faults: a member with a host process to itself (or a step covering every member of its host)
-gets real signals (SIGKILL, SIGSTOP/SIGCONT, SIGTERM). A step on part of a shared host is carried out
-through the host's control channel (experiments.faults.process, experiments.member_host): an emulated
-crash black-holes both of the member's links, then the host drops it without a word; an emulated pause
-black-holes them and the host stops polling it until the heal; a leave is the host closing just that
-member; a restart heals its links and has the host start a fresh instance under the same name.
+Faults: what each action is, `experiments/faults/actions.py`; who carries it out, `experiments/faults/
+registry.py` (member faults in `members.py`, server faults in `server.py`, links through the proxies);
+its fault_started / fault_stopped events, `experiments/faults/history.py`.
 """
 
 from __future__ import annotations
@@ -48,17 +45,17 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from experiments.faults import registry
+from experiments.faults.actions import SILENCING_KINDS, phase_name, spec_of
+from experiments.faults.history import FaultHistory
+from experiments.faults.members import STOP_TIMEOUT_S, MemberFaults
 from experiments.faults.process import RUN_MARKER_ENV, ChildProcess
-from experiments.faults.proxy import ProxyHub, Toxic
+from experiments.faults.proxy import ProxyHub
 from experiments.faults.server import ServerFaults
-from experiments.scenario import LinkFault, Problem, Scenario, ScenarioError, Schedule, Step, resolve
+from experiments.scenario import Problem, Scenario, ScenarioError, Schedule, Step, resolve
 from rebalance import events as ev
 from rebalance.events import EventRecorder
 
-STOP_TIMEOUT_S = 20.0
 STABLE_QUIET_S = 2.0
-COMMAND_TIMEOUT_S = 30.0
-HOLD = Toxic(kind=LinkFault.PARTITION)   # the black hole an emulated crash or pause puts on both links
 
 
 class Aborted(Exception):
@@ -161,12 +158,12 @@ class Run:
         self.t0_ns: int | None = None
         self.started_ms = int(time.time() * 1000)
         self.applied: list[dict] = []
-        self.active: dict[str, dict] = {}     # fault_id -> its fault_started event, while in force
-        self.observed: dict[str, int | None] = {}   # fault_id -> when its effect was seen
+        self.history: FaultHistory | None = None   # once the recorder is open
+        self.members = MemberFaults(schedule=schedule, hosts=self.hosts, proxies=self.proxies,
+                                    start_hosts=self.start_members)
         self.target_tasks: dict[str, asyncio.Future] = {}
         self.step_tasks: list[asyncio.Future] = []
         self.members_proxied: dict[str, dict[str, list[str]]] = {}
-        self.member_state: dict[str, str] = {}   # running | paused | crashed | left (members of started hosts)
         self._abort = asyncio.Event()
         self._abort_reason = ""
         self.progress = Progress(self.events_dir, scenario, schedule)
@@ -179,6 +176,7 @@ class Run:
         os.environ[RUN_MARKER_ENV] = str(self.run_dir)   # every descendant carries it: the final sweep finds them
         self.recorder = EventRecorder(self.events_dir / "runner.jsonl", run_id=self.run_id, backend=self.backend,
                                       process="runner")
+        self.history = FaultHistory(self.recorder, self.member_id)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, self.abort, f"interrupted ({signal.Signals(signum).name})")
@@ -356,10 +354,6 @@ class Run:
             return self.zk_connect
         return ",".join(proxied["data"]) if proxied else self.cluster.bootstrap
 
-    def member_started(self, member: str) -> bool:
-        host = self.hosts.get(self.schedule.host_of(member).name)
-        return host is not None and host.running
-
     async def start_members(self, members) -> None:
         for host_name in dict.fromkeys(self.schedule.host_of(member).name for member in members):
             spec = next(host for host in self.schedule.hosts if host.name == host_name)
@@ -367,88 +361,6 @@ class Run:
                                    log_path=self.run_dir / "logs" / f"{host_name}.log", control=len(spec.members) > 1)
             await process.start()
             self.hosts[host_name] = process
-            for member in spec.members:
-                self.member_state[member] = "running"
-
-    def split(self, members) -> tuple[list[ChildProcess], list[str]]:
-        """Host processes that `members` cover whole (for real signals), and the members of hosts
-        they cover in part (for per-member commands). The rule resolve() uses for `emulated`."""
-        members = list(members)
-        whole = [host.name for host in self.schedule.hosts if host.members and set(host.members) <= set(members)]
-        partial = [member for member in members if self.schedule.host_of(member).name not in whole]
-        return [self.hosts[name] for name in whole if name in self.hosts], partial
-
-    async def command(self, member: str, op: str) -> int:
-        process = self.hosts[self.schedule.host_of(member).name]
-        return await process.command(op, member, COMMAND_TIMEOUT_S)
-
-    def hold(self, member: str) -> None:
-        self.proxies.set_toxic(member, "both", HOLD)
-
-    def release(self, member: str) -> None:
-        self.proxies.set_toxic(member, "both", None)
-
-    def _set_state(self, members, state: str) -> None:
-        for member in members:
-            self.member_state[member] = state
-
-    async def stop_members(self, members) -> int | None:
-        processes, partial = self.split(members)
-        await asyncio.gather(*(process.stop(STOP_TIMEOUT_S) for process in processes))
-        seen = [time.monotonic_ns()]
-        seen += await asyncio.gather(*(self.command(member, "leave") for member in partial))
-        self._set_state(members, "left")
-        return max(seen)
-
-    async def crash_members(self, members) -> int | None:
-        processes, partial = self.split(members)
-        for process in processes:
-            process.crash()
-        for member in partial:   # black hole first: nothing the member has in flight gets out
-            self.hold(member)
-        acked = await asyncio.gather(*(self.command(member, "crash") for member in partial))
-        seen = [await process.wait_exit(10.0) for process in processes] + list(acked)
-        self._set_state(members, "crashed")
-        return None if None in seen else max(seen)
-
-    async def pause_members(self, members) -> int | None:
-        processes, partial = self.split(members)
-        for process in processes:
-            process.pause()
-        for member in partial:
-            self.hold(member)
-        acked = await asyncio.gather(*(self.command(member, "pause") for member in partial))
-        seen = [await process.wait_state("T", 5.0) for process in processes] + list(acked)
-        self._set_state(members, "paused")
-        return None if None in seen else max(seen)
-
-    async def resume_members(self, members) -> int | None:
-        processes, partial = self.split(members)
-        for process in processes:
-            process.resume()
-        for member in partial:
-            self.release(member)
-        acked = await asyncio.gather(*(self.command(member, "resume") for member in partial))
-        seen = [await process.wait_state("RSD", 5.0) for process in processes] + list(acked)
-        self._set_state(members, "running")
-        return None if None in seen else max(seen)
-
-    async def restart_members(self, members) -> int | None:
-        processes, partial = self.split(members)
-        for process in processes:
-            await process.stop(STOP_TIMEOUT_S)
-        if processes:
-            await self.start_members([member for member in members if member not in partial])
-        seen = [time.monotonic_ns()]
-        for member in partial:
-            state = self.member_state.get(member)
-            if state in ("running", "paused"):
-                await self.command(member, "leave")      # a restart of a running member: clean stop first
-            elif state == "crashed" and member in self.members_proxied:
-                self.release(member)                     # a crashed member's links are healed first
-            seen.append(await self.command(member, "start"))
-            self.member_state[member] = "running"
-        return max(seen)
 
     # ------------------------------------------------------------------ warmup and timeline
 
@@ -515,66 +427,18 @@ class Run:
 
     async def _apply_now(self, step: Step) -> None:
         handler = registry.handler_for(step.action)
-        if not handler.is_fault:
-            if step.action == "phase":
-                name = str(step.params["name"])
-            elif step.action == "scale":
-                name = f"scale-to-{step.params['to']}"
-            else:
-                name = f"{step.action}-{len(step.targets)}"
-            await self.enter_phase(name, fault_id=step.fault_id, targets=list(step.targets))
+        if not spec_of(step.action).is_fault:
+            await self.enter_phase(phase_name(step.action, step.targets, step.params), fault_id=step.fault_id,
+                                   targets=list(step.targets))
             await handler.start(self, step)
-            return
-        if step.op == "heal":
-            returned = await handler.heal(self, step)
-            if step.action == "link":   # the proxy tells when the toxic first held, delayed or reset traffic
-                self.fault_stopped(step, observed=returned, healed=time.monotonic_ns())
-            else:
-                self.fault_stopped(step, observed=self.observed.pop(step.fault_id, None), healed=returned)
-            return
-        undone = self.undone_by(step)   # a restart closes the crash (or kill) it undoes
-        self.fault_started(step)
-        observed = await handler.start(self, step)
-        for fault_id in undone:
-            started = self.active.pop(fault_id)
-            self.recorder.emit(ev.FAULT_STOPPED, **{key: started[key] for key in _FAULT_KEYS},
-                               observed_ts_ns=self.observed.pop(fault_id, None), healed_ts_ns=observed,
-                               healed_by=step.fault_id)
-        if step.action in _INSTANT:
-            self.fault_stopped(step, observed=observed, healed=observed)
+        elif step.op == "heal":
+            await self.history.heal(step, lambda: handler.heal(self, step))
         else:
-            self.observed[step.fault_id] = observed
-
-    def undone_by(self, step: Step) -> list[str]:
-        undoes = {"restart": {"crash", "leave"}, "zk_restart": {"zk_kill"}, "broker_restart": {"broker_kill",
-                  "coordinator_kill"}, "coordinator_restart": {"broker_kill", "coordinator_kill"}}.get(step.action, set())
-        return [fault_id for fault_id, event in self.active.items()
-                if event["kind"] in undoes and set(event["targets"]) & set(step.targets)]
-
-    def _fault_fields(self, step: Step) -> dict:
-        kind = step.params.get("fault", step.action) if step.action == "link" else step.action
-        members = [self.member_id(target) for target in step.targets if not target.startswith(("zk-", "broker-"))]
-        return {
-            "fault_id": step.fault_id, "kind": kind, "action": step.action,
-            "target": ",".join(step.targets), "targets": list(step.targets), "member_ids": members,
-            "link": step.link, "params": dict(step.params), "emulated": step.emulated, "at_s": step.at,
-            "line": step.line,
-        }
+            await self.history.start(step, lambda: handler.start(self, step))
 
     def member_id(self, name: str) -> str:
         """The id a member's own events carry: its name, or for legacy 0.8's `<group>_<consumer.id>`."""
         return f"{self.scenario.group.name}_{name}" if self.backend == "legacy" else name
-
-    def fault_started(self, step: Step) -> dict:
-        event = self.recorder.emit(ev.FAULT_STARTED, **self._fault_fields(step))
-        self.active[step.fault_id] = event
-        return event
-
-    def fault_stopped(self, step: Step, *, observed: int | None, healed: int | None) -> None:
-        """`observed_ts_ns`: when the fault's effect was first seen; `healed_ts_ns`: when its undoing was."""
-        self.active.pop(step.fault_id, None)
-        self.recorder.emit(ev.FAULT_STOPPED, **self._fault_fields(step), observed_ts_ns=observed,
-                           healed_ts_ns=healed)
 
     # ------------------------------------------------------------------ heal and teardown
 
@@ -584,20 +448,9 @@ class Run:
             await asyncio.wait(self.step_tasks)
         self.check_abort()
         self.proxies.heal_all()
-        for process in self.hosts.values():
-            process.resume()
-        for member, state in list(self.member_state.items()):   # pauses end at their heal; this is a safety net
-            if state == "paused":
-                with contextlib.suppress(Exception):
-                    await self.command(member, "resume")
-                self.member_state[member] = "running"
+        await self.members.heal_all()
         await self.servers.heal_all()
-        healed = time.monotonic_ns()
-        for fault_id, started in list(self.active.items()):
-            self.active.pop(fault_id)
-            self.recorder.emit(ev.FAULT_STOPPED, **{key: started[key] for key in _FAULT_KEYS},
-                               observed_ts_ns=self.observed.pop(fault_id, None), healed_ts_ns=healed,
-                               healed_by="final-heal")
+        self.history.final_heal(time.monotonic_ns())
 
     async def watch_parts(self) -> None:
         """Any part that exits without being told to ends the run."""
@@ -696,13 +549,6 @@ class Run:
         temporary.replace(path)
 
 
-_FAULT_KEYS = ("fault_id", "kind", "action", "target", "targets", "member_ids", "link", "params", "emulated",
-               "at_s", "line")
-# Restarts are instants (started and stopped at once); a crash, leave or kill stays in force until a
-# restart undoes it or the final heal ends the fault window.
-_INSTANT = {"restart", "zk_restart", "broker_restart", "coordinator_restart"}
-
-
 def versions() -> dict[str, str]:
     found = {"python": platform.python_version()}
     for dist in ("rebalance-lab", "kazoo", "kafka-python", "confluent-kafka", "pyspark"):
@@ -786,7 +632,7 @@ class Progress:
             self.owned.setdefault(member, set()).difference_update(event.get("partitions", []))
         elif kind == ev.FAULT_STARTED:
             self.faults += 1
-            if event.get("kind") == "crash" and event.get("emulated"):   # its host writes nothing more for it
+            if event.get("kind") in SILENCING_KINDS and event.get("emulated"):   # its host writes nothing more for it
                 for crashed in event.get("member_ids") or []:
                     self.members_up.discard(crashed)
                     self.owned.pop(crashed, None)
@@ -828,7 +674,7 @@ class Progress:
         table.add_row("records", f"produced {self.produced}   consumed {self.consumed}")
         table.add_row("group", f"members up {len(self.members_up)}   rebalances {self.rebalances}"
                                f"   failed {self.failed_rebalances}")
-        table.add_row("faults", f"{self.faults} started, {len(run.active)} in force")
+        table.add_row("faults", f"{self.faults} started, {len(run.history.active) if run.history else 0} in force")
         for line in self.recent:
             table.add_row("", f"[dim]{line}[/dim]")
         return table

@@ -26,6 +26,7 @@ from pyspark.sql import types as T
 
 from experiments import checker
 from experiments.checker import CheckConfig, CheckResult, Verdict
+from experiments.faults.actions import SILENCING_KINDS
 
 # One schema for every event type (docs/events.md); a type simply leaves the others null.
 # `params` is any object, read as its JSON text. `produce_ts_ms` is a list (one produce time per
@@ -68,7 +69,7 @@ EVENT_SCHEMA = T.StructType([
     T.StructField("name", T.StringType()),
 ])
 
-CRASH_KINDS = ("crash", "kill")   # a restart stops the member cleanly: its own events end its ownership
+CRASH_KINDS = SILENCING_KINDS   # a restart stops the member cleanly: its own events end its ownership
 # Requests every member makes all the time, whether or not the group changes: not herd cost.
 BACKGROUND_OPS = ("Heartbeat", "OffsetCommit", "Fetch", "ListOffsets", "Metadata")
 DEFAULT_CHECKS = CheckConfig()

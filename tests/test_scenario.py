@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from experiments import scenario as sc
+from rebalance.javahash import coordinator_partition
 
 BASE = """\
 name = "t"
@@ -370,11 +371,11 @@ def test_overrides_change_values_before_validation():
 
 
 def test_coordinator_hash_matches_kafka_vectors():
-    assert sc.coordinator_partition("") == 0
-    assert sc.coordinator_partition("group-id") == 13
-    assert sc.coordinator_partition("my-group") == 12
-    assert sc.coordinator_partition("consumer-group") == 38
-    assert sc.coordinator_partition("polygenelubricants") == 0
+    assert coordinator_partition("") == 0
+    assert coordinator_partition("group-id") == 13
+    assert coordinator_partition("my-group") == 12
+    assert coordinator_partition("consumer-group") == 38
+    assert coordinator_partition("polygenelubricants") == 0
 
 
 def test_toml_syntax_errors_carry_a_line():
@@ -384,7 +385,7 @@ def test_toml_syntax_errors_carry_a_line():
 
 
 def test_builtin_scenarios_are_valid():
-    folder = Path(sc.__file__).parent / "scenarios"
+    folder = Path(sc.__file__).parent.parent / "scenarios"
     for path in sorted(folder.glob("*.toml")):
         scenario = sc.load(path)
         sc.resolve(scenario)
@@ -405,7 +406,7 @@ def test_last_picks_the_most_recently_started_member():
 
 
 def test_churn_scenario_expands_into_whole_hosts():
-    folder = Path(sc.__file__).parent / "scenarios"
+    folder = Path(sc.__file__).parent.parent / "scenarios"
     schedule = sc.resolve(sc.load(folder / "churn-range.toml"))
     grow, shrink, *restarts = [step for step in schedule.steps if step.action != "phase"]
     assert len(grow.targets) == 50 and grow.targets == shrink.targets

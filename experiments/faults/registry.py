@@ -1,9 +1,11 @@
-"""What each timeline action does, by name: one handler per action with a `start` and, for actions
-with a duration, a `heal`.
+"""Which call carries out each timeline action: a `start` and, for a timed fault, a `heal`.
 
-A handler acts on the run (`experiments.runner.Run`: its member hosts, proxies, ensemble and
-cluster) and returns what it observed; the runner writes the fault events. Registering two handlers
-under one name is an error, so actions compose by name without silently replacing each other.
+A handler acts on the run (`experiments.runner.Run`): its member faults (`run.members`), its
+proxies (`run.proxies`) and its server faults (`run.servers`), and returns when the effect was
+observed; the run's fault history writes the events. What each action is (its fields, its span, what
+undoes it) is declared in experiments/faults/actions.py; every action there except the ones the
+resolver expands has exactly one handler here. Registering two handlers for one action is an error,
+so actions compose by name without silently replacing each other.
 """
 
 from __future__ import annotations
@@ -12,56 +14,54 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from experiments.faults.actions import ACTIONS, Action, Direction, LinkFault, Span
+from experiments.faults.members import MemberFaults
 from experiments.faults.proxy import Toxic
-from experiments.scenario import Direction, LinkFault, Step
+from experiments.faults.server import ServerFaults
+from experiments.scenario.model import Step
 
 Handler = Callable[[Any, Step], Awaitable[int | None]]   # (run, step) -> observed monotonic ns or None
 
 
 @dataclass(frozen=True)
 class ActionHandler:
-    name: str
+    action: Action
     start: Handler
     heal: Handler | None = None
-    is_fault: bool = True          # False: a membership change or a phase mark, written as a phase event
 
 
-_HANDLERS: dict[str, ActionHandler] = {}
+_HANDLERS: dict[Action, ActionHandler] = {}
 
 
 def register(handler: ActionHandler) -> None:
-    if handler.name in _HANDLERS:
-        raise ValueError(f"action {handler.name!r} already has a handler")
-    _HANDLERS[handler.name] = handler
+    if handler.action in _HANDLERS:
+        raise ValueError(f"action {handler.action.value!r} already has a handler")
+    _HANDLERS[handler.action] = handler
 
 
-def handler_for(action: str) -> ActionHandler:
+def handler_for(action: Action | str) -> ActionHandler:
     try:
-        return _HANDLERS[action]
-    except KeyError:
+        return _HANDLERS[Action(action)]
+    except (KeyError, ValueError):
         raise ValueError(f"no handler for action {action!r}") from None
 
 
 def names() -> list[str]:
-    return sorted(_HANDLERS)
+    return sorted(action.value for action in _HANDLERS)
 
 
-# ---- membership changes
+# ---- membership changes and marks
 
 
 async def _join(run, step: Step) -> int | None:
-    await run.start_members(step.targets)
+    await run.members.start(step.targets)
     return None
 
 
-async def _leave(run, step: Step) -> int | None:
-    return await run.stop_members(step.targets)
-
-
 async def _scale(run, step: Step) -> int | None:
-    if all(run.member_started(name) for name in step.targets):   # shrinking: they are running
-        return await run.stop_members(step.targets)
-    await run.start_members(step.targets)
+    if all(run.members.started(name) for name in step.targets):   # shrinking: they are running
+        return await run.members.leave(step.targets)
+    await run.members.start(step.targets)
     return None
 
 
@@ -72,22 +72,12 @@ async def _phase(run, step: Step) -> int | None:
 # ---- member faults
 
 
-async def _crash(run, step: Step) -> int | None:
-    """SIGKILL the targets' host processes; for part of a shared host, the runner emulates the crash
-    through the members' links and the host's control channel (`step.emulated`)."""
-    return await run.crash_members(step.targets)
+def _members(method: Callable[[MemberFaults, tuple[str, ...]], Awaitable[int | None]]) -> Handler:
+    """A handler calling `method` of the run's MemberFaults on the step's targets."""
+    async def handler(run, step: Step) -> int | None:
+        return await method(run.members, step.targets)
 
-
-async def _pause(run, step: Step) -> int | None:
-    return await run.pause_members(step.targets)
-
-
-async def _resume(run, step: Step) -> int | None:
-    return await run.resume_members(step.targets)
-
-
-async def _restart(run, step: Step) -> int | None:
-    return await run.restart_members(step.targets)
+    return handler
 
 
 # ---- link faults
@@ -107,7 +97,7 @@ def toxic_of(step: Step) -> Toxic:
 async def _link(run, step: Step) -> int | None:
     for member in step.targets:
         run.proxies.set_toxic(member, step.link, toxic_of(step))
-    return None   # the effect is seen later, when traffic meets the toxic: see fault_stopped
+    return None   # the effect is seen later, when traffic meets the toxic; the heal reports it
 
 
 async def _link_heal(run, step: Step) -> int | None:
@@ -121,58 +111,35 @@ async def _link_heal(run, step: Step) -> int | None:
 # ---- servers
 
 
-def _index(target: str) -> int:
-    return int(target.rsplit("-", 1)[1])
+def _server(method: Callable[[ServerFaults, int], Awaitable[int | None]]) -> Handler:
+    """A handler calling `method` of the run's ServerFaults on the step's one target (`zk-1`, `broker-0`)."""
+    async def handler(run, step: Step) -> int | None:
+        return await method(run.servers, int(step.targets[0].rsplit("-", 1)[1]))
 
-
-async def _zk_kill(run, step: Step) -> int | None:
-    return await run.servers.zk_kill(_index(step.targets[0]))
-
-
-async def _zk_restart(run, step: Step) -> int | None:
-    return await run.servers.zk_restart(_index(step.targets[0]))
-
-
-async def _zk_pause(run, step: Step) -> int | None:
-    return await run.servers.zk_pause(_index(step.targets[0]))
-
-
-async def _zk_resume(run, step: Step) -> int | None:
-    return await run.servers.zk_resume(_index(step.targets[0]))
-
-
-async def _zk_isolate(run, step: Step) -> int | None:
-    return await run.servers.zk_isolate(_index(step.targets[0]))
-
-
-async def _zk_heal(run, step: Step) -> int | None:
-    return await run.servers.zk_heal(_index(step.targets[0]))
-
-
-async def _broker_kill(run, step: Step) -> int | None:
-    return await run.servers.broker_kill(_index(step.targets[0]))
-
-
-async def _broker_restart(run, step: Step) -> int | None:
-    return await run.servers.broker_restart(_index(step.targets[0]))
+    return handler
 
 
 for _handler in (
-    ActionHandler("join", _join, is_fault=False),
-    ActionHandler("scale", _scale, is_fault=False),
-    ActionHandler("phase", _phase, is_fault=False),
-    ActionHandler("leave", _leave),
-    ActionHandler("crash", _crash),
-    ActionHandler("pause", _pause, _resume),
-    ActionHandler("restart", _restart),
-    ActionHandler("link", _link, _link_heal),
-    ActionHandler("zk_kill", _zk_kill),
-    ActionHandler("zk_restart", _zk_restart),
-    ActionHandler("zk_pause", _zk_pause, _zk_resume),
-    ActionHandler("zk_isolate", _zk_isolate, _zk_heal),
-    ActionHandler("broker_kill", _broker_kill),
-    ActionHandler("broker_restart", _broker_restart),
-    ActionHandler("coordinator_kill", _broker_kill),
-    ActionHandler("coordinator_restart", _broker_restart),
+    ActionHandler(Action.JOIN, _join),
+    ActionHandler(Action.SCALE, _scale),
+    ActionHandler(Action.PHASE, _phase),
+    ActionHandler(Action.LEAVE, _members(MemberFaults.leave)),
+    ActionHandler(Action.CRASH, _members(MemberFaults.crash)),
+    ActionHandler(Action.PAUSE, _members(MemberFaults.pause), _members(MemberFaults.resume)),
+    ActionHandler(Action.RESTART, _members(MemberFaults.restart)),
+    ActionHandler(Action.LINK, _link, _link_heal),
+    ActionHandler(Action.ZK_KILL, _server(ServerFaults.zk_kill)),
+    ActionHandler(Action.ZK_RESTART, _server(ServerFaults.zk_restart)),
+    ActionHandler(Action.ZK_PAUSE, _server(ServerFaults.zk_pause), _server(ServerFaults.zk_resume)),
+    ActionHandler(Action.ZK_ISOLATE, _server(ServerFaults.zk_isolate), _server(ServerFaults.zk_heal)),
+    ActionHandler(Action.BROKER_KILL, _server(ServerFaults.broker_kill)),
+    ActionHandler(Action.BROKER_RESTART, _server(ServerFaults.broker_restart)),
+    ActionHandler(Action.COORDINATOR_KILL, _server(ServerFaults.broker_kill)),
+    ActionHandler(Action.COORDINATOR_RESTART, _server(ServerFaults.broker_restart)),
 ):
     register(_handler)
+
+_missing = [spec.action.value for spec in ACTIONS.values() if spec.expands_into is None
+            and (spec.action not in _HANDLERS or (spec.span is Span.TIMED) != (_HANDLERS[spec.action].heal is not None))]
+if _missing:
+    raise RuntimeError(f"actions without a start (or a heal, when timed): {_missing}")

@@ -1,0 +1,427 @@
+"""Reading a scenario file: TOML in, a checked `Scenario` out, or a ScenarioError listing every problem.
+
+Every problem names its field and its line (tomllib keeps no positions, so `LineIndex` finds them
+in the text). `--set` overrides are applied to the parsed table before any check. The last check is
+a dry run of the resolver, which finds what only shows in order (targets out of range, a member
+crashed twice, overlapping faults on one target). docs/scenarios.md is the reference for the format.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from enum import Enum
+from pathlib import Path
+
+from experiments.faults.actions import ACTIONS, Action, Direction, Link, LinkFault, Target
+from experiments.scenario.model import (
+    BACKENDS,
+    ClusterSpec,
+    GroupSpec,
+    Problem,
+    ProducerSpec,
+    Scenario,
+    ScenarioError,
+    TimelineEntry,
+    TopicSpec,
+    strategies_for,
+)
+from experiments.scenario.resolver import resolve
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_\-\".]+)\s*=")
+
+
+class LineIndex:
+    """Where each key sits in the TOML text. tomllib keeps no positions, so scan the text:
+    table headers, array-of-tables counters and `key =` lines. Approximate but enough to point
+    a reader at the right table entry."""
+
+    def __init__(self, text: str) -> None:
+        self._lines: dict[tuple, int] = {}
+        table: tuple = ()
+        arrays: dict[tuple, int] = {}
+        in_multiline = False
+        for number, raw in enumerate(text.splitlines(), start=1):
+            line = raw.split("#", 1)[0] if '"' not in raw and "'" not in raw else raw
+            if in_multiline:
+                if '"""' in line or "'''" in line:
+                    in_multiline = False
+                continue
+            header = _HEADER.match(line)
+            if header:
+                path = tuple(part.strip().strip('"') for part in header.group(2).split("."))
+                if header.group(1) == "[[":
+                    arrays[path] = arrays.get(path, -1) + 1
+                    table = (*path, arrays[path])
+                else:
+                    table = path
+                self._lines.setdefault(table, number)
+                continue
+            key = _KEY.match(line)
+            if key:
+                parts = tuple(part.strip('"') for part in key.group(1).split("."))
+                self._lines.setdefault((*table, *parts), number)
+                if line.count('"""') == 1 or line.count("'''") == 1:
+                    in_multiline = True
+
+    def line_of(self, path: tuple) -> int | None:
+        """The line of `path`, or of the nearest enclosing table that has one."""
+        for end in range(len(path), 0, -1):
+            if path[:end] in self._lines:
+                return self._lines[path[:end]]
+        return None
+
+
+
+def load(path: str | Path, *, overrides: Iterable[str] = ()) -> Scenario:
+    """Read and validate a scenario file; `overrides` are "dotted.key=value" strings (`--set`)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ScenarioError(str(path), [Problem("file", None, f"cannot read: {error.strerror}")]) from None
+    return loads(text, source=str(path), overrides=overrides)
+
+
+def loads(text: str, *, source: str = "<scenario>", overrides: Iterable[str] = ()) -> Scenario:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        line = re.search(r"line (\d+)", str(error))
+        raise ScenarioError(source, [Problem("toml", int(line.group(1)) if line else None, str(error))]) from None
+    problems: list[Problem] = []
+    for override in overrides:
+        _apply_override(data, override, problems)
+    checker = _Checker(source, LineIndex(text), problems)
+    scenario = checker.scenario(data)
+    # A dry run of the timeline finds what only shows in order: targets out of range, a member
+    # crashed twice, overlapping faults on one target. Entries with problems of their own are
+    # left out of it, so each problem is reported once.
+    try:
+        resolve(scenario)
+    except ScenarioError as error:
+        problems.extend(error.problems)
+    if problems:
+        problems.sort(key=lambda problem: (problem.line or 0))
+        raise ScenarioError(source, problems)
+    return scenario
+
+
+def _apply_override(data: dict, override: str, problems: list[Problem]) -> None:
+    key, sep, raw = override.partition("=")
+    if not sep or not key.strip():
+        problems.append(Problem(override, None, "an override is KEY=VALUE, e.g. group.members=50"))
+        return
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    *parents, last = key.strip().split(".")
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            problems.append(Problem(key, None, f"cannot set inside {part!r}: it is not a table"))
+            return
+    node[last] = value
+
+
+class _Checker:
+    """Turns the parsed TOML into a Scenario, collecting every problem instead of stopping at one."""
+
+    def __init__(self, source: str, lines: LineIndex, problems: list[Problem]) -> None:
+        self.source = source
+        self.lines = lines
+        self.problems = problems
+
+    def fail(self, path: tuple, message: str) -> None:
+        label = ".".join(f"[{part}]" if isinstance(part, int) else part for part in path).replace(".[", "[")
+        self.problems.append(Problem(label or "scenario", self.lines.line_of(path), message))
+
+    def unknown_keys(self, table: Mapping, allowed: Iterable[str], path: tuple) -> None:
+        allowed = set(allowed)
+        for key in table:
+            if key not in allowed:
+                self.fail((*path, key), f"unknown field (expected one of: {', '.join(sorted(allowed))})")
+
+    def number(self, table: Mapping, key: str, path: tuple, *, default=None, minimum=None, positive=False,
+               integer=False):
+        value = table.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+            self.fail((*path, key), f"must be {'an integer' if integer else 'a number'}, got {value!r}")
+            return default
+        if not math.isfinite(value):
+            self.fail((*path, key), f"must be finite, got {value!r}")
+            return default
+        if positive and value <= 0:
+            self.fail((*path, key), f"must be positive, got {value!r}")
+            return default
+        if minimum is not None and value < minimum:
+            self.fail((*path, key), f"must be at least {minimum}, got {value!r}")
+            return default
+        return value
+
+    def string(self, table: Mapping, key: str, path: tuple, *, default=None, choices=None):
+        value = table.get(key, default)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            self.fail((*path, key), f"must be a string, got {value!r}")
+            return default
+        if choices is not None and value not in choices:
+            self.fail((*path, key), f"unknown value {value!r} (expected one of: {', '.join(choices)})")
+            return default
+        return value
+
+    def table(self, data: Mapping, key: str) -> dict:
+        value = data.get(key, {})
+        if not isinstance(value, dict):
+            self.fail((key,), "must be a table")
+            return {}
+        return value
+
+    def settings(self, table: Mapping, key: str, path: tuple) -> dict:
+        value = table.get(key, {})
+        if not isinstance(value, dict):
+            self.fail((*path, key), "must be a table of native settings, e.g. {\"rebalance.max.retries\" = 4}")
+            return {}
+        for name, setting in value.items():
+            if not isinstance(setting, (str, int, float, bool)):
+                self.fail((*path, key, name), f"a setting must be a string, number or boolean, got {setting!r}")
+        return dict(value)
+
+    # ---- sections
+
+    def scenario(self, data: dict) -> Scenario:
+        self.unknown_keys(data, {"name", "description", "seed", "duration", "settle", "backends", "cluster",
+                                 "topics", "producer", "group", "timeline"}, ())
+        name = self.string(data, "name", (), default="") or ""
+        if not name:
+            name = Path(self.source).stem if self.source and not self.source.startswith("<") else "scenario"
+        description = self.string(data, "description", (), default="") or ""
+        seed = self.number(data, "seed", (), default=1, integer=True)
+        duration = self.number(data, "duration", (), default=None, positive=True)
+        if duration is None and "duration" not in data:
+            self.fail(("duration",), "missing: the length of the timeline in seconds")
+        settle = self.number(data, "settle", (), default=10, minimum=0)
+        backends = self.backends(data)
+        cluster = self.cluster(self.table(data, "cluster"), backends)
+        topics = self.topics(data)
+        topic_names = tuple(topic.name for topic in topics)
+        producer = self.producer(self.table(data, "producer"), topic_names)
+        group = self.group(self.table(data, "group"), backends, topic_names)
+        timeline = self.timeline(data, duration or 0.0, cluster)
+        return Scenario(
+            name=name, description=description, seed=seed, duration=float(duration or 0.0), settle=float(settle),
+            backends=backends, cluster=cluster, topics=topics, producer=producer, group=group, timeline=timeline,
+            source=self.source, lines=self.lines,
+        )
+
+    def backends(self, data: dict) -> tuple[str, ...]:
+        value = data.get("backends", list(BACKENDS))
+        if not isinstance(value, list) or not value or not all(isinstance(item, str) for item in value):
+            self.fail(("backends",), f"must be a non-empty list drawn from {list(BACKENDS)}")
+            return BACKENDS
+        for item in value:
+            if item not in BACKENDS:
+                self.fail(("backends",), f"unknown backend {item!r} (expected {' or '.join(BACKENDS)})")
+        return tuple(item for item in value if item in BACKENDS) or BACKENDS
+
+    def cluster(self, table: dict, backends: tuple[str, ...]) -> ClusterSpec:
+        path = ("cluster",)
+        timing_keys = ("broker_session_timeout_ms", "fail_back_delay_ms", "coordinator_load_delay_ms")
+        self.unknown_keys(table, {"zookeeper_nodes", "brokers", *timing_keys}, path)
+        zk_nodes = self.number(table, "zookeeper_nodes", path, default=1, minimum=0, integer=True)
+        if zk_nodes not in (0, 1, 3):
+            self.fail((*path, "zookeeper_nodes"), f"must be 0, 1 or 3, got {zk_nodes!r}")
+            zk_nodes = 1
+        if zk_nodes == 0 and "legacy" in backends:
+            self.fail((*path, "zookeeper_nodes"), "the legacy backend needs ZooKeeper (1 or 3 nodes)")
+        brokers = self.number(table, "brokers", path, default=1, minimum=1, integer=True)
+        timing = {key: self.number(table, key, path, default=0, minimum=0, integer=True) for key in timing_keys}
+        return ClusterSpec(zookeeper_nodes=zk_nodes, brokers=brokers, **timing)
+
+    def topics(self, data: dict) -> tuple[TopicSpec, ...]:
+        value = data.get("topics")
+        if not isinstance(value, list) or not value:
+            self.fail(("topics",), "missing: at least one [[topics]] table with name and partitions")
+            return (TopicSpec(name="t0", partitions=1),)
+        topics = []
+        for index, table in enumerate(value):
+            path = ("topics", index)
+            if not isinstance(table, dict):
+                self.fail(path, "must be a table")
+                continue
+            self.unknown_keys(table, {"name", "partitions"}, path)
+            name = self.string(table, "name", path)
+            if not name or not re.fullmatch(r"[A-Za-z0-9._\-]+", name):
+                self.fail((*path, "name"), f"a topic name of letters, digits, '.', '_' or '-' is required, got {name!r}")
+                name = f"t{index}"
+            partitions = self.number(table, "partitions", path, default=None, positive=True, integer=True)
+            if partitions is None:
+                if "partitions" not in table:
+                    self.fail((*path, "partitions"), "missing: the number of partitions")
+                partitions = 1
+            if name in {topic.name for topic in topics}:
+                self.fail((*path, "name"), f"topic {name!r} declared twice")
+            topics.append(TopicSpec(name=name, partitions=partitions))
+        return tuple(topics)
+
+    def producer(self, table: dict, topics: tuple[str, ...]) -> ProducerSpec:
+        path = ("producer",)
+        self.unknown_keys(table, {"rate", "duration", "topic"}, path)
+        rate = self.number(table, "rate", path, default=0.0, minimum=0)
+        duration = table.get("duration")
+        if duration == "until-end":
+            duration = None
+        else:
+            duration = self.number(table, "duration", path, default=None, positive=True)
+        topic = self.string(table, "topic", path, default=None, choices=topics)
+        return ProducerSpec(rate=float(rate), duration=duration, topic=topic)
+
+    def group(self, table: dict, backends: tuple[str, ...], topics: tuple[str, ...]) -> GroupSpec:
+        path = ("group",)
+        self.unknown_keys(table, {"name", "members", "strategy", "session_timeout_ms", "per_process", "static",
+                                  "topics", "warmup_timeout", "extra", "legacy", "modern"}, path)
+        name = self.string(table, "name", path, default="lab-group")
+        if not re.fullmatch(r"[A-Za-z0-9._\-]+", name or ""):
+            self.fail((*path, "name"), f"a group name of letters, digits, '.', '_' or '-' is required, got {name!r}")
+            name = "lab-group"
+        members = self.number(table, "members", path, default=3, minimum=1, integer=True)
+        strategy = table.get("strategy", "range")
+        refusing = [backend for backend in backends if strategy not in strategies_for(backend)]
+        if refusing:
+            choices = [name for name in strategies_for(backends[0]) if all(name in strategies_for(backend)
+                                                                          for backend in backends)]
+            why = "".join(f" (the {backend} backend knows only {' and '.join(strategies_for(backend))})"
+                          for backend in refusing if any(strategy in strategies_for(other) for other in BACKENDS))
+            self.fail((*path, "strategy"), f"unknown strategy {strategy!r} for backends {list(backends)}; "
+                                          f"expected one of: {', '.join(choices)}{why}")
+            strategy = "range"
+        session = self.number(table, "session_timeout_ms", path, default=6000, positive=True, integer=True)
+        per_process = self.number(table, "per_process", path, default=1, minimum=1, integer=True)
+        static = table.get("static", False)
+        if not isinstance(static, bool):
+            self.fail((*path, "static"), f"must be true or false, got {static!r}")
+            static = False
+        subscribed = table.get("topics", [])
+        if not isinstance(subscribed, list) or any(topic not in topics for topic in subscribed):
+            self.fail((*path, "topics"), f"must list declared topics ({', '.join(topics)}), got {subscribed!r}")
+            subscribed = []
+        warmup = self.number(table, "warmup_timeout", path, default=120.0, positive=True)
+        return GroupSpec(
+            name=name, members=members, strategy=strategy, session_timeout_ms=session, per_process=per_process,
+            static=static, topics=tuple(subscribed), warmup_timeout=float(warmup),
+            extra=self.settings(table, "extra", path), legacy=self.settings(table, "legacy", path),
+            modern=self.settings(table, "modern", path),
+        )
+
+    def timeline(self, data: dict, duration: float, cluster: ClusterSpec) -> tuple[TimelineEntry, ...]:
+        value = data.get("timeline", [])
+        if not isinstance(value, list):
+            self.fail(("timeline",), "must be an array of [[timeline]] tables")
+            return ()
+        entries = []
+        for index, table in enumerate(value):
+            entry = self.entry(table, index, duration, cluster)
+            if entry is not None:
+                entries.append(entry)
+        return tuple(sorted(entries, key=lambda entry: (entry.at, entry.index)))
+
+    def entry(self, table: object, index: int, duration: float, cluster: ClusterSpec) -> TimelineEntry | None:
+        path = ("timeline", index)
+        if not isinstance(table, dict):
+            self.fail(path, "must be a table")
+            return None
+        problems_before = len(self.problems)
+        entry = self._entry(table, path, index, duration, cluster)
+        return entry if len(self.problems) == problems_before else None
+
+    def _entry(self, table: dict, path: tuple, index: int, duration: float,
+               cluster: ClusterSpec) -> TimelineEntry | None:
+        action_name = table.get("action")
+        try:
+            action = Action(action_name)
+        except ValueError:
+            self.fail((*path, "action"), f"unknown action {action_name!r} (expected one of: "
+                                         f"{', '.join(action.value for action in Action)})")
+            return None
+        spec = ACTIONS[action]
+        self.unknown_keys(table, {"at", "action", *spec.fields}, path)
+        for key in spec.required:
+            if key not in table:
+                self.fail((*path, key), f"missing: {action.value} needs {key}")
+        at = self.number(table, "at", path, default=None, minimum=0)
+        if at is None:
+            if "at" not in table:
+                self.fail((*path, "at"), "missing: the time of the action in seconds from the start")
+            at = 0.0
+        elif duration and at >= duration:
+            self.fail((*path, "at"), f"at {at} s is not before the end of the timeline (duration {duration} s)")
+        fault_duration = self.number(table, "duration", path, default=None, positive=True)
+        if fault_duration is not None and duration and at + fault_duration > duration:
+            self.fail((*path, "duration"), f"the fault would last until {at + fault_duration} s, "
+                                           f"after the end of the timeline ({duration} s)")
+        link = fault = None
+        if action is Action.LINK:
+            link = self.enum(table, "link", path, Link)
+            fault = self.enum(table, "fault", path, LinkFault)
+            if fault is LinkFault.LATENCY and not table.get("latency_ms"):
+                self.fail((*path, "latency_ms"), "a latency fault needs latency_ms > 0")
+            if fault is LinkFault.BANDWIDTH and "rate_kbps" not in table:
+                self.fail((*path, "rate_kbps"), "a bandwidth fault needs rate_kbps")
+        direction = self.enum(table, "direction", path, Direction) or Direction.BOTH
+        member = self.target(table, "member", path)
+        node = self.target(table, "node", path)
+        broker = self.target(table, "broker", path)
+        if spec.target is Target.ZK_NODE:
+            if cluster.zookeeper_nodes == 0:
+                self.fail((*path, "action"), "there is no ZooKeeper in this cluster ([cluster] zookeeper_nodes = 0)")
+            elif isinstance(node, int) and node >= cluster.zookeeper_nodes:
+                self.fail((*path, "node"), f"node {node} is out of range: the ensemble has "
+                                           f"{cluster.zookeeper_nodes} node(s), numbered from 0")
+            if 0 < cluster.zookeeper_nodes < spec.min_zookeeper_nodes:
+                self.fail((*path, "action"), f"{action.value} needs a {spec.min_zookeeper_nodes}-node ensemble, "
+                                             f"this cluster has {cluster.zookeeper_nodes}")
+        if isinstance(broker, int) and broker >= cluster.brokers:
+            self.fail((*path, "broker"), f"broker {broker} is out of range: the cluster has {cluster.brokers} "
+                                         f"broker(s), numbered from 0")
+        name = self.string(table, "name", path, default=None)
+        pick = self.string(table, "pick", path, default="first", choices=("first", "random"))
+        return TimelineEntry(
+            index=index, line=self.lines.line_of(path) or 0,
+            field_lines={key: self.lines.line_of((*path, key)) or 0 for key in table}, at=float(at), action=action, member=member,
+            count=self.number(table, "count", path, default=None, positive=True, integer=True),
+            to=self.number(table, "to", path, default=None, minimum=0, integer=True),
+            interval=self.number(table, "interval", path, default=None, minimum=0),
+            pick=pick or "first", link=link, fault=fault, duration=fault_duration,
+            latency_ms=float(self.number(table, "latency_ms", path, default=0.0, minimum=0) or 0.0),
+            jitter_ms=float(self.number(table, "jitter_ms", path, default=0.0, minimum=0) or 0.0),
+            rate_kbps=self.number(table, "rate_kbps", path, default=None, positive=True),
+            direction=direction, node=node, broker=broker, name=name,
+        )
+
+    def enum(self, table: dict, key: str, path: tuple, kind: type[Enum]):
+        if key not in table:
+            return None
+        try:
+            return kind(table[key])
+        except ValueError:
+            self.fail((*path, key), f"unknown {key} {table[key]!r} (expected one of: "
+                                    f"{', '.join(item.value for item in kind)})")
+            return None
+
+    def target(self, table: dict, key: str, path: tuple) -> int | str | None:
+        value = table.get(key)
+        if value is None or value == "random" or (value == "last" and key == "member"):
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            extra = ', "last"' if key == "member" else ""
+            self.fail((*path, key), f"must be an index (0, 1, ...), \"random\"{extra}, got {value!r}")
+            return None
+        return value

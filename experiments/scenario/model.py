@@ -1,0 +1,229 @@
+"""The scenario as declared and as resolved: frozen dataclasses, nothing that reads files or picks targets.
+
+A `Scenario` is what one TOML file says (experiments.scenario.loader builds and checks it); a
+`Schedule` is its timeline turned into concrete `Step`s (experiments.scenario.resolver). The action
+vocabulary (`Action`, `Link`, `LinkFault`, `Direction`) and everything about each action live in
+experiments/faults/actions.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+from experiments.faults.actions import Action, Direction, Link, LinkFault, Target, spec_of
+
+BACKENDS = ("legacy", "modern")
+# The strategies each backend accepts (0.8 knew only range and roundrobin). Read only through
+# strategies_for(), so that the backend profiles can answer in its place.
+_STRATEGIES = {
+    "legacy": ("range", "roundrobin"),
+    "modern": ("range", "roundrobin", "sticky", "cooperative-sticky"),
+}
+
+
+def strategies_for(backend: str) -> tuple[str, ...]:
+    return _STRATEGIES[backend]
+
+
+class LineLookup(Protocol):
+    def line_of(self, path: tuple) -> int | None: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterSpec:
+    zookeeper_nodes: int = 1
+    brokers: int = 1
+    # Failover timing of the brokers (broker.cluster.FailoverTiming); 0 is the lab's quick default.
+    broker_session_timeout_ms: int = 0
+    fail_back_delay_ms: int = 0
+    coordinator_load_delay_ms: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicSpec:
+    name: str
+    partitions: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProducerSpec:
+    rate: float = 0.0               # records per second; 0 = no producer
+    duration: float | None = None   # seconds from the start of the timeline; None = until its end
+    topic: str | None = None        # default: the first topic
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupSpec:
+    name: str = "lab-group"
+    members: int = 3
+    strategy: str = "range"
+    session_timeout_ms: int = 6000
+    per_process: int = 1            # members sharing one host process (faults on part of it are emulated)
+    static: bool = False            # modern: group.instance.id = member name
+    topics: tuple[str, ...] = ()    # default: every topic
+    warmup_timeout: float = 120.0   # seconds to wait for a stable group before the timeline starts
+    extra: Mapping[str, object] = field(default_factory=dict)    # native settings for both backends
+    legacy: Mapping[str, object] = field(default_factory=dict)   # native settings, legacy only
+    modern: Mapping[str, object] = field(default_factory=dict)   # native settings, modern only
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimelineEntry:
+    """One `[[timeline]]` table as written (targets may still say "random")."""
+
+    index: int
+    line: int
+    at: float
+    action: Action
+    member: int | str | None = None
+    count: int | None = None
+    to: int | None = None
+    interval: float | None = None
+    pick: str = "first"
+    link: Link | None = None
+    fault: LinkFault | None = None
+    duration: float | None = None
+    latency_ms: float = 0.0
+    jitter_ms: float = 0.0
+    rate_kbps: float | None = None
+    direction: Direction = Direction.BOTH
+    node: int | str | None = None
+    broker: int | str | None = None
+    name: str | None = None
+    field_lines: Mapping[str, int] = field(default_factory=dict)
+
+    def line_of(self, key: str) -> int:
+        return self.field_lines.get(key) or self.line
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    name: str
+    description: str
+    seed: int
+    duration: float
+    settle: float
+    backends: tuple[str, ...]
+    cluster: ClusterSpec
+    topics: tuple[TopicSpec, ...]
+    producer: ProducerSpec
+    group: GroupSpec
+    timeline: tuple[TimelineEntry, ...]
+    source: str = ""
+    lines: LineLookup | None = field(default=None, compare=False, repr=False)
+
+    def line_of(self, *path: str | int) -> int | None:
+        return self.lines.line_of(tuple(path)) if self.lines else None
+
+    @property
+    def subscribed_topics(self) -> tuple[str, ...]:
+        return self.group.topics or tuple(topic.name for topic in self.topics)
+
+    @property
+    def producer_topic(self) -> str:
+        return self.producer.topic or self.topics[0].name
+
+
+def member_name(index: int) -> str:
+    """Members are named by their index, so a schedule reads the same for both backends."""
+    return f"m{index:03d}"
+
+
+
+# --------------------------------------------------------------------------- errors with lines
+
+
+@dataclass(frozen=True)
+class Problem:
+    field: str
+    line: int | None
+    message: str
+
+
+class ScenarioError(ValueError):
+    """Every problem found in a scenario file, each naming its field and line."""
+
+    def __init__(self, source: str, problems: list[Problem]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__("\n".join(self.lines()))
+
+    def lines(self) -> list[str]:
+        return [
+            f"{self.source}:{problem.line if problem.line is not None else '?'}: {problem.field}: {problem.message}"
+            for problem in self.problems
+        ]
+
+
+# --------------------------------------------------------------------------- the resolved schedule
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    """One thing the runner does at time `at` (seconds from the start of the timeline).
+
+    Steps that start a fault with a duration are followed by a matching `heal` step with the same
+    fault_id. `targets` are member names, "zk-<i>" or "broker-<i>".
+    """
+
+    at: float
+    fault_id: str
+    op: str                     # "start" (or the only step of an instant action) | "heal"
+    action: str
+    targets: tuple[str, ...]
+    line: int
+    link: str | None = None
+    params: Mapping[str, object] = field(default_factory=dict)
+    emulated: bool = False
+
+    @property
+    def touches_links(self) -> bool:
+        spec = spec_of(self.action)
+        return spec.target is Target.LINK or (self.emulated and spec.holds_links_when_emulated)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["targets"] = list(self.targets)
+        data["params"] = dict(self.params)
+        return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class Host:
+    """A member host process and the members it runs (one, unless per_process > 1)."""
+
+    name: str
+    members: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Schedule:
+    seed: int
+    initial_members: tuple[str, ...]
+    hosts: tuple[Host, ...]          # every host process the run may start, initial ones first
+    coordinator_broker: int          # the broker the coordinator formula picks for the group
+    steps: tuple[Step, ...]
+
+    def host_of(self, member: str) -> Host:
+        for host in self.hosts:
+            if member in host.members:
+                return host
+        raise KeyError(member)
+
+    def proxied_members(self) -> tuple[str, ...]:
+        """Members whose links some step touches (a link fault, or an emulated crash or pause, which
+        black-holes them): only these get fault proxies."""
+        names = {target for step in self.steps if step.touches_links for target in step.targets}
+        return tuple(sorted(names))
+
+    def to_json(self) -> dict:
+        return {
+            "seed": self.seed,
+            "initial_members": list(self.initial_members),
+            "hosts": [{"name": host.name, "members": list(host.members)} for host in self.hosts],
+            "coordinator_broker": self.coordinator_broker,
+            "steps": [step.to_json() for step in self.steps],
+        }
+
