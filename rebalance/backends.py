@@ -54,7 +54,12 @@ class BackendProfile:
     commits_carry_generation: bool      # offsets_committed events carry the group generation
     member_id: Callable[[str, str], str]            # (group, member name) -> the id its events carry
     check: Callable[[MemberConfig], None]           # raises ValueError or TypeError on a bad config
-    make: Callable[..., Member]                     # (config, *, listener=None, recorder=None) -> Member
+    member_class: str                   # "module:Class", made as Class(config, *, listener=None, recorder=None)
+
+    def make(self, config: MemberConfig, **hooks: object) -> Member:
+        """A member of this backend; `hooks` are the member's `listener` and `recorder`."""
+        module_name, _, attribute = self.member_class.partition(":")
+        return getattr(importlib.import_module(module_name), attribute)(config, **hooks)
 
     def address(self, config: MemberConfig) -> str | None:
         return getattr(config, self.connects_to.config_field)
