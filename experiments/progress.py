@@ -8,13 +8,21 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from experiments.scenario import Scenario, Schedule
 from rebalance import events as ev
 
-if TYPE_CHECKING:
-    from experiments.runner import Run
+
+class Run(Protocol):
+    """What the display reads of the run it shows."""
+
+    backend: str
+    run_dir: Path
+    events_dir: Path
+    phase: str
+    t0_ns: int | None
+    active: dict
 
 @dataclass
 class _Tail:

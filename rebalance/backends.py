@@ -8,7 +8,7 @@ Entries are imported when first asked for, so that rebalance/ never imports kazo
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -58,8 +58,7 @@ class BackendProfile:
 
     def make(self, config: MemberConfig, **hooks: object) -> Member:
         """A member of this backend; `hooks` are the member's `listener` and `recorder`."""
-        module_name, _, attribute = self.member_class.partition(":")
-        return getattr(importlib.import_module(module_name), attribute)(config, **hooks)
+        return _load(self.member_class)(config, **hooks)
 
     def address(self, config: MemberConfig) -> str | None:
         return getattr(config, self.connects_to.config_field)
@@ -74,14 +73,11 @@ def profile(name: str) -> BackendProfile:
         target = _PROFILES[name]
     except KeyError:
         raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(backend_names())}") from None
+    return _load(target)
+
+
+def _load(target: str):
+    """The attribute a "module:attribute" string names, imported when first needed."""
     module_name, _, attribute = target.partition(":")
     return getattr(importlib.import_module(module_name), attribute)
 
-
-def common_strategies(names: Iterable[str]) -> tuple[str, ...]:
-    """The strategies every one of these backends accepts, in the first one's order."""
-    profiles = [profile(name) for name in names]
-    if not profiles:
-        return ()
-    return tuple(strategy for strategy in profiles[0].strategies
-                 if all(strategy in other.strategies for other in profiles[1:]))
