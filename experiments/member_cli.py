@@ -38,7 +38,8 @@ def register(app: typer.Typer) -> None:
 def member(
     group: Annotated[str | None, typer.Option("--group", help="Consumer group id.")] = None,
     topic: Annotated[list[str] | None, typer.Option("--topic", help="Topic to subscribe to (repeatable).")] = None,
-    backend: Annotated[str, typer.Option(help=f"One of: {', '.join(backend_names())}.")] = "legacy",
+    backend: Annotated[str, typer.Option(help="; ".join(f"{name}: {profile(name).summary}"
+                                                         for name in backend_names()) + ".")] = "legacy",
     zk: Annotated[list[str] | None, typer.Option(
         help="ZooKeeper HOST:PORT or HOST:PORT/chroot (legacy); with --count K, once for all members "
              "or K times, one per member in order.")] = None,

@@ -216,32 +216,41 @@ class Run:
 
     async def setup(self) -> None:
         await self.enter_phase("setup")
-        cluster = self.scenario.cluster
-        if cluster.zookeeper_nodes:
+        await self.start_zookeeper()
+        await self.start_proxies()    # before the brokers: they read the advertise map at start
+        await self.start_brokers()
+        await self.create_topics()
+        self.write_lock("running")
+        self.watchdog = asyncio.ensure_future(self.watch_parts())
+
+    async def start_zookeeper(self) -> None:
+        nodes = self.scenario.cluster.zookeeper_nodes
+        if nodes:
             import zkensemble
 
-            self.ensemble = await asyncio.to_thread(zkensemble.start, nodes=cluster.zookeeper_nodes,
-                                                    provider=self.options.zk_provider, owner_pid=os.getpid())
+            self.ensemble = await asyncio.to_thread(zkensemble.start, nodes=nodes, provider=self.options.zk_provider,
+                                                    owner_pid=os.getpid())
             self.zk_connect = self.ensemble.chroot(f"run-{self.run_id}")
             self.check_abort()
+
+    async def start_proxies(self) -> None:
         proxied = set(self.schedule.proxied_members())
         await self.links.add_proxies(
             [member for host in self.schedule.hosts for member in host.members if member in proxied],
-            zk_nodes=cluster.zookeeper_nodes, brokers=cluster.brokers, zk_upstream=self.zk_address,
-            broker_upstream=self.broker_address)
+            zk_nodes=self.scenario.cluster.zookeeper_nodes, brokers=self.scenario.cluster.brokers,
+            zk_upstream=self.zk_address, broker_upstream=self.broker_address)
         self.links.write_advertise_map()
+
+    async def start_brokers(self) -> None:
         from broker.cluster import start_cluster
 
         self.cluster = await asyncio.to_thread(
-            start_cluster, cluster.brokers, zk=self.zk_connect if self.profile.needs_zookeeper else None,
+            start_cluster, self.scenario.cluster.brokers, zk=self.zk_connect if self.profile.needs_zookeeper else None,
             data_dir=self.run_dir / "brokers" / "data", log_dir=self.run_dir / "logs",
             advertise_map=self.links.advertise_map, coordinator=self.profile.coordinator_in_brokers,
         )
         self.servers = ServerFaults(self.ensemble, self.cluster)
         self.check_abort()
-        await self.create_topics()
-        self.write_lock("running")
-        self.watchdog = asyncio.ensure_future(self.watch_parts())
 
     async def create_topics(self) -> None:
         from broker.admin import create_topic
