@@ -1,7 +1,8 @@
 """Several group members in one process, each polled by a thread of its own, steered per member.
 
-The host behind `rebalance-lab member --count K`. The experiment runner sends it commands for single
-members on a control socket, one JSON object per line:
+The host behind `rebalance-lab member --count K` (or `--member-configs FILE`, the runner's way: one JSON
+list of the members' `MemberConfig`s). The experiment runner sends it commands for single members on a
+control socket, one JSON object per line:
 
     {"id": 1, "op": "crash" | "pause" | "resume" | "leave" | "start", "member": "h000-1"}
 
@@ -19,12 +20,13 @@ import queue
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.markup import escape
 
 from rebalance.events import EventRecorder
-from rebalance.member import MemberConfig
+from rebalance.member import Member, MemberConfig
 
 console = Console(highlight=False)
 _IDLE_SLEEP_S = 0.05
@@ -72,7 +74,7 @@ class Host:
     e.g. a commit on a cut-off link, holds up only itself). Commands from the control socket are
     applied on the main thread, or handed to a worker when they may block."""
 
-    def __init__(self, factory, configs: dict[str, MemberConfig], recorder: EventRecorder,
+    def __init__(self, factory: Callable[..., Member], configs: dict[str, MemberConfig], recorder: EventRecorder,
                  stop: threading.Event) -> None:
         self.factory = factory
         self.configs = configs

@@ -10,7 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from experiments import runner
-from experiments.scenario import BACKENDS, Scenario, ScenarioError, load
+from experiments.member_configs import check_member_settings
+from experiments.scenario import Scenario, ScenarioError, load
+from rebalance.backends import backend_names, profile
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 console = Console(highlight=False)
@@ -44,7 +46,7 @@ def _load(name: str, overrides: list[str] | None, backends: tuple[str, ...] | No
         scenario = load(find_scenario(name), overrides=overrides or [])
         for backend in backends or scenario.backends:
             if backend in scenario.backends:
-                runner.check_member_settings(scenario, backend)
+                check_member_settings(scenario, profile(backend))
         return scenario
     except ScenarioError as error:
         _report(error)
@@ -68,15 +70,15 @@ QuietOption = Annotated[bool, typer.Option("--no-progress", help="No live displa
 
 def run_command(
     scenario: Annotated[str, typer.Argument(help="A scenario file, or the name of a built-in one.")],
-    backend: Annotated[str, typer.Option(help="legacy or modern.")],
+    backend: Annotated[str, typer.Option(help=f"One of: {', '.join(backend_names())}.")],
     out: OutOption = None,
     overrides: SetOption = None,
     zk_provider: ProviderOption = "auto",
     no_progress: QuietOption = False,
 ) -> None:
     """Run a scenario on one backend; leaves RUN_DIR/events/ and RUN_DIR/lock.json."""
-    if backend not in BACKENDS:
-        _fail(f"--backend {backend!r}: choose legacy or modern")
+    if backend not in backend_names():
+        _fail(f"--backend {backend!r}: choose one of {', '.join(backend_names())}")
     if zk_provider not in ("auto", "docker", "local"):
         _fail(f"--zk-provider {zk_provider!r}: choose auto, docker or local")
     loaded = _load(scenario, overrides, (backend,))
@@ -97,7 +99,7 @@ def compare_command(
     zk_provider: ProviderOption = "auto",
     no_progress: QuietOption = False,
 ) -> None:
-    """Run a scenario on each of its backends with the identical schedule: RUN_DIR/legacy, RUN_DIR/modern."""
+    """Run a scenario on each of its backends with the identical schedule: RUN_DIR/<backend> for each."""
     if zk_provider not in ("auto", "docker", "local"):
         _fail(f"--zk-provider {zk_provider!r}: choose auto, docker or local")
     loaded = _load(scenario, overrides)

@@ -1,8 +1,9 @@
 """The runner: one scenario on one backend, from an empty machine to RUN_DIR/events and RUN_DIR/lock.json.
+`Run.main` calls one method per phase, in this order (the phase events carry the names on the left):
 
     setup      ZooKeeper (when the cluster has it), brokers, topics, fault proxies
     warmup     members start; wait until the group owns every partition, each exactly once
-    timeline   the producer starts; the resolved schedule is applied step by step (t = 0 here)
+    timeline   (`play`) the producer starts; the resolved schedule is applied step by step (t = 0 here)
     heal       every fault still in force is undone (links, pauses, servers)
     settle     the group gets `settle` seconds to converge
     teardown   members leave (SIGTERM), producer, brokers, ZooKeeper and proxies stop
@@ -12,15 +13,11 @@ the producer or a broker exiting without being told to). Every child process has
 group and dies with the runner (parent-death signal), so nothing is orphaned. Events written so far
 stay in RUN_DIR/events/; lock.json says how the run ended.
 
-Link faults need the member's traffic to pass a proxy (experiments.faults.proxy). Members that some
-link fault targets get one proxy per server per link:
-- legacy: `coord` = the member's ZooKeeper connect string points at its own proxies; `data` = the
-  brokers advertise the member's proxies to it (advertise map keyed by its client id, the member name);
-- modern: the brokers advertise the member's proxies to it (Metadata and FindCoordinator alike); each
-  proxy reads Kafka frames and files the group APIs (FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
-  LeaveGroup, OffsetCommit, OffsetFetch) under `coord` and the rest under `data`, a toxic per class.
-Other members connect directly. In a shared host process (per_process > 1) each member has proxies and
-a connect string / bootstrap list of its own.
+What the backend needs (ZooKeeper, a coordinator in the brokers), how its members connect and what
+their ids are is its profile's answer (rebalance.backends). Each member host gets its members' configs
+as one JSON file (experiments.member_configs). Link faults need the member's traffic to pass proxies of
+its own (experiments.member_links); in a shared host process (per_process > 1) each member has proxies
+and a connect string / bootstrap list of its own.
 
 Faults: what each action is, `experiments/faults/actions.py`; who carries it out, `experiments/faults/
 registry.py` (member faults in `members.py`, server faults in `server.py`, links through the proxies);
@@ -34,25 +31,29 @@ import contextlib
 import hashlib
 import json
 import os
-import platform
 import signal
 import sys
 import time
 import traceback
 import uuid
-from dataclasses import asdict, dataclass, field
-from importlib.metadata import PackageNotFoundError, version
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from experiments.faults import registry
-from experiments.faults.actions import SILENCING_KINDS, phase_name, spec_of
+from experiments.faults.actions import phase_name, spec_of
 from experiments.faults.history import FaultHistory
 from experiments.faults.members import STOP_TIMEOUT_S, MemberFaults
 from experiments.faults.process import RUN_MARKER_ENV, ChildProcess
 from experiments.faults.proxy import ProxyHub
 from experiments.faults.server import ServerFaults
-from experiments.scenario import Problem, Scenario, ScenarioError, Schedule, Step, resolve
+from experiments.member_configs import check_member_settings, host_argv
+from experiments.member_links import MemberLinks
+from experiments.progress import Progress
+from experiments.provenance import jsonable as _jsonable
+from experiments.provenance import versions
+from experiments.scenario import Scenario, Schedule, Step, resolve
 from rebalance import events as ev
+from rebalance.backends import profile
 from rebalance.events import EventRecorder
 
 STABLE_QUIET_S = 2.0
@@ -78,31 +79,6 @@ class RunResult:
     reason: str = ""
 
 
-def check_member_settings(scenario: Scenario, backend: str) -> None:
-    """The backend's own check of the group's native settings, before anything starts: a typo in
-    [group.legacy] fails here, naming its line, not later in a member process."""
-    from rebalance.member import MemberConfig
-
-    group = scenario.group
-    section = "legacy" if backend == "legacy" else "modern"
-    settings = {**group.extra, **(group.legacy if backend == "legacy" else group.modern)}
-    config = MemberConfig(group=group.name, topics=scenario.subscribed_topics, strategy=group.strategy,
-                          member_name="m000", zk_connect="127.0.0.1:2181", bootstrap="127.0.0.1:9092",
-                          session_timeout_ms=group.session_timeout_ms, extra=settings)
-    try:
-        if backend == "legacy":
-            from legacy_zk.config import LegacyConfig
-
-            LegacyConfig.from_member_config(config)
-        else:
-            from modern.member import settings_from
-
-            settings_from(config, client_id="m000")
-    except (ValueError, TypeError) as error:
-        line = scenario.line_of("group", section) or scenario.line_of("group", "extra") or scenario.line_of("group")
-        raise ScenarioError(scenario.source, [Problem(f"group.{section}", line, str(error))]) from None
-
-
 def default_run_dir(scenario: Scenario, root: Path = Path("runs")) -> Path:
     return root / f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -117,7 +93,7 @@ def compare(scenario: Scenario, run_dir: Path, *, zk_provider: str = "auto", pro
     """Both backends, one after the other, with the identical schedule, into RUN_DIR/<backend>."""
     schedule = resolve(scenario)
     for backend in backends or scenario.backends:
-        check_member_settings(scenario, backend)   # both checked before either starts
+        check_member_settings(scenario, profile(backend))   # both checked before either starts
     results = []
     for backend in backends or scenario.backends:
         result = run(scenario, RunOptions(backend=backend, run_dir=run_dir / backend, zk_provider=zk_provider,
@@ -138,7 +114,8 @@ class Run:
         if options.backend not in scenario.backends:
             raise ValueError(f"scenario {scenario.name!r} is for {', '.join(scenario.backends)}, "
                              f"not {options.backend!r}")
-        check_member_settings(scenario, options.backend)
+        self.profile = profile(options.backend)
+        check_member_settings(scenario, self.profile)
         self.scenario = scenario
         self.schedule = schedule
         self.backend = options.backend
@@ -163,7 +140,8 @@ class Run:
                                     start_hosts=self.start_members)
         self.target_tasks: dict[str, asyncio.Future] = {}
         self.step_tasks: list[asyncio.Future] = []
-        self.members_proxied: dict[str, dict[str, list[str]]] = {}
+        self.links = MemberLinks(self.profile, self.proxies, self.run_dir / "advertise.json")
+        self.members_proxied = self.links.proxied
         self._abort = asyncio.Event()
         self._abort_reason = ""
         self.progress = Progress(self.events_dir, scenario, schedule)
@@ -188,8 +166,7 @@ class Run:
             await self.warmup()
             await self.play()
             await self.heal()
-            await self.enter_phase("settle")
-            await self.sleep_until(time.monotonic_ns() + int(self.scenario.settle * 1e9))
+            await self.settle()
         except Aborted:
             status = "interrupted" if self._abort_reason.startswith("interrupted") else "failed"
             reason = self._abort_reason
@@ -237,32 +214,46 @@ class Run:
 
     async def setup(self) -> None:
         await self.enter_phase("setup")
-        cluster = self.scenario.cluster
-        if cluster.zookeeper_nodes:
+        await self.start_zookeeper()
+        await self.start_proxies()    # before the brokers: they read the advertise map at start
+        await self.start_brokers()
+        await self.create_topics()
+        self.write_lock("running")
+        self.watchdog = asyncio.ensure_future(self.watch_parts())
+
+    async def start_zookeeper(self) -> None:
+        nodes = self.scenario.cluster.zookeeper_nodes
+        if nodes:
             import zkensemble
 
-            self.ensemble = await asyncio.to_thread(zkensemble.start, nodes=cluster.zookeeper_nodes,
-                                                    provider=self.options.zk_provider, owner_pid=os.getpid())
+            self.ensemble = await asyncio.to_thread(zkensemble.start, nodes=nodes, provider=self.options.zk_provider,
+                                                    owner_pid=os.getpid())
             self.zk_connect = self.ensemble.chroot(f"run-{self.run_id}")
             self.check_abort()
-        await self.start_proxies()
-        self.write_advertise_map()
+
+    async def start_proxies(self) -> None:
+        proxied = set(self.schedule.proxied_members())
+        await self.links.add_proxies(
+            [member for host in self.schedule.hosts for member in host.members if member in proxied],
+            zk_nodes=self.scenario.cluster.zookeeper_nodes, brokers=self.scenario.cluster.brokers,
+            zk_upstream=self.zk_address, broker_upstream=self.broker_address)
+        self.links.write_advertise_map()
+
+    async def start_brokers(self) -> None:
         from broker.cluster import FailoverTiming, start_cluster
 
+        cluster = self.scenario.cluster
         failover = FailoverTiming(broker_session_timeout_ms=cluster.broker_session_timeout_ms,
                                   fail_back_delay_ms=cluster.fail_back_delay_ms,
                                   coordinator_load_delay_ms=cluster.coordinator_load_delay_ms)
         self.cluster = await asyncio.to_thread(
-            start_cluster, cluster.brokers, zk=self.zk_connect if self.backend == "legacy" else None,
+            start_cluster, cluster.brokers, zk=self.zk_connect if self.profile.needs_zookeeper else None,
             data_dir=self.run_dir / "brokers" / "data", log_dir=self.run_dir / "logs",
-            advertise_map=self.run_dir / "advertise.json", coordinator=self.backend == "modern",
+            advertise_map=self.links.advertise_map, coordinator=self.profile.coordinator_in_brokers,
             failover=failover,
         )
         self.servers = ServerFaults(self.ensemble, self.cluster)
         self.check_abort()
-        await self.create_topics()
-        self.write_lock("running")
-        self.watchdog = asyncio.ensure_future(self.watch_parts())
 
     async def create_topics(self) -> None:
         from broker.admin import create_topic
@@ -271,98 +262,15 @@ class Run:
             await asyncio.to_thread(create_topic, self.cluster.bootstrap, topic.name, topic.partitions)
             self.check_abort()
 
-    async def start_proxies(self) -> None:
-        """Proxies for each member a link fault targets. Upstreams are looked up per connection, so a
-        restarted server on a new address is still reached."""
-        brokers = self.scenario.cluster.brokers
-        proxied = set(self.schedule.proxied_members())
-        for host in self.schedule.hosts:
-            for member in (member for member in host.members if member in proxied):
-                links: dict[str, list[str]] = {"coord": [], "data": []}
-                if self.backend == "legacy":   # the member's own ZooKeeper connect string lists these
-                    for index in range(self.scenario.cluster.zookeeper_nodes):
-                        proxy = await self.proxies.add(member, "coord", f"zk-{index}", self.zk_upstream(index))
-                        links["coord"].append(proxy.address)
-                for index in range(brokers):
-                    if self.backend == "legacy":
-                        proxy = await self.proxies.add(member, "data", f"broker-{index}", self.broker_upstream(index))
-                    else:
-                        # The coordinator is one of the brokers: one Kafka proxy per broker carries both
-                        # links, told apart frame by frame (group APIs = coord, the rest = data).
-                        proxy = await self.proxies.add(member, ("coord", "data"), f"broker-{index}",
-                                                       self.broker_upstream(index))
-                        links["coord"].append(proxy.address)
-                    links["data"].append(proxy.address)
-                self.members_proxied[member] = links
+    def zk_address(self, index: int) -> tuple[str, int]:
+        host, _, port = self.ensemble.nodes[index].client_address.rpartition(":")
+        return host, int(port)
 
-    def zk_upstream(self, index: int):
-        def address() -> tuple[str, int]:
-            host, _, port = self.ensemble.nodes[index].client_address.rpartition(":")
-            return host, int(port)
+    def broker_address(self, index: int) -> tuple[str, int]:
+        broker = self.cluster.brokers[index]
+        return broker.host, broker.port
 
-        return address
-
-    def broker_upstream(self, index: int):
-        def address() -> tuple[str, int]:
-            broker = self.cluster.brokers[index]
-            return broker.host, broker.port
-
-        return address
-
-    def write_advertise_map(self) -> None:
-        mapping: dict[str, dict[str, str]] = {}
-        for member, links in self.members_proxied.items():
-            mapping[member] = {str(index): address for index, address in enumerate(links["data"])}
-        path = self.run_dir / "advertise.json"
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(mapping, indent=1))
-        temporary.replace(path)   # atomic: brokers re-read it on change
-
-    # ------------------------------------------------------------------ members
-
-    def member_argv(self, host: str, members: tuple[str, ...]) -> list[str]:
-        group = self.scenario.group
-        argv = [sys.executable, "-m", "experiments.cli", "member", "--backend", self.backend,
-                "--group", group.name, "--strategy", group.strategy,
-                "--session-timeout-ms", str(group.session_timeout_ms),
-                "--events", str(self.events_dir / f"{host}.jsonl"), "--run-id", self.run_id]
-        for topic in self.scenario.subscribed_topics:
-            argv += ["--topic", topic]
-        if len(members) == 1:
-            argv += ["--id", members[0]]
-        else:
-            argv += ["--id", host, "--count", str(len(members))]
-        # One address list per member (given once when they are all the same).
-        addresses = [self.member_address(member) for member in members]
-        for address in addresses if len(set(addresses)) > 1 else addresses[:1]:
-            argv += ["--zk" if self.backend == "legacy" else "--bootstrap", address]
-        if self.backend == "modern":
-            if group.static:
-                argv += ["--instance-id", members[0] if len(members) == 1 else host]
-        settings = {**group.extra, **(group.legacy if self.backend == "legacy" else group.modern)}
-        for key, value in settings.items():
-            argv += ["--config", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
-        return argv
-
-    def member_address(self, member: str) -> str:
-        """The member's ZooKeeper connect string (legacy) or bootstrap list (modern): its proxies, if any."""
-        proxied = self.members_proxied.get(member)
-        if self.backend == "legacy":
-            if proxied:
-                chroot = self.zk_connect[self.zk_connect.index("/"):]
-                return ",".join(proxied["coord"]) + chroot
-            return self.zk_connect
-        return ",".join(proxied["data"]) if proxied else self.cluster.bootstrap
-
-    async def start_members(self, members) -> None:
-        for host_name in dict.fromkeys(self.schedule.host_of(member).name for member in members):
-            spec = next(host for host in self.schedule.hosts if host.name == host_name)
-            process = ChildProcess(host_name, self.member_argv(host_name, spec.members),
-                                   log_path=self.run_dir / "logs" / f"{host_name}.log", control=len(spec.members) > 1)
-            await process.start()
-            self.hosts[host_name] = process
-
-    # ------------------------------------------------------------------ warmup and timeline
+    # ------------------------------------------------------------------ warm-up and play
 
     async def warmup(self) -> None:
         await self.enter_phase("warmup", members=len(self.schedule.initial_members))
@@ -404,6 +312,25 @@ class Run:
         ], log_path=self.run_dir / "logs" / "producer.log")
         await self.producer.start()
 
+    # ------------------------------------------------------------------ members
+
+    def member_address(self, member: str) -> str | None:
+        return self.links.address(member, zk_connect=self.zk_connect,
+                                  bootstrap=self.cluster.bootstrap if self.cluster else None)
+
+    async def start_members(self, members) -> None:
+        for host_name in dict.fromkeys(self.schedule.host_of(member).name for member in members):
+            spec = next(host for host in self.schedule.hosts if host.name == host_name)
+            argv = host_argv(self.scenario, self.profile, spec.members, config_path=self.run_dir / "members" /
+                             f"{host_name}.json", address_of=self.member_address, events=self.events_dir /
+                             f"{host_name}.jsonl", run_id=self.run_id)
+            process = ChildProcess(host_name, argv, log_path=self.run_dir / "logs" / f"{host_name}.log",
+                                   control=len(spec.members) > 1)
+            await process.start()
+            self.hosts[host_name] = process
+
+    # ------------------------------------------------------------------ timeline steps
+
     async def apply(self, step: Step) -> None:
         """Start a step without holding up the timeline (a confirmation may take seconds); steps on
         the same target still run in schedule order."""
@@ -437,10 +364,10 @@ class Run:
             await self.history.start(step, lambda: handler.start(self, step))
 
     def member_id(self, name: str) -> str:
-        """The id a member's own events carry: its name, or for legacy 0.8's `<group>_<consumer.id>`."""
-        return f"{self.scenario.group.name}_{name}" if self.backend == "legacy" else name
+        """The id a member's own events carry (legacy: 0.8's `<group>_<consumer.id>`)."""
+        return self.profile.member_id(self.scenario.group.name, name)
 
-    # ------------------------------------------------------------------ heal and teardown
+    # ------------------------------------------------------------------ heal, settle, teardown
 
     async def heal(self) -> None:
         await self.enter_phase("heal")
@@ -452,22 +379,10 @@ class Run:
         await self.servers.heal_all()
         self.history.final_heal(time.monotonic_ns())
 
-    async def watch_parts(self) -> None:
-        """Any part that exits without being told to ends the run."""
-        while True:
-            await asyncio.sleep(0.5)
-            for name, process in self.hosts.items():
-                if not process.running and not process.expected_exit:
-                    self.abort(f"member host {name} exited by itself (code {process.process.returncode}); "
-                               f"see {process.log_path}")
-            if self.producer and not self.producer.running and self.producer.process.returncode not in (0, None):
-                if not self.producer.expected_exit:
-                    self.abort(f"the producer failed (code {self.producer.process.returncode}); "
-                               f"see {self.producer.log_path}")
-            if self.cluster is not None:
-                for broker in self.cluster.brokers:
-                    if not broker.alive and broker.node_id not in self.servers.brokers_killed:
-                        self.abort(f"broker {broker.node_id} exited by itself; see {broker.log_path}")
+    async def settle(self) -> None:
+        """The group gets the scenario's `settle` seconds to converge, with every fault healed."""
+        await self.enter_phase("settle")
+        await self.sleep_until(time.monotonic_ns() + int(self.scenario.settle * 1e9))
 
     async def teardown(self, status: str) -> None:
         self.phase = "teardown"
@@ -498,6 +413,23 @@ class Run:
         await self.proxies.stop()
         for process in self.hosts.values():
             process.kill_now()
+
+    async def watch_parts(self) -> None:
+        """Any part that exits without being told to ends the run."""
+        while True:
+            await asyncio.sleep(0.5)
+            for name, process in self.hosts.items():
+                if not process.running and not process.expected_exit:
+                    self.abort(f"member host {name} exited by itself (code {process.process.returncode}); "
+                               f"see {process.log_path}")
+            if self.producer and not self.producer.running and self.producer.process.returncode not in (0, None):
+                if not self.producer.expected_exit:
+                    self.abort(f"the producer failed (code {self.producer.process.returncode}); "
+                               f"see {self.producer.log_path}")
+            if self.cluster is not None:
+                for broker in self.cluster.brokers:
+                    if not broker.alive and broker.node_id not in self.servers.brokers_killed:
+                        self.abort(f"broker {broker.node_id} exited by itself; see {broker.log_path}")
 
     def note(self, text: str) -> None:
         with open(self.run_dir / "runner-notes.txt", "a") as notes:
@@ -547,158 +479,3 @@ class Run:
         temporary = path.with_suffix(".tmp")
         temporary.write_text(json.dumps(lock, indent=2))
         temporary.replace(path)
-
-
-def versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for dist in ("rebalance-lab", "kazoo", "kafka-python", "confluent-kafka", "pyspark"):
-        with contextlib.suppress(PackageNotFoundError):
-            found[dist] = version(dist)
-    return found
-
-
-def _jsonable(value: object) -> object:
-    if isinstance(value, dict):
-        return {str(key): _jsonable(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(item) for item in value]
-    if hasattr(value, "value") and not isinstance(value, (int, float, str)):
-        return value.value
-    return value
-
-
-# ---------------------------------------------------------------------- progress, from the event files
-
-
-@dataclass
-class _Tail:
-    offset: int = 0
-    partial: bytes = b""
-
-
-@dataclass
-class Progress:
-    """Running counts read by tailing RUN_DIR/events/*.jsonl; also tells the warmup when the group is stable."""
-
-    events_dir: Path
-    scenario: Scenario
-    schedule: Schedule
-    produced: int = 0
-    consumed: int = 0
-    rebalances: int = 0
-    failed_rebalances: int = 0
-    faults: int = 0
-    members_up: set = field(default_factory=set)
-    owned: dict = field(default_factory=dict)
-    tails: dict = field(default_factory=dict)
-    recent: list = field(default_factory=list)
-
-    def poll(self) -> None:
-        for path in sorted(self.events_dir.glob("*.jsonl")):
-            tail = self.tails.setdefault(path, _Tail())
-            try:
-                with open(path, "rb") as handle:
-                    handle.seek(tail.offset)
-                    chunk = handle.read()
-            except OSError:
-                continue
-            tail.offset += len(chunk)
-            lines = (tail.partial + chunk).split(b"\n")
-            tail.partial = lines.pop()
-            for raw in lines:
-                with contextlib.suppress(ValueError):
-                    self.feed(json.loads(raw))
-
-    def feed(self, event: dict) -> None:
-        kind, member = event.get("type"), event.get("member", "")
-        if kind == ev.RECORDS_CONSUMED:
-            self.consumed += int(event.get("count", 0))
-        elif kind == ev.RECORD_PRODUCED:
-            self.produced += 1
-        elif kind == ev.RECORDS_PRODUCED:
-            self.produced += int(event.get("count", 0))
-        elif kind == ev.REBALANCE_COMPLETED:
-            self.rebalances += 1
-        elif kind == ev.REBALANCE_FAILED:
-            self.failed_rebalances += 1
-        elif kind == ev.MEMBER_STARTED:
-            self.members_up.add(member)
-        elif kind == ev.MEMBER_STOPPED:
-            self.members_up.discard(member)
-            self.owned.pop(member, None)
-        elif kind == ev.PARTITIONS_ASSIGNED:
-            self.owned.setdefault(member, set()).update(event.get("partitions", []))
-        elif kind in (ev.PARTITIONS_REVOKED, ev.PARTITIONS_LOST):
-            self.owned.setdefault(member, set()).difference_update(event.get("partitions", []))
-        elif kind == ev.FAULT_STARTED:
-            self.faults += 1
-            if event.get("kind") in SILENCING_KINDS and event.get("emulated"):   # its host writes nothing more for it
-                for crashed in event.get("member_ids") or []:
-                    self.members_up.discard(crashed)
-                    self.owned.pop(crashed, None)
-        if kind in (ev.FAULT_STARTED, ev.FAULT_STOPPED, ev.PHASE):
-            label = event.get("name") or f"{event.get('kind')} {event.get('target')}"
-            self.recent = [*self.recent[-4:], f"{kind.replace('_', ' ')}: {label}"]
-
-    def all_partitions(self) -> set[str]:
-        return {f"{topic.name}-{index}" for topic in self.scenario.topics
-                if topic.name in self.scenario.subscribed_topics for index in range(topic.partitions)}
-
-    def stable(self, members: int) -> bool:
-        """Every subscribed partition owned by exactly one member, and every member up."""
-        if len(self.members_up) < members:
-            return False
-        claims = [partition for partitions in self.owned.values() for partition in partitions]
-        return len(claims) == len(set(claims)) and set(claims) == self.all_partitions()
-
-    def ownership_summary(self) -> dict:
-        claims = [partition for partitions in self.owned.values() for partition in partitions]
-        return {"members_up": len(self.members_up), "owned": len(set(claims)),
-                "double_owned": len(claims) - len(set(claims)), "partitions": len(self.all_partitions())}
-
-    # ---- display
-
-    def render(self, run: Run):
-        from rich.table import Table
-
-        table = Table.grid(padding=(0, 2))
-        table.add_column(style="bold")
-        table.add_column()
-        elapsed = (time.monotonic_ns() - run.t0_ns) / 1e9 if run.t0_ns else 0.0
-        clock = f"{elapsed:5.1f} / {self.scenario.duration:.0f} s" if run.t0_ns else "-"
-        table.add_row("run", f"{self.scenario.name} on {run.backend}  [dim]{run.run_dir}[/dim]")
-        table.add_row("phase", f"{run.phase}   timeline {clock}")
-        upcoming = [step for step in self.schedule.steps if not run.t0_ns or step.at > elapsed][:3]
-        table.add_row("next", "; ".join(f"{step.at:.0f}s {step.op} {step.action} {','.join(step.targets)}"
-                                        for step in upcoming) or "-")
-        table.add_row("records", f"produced {self.produced}   consumed {self.consumed}")
-        table.add_row("group", f"members up {len(self.members_up)}   rebalances {self.rebalances}"
-                               f"   failed {self.failed_rebalances}")
-        table.add_row("faults", f"{self.faults} started, {len(run.history.active) if run.history else 0} in force")
-        for line in self.recent:
-            table.add_row("", f"[dim]{line}[/dim]")
-        return table
-
-    async def show(self, run: Run, *, live: bool) -> None:
-        from rich.console import Console
-        from rich.live import Live
-
-        console = Console(stderr=True)
-        if not (live and console.is_terminal):
-            while True:          # keep counting for the warmup and the final line
-                self.poll()
-                await asyncio.sleep(0.5)
-        with Live(self.render(run), console=console, refresh_per_second=4, transient=False) as display:
-            while True:
-                self.poll()
-                display.update(self.render(run))
-                await asyncio.sleep(0.5)
-
-    def final(self, run: Run, status: str, reason: str) -> None:
-        self.poll()
-        from rich.console import Console
-
-        Console(stderr=True).print(
-            f"[bold]{self.scenario.name}[/bold] on {run.backend}: {status}{': ' + reason if reason else ''}; "
-            f"produced {self.produced}, consumed {self.consumed}, rebalances {self.rebalances}, "
-            f"faults {self.faults}; events in {run.events_dir}")

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from rebalance.backends import profile
+
 T0_NS = 5_000_000_000_000          # an arbitrary CLOCK_MONOTONIC origin
 T0_MS = 1_780_000_000_000          # an arbitrary wall-clock origin (2026)
 LATENCY_LIMIT_MS = 3000
@@ -247,7 +249,7 @@ class _Simulation:
     def _herd_requests(self, t: float, member: str) -> None:
         """What one member asks of its coordination service for one rebalance."""
         n = len(self.live)
-        if self.c.backend == "legacy":
+        if not profile(self.c.backend).coordinator_in_brokers:   # members coordinate through ZooKeeper watches
             self.out.event(member, t, member, "watch_notification", path="/consumers/g/ids", event="CHILD")
             requests = [("get_children", "/consumers/g/ids")] + [("get", f"/consumers/g/ids/{m}") for m in self.live]
             requests += [("get", f"/brokers/topics/{self.c.topic}")]
@@ -257,7 +259,7 @@ class _Simulation:
             fields = {"path": path} if path else {"group": "g"}
             self.out.event(member, t + 0.0001 * index / max(n, 1), member, "coordination_request", op=op,
                            latency_ms=round(self.rng.uniform(0.2, 2.0), 3), error=None, **fields)
-        if self.c.backend == "legacy":
+        if not profile(self.c.backend).coordinator_in_brokers:
             self.out.event(member, t + 0.002, member, "rebalance_attempt", attempt=1, outcome="success",
                            duration_ms=round(self.c.rebalance_s * 1000), detail="")
 
@@ -276,7 +278,7 @@ class _Simulation:
                 self.position[p] = self.committed[p]
             self.out.event(member, t, member, "partitions_assigned", partitions=[self.tps[p] for p in mine])
             self.out.event(member, t, member, "rebalance_completed",
-                           generation=-1 if self.c.backend == "legacy" else self.generation,
+                           generation=self.generation if profile(self.c.backend).commits_carry_generation else -1,
                            assigned=[self.tps[p] for p in mine],
                            duration_ms=round((t - self.rebalance_started_at) * 1000, 3),
                            attempts=1, protocol=self.c.strategy)
@@ -338,7 +340,7 @@ class _Simulation:
             self.committed[p] = self.position[p]
         self.out.event(member, t, member, "offsets_committed",
                        offsets={self.tps[p]: self.position[p] for p in partitions},
-                       generation=-1 if self.c.backend == "legacy" else self.generation)
+                       generation=self.generation if profile(self.c.backend).commits_carry_generation else -1)
 
     # -- planted anomalies ----------------------------------------------------------------
 

@@ -78,7 +78,7 @@ class ClientSettings:
     client_id: str
     strategy: str = "range"                      # partition.assignment.strategy
     group_instance_id: str | None = None         # group.instance.id
-    session_timeout_ms: int = 10_000             # session.timeout.ms
+    session_timeout_ms: int                      # session.timeout.ms (no default here: MemberConfig's is the one)
     heartbeat_interval_ms: int = 3_000           # heartbeat.interval.ms
     max_poll_interval_ms: int = 300_000          # max.poll.interval.ms (also the rebalance timeout)
     rebalance_timeout_ms: int | None = None      # defaults to max.poll.interval.ms, as Java does

@@ -1,14 +1,14 @@
-"""The one interface both rebalancers implement, and the registry that picks one by name.
+"""The one interface both rebalancers implement, and the config every member is made from.
 
 The runner only ever talks to a `Member`; whether it coordinates through ZooKeeper
-(legacy_zk) or through a group coordinator (modern) is the backend's business.
+(legacy_zk) or through a group coordinator (modern) is the backend's business
+(`rebalance.backends` says which backends there are and how each is made).
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Protocol, runtime_checkable
 
 from rebalance.types import Record, TopicPartition
@@ -31,6 +31,9 @@ class RebalanceListener:
         self.on_partitions_revoked(partitions)
 
 
+DEFAULT_SESSION_TIMEOUT_MS = 6000   # the lab's one default: 0.8's zookeeper.session.timeout.ms, the broker's minimum
+
+
 @dataclass(frozen=True, kw_only=True)
 class MemberConfig:
     """Everything a backend needs to make a member. Unknown keys fail loudly (frozen, keyword-only).
@@ -48,11 +51,27 @@ class MemberConfig:
     group_instance_id: str | None = None    # static membership (modern only)
     zk_connect: str | None = None           # legacy: "host:port[,host:port]/chroot"
     bootstrap: str | None = None            # broker address(es) "host:port[,host:port]"
-    session_timeout_ms: int = 6000
+    session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     auto_commit: bool = True
     auto_commit_interval_ms: int = 5000
     auto_offset_reset: str = "earliest"     # "earliest" | "latest" (0.8: smallest | largest)
     extra: Mapping[str, object] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "topics": list(self.topics), "extra": dict(self.extra)}
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, object]) -> MemberConfig:
+        """The inverse of `to_json`; fields it lacks take their defaults here, unknown ones fail."""
+        if not isinstance(document, Mapping):
+            raise ValueError(f"a member config must be a JSON object, got {type(document).__name__}")
+        unknown = sorted(set(document) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"unknown member config field(s): {', '.join(unknown)}")
+        values = dict(document)
+        if "topics" in values:
+            values["topics"] = tuple(values["topics"])
+        return cls(**values)
 
 
 @runtime_checkable
@@ -76,29 +95,6 @@ class Member(Protocol):
     def close(self) -> None:
         """Leave the group cleanly."""
 
-
-MemberFactory = Callable[..., Member]  # (config, *, listener=None, recorder=None) -> Member
-
-# Backend name -> "module:callable". Imported lazily so that rebalance/ never imports
-# kazoo or sockets itself.
-_BACKENDS: dict[str, str] = {
-    "legacy": "legacy_zk.member:LegacyMember",
-    "modern": "modern.member:ModernMember",
-}
-
-
-def register_backend(name: str, target: str) -> None:
-    _BACKENDS[name] = target
-
-
-def backend_names() -> Iterable[str]:
-    return sorted(_BACKENDS)
-
-
-def get_backend(name: str) -> MemberFactory:
-    try:
-        target = _BACKENDS[name]
-    except KeyError:
-        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(backend_names())}") from None
-    module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr)
+    def abandon(self) -> None:
+        """Drop out as SIGKILL would: no commit, no revocation, no leave; the group finds out when the
+        session expires. How one member among several in a process is crashed."""

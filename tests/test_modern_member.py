@@ -14,8 +14,9 @@ import pytest
 from broker.admin import create_topic
 from modern.client import ClientSettings, HeartbeatTimer, RebalanceMetrics
 from modern.member import ModernMember, settings_from
+from rebalance.backends import profile
 from rebalance.events import EventRecorder, read_events
-from rebalance.member import Member, MemberConfig, get_backend
+from rebalance.member import Member, MemberConfig
 
 BOOT = (("127.0.0.1", 9092),)
 
@@ -75,7 +76,7 @@ def test_metrics_use_kafka_names():
 
 
 def test_backend_registry_builds_a_member():
-    member = get_backend("modern")(MemberConfig(group="g", topics=("t",), bootstrap="127.0.0.1:1", member_name="x"))
+    member = profile("modern").make(MemberConfig(group="g", topics=("t",), bootstrap="127.0.0.1:1", member_name="x"))
     assert isinstance(member, ModernMember) and isinstance(member, Member)
     assert member.member_id == "x" and member.assignment() == set()
 

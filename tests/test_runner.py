@@ -254,3 +254,20 @@ def test_every_action_has_one_handler():
     assert sorted(action.value for action in Action if action.value not in expanded) == registry.names()
     with pytest.raises(ValueError, match="already has a handler"):
         registry.register(registry.handler_for("crash"))
+
+
+def test_backend_profiles_answer_what_the_runner_asks():
+    from rebalance.backends import Server, backend_names, profile
+    from rebalance.member import MemberConfig
+
+    assert backend_names() == ("legacy", "modern")
+    legacy, modern = profile("legacy"), profile("modern")
+    assert legacy.member_id("lab-group", "m001") == "lab-group_m001" and modern.member_id("lab-group", "m001") == "m001"
+    assert legacy.strategies == ("range", "roundrobin") and "cooperative-sticky" in modern.strategies
+    assert (legacy.needs_zookeeper, legacy.coordinator_in_brokers, legacy.connects_to) == (True, False, Server.ZOOKEEPER)
+    assert (modern.needs_zookeeper, modern.coordinator_in_brokers, modern.connects_to) == (False, True, Server.BROKERS)
+    config = MemberConfig(group="g", topics=("t",), zk_connect="127.0.0.1:1", extra={"rebalance.max.retry": 3})
+    with pytest.raises(ValueError, match="unknown 0.8 consumer setting"):
+        legacy.check(config)
+    with pytest.raises(ValueError, match="unknown backend 'kip848'"):
+        profile("kip848")

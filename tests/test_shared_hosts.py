@@ -18,7 +18,7 @@ process) and h001-1 paused by emulation for 3 s; at t = 18 h000-0 leaves. Checke
   the leaving member closes cleanly while its host process runs on.
 
 Also, on one host process alone: the control channel's commands and refusals, watched from ZooKeeper,
-and the member command's checks of per-member addresses.
+and the member command's checks of per-member addresses and of its members' JSON configs.
 """
 
 from __future__ import annotations
@@ -290,6 +290,33 @@ def test_the_member_command_checks_per_member_addresses():
     assert single.exit_code == 2 and "--bootstrap was given 2 times" in single.output
     bad_fd = run("--backend", "modern", "--id", "m000", "--bootstrap", "a:1", "--control-fd", "987")
     assert bad_fd.exit_code == 2 and "--control-fd 987" in bad_fd.output
+
+
+def test_the_member_command_takes_its_members_configs_as_one_json_file(tmp_path):
+    from typer.testing import CliRunner
+
+    from experiments.cli import app
+    from rebalance.member import MemberConfig
+
+    config = MemberConfig(group="g", topics=("t",), member_name="h000-0", bootstrap="a:1",
+                          extra={"heartbeat.interval.ms": 500})
+    assert MemberConfig.from_json(json.loads(json.dumps(config.to_json()))) == config
+    assert MemberConfig.from_json({"group": "g", "topics": ["t"]}).session_timeout_ms == \
+        MemberConfig(group="g", topics=("t",)).session_timeout_ms   # one default, the config type's
+
+    def run(documents, *args: str):
+        path = tmp_path / "members.json"
+        path.write_text(json.dumps(documents))
+        return CliRunner().invoke(app, ["member", "--backend", "modern", "--member-configs", str(path), *args])
+
+    mixed = run([config.to_json()], "--group", "g")
+    assert mixed.exit_code == 2 and "--member-configs replaces --group" in mixed.output
+    typo = run([{**config.to_json(), "sesion_timeout_ms": 1}])
+    assert typo.exit_code == 2 and "unknown member config field(s): sesion_timeout_ms" in typo.output
+    unnamed = run([{**config.to_json(), "member_name": None}])
+    assert unnamed.exit_code == 2 and "every member needs a name of its own" in unnamed.output
+    no_address = run([{**config.to_json(), "bootstrap": None}])
+    assert no_address.exit_code == 2 and "--bootstrap HOST:PORT is required for the modern backend" in no_address.output
 
 
 @pytest.mark.zk

@@ -18,28 +18,16 @@ import os
 from .config import EnsembleConfig, Provider
 from .ensemble import ELECTION_OPTIONS, HOST, Ensemble, Node
 from .errors import ImageMissing, NotReady, PortInUse, ProviderUnavailable
+from .leftovers import LABEL, docker_client, labelled, remove_labelled
 from .ports import client_ports
 
 OFFICIAL_IMAGE = "zookeeper:3.8"
 LOCAL_IMAGE = "rebalance-lab/zookeeper:3.8"
-LABEL = "rebalance-lab.zk"  # value: the ensemble's name; `zk down` finds leftovers by it
 BUILD_HINT = "build it offline with docker/zookeeper/build.sh (./lab setup does)"
 
 # Ryuk (testcontainers' reaper) would remove containers when the starting process exits, which
 # `zk up` must survive; and its image cannot be pulled without a registry. Cleanup is ours.
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
-
-
-def docker_client(timeout_s: int = 30):
-    """A docker-py client whose engine answered a ping, or ProviderUnavailable."""
-    import docker
-
-    try:
-        client = docker.from_env(timeout=timeout_s)
-        client.ping()
-        return client
-    except Exception as error:
-        raise ProviderUnavailable(f"the Docker engine does not answer ({type(error).__name__})") from None
 
 
 def available() -> bool:
@@ -77,29 +65,6 @@ def resolve_image(client) -> str:
     if pulled(OFFICIAL_IMAGE):
         return OFFICIAL_IMAGE
     raise ImageMissing(f"no ZooKeeper image: {OFFICIAL_IMAGE} cannot be pulled and {LOCAL_IMAGE} is missing; {BUILD_HINT}")
-
-
-def labelled(client, name: str) -> tuple[list, list]:
-    """The containers and networks of ensemble `name`, by label: all that is left of it, live or not."""
-    flt = {"label": f"{LABEL}={name}"}
-    return client.containers.list(all=True, filters=flt), client.networks.list(filters=flt)
-
-
-def remove_labelled(client, name: str) -> None:
-    """Remove ensemble `name`'s containers (with their volumes), then its network. Needs only the name."""
-    import docker.errors
-
-    containers, _ = labelled(client, name)
-    for container in containers:
-        try:
-            container.remove(force=True, v=True)
-        except docker.errors.NotFound:
-            pass
-    for network in labelled(client, name)[1]:
-        try:
-            network.remove()
-        except docker.errors.NotFound:
-            pass
 
 
 class DockerEnsemble(Ensemble):

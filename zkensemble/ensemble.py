@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from kazoo.client import KazooClient
 
-from . import fourlw
+from . import fourlw, reaper
 from .config import EnsembleConfig, Provider
 from .errors import NotReady, NotSupported
 from .fourlw import Mode
@@ -209,14 +209,10 @@ class Ensemble(ABC):
 
     def _start_reaper(self, owner_pid: int, workdir=None) -> None:
         """Have a detached reaper remove this ensemble once process `owner_pid` is gone."""
-        from . import reaper
-
         self._reaper = reaper.spawn(self.provider, self.name, owner_pid, workdir)
 
     def _stop_reaper(self) -> None:
         """The ensemble is stopped: its reaper has nothing left to do (called at the end of stop())."""
-        from . import reaper
-
         popen, self._reaper = self._reaper, None
         reaper.stop(popen)
 

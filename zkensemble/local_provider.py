@@ -22,6 +22,7 @@ from pathlib import Path
 from .config import EnsembleConfig, Provider
 from .ensemble import ELECTION_OPTIONS, HOST, Ensemble, Node, wait_until
 from .errors import NotReady, NotSupported, PortInUse, ProviderUnavailable
+from .leftovers import MARKER
 from .linkproxy import LinkProxies
 from .ports import client_ports, free_ports
 
@@ -30,7 +31,6 @@ DEBIAN_JAR = Path("/usr/share/java/zookeeper.jar")
 DEBIAN_CONF = Path("/etc/zookeeper/conf")
 DEBIAN_LOGGER = Path("/usr/share/java/slf4j-simple.jar")  # Debian's jar names no logging backend
 JVM_OPTIONS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
-MARKER = "-Drebalance.lab.zk="  # on every java command line, so a process can be told ours
 
 
 def find_java() -> str:

@@ -33,22 +33,11 @@ import time
 from pathlib import Path
 
 from .config import Provider
+from .leftovers import docker_client, labelled, local_pids, remove_labelled, start_time
 
 POLL_S = 0.5
 PRESENCE_EVERY = 10  # docker: whether the ensemble still exists is checked every 10 polls
 MODULE = "zkensemble.reaper"
-
-
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot, or None when it is gone (or a zombie)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text.rsplit(")", 1)[1].split()  # fields[0] is field 3 (state), fields[19] field 22
-    if fields[0] in ("Z", "X", "x"):
-        return None
-    return int(fields[19])
 
 
 def owner_alive(pid: int, started: int) -> bool:
@@ -93,24 +82,6 @@ def stop(popen: subprocess.Popen | None) -> None:
 # -- finding and removing an ensemble without its owner ----------------------------------------
 
 
-def local_pids(name: str) -> list[int]:
-    """Pids of the live java servers of local ensemble `name` (by the marker on their command line)."""
-    from .local_provider import MARKER
-
-    marker = f"{MARKER}{name}".encode()
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if marker in cmdline.split(b"\0") and start_time(int(proc.name)) is not None:
-            pids.append(int(proc.name))
-    return pids
-
-
 class Target:
     """What the reaper guards: can say whether anything of it is left, and remove it."""
 
@@ -122,23 +93,17 @@ class Target:
 
     def _docker(self):
         if self._client is None:
-            from .docker_provider import docker_client
-
             self._client = docker_client()
         return self._client
 
     def present(self) -> bool:
         if self.provider is Provider.DOCKER:
-            from .docker_provider import labelled
-
             containers, networks = labelled(self._docker(), self.name)
             return bool(containers or networks)
         return bool(local_pids(self.name))
 
     def remove(self) -> None:
         if self.provider is Provider.DOCKER:
-            from .docker_provider import remove_labelled
-
             remove_labelled(self._docker(), self.name)
             return
         for pid in local_pids(self.name):

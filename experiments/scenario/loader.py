@@ -29,6 +29,8 @@ from experiments.scenario.model import (
     strategies_for,
 )
 from experiments.scenario.resolver import resolve
+from rebalance.backends import profile
+from rebalance.member import DEFAULT_SESSION_TIMEOUT_MS
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
 _KEY = re.compile(r"^\s*([A-Za-z0-9_\-\".]+)\s*=")
@@ -240,7 +242,7 @@ class _Checker:
         if zk_nodes not in (0, 1, 3):
             self.fail((*path, "zookeeper_nodes"), f"must be 0, 1 or 3, got {zk_nodes!r}")
             zk_nodes = 1
-        if zk_nodes == 0 and "legacy" in backends:
+        if zk_nodes == 0 and any(profile(backend).needs_zookeeper for backend in backends):
             self.fail((*path, "zookeeper_nodes"), "the legacy backend needs ZooKeeper (1 or 3 nodes)")
         brokers = self.number(table, "brokers", path, default=1, minimum=1, integer=True)
         timing = {key: self.number(table, key, path, default=0, minimum=0, integer=True) for key in timing_keys}
@@ -303,7 +305,7 @@ class _Checker:
             self.fail((*path, "strategy"), f"unknown strategy {strategy!r} for backends {list(backends)}; "
                                           f"expected one of: {', '.join(choices)}{why}")
             strategy = "range"
-        session = self.number(table, "session_timeout_ms", path, default=6000, positive=True, integer=True)
+        session = self.number(table, "session_timeout_ms", path, default=DEFAULT_SESSION_TIMEOUT_MS, positive=True, integer=True)
         per_process = self.number(table, "per_process", path, default=1, minimum=1, integer=True)
         static = table.get("static", False)
         if not isinstance(static, bool):

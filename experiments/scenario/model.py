@@ -13,18 +13,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from experiments.faults.actions import Action, Direction, Link, LinkFault, Target, spec_of
+from rebalance.backends import backend_names, profile
+from rebalance.member import DEFAULT_SESSION_TIMEOUT_MS
 
-BACKENDS = ("legacy", "modern")
-# The strategies each backend accepts (0.8 knew only range and roundrobin). Read only through
-# strategies_for(), so that the backend profiles can answer in its place.
-_STRATEGIES = {
-    "legacy": ("range", "roundrobin"),
-    "modern": ("range", "roundrobin", "sticky", "cooperative-sticky"),
-}
+BACKENDS = backend_names()
 
 
 def strategies_for(backend: str) -> tuple[str, ...]:
-    return _STRATEGIES[backend]
+    """The strategies a backend accepts: its profile's answer (0.8 knew only range and roundrobin)."""
+    return profile(backend).strategies
 
 
 class LineLookup(Protocol):
@@ -59,7 +56,7 @@ class GroupSpec:
     name: str = "lab-group"
     members: int = 3
     strategy: str = "range"
-    session_timeout_ms: int = 6000
+    session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     per_process: int = 1            # members sharing one host process (faults on part of it are emulated)
     static: bool = False            # modern: group.instance.id = member name
     topics: tuple[str, ...] = ()    # default: every topic

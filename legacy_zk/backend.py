@@ -1,0 +1,25 @@
+"""The legacy backend's profile: Kafka 0.8's consumers, coordinating among themselves in ZooKeeper."""
+
+from __future__ import annotations
+
+from legacy_zk.config import STRATEGIES, LegacyConfig
+from rebalance.backends import BackendProfile, Server
+from rebalance.member import MemberConfig
+
+
+def _consumer_id(group: str, name: str) -> str:
+    from legacy_zk.registry import consumer_id_string  # 0.8's `<group>_<consumer.id>`
+
+    return consumer_id_string(group, name)
+
+
+def _check(config: MemberConfig) -> None:
+    LegacyConfig.from_member_config(config)
+
+
+PROFILE = BackendProfile(
+    name="legacy", summary="Kafka 0.8's ZooKeeper rebalancer", settings_section="legacy", strategies=STRATEGIES,
+    needs_zookeeper=True, coordinator_in_brokers=False, connects_to=Server.ZOOKEEPER, member_id=_consumer_id,
+    commits_carry_generation=False,   # 0.8 kept offsets in ZooKeeper, with no generation to fence them
+    check=_check, member_class="legacy_zk.member:LegacyMember",
+)
