@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -20,8 +19,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
-if TYPE_CHECKING:
-    from experiments.report import RunData
+from experiments.rundata import RunData  # noqa: E402
 
 FAULT_COLOR = "#f4a6a6"
 DOUBLE_COLOR = "#d62728"
@@ -113,24 +111,6 @@ def ownership(run: RunData, path: Path) -> Path:
 def _tp_key(tp: str) -> tuple[str, int]:
     topic, _, number = tp.rpartition("-")
     return (topic, int(number)) if number.isdigit() else (tp, -1)
-
-
-def herd_points(runs: list[RunData]) -> pd.DataFrame:
-    """One point per run: group size N and the median cost of a change to a group of (about) N."""
-    rows = []
-    for run in runs:
-        changes = run.herd_changes()
-        if run.group_size is None or changes.empty:
-            continue
-        rows.append({
-            "run": run.label, "backend": run.backend, "N": run.group_size, "changes": len(changes),
-            "requests_per_change": float(changes["requests"].median()),
-            "notifications_per_change": float(changes["notifications"].median()),
-            "stable_s": float(changes["stable_s"].median()),
-            "stop_the_world_s": float(changes["stop_the_world_s"].median()),
-            "failed_attempts": int(changes["failed_attempts"].sum()),
-        })
-    return pd.DataFrame(rows)
 
 
 def herd(points: pd.DataFrame, path: Path) -> Path | None:
