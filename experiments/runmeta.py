@@ -34,25 +34,25 @@ class ScenarioSource:
 class ClusterAddresses:
     """Where the run's servers listened (None: the backend had no such server)."""
 
-    zookeeper: str | None = None
-    zookeeper_provider: str | None = None
-    zookeeper_ensemble: str | None = None
-    brokers: str | None = None
-    coordinator_broker: int | None = None
+    zookeeper: str | None = None            # connect string, chroot included
+    zookeeper_provider: str | None = None   # how the ensemble was started (e.g. docker, local)
+    zookeeper_ensemble: str | None = None   # its name, which its containers carry
+    brokers: str | None = None              # bootstrap list
+    coordinator_broker: int | None = None   # the broker the coordinator formula picks for the group
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunMeta:
-    # The run at a glance (what the summary reads first).
-    name: str = ""
-    run_id: str = ""
-    backend: str = ""
-    strategy: str = ""
-    session_timeout_ms: int | None = None
-    topics: Mapping[str, int] = field(default_factory=dict)
-    members: int | None = None          # the group's size when the timeline starts
-    group: str = ""
-    status: str = ""                    # running, completed, failed or interrupted
+    # The run at a glance (what the summary reads first); "" or None where an older file did not say.
+    name: str
+    run_id: str
+    backend: str
+    strategy: str
+    session_timeout_ms: int | None
+    topics: Mapping[str, int]
+    members: int | None                 # the group's size when the timeline starts
+    group: str
+    status: str                         # running, completed, failed or interrupted
     reason: str = ""
     # How it was played.
     scenario: ScenarioSource = field(default_factory=ScenarioSource)
@@ -161,13 +161,10 @@ def _topics(value: object) -> dict[str, int]:
 
 
 def _count(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
+    """A group size given as a number, or as the list or table of its members."""
     if isinstance(value, (list, tuple, Mapping)):
         return len(value)
-    return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _plain(value: object) -> object:

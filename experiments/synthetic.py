@@ -68,6 +68,8 @@ DEFAULT_TIMELINE = (
 
 @dataclass(frozen=True, kw_only=True)
 class SyntheticRun:
+    """What to simulate: the group, the load, the timeline and the anomalies to plant."""
+
     name: str = "synthetic"
     backend: str = "modern"
     strategy: str = "range"
