@@ -96,7 +96,7 @@ def metrics_table(runs: list[RunData]) -> pd.DataFrame:
 
 # -- the report --------------------------------------------------------------------------------
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Report:
     out_dir: Path
     markdown: Path
@@ -124,7 +124,7 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> Report:
     markdown.write_text(_markdown(runs, sections, images, out_dir))
     page = out_dir / "report.html"
     page.write_text(_html(runs, sections, images))
-    return Report(out_dir, markdown, page, [path for _, path in images])
+    return Report(out_dir=out_dir, markdown=markdown, html=page, images=[path for _, path in images])
 
 
 def _sections(runs: list[RunData], points: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:

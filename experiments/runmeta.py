@@ -93,7 +93,7 @@ def read_run_meta(run_dir: Path) -> RunMeta | None:
     if not isinstance(document, dict):
         raise ValueError(f"{path}: not a JSON object")
     try:
-        return run_meta_from_json(document)
+        return _from_json(document)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{path}: {error}") from None
 
@@ -102,7 +102,7 @@ def read_run_meta(run_dir: Path) -> RunMeta | None:
 _RETIRED = {"timeline", "anomalies"}
 
 
-def run_meta_from_json(document: Mapping[str, object]) -> RunMeta:
+def _from_json(document: Mapping[str, object]) -> RunMeta:
     known = {f.name for f in fields(RunMeta)}
     unknown = set(document) - known - _RETIRED - {"session_timeout"}
     if unknown:
