@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 
@@ -91,3 +92,14 @@ def herd_points(runs: list[RunData]) -> pd.DataFrame:
             "failed_attempts": int(changes["failed_attempts"].sum()),
         })
     return pd.DataFrame(rows)
+
+
+def herd_slopes(points: pd.DataFrame) -> dict[str, float]:
+    """Per backend, the slope of requests per change against N on log-log axes (about 1: grows as N,
+    about 2: as N squared); a backend needs two group sizes to have one."""
+    slopes = {}
+    for backend, group in points.groupby("backend"):
+        if group["N"].nunique() >= 2:
+            cost = group["requests_per_change"].clip(lower=0.5)
+            slopes[str(backend)] = float(np.polyfit(np.log(group["N"]), np.log(cost), 1)[0])
+    return slopes
