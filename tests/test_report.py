@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from experiments import plots
 from experiments.cli import app
 from experiments.report import report_dir, strategy_table, write_report
-from experiments.rundata import RunData, herd_points, load_run
+from experiments.rundata import RunData, herd_points, herd_slopes, load_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 pytestmark = pytest.mark.timeout(900)  # the first Spark test pays for the shared runs
@@ -39,6 +39,8 @@ def test_herd_points_use_changes_to_a_group_of_n(tmp_path):
     assert len(points) == 6 and (points["changes"] == 2).all()   # the shutdown is not a change to N
     legacy = points[points["backend"] == "legacy"].set_index("N")["requests_per_change"]
     assert legacy[20] / legacy[10] > 3.5                           # about N squared
+    slopes = herd_slopes(points)                                   # on log-log axes: N squared and N
+    assert slopes["legacy"] > 1.8 and 0.9 < slopes["modern"] < 1.1
     path = plots.herd(points, tmp_path / "herd.png")
     assert path.read_bytes().startswith(PNG)
 
