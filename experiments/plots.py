@@ -7,8 +7,8 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -17,37 +17,80 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
-if TYPE_CHECKING:
-    from experiments.report import RunData
+from experiments.rundata import RunData, herd_slopes  # noqa: E402
 
 FAULT_COLOR = "#f4a6a6"
+INSTANT_COLOR = "#b22222"
+PHASE_COLOR = "#555555"
 DOUBLE_COLOR = "#d62728"
 BACKEND_STYLE = {"legacy": ("#d62728", "o"), "modern": ("#1f77b4", "s")}
+LABEL_POINTS = 7     # font size of the phase and fault labels
 
 
-def _shade_faults(ax, run: RunData, *, label: bool) -> None:
-    for index, fault in enumerate(run.faults.itertuples()):
-        ax.axvspan(fault.start, max(fault.end, fault.start + 0.05), color=FAULT_COLOR, alpha=0.45, lw=0,
-                   label="fault window" if label and index == 0 else None)
-        if label:
-            ax.annotate(f"{fault.kind}" + (f" {fault.target}" if fault.target else ""), (fault.start, 1.0),
-                        xycoords=("data", "axes fraction"), fontsize=7, rotation=90, va="top", ha="right",
-                        color="#8b0000")
+def _title(text: str, width: int = 110) -> str:
+    return "\n".join(textwrap.wrap(text, width))
 
 
-def _mark_phases(ax, run: RunData) -> None:
+def _is_instant(start: float, end: float, span_s: float) -> bool:
+    """A fault too short to be seen as a window on this chart is drawn as a marker."""
+    return end - start < max(0.25, 0.005 * span_s)
+
+
+def _fault_name(fault) -> str:
+    target = fault.target if isinstance(fault.target, str) and fault.target else ""
+    if len(target) > 24:
+        target = target[:22] + "..."
+    return f"{fault.kind} {target}".strip()
+
+
+def _draw_timeline(ax, run: RunData, span_s: float) -> list[tuple[float, str, str]]:
+    """Phase starts as dotted lines, fault windows shaded, instant faults as markers on the top edge;
+    returns the labels to place (x, text, colour)."""
+    labels = []
     for phase in run.phases.itertuples():
         if phase.start_s > 0:
-            ax.axvline(phase.start_s, color="#555555", ls=":", lw=1)
-        ax.annotate(phase.phase, (phase.start_s, 0.0), xycoords=("data", "axes fraction"), fontsize=7,
-                    xytext=(2, 2), textcoords="offset points", color="#333333")
+            ax.axvline(phase.start_s, color=PHASE_COLOR, ls=":", lw=1)
+        labels.append((phase.start_s, phase.phase, PHASE_COLOR))
+    for fault in run.faults.itertuples():
+        if _is_instant(fault.start, fault.end, span_s):
+            ax.axvline(fault.start, color=INSTANT_COLOR, lw=0.8, alpha=0.7)
+            ax.plot([fault.start], [1.0], marker="v", ms=8, color=INSTANT_COLOR, clip_on=False,
+                    transform=ax.get_xaxis_transform())
+        else:
+            ax.axvspan(fault.start, fault.end, color=FAULT_COLOR, alpha=0.45, lw=0)
+        labels.append((fault.start, _fault_name(fault), INSTANT_COLOR))
+    return labels
+
+
+def _place_labels(ax, labels: list[tuple[float, str, str]]) -> float:
+    """Writes the labels in rows along the top of the axes, each in the first row where it overlaps no
+    other; returns the fraction of the axes' height the rows take. Call after the figure's layout."""
+    renderer = ax.figure.canvas.get_renderer()
+    row_ends: list[float] = []    # right edge, in pixels, of the last label in each row
+    row_height = 0.0
+    for x, text, color in sorted(labels, key=lambda label: label[0]):
+        label = ax.annotate(text, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -3),
+                            textcoords="offset points", va="top", fontsize=LABEL_POINTS, color=color,
+                            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.75, "pad": 0.5})
+        box = label.get_window_extent(renderer)
+        row = next((i for i, end in enumerate(row_ends) if box.x0 > end + 4), len(row_ends))
+        if row == len(row_ends):
+            row_ends.append(0.0)
+        row_ends[row] = box.x1
+        row_height = max(row_height, box.height)
+        label.xyann = (2, -3 - row * (box.height + 2) * 72 / ax.figure.dpi)
+    band = len(row_ends) * (row_height + 2) + 6
+    return min(band / ax.bbox.height, 0.6) if row_ends else 0.0
 
 
 def throughput(runs: list[RunData], path: Path) -> Path:
-    fig, axes = plt.subplots(len(runs), 1, figsize=(11, 2.8 * len(runs) + 0.6), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(len(runs), 1, figsize=(12, 2.9 * len(runs) + 0.9), sharex=True, squeeze=False)
+    span_s = max((float(run.throughput["second"].max()) + 1 for run in runs if len(run.throughput)), default=1.0)
+    placed = []
     for ax, run in zip(axes[:, 0], runs, strict=True):
         series = run.throughput
         if not series.empty:
@@ -57,19 +100,31 @@ def throughput(runs: list[RunData], path: Path) -> Path:
             if late.sum() > 0:
                 ax.bar(series["second"], late, width=1.0, align="edge", color="#ff7f0e", alpha=0.8,
                        label=f"lost or > {run.latency_limit_ms / 1000:g} s (by produce second)")
-        _shade_faults(ax, run, label=True)
-        _mark_phases(ax, run)
+        placed.append((ax, _draw_timeline(ax, run, span_s)))
         ax.set_ylabel("records / s")
         ax.set_title(run.label, fontsize=10, loc="left")
-        ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper right")
+        handles, names = ax.get_legend_handles_labels()
+        ax.legend(handles + _fault_handles(), names + ["fault window", "instant fault"], fontsize=7,
+                  loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1, 0].set_xlabel("seconds since the run started")
-    fig.suptitle("Processed records per second (fault windows shaded)", fontsize=12)
+    limit = runs[0].latency_limit_ms / 1000 if runs else 3
+    fig.suptitle(_title("Records processed per second: a dip under a fault (shaded window or red marker) is the "
+                        f"group not consuming, and orange bars are records lost or later than {limit:g} s."),
+                 fontsize=11)
     fig.tight_layout()
+    for ax, labels in placed:
+        band = _place_labels(ax, labels)
+        top = max(ax.get_ylim()[1], 1.0)
+        ax.set_ylim(0, top / (1 - band))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _fault_handles() -> list:
+    return [Patch(facecolor=FAULT_COLOR, alpha=0.45),
+            Line2D([], [], color=INSTANT_COLOR, marker="v", ms=7, lw=0.8)]
 
 
 def ownership(run: RunData, path: Path) -> Path:
@@ -81,9 +136,10 @@ def ownership(run: RunData, path: Path) -> Path:
     members = sorted(set(intervals["member"]))
     palette = plt.get_cmap("tab20")
     color = {m: palette(i % 20) for i, m in enumerate(members)}
-    height = max(3.0, min(0.28 * len(partitions) + 1.6, 16))
-    fig, ax = plt.subplots(figsize=(11, height))
-    _shade_faults(ax, run, label=True)
+    height = max(3.4, min(0.28 * len(partitions) + 2.2, 16))
+    fig, ax = plt.subplots(figsize=(12, height))
+    span_s = float(intervals["end"].max()) if len(intervals) else 1.0
+    labels = _draw_timeline(ax, run, span_s)
     for row in intervals.itertuples():
         ax.barh(lane[row.tp], row.end - row.start, left=row.start, height=0.7, color=color[row.member], lw=0)
     for row in run.double.itertuples():
@@ -91,20 +147,28 @@ def ownership(run: RunData, path: Path) -> Path:
                 edgecolor=DOUBLE_COLOR, hatch="xxx", lw=1.5)
     ax.set_yticks(range(len(partitions)))
     ax.set_yticklabels(partitions, fontsize=7 if len(partitions) > 20 else 9)
-    ax.invert_yaxis()
     ax.set_xlabel("seconds since the run started")
     ax.set_ylabel("partition")
     ax.grid(axis="x", alpha=0.3)
     handles = [Patch(color=color[m], label=m) for m in members[:12]]
     if len(members) > 12:
         handles.append(Patch(color="white", label=f"... {len(members) - 12} more members"))
-    handles.append(Patch(facecolor=FAULT_COLOR, label="fault window"))
-    handles.append(Patch(fill=False, edgecolor=DOUBLE_COLOR, hatch="xxx", label="double ownership"))
+    handles += [Patch(fill=False, edgecolor=DOUBLE_COLOR, hatch="xxx", label="double ownership")]
+    for handle, name in zip(_fault_handles(), ["fault window", "instant fault"], strict=True):
+        handle.set_label(name)
+        handles.append(handle)
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     seconds = float(run.double["duration_s"].sum()) if len(run.double) else 0.0
-    ax.set_title(f"Partition ownership: {run.label}\n"
-                 f"{len(run.double)} double-ownership windows, {seconds:.2f} s in total", fontsize=11, loc="left")
+    ax.set_xlim(left=0)
+    ax.set_title(_title("Who owned each partition when: a gap in a lane is a partition nobody consumed, red "
+                        "hatching two members owning it at once.", 130) +
+                 f"\n{run.label}: {len(run.double)} double-ownership windows, {seconds:.2f} s in total",
+                 fontsize=10, loc="left")
+    ax.set_ylim(len(partitions) - 0.5, -0.5)
     fig.tight_layout()
+    band = _place_labels(ax, labels)
+    lanes = len(partitions) / (1 - band)
+    ax.set_ylim(len(partitions) - 0.5, len(partitions) - 0.5 - lanes)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -115,33 +179,17 @@ def _tp_key(tp: str) -> tuple[str, int]:
     return (topic, int(number)) if number.isdigit() else (tp, -1)
 
 
-def herd_points(runs: list[RunData]) -> pd.DataFrame:
-    """One point per run: group size N and the median cost of a change to a group of (about) N."""
-    rows = []
-    for run in runs:
-        changes = run.herd_changes()
-        if run.group_size is None or changes.empty:
-            continue
-        rows.append({
-            "run": run.label, "backend": run.backend, "N": run.group_size, "changes": len(changes),
-            "requests_per_change": float(changes["requests"].median()),
-            "notifications_per_change": float(changes["notifications"].median()),
-            "stable_s": float(changes["stable_s"].median()),
-            "stop_the_world_s": float(changes["stop_the_world_s"].median()),
-            "failed_attempts": int(changes["failed_attempts"].sum()),
-        })
-    return pd.DataFrame(rows)
-
-
 def herd(points: pd.DataFrame, path: Path) -> Path | None:
     if points.empty:
         return None
-    fig, ax = plt.subplots(figsize=(7.5, 5.2))
+    fig, ax = plt.subplots(figsize=(7.5, 5.4))
+    slopes = herd_slopes(points)
     for backend, group in points.groupby("backend"):
         group = group.sort_values("N")
         color, marker = BACKEND_STYLE.get(backend, ("#2ca02c", "^"))
+        slope = f", slope {slopes[backend]:.1f}" if backend in slopes else ""
         ax.plot(group["N"], group["requests_per_change"].clip(lower=0.5), marker=marker, color=color, lw=1.6,
-                label=f"{backend}: coordination requests per change")
+                label=f"{backend}: requests per change{slope}")
         first = group.iloc[0]
         span = np.array([group["N"].min(), max(group["N"].max(), group["N"].min() * 2)], dtype=float)
         base = max(first["requests_per_change"], 0.5)
@@ -151,6 +199,7 @@ def herd(points: pd.DataFrame, path: Path) -> Path | None:
     ax.plot([], [], color="#555555", ls="--", label="guide: grows as N squared")
     ax.set_xscale("log")
     ax.set_yscale("log")
+
     def label(value: float, _=None) -> str:
         return f"{value:,.0f}" if value >= 1 else f"{value:g}"
 
@@ -158,13 +207,17 @@ def herd(points: pd.DataFrame, path: Path) -> Path | None:
         return label(value) if f"{value:e}"[0] in "25" else ""
 
     plain = FuncFormatter(label)
+    sizes = sorted(points["N"].unique())
+    if len(sizes) <= 12:     # tick the group sizes measured, when they fit
+        ax.set_xticks(sizes)
     ax.xaxis.set_major_formatter(plain)
-    ax.xaxis.set_minor_formatter(plain if points["N"].max() / points["N"].min() < 20 else NullFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.yaxis.set_major_formatter(plain)
     ax.yaxis.set_minor_formatter(FuncFormatter(two_and_five))
     ax.set_xlabel("group size N (members before the change)")
     ax.set_ylabel("requests per membership change")
-    ax.set_title("Herd effect: cost of one member joining or leaving", fontsize=11)
+    ax.set_title(_title("Herd effect: what one member joining or leaving costs as the group grows; the "
+                        "steeper line (larger log-log slope) is the rebalancer whose cost grows faster.", 72), fontsize=10)
     ax.grid(which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -1,6 +1,6 @@
 """The report of one or several summarised runs: report.md, a self-contained report.html, PNGs.
 
-Reads what `experiments.summary` wrote to RUN_DIR/summary/ (pandas only, no Spark) and puts
+Reads what `experiments.summary` wrote to RUN_DIR/summary/ (through `experiments.rundata`) and puts
 the runs side by side: the verdicts, seed 002's strategy table (records lost, max latency,
 rebalance time per phase), Kafka's rebalance metrics, the herd cost per membership change,
 and the charts of `experiments.plots`.
@@ -10,76 +10,14 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from experiments import plots
+from experiments.rundata import RunData, herd_points, load_run
 from experiments.summary import markdown_table
-
-
-@dataclass
-class RunData:
-    """One run's summary as read back from RUN_DIR/summary/."""
-
-    run_dir: Path
-    info: dict
-    facts: dict
-    verdicts: pd.DataFrame
-    phases: pd.DataFrame
-    throughput: pd.DataFrame
-    ownership: pd.DataFrame
-    faults: pd.DataFrame
-    herd: pd.DataFrame
-    metrics: pd.DataFrame
-    evidence: dict[str, pd.DataFrame]
-
-    @property
-    def backend(self) -> str:
-        return self.info.get("backend") or "unknown"
-
-    @property
-    def label(self) -> str:
-        strategy = self.info.get("strategy") or "?"
-        size = f", N={self.group_size}" if self.group_size else ""
-        return f"{self.info.get('name') or self.run_dir.name} ({self.backend}, {strategy}{size})"
-
-    @property
-    def short_label(self) -> str:
-        return f"{self.backend}/{self.info.get('strategy') or '?'}"
-
-    @property
-    def group_size(self) -> int | None:
-        return self.info.get("members")
-
-    @property
-    def latency_limit_ms(self) -> int:
-        return int(self.facts.get("latency_limit_ms", 3000))
-
-    @property
-    def double(self) -> pd.DataFrame:
-        return self.evidence.get("double-ownership", pd.DataFrame(columns=["tp", "start", "end", "duration_s"]))
-
-    def herd_changes(self) -> pd.DataFrame:
-        """Changes to a group of the run's size N (its join and leave), not its formation or shutdown."""
-        herd = self.herd
-        if herd.empty or self.group_size is None:
-            return herd
-        return herd[(herd["live_before"] >= self.group_size) & (herd["live_after"] > 0)]
-
-
-def load_run(run_dir: Path) -> RunData:
-    out = run_dir / "summary"
-    if not (out / "run.json").exists():
-        raise FileNotFoundError(f"{run_dir}: no summary yet (run `rebalance-lab summarize {run_dir}`)")
-    meta = json.loads((out / "run.json").read_text())
-    read = lambda name: pd.read_parquet(out / f"{name}.parquet") if (out / f"{name}.parquet").exists() else pd.DataFrame()  # noqa: E731,E501
-    evidence = {path.stem: pd.read_parquet(path) for path in sorted((out / "evidence").glob("*.parquet"))}
-    return RunData(run_dir=run_dir, info=meta["info"], facts=meta["facts"], verdicts=read("verdicts"),
-                   phases=read("phases"), throughput=read("throughput"), ownership=read("ownership"),
-                   faults=read("faults"), herd=read("herd"), metrics=read("rebalance_metrics"), evidence=evidence)
 
 
 def report_dir(run_dirs: list[Path]) -> Path:
@@ -158,7 +96,7 @@ def metrics_table(runs: list[RunData]) -> pd.DataFrame:
 
 # -- the report --------------------------------------------------------------------------------
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Report:
     out_dir: Path
     markdown: Path
@@ -176,7 +114,7 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> Report:
         if len(run.ownership):
             suffix = "" if len(runs) == 1 else f"-{index + 1}-{run.backend}"
             images.append((f"Partition ownership: {run.label}", plots.ownership(run, out_dir / f"ownership{suffix}.png")))
-    points = plots.herd_points(runs)
+    points = herd_points(runs)
     herd_png = plots.herd(points, out_dir / "herd.png")
     if herd_png:
         images.append(("Herd effect", herd_png))
@@ -186,7 +124,7 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> Report:
     markdown.write_text(_markdown(runs, sections, images, out_dir))
     page = out_dir / "report.html"
     page.write_text(_html(runs, sections, images))
-    return Report(out_dir, markdown, page, [path for _, path in images])
+    return Report(out_dir=out_dir, markdown=markdown, html=page, images=[path for _, path in images])
 
 
 def _sections(runs: list[RunData], points: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:

@@ -85,9 +85,7 @@ def register(app: typer.Typer) -> None:
         try:
             runs = expand_run_dirs(run_dirs)
             summaries = _summarize(runs, master, latency_limit_ms, convergence_bound_s)
-        except typer.BadParameter as error:
-            _fail(str(error))
-        except (FileNotFoundError, ValueError) as error:
+        except (typer.BadParameter, FileNotFoundError, ValueError) as error:
             _fail(str(error))
         console = Console()
         console.print(_verdict_table(summaries))
@@ -111,9 +109,7 @@ def register(app: typer.Typer) -> None:
                 summaries = _summarize(pending, master, 3000, None)
                 Console().print(_verdict_table(summaries))
             result = write_report(runs, out)
-        except typer.BadParameter as error:
-            _fail(str(error))
-        except (FileNotFoundError, ValueError) as error:
+        except (typer.BadParameter, FileNotFoundError, ValueError) as error:
             _fail(str(error))
         console = Console(soft_wrap=True)
         console.print(f"report: {result.html}")

@@ -51,6 +51,7 @@ from experiments.member_links import MemberLinks
 from experiments.progress import Progress
 from experiments.provenance import jsonable as _jsonable
 from experiments.provenance import versions
+from experiments.runmeta import ClusterAddresses, RunMeta, ScenarioSource, write_run_meta
 from experiments.scenario import Scenario, Schedule, Step, resolve
 from rebalance import events as ev
 from rebalance.backends import profile
@@ -440,42 +441,37 @@ class Run:
     def write_lock(self, status: str, reason: str = "") -> None:
         scenario_text = Path(self.scenario.source).read_text() if Path(self.scenario.source).is_file() else ""
         group = self.scenario.group
-        lock = {
-            # The run at a glance (what the summary reads first).
-            "name": self.scenario.name,
-            "run_id": self.run_id,
-            "backend": self.backend,
-            "strategy": group.strategy,
-            "session_timeout_ms": group.session_timeout_ms,
-            "topics": {topic.name: topic.partitions for topic in self.scenario.topics},
-            "members": len(self.schedule.initial_members),
-            "group": group.name,
-            "status": status,
-            "reason": reason,
-            "scenario": {
-                "name": self.scenario.name, "source": self.scenario.source,
-                "sha256": hashlib.sha256(scenario_text.encode()).hexdigest() if scenario_text else None,
-                "resolved": _jsonable({key: value for key, value in asdict(self.scenario).items() if key != "lines"}),
-            },
-            "seed": self.scenario.seed,
-            "schedule": self.schedule.to_json(),
-            "applied": self.applied,
-            "timeline_start_ns": self.t0_ns,
-            "started_ms": self.started_ms,
-            "ended_ms": int(time.time() * 1000) if status != "running" else None,
-            "cluster": {
-                "zookeeper": self.zk_connect,
-                "zookeeper_provider": getattr(getattr(self.ensemble, "provider", None), "value", None),
-                "zookeeper_ensemble": getattr(self.ensemble, "name", None),
-                "brokers": self.cluster.bootstrap if self.cluster else None,
-                "coordinator_broker": self.schedule.coordinator_broker,
-            },
-            "hosts": {host.name: list(host.members) for host in self.schedule.hosts},
-            "member_ids": {name: self.member_id(name) for host in self.schedule.hosts for name in host.members},
-            "proxies": self.members_proxied,
-            "versions": versions(),
-        }
-        path = self.run_dir / "lock.json"
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(lock, indent=2))
-        temporary.replace(path)
+        write_run_meta(self.run_dir, RunMeta(
+            name=self.scenario.name,
+            run_id=self.run_id,
+            backend=self.backend,
+            strategy=group.strategy,
+            session_timeout_ms=group.session_timeout_ms,
+            topics={topic.name: topic.partitions for topic in self.scenario.topics},
+            members=len(self.schedule.initial_members),
+            group=group.name,
+            status=status,
+            reason=reason,
+            scenario=ScenarioSource(
+                name=self.scenario.name, source=self.scenario.source,
+                sha256=hashlib.sha256(scenario_text.encode()).hexdigest() if scenario_text else None,
+                resolved=_jsonable({key: value for key, value in asdict(self.scenario).items() if key != "lines"}),
+            ),
+            seed=self.scenario.seed,
+            schedule=self.schedule.to_json(),
+            applied=tuple(self.applied),
+            timeline_start_ns=self.t0_ns,
+            started_ms=self.started_ms,
+            ended_ms=int(time.time() * 1000) if status != "running" else None,
+            cluster=ClusterAddresses(
+                zookeeper=self.zk_connect,
+                zookeeper_provider=getattr(getattr(self.ensemble, "provider", None), "value", None),
+                zookeeper_ensemble=getattr(self.ensemble, "name", None),
+                brokers=self.cluster.bootstrap if self.cluster else None,
+                coordinator_broker=self.schedule.coordinator_broker,
+            ),
+            hosts={host.name: tuple(host.members) for host in self.schedule.hosts},
+            member_ids={name: self.member_id(name) for host in self.schedule.hosts for name in host.members},
+            proxies=self.members_proxied,
+            versions=versions(),
+        ))

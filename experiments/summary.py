@@ -27,6 +27,7 @@ from pyspark.sql import types as T
 from experiments import checker
 from experiments.checker import CheckConfig, CheckResult, Verdict
 from experiments.faults.actions import SILENCING_KINDS
+from experiments.runmeta import read_run_meta
 
 # One schema for every event type (docs/events.md); a type simply leaves the others null.
 # `params` is any object, read as its JSON text. `produce_ts_ms` is a list (one produce time per
@@ -129,13 +130,8 @@ class RunInfo:
 
 
 def read_lock(run_dir: Path) -> dict:
-    path = run_dir / "lock.json"
-    if not path.exists():
-        return {}
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
+    meta = read_run_meta(run_dir)
+    return {} if meta is None else meta.to_json()
 
 
 def _topics(value: object) -> dict[str, int]:

@@ -14,17 +14,20 @@ and a log with none planted must pass every check.
 from __future__ import annotations
 
 import argparse
-import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from experiments.runmeta import RunMeta, ScenarioSource, write_run_meta
+from rebalance import events as ev
 from rebalance.backends import profile
+from rebalance.events import EventRecorder
 
 T0_NS = 5_000_000_000_000          # an arbitrary CLOCK_MONOTONIC origin
 T0_MS = 1_780_000_000_000          # an arbitrary wall-clock origin (2026)
 LATENCY_LIMIT_MS = 3000
+GROUP = "g"
 
 
 class Anomaly(StrEnum):
@@ -66,6 +69,8 @@ DEFAULT_TIMELINE = (
 
 @dataclass(frozen=True, kw_only=True)
 class SyntheticRun:
+    """What to simulate: the group, the load, the timeline and the anomalies to plant."""
+
     name: str = "synthetic"
     backend: str = "modern"
     strategy: str = "range"
@@ -88,57 +93,54 @@ def write_run(run_dir: str | Path, config: SyntheticRun = SyntheticRun()) -> Pat
     run_dir = Path(run_dir)
     (run_dir / "events").mkdir(parents=True, exist_ok=True)
     _Simulation(config, run_dir).run()
-    lock = {
-        "name": config.name,
-        "backend": config.backend,
-        "seed": config.seed,
-        "strategy": config.strategy,
-        "session_timeout_ms": config.session_timeout_ms,
-        "topics": {config.topic: config.partitions},
-        "members": config.members,
-        "timeline": [vars(change) for change in config.timeline],
-        "versions": {"synthetic": "1"},
-        "anomalies": sorted(a.value for a in config.anomalies),
-    }
-    (run_dir / "lock.json").write_text(json.dumps(lock, indent=2) + "\n")
+    settings = {key: value for key, value in asdict(config).items() if key not in ("timeline", "anomalies")}
+    write_run_meta(run_dir, RunMeta(
+        name=config.name, run_id=config.name, backend=config.backend, strategy=config.strategy,
+        session_timeout_ms=config.session_timeout_ms, topics={config.topic: config.partitions},
+        members=config.members, group=GROUP, status="completed",
+        scenario=ScenarioSource(name=config.name, source="synthetic", resolved={
+            **settings, "timeline": [vars(change) for change in config.timeline],
+            "anomalies": sorted(a.value for a in config.anomalies)}),
+        seed=config.seed, timeline_start_ns=T0_NS, started_ms=T0_MS,
+        ended_ms=T0_MS + round(config.duration_s * 1000), versions={"synthetic": "1"},
+    ))
     return run_dir
 
 
-class _Writer:
-    """Buffers lines per process and appends them to RUN_DIR/events/<process>.jsonl."""
+class _SimulatedClock:
+    """The recorders' clock: it stands at the simulated time of the event about to be written."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> tuple[int, int]:
+        return T0_NS + round(self.t * 1e9), T0_MS + round(self.t * 1e3)
+
+
+class _EventLog:
+    """One EventRecorder per simulated process (RUN_DIR/events/<process>.jsonl), all on one simulated clock."""
 
     def __init__(self, events_dir: Path, run_id: str, backend: str) -> None:
         self.dir, self.run_id, self.backend = events_dir, run_id, backend
-        self.buffers: dict[str, list[str]] = {}
-        self.sizes: dict[str, int] = {}
+        self.clock = _SimulatedClock()
+        self.recorders: dict[str, EventRecorder] = {}
 
-    def line(self, process: str, text: str) -> None:
-        buffer = self.buffers.setdefault(process, [])
-        buffer.append(text)
-        if len(buffer) >= 20_000:
-            self.flush(process)
+    def event(self, process: str, t: float, member: str, type: str, **fields: object) -> None:
+        recorder = self.recorders.get(process) or self._open(process)
+        self.clock.t = t
+        recorder.emit(type, member, **fields)
 
-    def event(self, process: str, t: float, member: str, type: str, backend: str | None = None, **fields) -> None:
-        event = {
-            "run_id": self.run_id,
-            "backend": self.backend if backend is None else backend,
-            "ts_ns": T0_NS + round(t * 1e9),
-            "ts_ms": T0_MS + round(t * 1e3),
-            "process": f"synthetic:{process}",
-            "member": member,
-            "type": type,
-            **fields,
-        }
-        self.line(process, json.dumps(event, separators=(",", ":")) + "\n")
-
-    def flush(self, process: str) -> None:
-        with open(self.dir / f"{process}.jsonl", "a") as handle:
-            handle.write("".join(self.buffers.pop(process, [])))
+    def _open(self, process: str) -> EventRecorder:
+        backend = "" if process in ("runner", "producer") else self.backend   # as the real runner and producer
+        recorder = EventRecorder(self.dir / f"{process}.jsonl", run_id=self.run_id, backend=backend,
+                                 process=f"synthetic:{process}", clock=self.clock)
+        self.recorders[process] = recorder
+        return recorder
 
     def close(self, torn_tail: bool) -> None:
-        for process in list(self.buffers):
-            self.flush(process)
-        if torn_tail:
+        for recorder in self.recorders.values():
+            recorder.close()
+        if torn_tail:   # half a line, as a producer killed mid-write leaves
             with open(self.dir / "producer.jsonl", "a") as handle:
                 handle.write(f'{{"run_id":"{self.run_id}","type":"records_pro')
 
@@ -147,7 +149,7 @@ class _Simulation:
     def __init__(self, config: SyntheticRun, run_dir: Path) -> None:
         self.c = config
         self.rng = random.Random(config.seed)
-        self.out = _Writer(run_dir / "events", config.name, config.backend)
+        self.out = _EventLog(run_dir / "events", config.name, config.backend)
         self.tps = [f"{config.topic}-{p}" for p in range(config.partitions)]
         self.live: list[str] = []
         self.next_index = 0
@@ -191,12 +193,12 @@ class _Simulation:
     def _apply(self, change: Change) -> None:
         t = change.at_s
         if change.action == "phase":
-            self.out.event("runner", t, "", "phase", backend="", name=change.name)
+            self.out.event("runner", t, "", ev.PHASE, name=change.name)
         elif change.action == "fault":
             fault = {"fault_id": f"f{t:g}", "kind": change.name, "target": self.live[0], "link": "data",
                      "params": {"ms": 100}, "emulated": False}
-            self.out.event("runner", t, "", "fault_started", backend="", **fault)
-            self.out.event("runner", t + change.duration_s, "", "fault_stopped", backend="", **fault)
+            self.out.event("runner", t, "", ev.FAULT_STARTED, **fault)
+            self.out.event("runner", t + change.duration_s, "", ev.FAULT_STOPPED, **fault)
         elif change.action == "join":
             for _ in range(change.count):
                 self._start_member(t)
@@ -208,8 +210,8 @@ class _Simulation:
         elif change.action == "crash":
             for member in self.live[-change.count:]:
                 fault = {"fault_id": f"crash-{member}", "kind": "crash", "target": member, "params": {}}
-                self.out.event("runner", t, "", "fault_started", backend="", **fault)
-                self.out.event("runner", t + 0.01, "", "fault_stopped", backend="", **fault)
+                self.out.event("runner", t, "", ev.FAULT_STARTED, **fault)
+                self.out.event("runner", t + 0.01, "", ev.FAULT_STOPPED, **fault)
                 self.live.remove(member)     # it writes nothing more; its partitions wait for expiry
             self.expiries.append(t + self.c.session_timeout_ms / 1000)
 
@@ -219,16 +221,16 @@ class _Simulation:
         member = f"m{self.next_index:03d}"
         self.next_index += 1
         self.live.append(member)
-        self.out.event(member, t, member, "member_started", group="g", strategy=self.c.strategy, topics=[self.c.topic])
+        self.out.event(member, t, member, ev.MEMBER_STARTED, group=GROUP, strategy=self.c.strategy, topics=[self.c.topic])
 
     def _stop_member(self, t: float, member: str) -> None:
         owned = self._owned(member)
         if owned:
             self._commit(t, member, owned)
-            self.out.event(member, t, member, "partitions_revoked", partitions=[self.tps[p] for p in owned])
+            self.out.event(member, t, member, ev.PARTITIONS_REVOKED, partitions=[self.tps[p] for p in owned])
             for p in owned:
                 self.owner[p] = None
-        self.out.event(member, t + 0.001, member, "member_stopped", reason="close")
+        self.out.event(member, t + 0.001, member, ev.MEMBER_STOPPED, reason="close")
         self.live.remove(member)
 
     def _rebalance(self, t: float, trigger: str) -> None:
@@ -237,12 +239,12 @@ class _Simulation:
             self.rebalance_started_at = t
         self.assign_at = t + self.c.rebalance_s
         for member in self.live:
-            self.out.event(member, t, member, "rebalance_started", trigger=trigger)
+            self.out.event(member, t, member, ev.REBALANCE_STARTED, trigger=trigger)
             self._herd_requests(t, member)
             owned = self._owned(member)
             if owned:
                 self._commit(t + 0.001, member, owned)
-                self.out.event(member, t + 0.001, member, "partitions_revoked",
+                self.out.event(member, t + 0.001, member, ev.PARTITIONS_REVOKED,
                                partitions=[self.tps[p] for p in owned])
         self.owner = [None] * self.c.partitions   # a crashed member's claims lapse with its session
 
@@ -250,17 +252,17 @@ class _Simulation:
         """What one member asks of its coordination service for one rebalance."""
         n = len(self.live)
         if not profile(self.c.backend).coordinator_in_brokers:   # members coordinate through ZooKeeper watches
-            self.out.event(member, t, member, "watch_notification", path="/consumers/g/ids", event="CHILD")
+            self.out.event(member, t, member, ev.WATCH_NOTIFICATION, path="/consumers/g/ids", event="CHILD")
             requests = [("get_children", "/consumers/g/ids")] + [("get", f"/consumers/g/ids/{m}") for m in self.live]
             requests += [("get", f"/brokers/topics/{self.c.topic}")]
         else:
             requests = [("JoinGroup", ""), ("SyncGroup", "")]
         for index, (op, path) in enumerate(requests):
-            fields = {"path": path} if path else {"group": "g"}
-            self.out.event(member, t + 0.0001 * index / max(n, 1), member, "coordination_request", op=op,
+            fields = {"path": path} if path else {"group": GROUP}
+            self.out.event(member, t + 0.0001 * index / max(n, 1), member, ev.COORDINATION_REQUEST, op=op,
                            latency_ms=round(self.rng.uniform(0.2, 2.0), 3), error=None, **fields)
         if not profile(self.c.backend).coordinator_in_brokers:
-            self.out.event(member, t + 0.002, member, "rebalance_attempt", attempt=1, outcome="success",
+            self.out.event(member, t + 0.002, member, ev.REBALANCE_ATTEMPT, attempt=1, outcome="success",
                            duration_ms=round(self.c.rebalance_s * 1000), detail="")
 
     def _assign(self, t: float) -> None:
@@ -276,8 +278,8 @@ class _Simulation:
             for p in mine:
                 self.owner[p] = member
                 self.position[p] = self.committed[p]
-            self.out.event(member, t, member, "partitions_assigned", partitions=[self.tps[p] for p in mine])
-            self.out.event(member, t, member, "rebalance_completed",
+            self.out.event(member, t, member, ev.PARTITIONS_ASSIGNED, partitions=[self.tps[p] for p in mine])
+            self.out.event(member, t, member, ev.REBALANCE_COMPLETED,
                            generation=self.generation if profile(self.c.backend).commits_carry_generation else -1,
                            assigned=[self.tps[p] for p in mine],
                            duration_ms=round((t - self.rebalance_started_at) * 1000, 3),
@@ -294,18 +296,15 @@ class _Simulation:
         until = int(t * self.c.rate)
         if until <= self.produced:
             return
-        partitions, rate, topic, run_id = self.c.partitions, self.c.rate, self.c.topic, self.c.name
-        stamp = f'"ts_ns":{T0_NS + round(t * 1e9)},"ts_ms":{T0_MS + round(t * 1e3)}'
+        partitions, rate = self.c.partitions, self.c.rate
         for p in range(partitions):
             seqs = range(self.produced + (p - self.produced) % partitions, until, partitions)
             if not seqs:
                 continue
             first = seqs[0] // partitions
-            stamps = ",".join(str(T0_MS + round(n / rate * 1e3)) for n in seqs)
-            self.out.line("producer", f'{{"run_id":"{run_id}","backend":"",{stamp},"process":"synthetic:producer",'
-                          f'"member":"","type":"records_produced","topic":"{topic}","partition":{p},'
-                          f'"first_offset":{first},"last_offset":{first + len(seqs) - 1},"count":{len(seqs)},'
-                          f'"seqs":[{",".join(map(str, seqs))}],"produce_ts_ms":[{stamps}]}}\n')
+            self.out.event("producer", t, "", ev.RECORDS_PRODUCED, topic=self.c.topic, partition=p,
+                           first_offset=first, last_offset=first + len(seqs) - 1, count=len(seqs), seqs=list(seqs),
+                           produce_ts_ms=[T0_MS + round(n / rate * 1e3) for n in seqs])
         self.produced = until
 
     def _produced_end(self, p: int) -> int:
@@ -331,14 +330,14 @@ class _Simulation:
             self._commit(t + 0.001, member, partitions)
 
     def _consumed(self, t: float, member: str, p: int, first: int, last: int) -> None:
-        self.out.event(member, t, member, "records_consumed", topic=self.c.topic, partition=p,
+        self.out.event(member, t, member, ev.RECORDS_CONSUMED, topic=self.c.topic, partition=p,
                        first_offset=first, last_offset=last, count=last - first + 1,
                        produce_ts_ms=[self._produce_ts(p, o) for o in range(first, last + 1)])
 
     def _commit(self, t: float, member: str, partitions: list[int]) -> None:
         for p in partitions:
             self.committed[p] = self.position[p]
-        self.out.event(member, t, member, "offsets_committed",
+        self.out.event(member, t, member, ev.OFFSETS_COMMITTED,
                        offsets={self.tps[p]: self.position[p] for p in partitions},
                        generation=self.generation if profile(self.c.backend).commits_carry_generation else -1)
 
@@ -380,11 +379,11 @@ class _Simulation:
         if self._due(Anomaly.DOUBLE_OWNERSHIP, t):
             p = 2 % self.c.partitions
             intruder = next(m for m in self.live if m != self.owner[p])
-            self.out.event(intruder, t, intruder, "partitions_assigned", partitions=[tp[p]])
-            self.out.event(intruder, t + 1.0, intruder, "partitions_revoked", partitions=[tp[p]])
+            self.out.event(intruder, t, intruder, ev.PARTITIONS_ASSIGNED, partitions=[tp[p]])
+            self.out.event(intruder, t + 1.0, intruder, ev.PARTITIONS_REVOKED, partitions=[tp[p]])
         if self._due(Anomaly.FENCED_COMMIT, t):
             member = self.live[0]
-            self.out.event(member, t, member, "commit_failed", offsets={tp[0]: self.position[0]},
+            self.out.event(member, t, member, ev.COMMIT_FAILED, offsets={tp[0]: self.position[0]},
                            error="ILLEGAL_GENERATION")
         if self._due(Anomaly.OFFSET_REGRESSION, t):
             p = 3 % self.c.partitions
@@ -392,12 +391,12 @@ class _Simulation:
             stale = max(self.committed[p] - 5, 0)
             if stale == self.committed[p]:
                 raise ValueError("offset-regression needs at least one committed record on the partition")
-            self.out.event(member, t, member, "offsets_committed", offsets={tp[p]: stale}, generation=self.generation)
+            self.out.event(member, t, member, ev.OFFSETS_COMMITTED, offsets={tp[p]: stale}, generation=self.generation)
         if self._due(Anomaly.NON_CONVERGENCE, t):
             self.orphan = 4 % self.c.partitions
             member = self.owner[self.orphan]
             if member is not None and member in self.live:
-                self.out.event(member, t, member, "partitions_revoked", partitions=[tp[self.orphan]])
+                self.out.event(member, t, member, ev.PARTITIONS_REVOKED, partitions=[tp[self.orphan]])
             self.owner[self.orphan] = None
 
 

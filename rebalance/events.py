@@ -15,7 +15,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 # Event types. A recorder accepts only these, so a typo fails at the call site.
@@ -59,23 +59,26 @@ class EventRecorder:
         run_id: str = "",
         backend: str = "",
         process: str | None = None,
+        clock: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.run_id = run_id
         self.backend = backend
         self.process = process or f"{os.uname().nodename}:{os.getpid()}"
+        self.clock = clock or system_clock
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._lock = threading.Lock()
 
     def emit(self, type: str, member: str = "", **fields: object) -> dict:
         if type not in EVENT_TYPES:
             raise ValueError(f"unknown event type {type!r}")
+        ts_ns, ts_ms = self.clock()
         event = {
             "run_id": self.run_id,
             "backend": self.backend,
-            "ts_ns": time.monotonic_ns(),
-            "ts_ms": time.time_ns() // 1_000_000,
+            "ts_ns": ts_ns,
+            "ts_ms": ts_ms,
             "process": self.process,
             "member": member,
             "type": type,
@@ -113,6 +116,11 @@ class NullRecorder(EventRecorder):
         if type not in EVENT_TYPES:
             raise ValueError(f"unknown event type {type!r}")
         return {}
+
+
+def system_clock() -> tuple[int, int]:
+    """The stamps of an event: (CLOCK_MONOTONIC ns, wall-clock ms)."""
+    return time.monotonic_ns(), time.time_ns() // 1_000_000
 
 
 def _jsonable(value: object) -> object:

@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from experiments import plots
 from experiments.cli import app
-from experiments.report import RunData, report_dir, strategy_table, write_report
+from experiments.report import report_dir, strategy_table, write_report
+from experiments.rundata import RunData, herd_points, herd_slopes, load_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 pytestmark = pytest.mark.timeout(900)  # the first Spark test pays for the shared runs
@@ -34,10 +35,12 @@ def _herd_run(backend: str, n: int, requests: int) -> RunData:
 def test_herd_points_use_changes_to_a_group_of_n(tmp_path):
     runs = [_herd_run("legacy", n, n * (n + 2)) for n in (5, 10, 20)] + [_herd_run("modern", n, 2 * n)
                                                                           for n in (5, 10, 20)]
-    points = plots.herd_points(runs)
+    points = herd_points(runs)
     assert len(points) == 6 and (points["changes"] == 2).all()   # the shutdown is not a change to N
     legacy = points[points["backend"] == "legacy"].set_index("N")["requests_per_change"]
     assert legacy[20] / legacy[10] > 3.5                           # about N squared
+    slopes = herd_slopes(points)                                   # on log-log axes: N squared and N
+    assert slopes["legacy"] > 1.8 and 0.9 < slopes["modern"] < 1.1
     path = plots.herd(points, tmp_path / "herd.png")
     assert path.read_bytes().startswith(PNG)
 
@@ -58,14 +61,8 @@ def test_report_puts_runs_side_by_side(synthetic_runs, tmp_path):
     assert page.count("data:image/png;base64,") == len(report.images) >= 3
     assert {p.name for p in report.images} >= {"throughput.png", "ownership-1-modern.png", "ownership-2-legacy.png"}
     assert all(p.read_bytes().startswith(PNG) for p in report.images)
-    table = strategy_table([_load(r) for r in runs])
+    table = strategy_table([load_run(r) for r in runs])
     assert list(table.columns[:2]) == ["phase", "measure"] and len(table.columns) == 4
-
-
-def _load(run_dir):
-    from experiments.report import load_run
-
-    return load_run(run_dir)
 
 
 @pytest.mark.spark

@@ -1,0 +1,105 @@
+"""One summarised run as the report and the plots read it back from RUN_DIR/summary/ (pandas only, no Spark)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunData:
+    """One run's summary as read back from RUN_DIR/summary/."""
+
+    run_dir: Path
+    info: dict
+    facts: dict
+    verdicts: pd.DataFrame
+    phases: pd.DataFrame
+    throughput: pd.DataFrame
+    ownership: pd.DataFrame
+    faults: pd.DataFrame
+    herd: pd.DataFrame
+    metrics: pd.DataFrame
+    evidence: dict[str, pd.DataFrame]
+
+    @property
+    def backend(self) -> str:
+        return self.info.get("backend") or "unknown"
+
+    @property
+    def label(self) -> str:
+        strategy = self.info.get("strategy") or "?"
+        size = f", N={self.group_size}" if self.group_size else ""
+        return f"{self.info.get('name') or self.run_dir.name} ({self.backend}, {strategy}{size})"
+
+    @property
+    def short_label(self) -> str:
+        return f"{self.backend}/{self.info.get('strategy') or '?'}"
+
+    @property
+    def group_size(self) -> int | None:
+        return self.info.get("members")
+
+    @property
+    def latency_limit_ms(self) -> int:
+        return int(self.facts.get("latency_limit_ms", 3000))
+
+    @property
+    def double(self) -> pd.DataFrame:
+        return self.evidence.get("double-ownership", pd.DataFrame(columns=["tp", "start", "end", "duration_s"]))
+
+    def herd_changes(self) -> pd.DataFrame:
+        """Changes to a group of the run's size N (its join and leave), not its formation or shutdown."""
+        herd = self.herd
+        if herd.empty or self.group_size is None:
+            return herd
+        return herd[(herd["live_before"] >= self.group_size) & (herd["live_after"] > 0)]
+
+
+def load_run(run_dir: Path) -> RunData:
+    out = run_dir / "summary"
+    if not (out / "run.json").exists():
+        raise FileNotFoundError(f"{run_dir}: no summary yet (run `rebalance-lab summarize {run_dir}`)")
+    meta = json.loads((out / "run.json").read_text())
+
+    def table(name: str) -> pd.DataFrame:
+        path = out / f"{name}.parquet"
+        return pd.read_parquet(path) if path.exists() else pd.DataFrame()
+
+    evidence = {path.stem: pd.read_parquet(path) for path in sorted((out / "evidence").glob("*.parquet"))}
+    return RunData(run_dir=run_dir, info=meta["info"], facts=meta["facts"], verdicts=table("verdicts"),
+                   phases=table("phases"), throughput=table("throughput"), ownership=table("ownership"),
+                   faults=table("faults"), herd=table("herd"), metrics=table("rebalance_metrics"), evidence=evidence)
+
+
+def herd_points(runs: list[RunData]) -> pd.DataFrame:
+    """One point per run: group size N and the median cost of a change to a group of (about) N."""
+    rows = []
+    for run in runs:
+        changes = run.herd_changes()
+        if run.group_size is None or changes.empty:
+            continue
+        rows.append({
+            "run": run.label, "backend": run.backend, "N": run.group_size, "changes": len(changes),
+            "requests_per_change": float(changes["requests"].median()),
+            "notifications_per_change": float(changes["notifications"].median()),
+            "stable_s": float(changes["stable_s"].median()),
+            "stop_the_world_s": float(changes["stop_the_world_s"].median()),
+            "failed_attempts": int(changes["failed_attempts"].sum()),
+        })
+    return pd.DataFrame(rows)
+
+
+def herd_slopes(points: pd.DataFrame) -> dict[str, float]:
+    """Per backend, the slope of requests per change against N on log-log axes (about 1: grows as N,
+    about 2: as N squared); a backend needs two group sizes to have one."""
+    slopes = {}
+    for backend, group in points.groupby("backend"):
+        if group["N"].nunique() >= 2:
+            cost = group["requests_per_change"].clip(lower=0.5)
+            slopes[str(backend)] = float(np.polyfit(np.log(group["N"]), np.log(cost), 1)[0])
+    return slopes
