@@ -8,14 +8,16 @@ Sessions, reacting only to kazoo's application-level states:
   SUSPENDED  the connection dropped: what I own may be stale, but fetching goes on (a
              member cut off from ZooKeeper that still reaches the brokers is the zombie);
   LOST       the session expired: my ephemeral znodes (ids, owners) are gone;
-  CONNECTED  after LOST (a new session): forget ownership, re-register, rebalance;
-             after SUSPENDED (same session): re-arm the watches kazoo dropped, and
-             rebalance if the group or the topics changed meanwhile.
+  CONNECTED  after LOST (a new session): forget ownership, re-register, rebalance, then
+             treat every subscribed path as changed and rebalance again (zkclient ran the
+             new-session handler, then fired every listener: 0.8 rebalanced twice);
+             after SUSPENDED (same session): watch every subscribed path again and act on
+             those that changed after the last zxid seen before the disconnect, as the
+             Java client's re-sent watches did (a change undone meanwhile still counts).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -29,6 +31,7 @@ from legacy_zk.fetcher import Fetcher
 from legacy_zk.offsets import OffsetCommitter
 from legacy_zk.rebalance import SyncedRebalance, Watches
 from legacy_zk.registry import BROKER_IDS, GroupPaths, consumer_id_string, register, topic_path
+from legacy_zk.subscriptions import Subscription
 from legacy_zk.watcher import REBALANCE_REASONS, Reason, RebalanceTrigger, WatcherExecutor
 from legacy_zk.zk import TracedZooKeeper
 from rebalance import events as ev
@@ -84,6 +87,8 @@ class LegacyMember:
         self._state = LegacyState.CREATED
         self._state_lock = threading.Lock()
         self._link = Link.UP  # changed only by kazoo's state listener
+        self._zxid_lock = threading.Lock()
+        self._zxid_before_disconnect: int | None = None  # set on a disconnect, taken on the reconnect
         self._next_auto_commit = 0.0
         self.errors: list[BaseException] = []
 
@@ -229,6 +234,9 @@ class LegacyMember:
         previous = self._link
         if state == KazooState.SUSPENDED:
             self._link = Link.EXPIRED if previous is Link.EXPIRED else Link.SUSPENDED
+            with self._zxid_lock:
+                if self._zxid_before_disconnect is None:
+                    self._zxid_before_disconnect = self.zk.last_zxid
         elif state == KazooState.LOST:
             self._link = Link.EXPIRED
         elif state == KazooState.CONNECTED:
@@ -241,52 +249,72 @@ class LegacyMember:
     # -- the executor's work ------------------------------------------------------------------------
 
     def _work(self, reasons: frozenset[Reason]) -> None:
-        triggers = {reason for reason in reasons if reason in REBALANCE_REASONS}
-        self._resubscribe(reasons)
         if Reason.NEW_SESSION in reasons:
-            self._start_new_session()
-            triggers.add(Reason.NEW_SESSION)
-        elif Reason.RECONNECTED in reasons and self._rearm_and_compare():
-            triggers.add(Reason.RECONNECTED)
-        if triggers:
-            self.rebalancer.run(trigger=",".join(sorted(reason.value for reason in triggers)))
+            self._after_expiry(reasons)
+        else:
+            if Reason.RECONNECTED in reasons:
+                reasons |= self._rewatch_after_reconnect()
+            self._resubscribe(reasons)
+            triggers = {reason for reason in reasons if reason in REBALANCE_REASONS}
+            if triggers:
+                self.rebalancer.run(trigger=",".join(sorted(reason.value for reason in triggers)))
         self._maybe_auto_commit(time.monotonic())
+
+    def _subscriptions(self) -> list[Subscription]:
+        """zkclient's listeners: the ids children, each subscribed topic's data, and /brokers/ids
+        once a rebalance found no broker."""
+        subscriptions = [Subscription(path=self.paths.ids, children=True, reason=Reason.IDS_CHANGED,
+                                      handler=self._on_ids_changed)]
+        subscriptions += [
+            Subscription(path=topic_path(topic), children=False, reason=Reason.TOPIC_CHANGED,
+                         handler=self._on_topic_changed)
+            for topic in sorted(self.config.topics)
+        ]
+        if self.rebalancer.watching_brokers:
+            subscriptions.append(Subscription(path=BROKER_IDS, children=True, reason=Reason.BROKERS_CHANGED,
+                                              handler=self._on_brokers_changed))
+        return subscriptions
 
     def _resubscribe(self, reasons: frozenset[Reason]) -> None:
         """zkclient re-installed a fired watch at once, with an exists and a read of the path, before
         telling the listener; the same two requests here keep the herd's request count faithful."""
-        for reason, path, handler in (
-            (Reason.IDS_CHANGED, self.paths.ids, self._on_ids_changed),
-            (Reason.BROKERS_CHANGED, BROKER_IDS, self._on_brokers_changed),
-        ):
-            if reason in reasons and self.zk.exists(path, watch=handler) is not None:
-                try:
-                    self.zk.get_children(path, watch=handler)
-                except NoNodeError:
-                    pass  # deleted in between: the exists-watch covers its return
-        if Reason.TOPIC_CHANGED in reasons:
-            for topic in sorted(self.config.topics):
-                if self.zk.exists(topic_path(topic), watch=self._on_topic_changed) is not None:
-                    try:
-                        self.zk.get(topic_path(topic), watch=self._on_topic_changed)
-                    except NoNodeError:
-                        pass
+        for subscription in self._subscriptions():
+            if subscription.reason in reasons:
+                subscription.reinstall(self.zk)
+
+    def _after_expiry(self, reasons: frozenset[Reason]) -> None:
+        """0.8 on a new session: handleNewSession (forget, re-register, a full synced rebalance),
+        then zkclient fired every child and data listener, which woke the watcher executor for a
+        second rebalance. Reasons that came with the expiry join that second one."""
+        with self._zxid_lock:
+            self._zxid_before_disconnect = None  # the old session's watches are gone for good
+        self._start_new_session()
+        self.rebalancer.run(trigger=Reason.NEW_SESSION.value)
+        refired = {subscription.reason for subscription in self._subscriptions()}
+        for reason in refired | (reasons & REBALANCE_REASONS):
+            self._trigger.fire(reason)
 
     def _start_new_session(self) -> None:
-        """0.8's handleNewSession: forget what I owned (ZooKeeper already deleted it), re-register."""
+        """0.8's handleNewSession: forget what I owned (ZooKeeper already deleted it), re-register.
+        The watches are set again by the rebalance's reads and by the listeners fired after it."""
         lost = self.rebalancer.forget_ownership()
         self.fetcher.stop()  # positions of lost partitions are not committed: they are not mine
         if lost:
             self._emit(ev.PARTITIONS_LOST, partitions=sorted(map(str, lost)))
             self._listener.on_partitions_lost(lost)
         self._register()
-        self._arm_watches()
 
-    def _rearm_and_compare(self) -> bool:
-        """kazoo forgets watches on a disconnect; 0.8's client re-sent them and was told of any
-        change it missed. Re-arm, and report whether the group or my topics changed since the
-        last rebalance read them."""
-        return self._arm_watches() != self.rebalancer.last_view
+    def _rewatch_after_reconnect(self) -> frozenset[Reason]:
+        """kazoo forgets its watches on a disconnect; the Java client re-sent them with the last zxid
+        it had seen and the server fired those whose node changed since. Watch every subscribed
+        path again and return the reasons the server would have fired."""
+        with self._zxid_lock:
+            since, self._zxid_before_disconnect = self._zxid_before_disconnect, None
+        since = since or 0
+        return frozenset(
+            subscription.reason for subscription in self._subscriptions()
+            if subscription.rewatch_since(self.zk, since)
+        )
 
     def _maybe_auto_commit(self, now: float) -> None:
         if not self.config.auto_commit_enable or now < self._next_auto_commit:
@@ -308,20 +336,15 @@ class LegacyMember:
             stopping=self._executor.stopping,
         )
 
-    def _arm_watches(self) -> tuple:
-        """A child watch on ids and a data watch per subscribed topic (zkclient's subscriptions);
-        a topic not created yet gets an exists-watch, which fires when it appears. Returns what
-        it read: the members and each topic's partition count."""
-        members = tuple(self.zk.get_children(self.paths.ids, watch=self._on_ids_changed))
-        counts = []
+    def _arm_watches(self) -> None:
+        """At start: a child watch on ids and a data watch per subscribed topic (zkclient's
+        subscriptions); a topic not created yet gets an exists-watch, which fires when it appears."""
+        self.zk.get_children(self.paths.ids, watch=self._on_ids_changed)
         for topic in sorted(self.config.topics):
             try:
-                data, _ = self.zk.get(topic_path(topic), watch=self._on_topic_changed)
-                counts.append((topic, len(json.loads(data).get("partitions", {}))))
+                self.zk.get(topic_path(topic), watch=self._on_topic_changed)
             except NoNodeError:
                 self.zk.exists(topic_path(topic), watch=self._on_topic_changed)
-                counts.append((topic, 0))
-        return members, tuple(counts)
 
     def _emit(self, type: str, **fields: object) -> None:
         self._recorder.emit(type, member=self.member_id, **fields)

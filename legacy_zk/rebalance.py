@@ -132,8 +132,9 @@ class SyncedRebalance:
         self.stats = RebalanceStats()
         self.in_progress = False
         self.status = ""  # empty, or why this member owns nothing (shown by the member command)
-        # What the last attempt read: the group's members and my topics' partition counts.
-        self.last_view: tuple[tuple[str, ...], tuple[tuple[str, int], ...]] | None = None
+        # Set once an attempt found no broker and subscribed to /brokers/ids: zkclient kept that
+        # listener for good, so it is watched again after every reconnect and new session.
+        self.watching_brokers = False
 
     # -- what this member believes it owns ----------------------------------------------------------
 
@@ -269,6 +270,7 @@ class SyncedRebalance:
 
     def _watch_broker_ids(self) -> None:
         """zkclient's subscribeChildChanges: a child watch, or an exists-watch while the path is missing."""
+        self.watching_brokers = True
         if self._zk.exists(BROKER_IDS, watch=self._watches.brokers) is None:
             return
         try:
@@ -309,10 +311,6 @@ class SyncedRebalance:
         else:
             topics = sorted({topic for sub in subscriptions.values() for topic in sub})
         partitions_per_topic = {topic: self._read_partition_count(topic, topic in my_subscription) for topic in topics}
-        self.last_view = (
-            tuple(member_ids),
-            tuple((t, n) for t, n in sorted(partitions_per_topic.items()) if t in my_subscription),
-        )
         by_thread = legacy_assign(strategy, partitions_per_topic, subscriptions)
         return {tp: thread for thread in self._my_threads for tp in by_thread.get(thread, ())}
 

@@ -10,6 +10,9 @@ NodeExists, which is why owner claims accept "exists with my own data". A member
 from ZooKeeper therefore blocks in its next ZooKeeper call, and makes it once the link is
 back: the zombie's late commit.
 
+The connection is retried at most a second apart, as the Java client did (kazoo's own backoff
+grows to an hour), so a member whose link comes back reconnects about as soon as 0.8's would.
+
 Watch callbacks are wrapped too: a real notification (not kazoo's "connection dropped,
 watch forgotten" signal) becomes a `watch_notification` event before the handler runs.
 """
@@ -24,6 +27,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NodeExistsError, SessionExpiredError
 from kazoo.protocol.connection import _CONNECTION_DROP
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
+from kazoo.retry import KazooRetry
 
 from rebalance import events as ev
 
@@ -31,6 +35,12 @@ Emit = Callable[..., object]
 WatchHandler = Callable[[str, str], None]  # (path, event type name)
 
 _WAIT_SLICE_S = 0.2
+RECONNECT_BACKOFF_CAP_S = 1.0
+
+
+def reconnect_retry() -> KazooRetry:
+    """Retry the connection forever, 0.1 s, 0.2 s, ... apart, never more than a second."""
+    return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_jitter=0.0, max_delay=RECONNECT_BACKOFF_CAP_S)
 
 
 def error_name(error: BaseException) -> str:
@@ -40,7 +50,10 @@ def error_name(error: BaseException) -> str:
 
 class TracedZooKeeper:
     def __init__(self, connect: str, *, session_timeout_ms: int, emit: Emit) -> None:
-        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
+        self.reconnect_retry = reconnect_retry()
+        self.client = KazooClient(
+            hosts=connect, timeout=session_timeout_ms / 1000.0, connection_retry=self.reconnect_retry
+        )
         self._emit = emit
         self._closed = threading.Event()
         self._sessions_lost = 0  # bumped on LOST; a request sent before it will never be answered
@@ -91,6 +104,11 @@ class TracedZooKeeper:
         return client_id[0] if client_id else None
 
     @property
+    def last_zxid(self) -> int:
+        """The newest transaction this client has seen (what the Java client re-sent its watches with)."""
+        return self.client.last_zxid
+
+    @property
     def connected(self) -> bool:
         return self.client.state == KazooState.CONNECTED
 
@@ -114,6 +132,13 @@ class TracedZooKeeper:
             "get_children", path, self.client.get_children_async, path, watch=self._wrap(watch, path)
         )
         return sorted(children)
+
+    def get_children_with_stat(self, path: str, watch: WatchHandler | None = None) -> tuple[list[str], ZnodeStat]:
+        children, stat = self._call(
+            "get_children", path, self.client.get_children_async, path, watch=self._wrap(watch, path),
+            include_data=True,
+        )
+        return sorted(children), stat
 
     def exists(self, path: str, watch: WatchHandler | None = None) -> ZnodeStat | None:
         return self._call("exists", path, self.client.exists_async, path, watch=self._wrap(watch, path))

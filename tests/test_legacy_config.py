@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from experiments.cli import app
+from experiments.scenario import load as load_scenario
 from legacy_zk.config import LegacyConfig
 from legacy_zk.registry import GroupPaths, consumer_id_string, parse_registration, registration_json
 from legacy_zk.watcher import Reason, RebalanceTrigger, WatcherExecutor
@@ -166,3 +168,25 @@ def test_member_cli_rejects_bad_input_in_one_line(args, message):
 def test_registration_json_round_trips_through_json():
     value = json.loads(registration_json({"t": 3}, 5))
     assert value == {"version": 1, "subscription": {"t": 3}, "pattern": "static", "timestamp": "5"}
+
+
+SCENARIO_DIR = Path(__file__).resolve().parents[1] / "experiments" / "scenarios"
+LEGACY_SCENARIOS = [path for path in sorted(SCENARIO_DIR.glob("*.toml")) if "legacy" in load_scenario(path).backends]
+# The 0.8 default as each scenario's comment must name it when legacy runs another value.
+SAID_08_DEFAULT = {"auto_commit_interval_ms": "0.8: 60 s", "auto_offset_reset": "0.8: largest",
+                   "zookeeper_session_timeout_ms": "0.8's default was 6 s"}
+
+
+@pytest.mark.parametrize("path", LEGACY_SCENARIOS, ids=lambda path: path.stem)
+def test_each_scenario_says_where_legacy_runs_other_values_than_08(path):
+    scenario = load_scenario(path)
+    group = scenario.group
+    runs = LegacyConfig.from_member_config(MemberConfig(
+        group=group.name, topics=scenario.subscribed_topics, strategy=group.strategy, zk_connect="127.0.0.1:2181",
+        session_timeout_ms=group.session_timeout_ms, extra={**group.extra, **group.legacy},
+    ))
+    defaults = LegacyConfig(group_id="g", topics=("t",), zookeeper_connect="127.0.0.1:2181")
+    comments = " ".join(line.strip("# ") for line in path.read_text().splitlines() if line.startswith("#"))
+    for attr, said in SAID_08_DEFAULT.items():
+        if getattr(runs, attr) != getattr(defaults, attr):
+            assert said in comments, f"{path.name}: legacy runs {attr} = {getattr(runs, attr)} and does not say why"
