@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "broker.cli",              # broker
     "experiments.member_cli",  # member (legacy or modern)
     "experiments.run_cli",     # run, compare
+    "experiments.campaign_cli",  # campaign, campaigns
     "experiments.report_cli",  # summarize, report
     "experiments.demo",        # demo
 ]

@@ -1,0 +1,214 @@
+"""Run a campaign: every planned run not yet completed, K at a time, each in a runner process of its own.
+
+Resumable: `campaign FILE --out DIR` again skips the runs the manifest records as completed (and whose
+lock.json agrees); a run that was going when the campaign stopped is moved aside to DIR/incomplete/ (its
+events are kept) and run again. Each runner process dies with the campaign (parent-death signal), and
+the runner's own reaper then removes its members, brokers, proxies and ZooKeeper, so a SIGKILLed campaign
+leaves nothing running. SIGINT or SIGTERM stop the campaign cleanly: running runs get SIGTERM and tear
+down, and are recorded as interrupted.
+
+Parallel runs (`parallel` > 1) each start their own ZooKeeper, brokers (free ports) and chroot, so they
+do not share state; on a 2-core machine they do share the CPU, which stretches timings (stable-after,
+latencies, rebalance time) but not request or notification counts or anomaly counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.campaign.manifest import (
+    COMPLETED,
+    FAILED,
+    INTERRUPTED,
+    PENDING,
+    RUNNING,
+    Manifest,
+    RunEntry,
+    is_campaign_dir,
+)
+from experiments.campaign.model import Campaign, PlannedRun
+from experiments.faults.process import _die_with_parent
+
+Say = Callable[[str], None]
+
+
+class CampaignMismatch(ValueError):
+    """The output folder holds another campaign (or another version of this one)."""
+
+
+@dataclass
+class Outcome:
+    folder: Path
+    manifest: Manifest
+    interrupted: bool
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for entry in self.manifest.runs.values():
+            counts[entry.status] = counts.get(entry.status, 0) + 1
+        return counts
+
+
+def run_dir(folder: Path, name: str) -> Path:
+    return folder / "runs" / name
+
+
+def completed_run_dirs(folder: Path) -> list[Path]:
+    manifest = Manifest.read(folder)
+    return [run_dir(folder, name) for name, entry in manifest.runs.items() if entry.status == COMPLETED]
+
+
+def open_folder(campaign: Campaign, folder: Path) -> Manifest:
+    """A new campaign folder, or the manifest of the same campaign run there before."""
+    if is_campaign_dir(folder):
+        manifest = Manifest.read(folder)
+        if manifest.campaign["sha256"] != campaign.sha256:
+            raise CampaignMismatch(f"{folder} holds campaign {manifest.campaign['name']!r} from a different "
+                                   "campaign file; resume only with the same file, or choose another --out")
+        for entry in manifest.runs.values():
+            if entry.status == COMPLETED and not _lock_completed(run_dir(folder, entry.run)):
+                entry.status = PENDING   # the manifest is ahead of a run folder that was removed
+        return manifest
+    if folder.exists() and any(folder.iterdir()):
+        raise CampaignMismatch(f"{folder} exists and is not a campaign folder (no manifest.json); "
+                               "choose another --out")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "campaign.toml").write_text(campaign.text)
+    manifest = Manifest.new(campaign)
+    manifest.write(folder)
+    return manifest
+
+
+def _lock_completed(path: Path) -> bool:
+    try:
+        return json.loads((path / "lock.json").read_text()).get("status") == "completed"
+    except (OSError, ValueError):
+        return False
+
+
+class _Executor:
+    def __init__(self, campaign: Campaign, folder: Path, manifest: Manifest, *, zk_provider: str, say: Say) -> None:
+        self.campaign, self.folder, self.manifest = campaign, folder, manifest
+        self.zk_provider, self.say = zk_provider, say
+        self.lock = threading.Lock()
+        self.children: dict[str, subprocess.Popen] = {}
+        self.stopping = threading.Event()
+        self.durations: list[float] = []
+        self.total = len(manifest.runs)
+
+    def todo(self) -> list[PlannedRun]:
+        return [planned for planned in self.campaign.plan()
+                if self.manifest.runs[planned.name].status != COMPLETED]
+
+    def run_one(self, planned: PlannedRun) -> None:
+        if self.stopping.is_set():
+            return
+        entry = self.manifest.runs[planned.name]
+        target = run_dir(self.folder, planned.name)
+        if target.exists():
+            aside = self.folder / "incomplete" / f"{planned.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(target), str(aside))
+        log = self.folder / "logs" / f"{planned.name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "experiments.cli", "run", str(planned.cell.scenario_path),
+                "--backend", planned.cell.backend, "--out", str(target), "--no-progress",
+                "--zk-provider", self.zk_provider]
+        for override in entry.overrides:
+            argv += ["--set", override]
+        with self.lock:
+            entry.status, entry.reason = RUNNING, ""
+            entry.started_ms, entry.ended_ms = int(time.time() * 1000), None
+            self.manifest.write(self.folder)
+        with open(log, "ab") as output:
+            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                                     preexec_fn=_die_with_parent)
+            with self.lock:
+                self.children[planned.name] = child
+            code = child.wait()
+        with self.lock:
+            self.children.pop(planned.name, None)
+            entry.ended_ms = int(time.time() * 1000)
+            if code == 0 and _lock_completed(target):
+                entry.status = COMPLETED
+                self.durations.append(entry.seconds or 0.0)
+            elif self.stopping.is_set() or code in (130, -signal.SIGTERM, -signal.SIGINT):
+                entry.status, entry.reason = INTERRUPTED, "the campaign was stopped"
+            else:
+                entry.status, entry.reason = FAILED, _failure_reason(target, log, code)
+            self.manifest.write(self.folder)
+            self.say(self.progress_line(entry))
+
+    def progress_line(self, last: RunEntry) -> str:
+        statuses = [entry.status for entry in self.manifest.runs.values()]
+        done = statuses.count(COMPLETED)
+        failed = statuses.count(FAILED)
+        left = self.total - done - failed
+        eta = ""
+        if self.durations and left:
+            eta = f", about {_minutes(sum(self.durations) / len(self.durations) * left / self.parallel)} left"
+        what = f"{last.run} {last.status}" + (f" ({last.reason})" if last.reason else "")
+        return f"[{done + failed}/{self.total}] {what}; {done} completed, {failed} failed{eta}"
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self.lock:
+            children = list(self.children.values())
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(signal.SIGTERM)
+
+    def execute(self, parallel: int) -> bool:
+        self.parallel = parallel
+        todo = self.todo()
+        skipped = self.total - len(todo)
+        self.say(f"campaign {self.campaign.name}: {self.total} runs ({len(self.campaign.cells)} cells x "
+                 f"{self.campaign.repetitions} repetitions), {skipped} already completed, {parallel} at a time")
+        previous = {sig: signal.signal(sig, lambda *_: self.stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            with ThreadPoolExecutor(max_workers=parallel) as pool:
+                for future in [pool.submit(self.run_one, planned) for planned in todo]:
+                    future.result()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return self.stopping.is_set()
+
+
+def execute(campaign: Campaign, folder: Path, *, parallel: int = 1, zk_provider: str = "auto",
+            say: Say = print) -> Outcome:
+    """Run what is left of `campaign` in `folder`; returns when every run ended or the campaign was stopped."""
+    if parallel < 1:
+        raise ValueError("parallel must be at least 1")
+    manifest = open_folder(campaign, folder)
+    executor = _Executor(campaign, folder, manifest, zk_provider=zk_provider, say=say)
+    interrupted = executor.execute(parallel)
+    return Outcome(folder=folder, manifest=manifest, interrupted=interrupted)
+
+
+def _failure_reason(target: Path, log: Path, code: int) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        reason = json.loads((target / "lock.json").read_text()).get("reason")
+        if reason:
+            return str(reason)
+    with contextlib.suppress(OSError):
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        if lines:
+            return lines[-1][:200]
+    return f"exit code {code}"
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"

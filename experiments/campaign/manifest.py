@@ -1,0 +1,115 @@
+"""The campaign folder's manifest: what was asked (the campaign file), on what (commit, packages, machine),
+and every run's seed, scenario hash, status, start and end. One writer (the campaign process), rewritten
+atomically after every change, so a SIGKILL leaves the last consistent state on disk.
+
+    DIR/manifest.json   this record
+    DIR/campaign.toml   the campaign file as it was run
+    DIR/runs/<run>/     one run folder each (events/, lock.json, summary/)
+    DIR/logs/<run>.log  each run's own output
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from experiments.campaign.model import Campaign, PlannedRun
+
+MANIFEST = "manifest.json"
+PENDING, RUNNING, COMPLETED, FAILED, INTERRUPTED = "pending", "running", "completed", "failed", "interrupted"
+
+
+@dataclass(kw_only=True)
+class RunEntry:
+    run: str
+    cell: str
+    scenario: str
+    scenario_sha256: str
+    backend: str
+    strategy: str
+    sweep: dict[str, object]
+    overrides: list[str]
+    repetition: int
+    seed: int
+    status: str = PENDING
+    reason: str = ""
+    started_ms: int | None = None
+    ended_ms: int | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        if self.started_ms is None or self.ended_ms is None:
+            return None
+        return (self.ended_ms - self.started_ms) / 1000
+
+
+@dataclass(kw_only=True)
+class Manifest:
+    campaign: dict
+    machine: dict
+    runs: dict[str, RunEntry] = field(default_factory=dict)
+
+    @classmethod
+    def new(cls, campaign: Campaign) -> Manifest:
+        manifest = cls(campaign={"name": campaign.name, "source": campaign.source, "sha256": campaign.sha256,
+                                 "repetitions": campaign.repetitions, "seed": campaign.seed,
+                                 "cells": len(campaign.cells)},
+                       machine=machine_facts())
+        for planned in campaign.plan():
+            manifest.runs[planned.name] = entry_for(planned)
+        return manifest
+
+    def write(self, folder: Path) -> None:
+        path = folder / MANIFEST
+        temporary = path.with_suffix(".tmp")
+        data = {"campaign": self.campaign, "machine": self.machine,
+                "runs": [asdict(entry) for entry in self.runs.values()]}
+        temporary.write_text(json.dumps(data, indent=2, default=str) + "\n")
+        temporary.replace(path)
+
+    @classmethod
+    def read(cls, folder: Path) -> Manifest:
+        data = json.loads((folder / MANIFEST).read_text())
+        runs = {row["run"]: RunEntry(**row) for row in data["runs"]}
+        return cls(campaign=data["campaign"], machine=data["machine"], runs=runs)
+
+
+def entry_for(planned: PlannedRun) -> RunEntry:
+    cell = planned.cell
+    return RunEntry(run=planned.name, cell=cell.key, scenario=cell.scenario,
+                    scenario_sha256=hashlib.sha256(cell.scenario_path.read_bytes()).hexdigest(),
+                    backend=cell.backend, strategy=cell.strategy, sweep=dict(cell.sweep),
+                    overrides=cell.overrides(planned.seed), repetition=planned.repetition, seed=planned.seed)
+
+
+def is_campaign_dir(path: Path) -> bool:
+    return (path / MANIFEST).is_file()
+
+
+def machine_facts() -> dict:
+    from experiments.runner import versions
+
+    return {"git_commit": _git_commit(), "versions": versions(), "cores": os.cpu_count(),
+            "memory_bytes": _memory_bytes(), "platform": platform.platform(), "created_ms": int(time.time() * 1000)}
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, text=True,
+                             capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None

@@ -1,0 +1,243 @@
+"""A campaign: a matrix of scenario runs, each cell repeated, declared in one TOML file.
+
+    name = "quick"
+    description = "herd at N = 4 and 8 on both backends"
+    repetitions = 3
+    seed = 1000                   # repetition r runs with seed 1000 + r, the same on every backend
+
+    [[matrix]]
+    scenario = "demo-herd"        # a built-in scenario's name, or a path relative to this file
+    backends = ["legacy", "modern"]          # default: the scenario's own
+    strategies = ["range"]                   # default: the scenario's own
+    set = ["group.per_process=4"]            # overrides for every cell of this block
+    sweep = { "group.members" = [4, 8] }     # one cell per combination of values
+
+A cell is one (scenario, backend, strategy, sweep values); every cell runs `repetitions` times.
+The plan interleaves the cells (repetition 0 of every cell, then repetition 1, ...) so a slow drift
+of the machine spreads over every cell instead of masquerading as a difference between them.
+Everything is checked, and every scenario of the matrix loaded and validated, before anything runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.scenario import Problem, Scenario, ScenarioError, load
+from experiments.scenario import _LineIndex as LineIndex
+
+BUILTIN_SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+BUILTIN_CAMPAIGNS = Path(__file__).resolve().parent.parent / "campaigns"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    """One point of the matrix."""
+
+    scenario: str                      # the scenario's name
+    scenario_path: Path
+    backend: str
+    strategy: str
+    sweep: tuple[tuple[str, object], ...]   # (dotted key, value) pairs, in declaration order
+    common: tuple[str, ...]                 # the block's `set` overrides
+
+    @property
+    def key(self) -> str:
+        """A stable, readable id that also names the cell's folders."""
+        parts = [self.scenario, self.backend, self.strategy]
+        parts += [f"{key.rsplit('.', 1)[-1]}-{value}" for key, value in self.sweep]
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(str(part) for part in parts))
+
+    def overrides(self, seed: int) -> list[str]:
+        """The `--set` list that makes this cell's scenario for one repetition."""
+        return [*self.common, *(f"{key}={_toml(value)}" for key, value in self.sweep),
+                f"group.strategy={_toml(self.strategy)}", f"backends={_toml([self.backend])}", f"seed={seed}"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedRun:
+    cell: Cell
+    repetition: int
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.cell.key}-r{self.repetition}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Campaign:
+    name: str
+    description: str
+    source: str
+    text: str
+    repetitions: int
+    seed: int
+    cells: tuple[Cell, ...]
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    def plan(self) -> list[PlannedRun]:
+        """Every run, interleaved: repetition 0 of each cell, then repetition 1, ..."""
+        return [PlannedRun(cell=cell, repetition=rep, seed=self.seed + rep)
+                for rep in range(self.repetitions) for cell in self.cells]
+
+    def scenario_of(self, run: PlannedRun) -> Scenario:
+        return load(run.cell.scenario_path, overrides=run.cell.overrides(run.seed))
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(item) for item in value) + "]"
+    return str(value)
+
+
+def find_campaign(name: str) -> Path:
+    """A path, or the name of a built-in campaign (with or without .toml)."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    builtin = BUILTIN_CAMPAIGNS / (name if name.endswith(".toml") else f"{name}.toml")
+    if builtin.is_file():
+        return builtin
+    raise ScenarioError(name, [Problem("file", None, "no such campaign file, and no built-in campaign of that "
+                                                     f"name (built-in: {', '.join(builtin_names())})")])
+
+
+def builtin_names() -> list[str]:
+    return sorted(path.stem for path in BUILTIN_CAMPAIGNS.glob("*.toml"))
+
+
+def load_campaign(path: str | Path) -> Campaign:
+    """Read and validate a campaign file and every scenario it names; all problems at once."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ScenarioError(str(path), [Problem("file", None, f"cannot read: {error.strerror}")]) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        line = re.search(r"line (\d+)", str(error))
+        raise ScenarioError(str(path), [Problem("toml", int(line.group(1)) if line else None, str(error))]) from None
+    return _Reader(path, text, data).campaign()
+
+
+class _Reader:
+    """Turns the parsed TOML into a Campaign, collecting every problem instead of stopping at one."""
+
+    TOP_KEYS = {"name", "description", "repetitions", "seed", "matrix"}
+    BLOCK_KEYS = {"scenario", "backends", "strategies", "set", "sweep"}
+
+    def __init__(self, path: Path, text: str, data: dict) -> None:
+        self.path, self.text, self.data = path, text, data
+        self.lines = LineIndex(text)
+        self.problems: list[Problem] = []
+
+    def fail(self, where: tuple, message: str) -> None:
+        self.problems.append(Problem(".".join(str(part) for part in where), self.lines.line_of(where), message))
+
+    def campaign(self) -> Campaign:
+        data = self.data
+        for key in sorted(set(data) - self.TOP_KEYS):
+            self.fail((key,), f"unknown key (known: {', '.join(sorted(self.TOP_KEYS))})")
+        name = data.get("name", self.path.stem)
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            self.fail(("name",), "a campaign name is letters, digits, '.', '_' or '-'")
+        repetitions = self.integer(data, "repetitions", (), default=3, low=1)
+        seed = self.integer(data, "seed", (), default=1, low=0)
+        blocks = data.get("matrix")
+        if not isinstance(blocks, list) or not blocks:
+            self.fail(("matrix",), "at least one [[matrix]] block is needed")
+            blocks = []
+        cells: list[Cell] = []
+        for index, block in enumerate(blocks):
+            cells += self.block(block, ("matrix", index), seed)
+        keys = [cell.key for cell in cells]
+        for key in sorted({key for key in keys if keys.count(key) > 1}):
+            self.fail(("matrix",), f"cell {key} is declared twice")
+        if self.problems:
+            raise ScenarioError(str(self.path), sorted(self.problems, key=lambda problem: problem.line or 0))
+        return Campaign(name=name, description=str(data.get("description", "")), source=str(self.path),
+                        text=self.text, repetitions=repetitions, seed=seed, cells=tuple(cells))
+
+    def integer(self, table: dict, key: str, where: tuple, *, default: int, low: int) -> int:
+        value = table.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            self.fail((*where, key), f"must be a whole number >= {low}, not {value!r}")
+            return default
+        return value
+
+    def strings(self, table: dict, key: str, where: tuple) -> list[str] | None:
+        value = table.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value) or not value:
+            self.fail((*where, key), "must be a non-empty list of strings")
+            return None
+        return value
+
+    def block(self, block: object, where: tuple, seed: int) -> list[Cell]:
+        if not isinstance(block, dict):
+            self.fail(where, "a [[matrix]] entry is a table")
+            return []
+        for key in sorted(set(block) - self.BLOCK_KEYS):
+            self.fail((*where, key), f"unknown key (known: {', '.join(sorted(self.BLOCK_KEYS))})")
+        scenario_path = self.scenario_path(block.get("scenario"), where)
+        common = self.strings(block, "set", where) or []
+        sweep = block.get("sweep", {})
+        if not isinstance(sweep, dict) or not all(isinstance(v, list) and v for v in sweep.values()):
+            self.fail((*where, "sweep"), "sweep maps a dotted key to a non-empty list of values")
+            sweep = {}
+        if scenario_path is None:
+            return []
+        try:
+            base = load(scenario_path, overrides=common)
+        except ScenarioError as error:
+            self.fail((*where, "scenario"), f"{scenario_path.name} with set={common}: " + "; ".join(error.lines()))
+            return []
+        backends = self.strings(block, "backends", where) or list(base.backends)
+        strategies = self.strings(block, "strategies", where) or [base.group.strategy]
+        cells = []
+        for backend, strategy, values in itertools.product(backends, strategies, itertools.product(*sweep.values())):
+            cell = Cell(scenario=base.name, scenario_path=scenario_path, backend=backend, strategy=strategy,
+                        sweep=tuple(zip(sweep, values, strict=True)), common=tuple(common))
+            if self.cell_loads(cell, where, seed, base):
+                cells.append(cell)
+        return cells
+
+    def scenario_path(self, value: object, where: tuple) -> Path | None:
+        if not isinstance(value, str) or not value:
+            self.fail((*where, "scenario"), "names a scenario file or a built-in scenario")
+            return None
+        for candidate in (self.path.parent / value, BUILTIN_SCENARIOS / value,
+                          BUILTIN_SCENARIOS / f"{value}.toml"):
+            if candidate.is_file():
+                return candidate
+        self.fail((*where, "scenario"), f"no scenario {value!r} (neither a file next to the campaign nor built in)")
+        return None
+
+    def cell_loads(self, cell: Cell, where: tuple, seed: int, base: Scenario) -> bool:
+        """The cell's scenario must load, name the backend, and pass the backend's own settings check."""
+        from experiments import runner
+
+        if cell.backend not in base.backends:
+            self.fail((*where, "backends"), f"scenario {base.name} does not run on {cell.backend!r} "
+                                            f"(its backends: {', '.join(base.backends)})")
+            return False
+        try:
+            runner.check_member_settings(load(cell.scenario_path, overrides=cell.overrides(seed)), cell.backend)
+        except ScenarioError as error:
+            self.fail((*where,), f"cell {cell.key}: " + "; ".join(error.lines()))
+            return False
+        return True

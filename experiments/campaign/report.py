@@ -1,0 +1,121 @@
+"""A campaign's report: the spread of every metric across repetitions, drawn and tabulated.
+
+    herd.png        requests per change against group size, log-log, median with a min-max bar per N
+    <metric>.png    strip plots: one dot per run, a bar at the median, per cell (split brain, churn)
+    report.md/.html the per-cell tables as "median [min-max], n" and the differences that hold up
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from experiments.campaign.stats import spread  # noqa: E402
+
+STRIP_METRICS = ("double-ownership (s)", "duplicates", "offset regressions", "fenced commits")
+
+
+@dataclass
+class CampaignReport:
+    markdown: Path
+    html: Path
+    images: list[Path]
+
+
+def write_campaign_report(folder: Path) -> CampaignReport:
+    stats = folder / "statistics"
+    runs = pd.read_parquet(stats / "runs.parquet")
+    cells = pd.read_parquet(stats / "cells.parquet")
+    out = folder / "report"
+    out.mkdir(exist_ok=True)
+    images = []
+    herd = _herd_plot(runs, out)
+    if herd:
+        images.append(herd)
+    for metric in [*STRIP_METRICS, *sorted(m for m in runs["metric"].unique() if m.endswith(": records lost"))]:
+        image = _strip_plot(runs, metric, out)
+        if image:
+            images.append(image)
+    text = (stats / "statistics.md").read_text()
+    markdown = out / "report.md"
+    markdown.write_text(text + "\n## Charts\n\n" + "\n".join(f"![{p.stem}]({p.name})" for p in images) + "\n")
+    page = out / "report.html"
+    page.write_text(_html(text, images, cells))
+    return CampaignReport(markdown=markdown, html=page, images=images)
+
+
+def _herd_plot(runs: pd.DataFrame, out: Path) -> Path | None:
+    wanted = runs[runs["metric"].str.endswith(": requests per change") & runs["n"].notna()]
+    if wanted.empty or wanted["n"].nunique() < 2:
+        return None
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    for (backend, metric), rows in wanted.groupby(["backend", "metric"]):
+        by_n = rows.groupby("n")["value"]
+        ns = np.array(sorted(by_n.groups), dtype=float)
+        median = by_n.median().reindex(ns).to_numpy()
+        low, high = by_n.min().reindex(ns).to_numpy(), by_n.max().reindex(ns).to_numpy()
+        counts = by_n.count().reindex(ns).to_numpy()
+        slope = np.polyfit(np.log(ns), np.log(np.maximum(median, 1e-9)), 1)[0]
+        axis.errorbar(ns, median, yerr=[median - low, high - median], marker="o", capsize=4,
+                      label=f"{backend}, {metric.split(':')[0]} (slope {slope:.2f}, n = {int(counts.min())}-{int(counts.max())})")
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("group size N")
+    axis.set_ylabel("coordination requests per change")
+    axis.set_title("Herd effect: legacy's cost per change grows faster with N than the coordinator's\n"
+                   "(median of the repetitions, bars from min to max)", fontsize=10)
+    axis.legend(fontsize=8)
+    axis.grid(True, which="both", alpha=0.3)
+    path = out / "herd.png"
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def _strip_plot(runs: pd.DataFrame, metric: str, out: Path) -> Path | None:
+    rows = runs[runs["metric"] == metric]
+    if rows.empty:
+        return None
+    rows = rows.assign(cell=rows["scenario"] + "\n" + rows["backend"] + "/" + rows["strategy"]
+                       + rows["sweep"].map(lambda s: "" if s == "-" else f"\n{s}"))
+    cells = list(dict.fromkeys(rows["cell"]))
+    figure, axis = plt.subplots(figsize=(max(5, 1.3 * len(cells) + 2), 4))
+    rng = np.random.default_rng(0)
+    for index, cell in enumerate(cells):
+        values = rows[rows["cell"] == cell]["value"].to_numpy(dtype=float)
+        axis.scatter(index + rng.uniform(-0.12, 0.12, len(values)), values, s=22, alpha=0.8)
+        axis.hlines(np.median(values), index - 0.3, index + 0.3, color="black", linewidth=2)
+        axis.annotate(f"n = {len(values)}", (index, axis.get_ylim()[1]), ha="center", va="top", fontsize=7)
+    axis.set_xticks(range(len(cells)), cells, fontsize=7)
+    axis.set_ylabel(metric)
+    axis.set_title(f"{metric} in each run (dots) and the median (bar): where the cells' dots do not overlap, "
+                   "the difference is real", fontsize=9, wrap=True)
+    axis.grid(True, axis="y", alpha=0.3)
+    path = out / (re.sub(r"[^A-Za-z0-9]+", "-", metric).strip("-").lower() + ".png")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def _html(markdown_text: str, images: list[Path], cells: pd.DataFrame) -> str:
+    table = cells.assign(value=[spread(r.median, r.min, r.max, r.runs) for r in cells.itertuples()])
+    table = table[["scenario", "backend", "strategy", "sweep", "metric", "value", "ci_low", "ci_high", "coverage"]]
+    body = [f"<h1>{html.escape(markdown_text.splitlines()[0].lstrip('# '))}</h1>",
+            *[f'<figure><img src="{html.escape(p.name)}" alt="{html.escape(p.stem)}"></figure>' for p in images],
+            "<h2>Every cell and metric</h2>", table.to_html(index=False, float_format=lambda v: f"{v:,.2f}"),
+            "<h2>Statistics (Markdown)</h2>", f"<pre>{html.escape(markdown_text)}</pre>"]
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>campaign report</title>"
+            "<style>body{font-family:sans-serif;max-width:1100px;margin:auto} table{border-collapse:collapse;"
+            "font-size:12px} td,th{border:1px solid #ccc;padding:2px 6px} img{max-width:100%}</style></head><body>"
+            + "\n".join(body) + "</body></html>\n")

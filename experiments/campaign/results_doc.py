@@ -1,0 +1,101 @@
+"""docs/results.md from a campaign folder: every figure as `median [min-max], n`, with the differences
+between backends and strategies that hold up at the campaign's n (`rebalance-lab results DIR`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.campaign.manifest import COMPLETED, Manifest
+from experiments.campaign.stats import spread
+from experiments.summary import markdown_table
+
+HERD = ("requests per change", "notifications per change", "stable after (s)", "stop-the-world (s)",
+        "partition-seconds unowned")
+ANOMALIES = ("double-ownership (s)", "duplicates", "offset regressions", "fenced commits")
+
+
+def results_markdown(folder: Path) -> str:
+    manifest = Manifest.read(folder)
+    cells = pd.read_parquet(folder / "statistics" / "cells.parquet")
+    compared = pd.read_parquet(folder / "statistics" / "comparisons.parquet")
+    machine = manifest.machine
+    completed = sum(entry.status == COMPLETED for entry in manifest.runs.values())
+    parts = [
+        "# Results measured on this machine\n",
+        f"Campaign `{manifest.campaign['name']}` ({completed} of {len(manifest.runs)} runs completed, "
+        f"{manifest.campaign['repetitions']} repetitions per cell, seeds from {manifest.campaign['seed']}), commit "
+        f"`{(machine.get('git_commit') or '?')[:12]}`, {machine.get('cores')} cores, "
+        f"{(machine.get('memory_bytes') or 0) / 2**30:.0f} GiB. Every figure is `median [min-max], n = runs`. "
+        "Request and anomaly counts vary little between runs; timings vary a lot on two shared cores.\n",
+        "Regenerate this page from a campaign folder:\n",
+        f"```sh\n./lab campaign {manifest.campaign['name']} --out runs/{manifest.campaign['name']}\n"
+        f"./lab results runs/{manifest.campaign['name']} > docs/results.md\n```\n",
+    ]
+    parts += _herd_section(cells)
+    parts += _per_cell_section(cells, "split-brain", "Split brain", ANOMALIES)
+    parts += _per_cell_section(cells, "churn", "Strategies under churn (seed 002, scenario 2)", None)
+    parts += _differences(compared)
+    return "\n".join(parts)
+
+
+def _cell_label(row) -> str:
+    label = f"{row.backend}" + (f" {row.strategy}" if row.strategy != "range" else "")
+    return label
+
+
+def _herd_section(cells: pd.DataFrame) -> list[str]:
+    herd = cells[cells["scenario"].str.contains("herd") & cells["metric"].str.contains(": ")]
+    if herd.empty:
+        return []
+    lines = ["## Herd effect: cost of one membership change\n",
+             "A stable group of N, then one member joins and later one leaves. Per change: coordination "
+             "requests, watch notifications, time until the last assignment, stop-the-world time and "
+             "partition-seconds without an owner.\n"]
+    for kind in sorted({metric.split(": ")[0] for metric in herd["metric"]}):
+        rows = []
+        for (size, backend), group in herd.groupby(["group_size", "backend"], sort=True):
+            row = {"N": int(size) if pd.notna(size) else "-", "backend": backend}
+            for metric in HERD:
+                match = group[group["metric"] == f"{kind}: {metric}"]
+                row[metric] = spread(*_stats(match)) if len(match) else "-"
+            rows.append(row)
+        lines += [f"### {kind}\n", markdown_table(pd.DataFrame(rows))]
+    return lines
+
+
+def _per_cell_section(cells: pd.DataFrame, prefix: str, title: str, metrics) -> list[str]:
+    chosen = cells[cells["scenario"].str.startswith(prefix)]
+    if chosen.empty:
+        return []
+    lines = [f"## {title}\n"]
+    for scenario, group in chosen.groupby("scenario", sort=True):
+        wanted = metrics or [m for m in dict.fromkeys(group["metric"]) if ": records lost" in m
+                             or ": max latency" in m] + ["duplicates", "double-ownership (s)"]
+        columns = {}
+        for row in group.itertuples():
+            if row.metric in wanted:
+                columns.setdefault(_cell_label(row), {})[row.metric] = spread(row.median, row.min, row.max, row.runs)
+        table = pd.DataFrame(columns).reindex([m for m in wanted if any(m in c for c in columns.values())])
+        table.index.name = "metric"
+        lines += [f"### {scenario}\n", markdown_table(table.reset_index().fillna("-"))]
+    return lines
+
+
+def _differences(compared: pd.DataFrame) -> list[str]:
+    lines = ["## Which differences hold up\n",
+             "Difference of medians (b - a) with a 95% percentile-bootstrap interval; a difference whose "
+             "interval contains zero is not distinguishable at that n.\n"]
+    if compared.empty:
+        return [*lines, "_(no pairs of cells to compare)_\n"]
+    table = compared.assign(
+        where=compared["scenario"] + compared["sweep"].map(lambda s: "" if s == "-" else f" ({s})"),
+        pair=compared["a"] + " vs " + compared["b"],
+        difference_ci=[f"{r.difference:,.1f} [{r.ci_low:,.1f}, {r.ci_high:,.1f}]" for r in compared.itertuples()])
+    return [*lines, markdown_table(table[["where", "metric", "pair", "difference_ci", "reading"]])]
+
+
+def _stats(rows: pd.DataFrame) -> tuple[float, float, float, int]:
+    row = rows.iloc[0]
+    return row["median"], row["min"], row["max"], int(row["runs"])

@@ -1,0 +1,213 @@
+"""Campaigns: the matrix file, the statistics, and a real campaign that survives a SIGKILL and a resume.
+
+- the loader reports every problem with its line, and validates every cell's scenario before anything runs;
+- the plan interleaves cells and gives every backend of one repetition the same seed;
+- the order-statistic interval of the median has its textbook coverage; equal samples are not distinguishable;
+- end to end (real ZooKeeper, brokers, members): one scenario x 2 backends x 2 repetitions; the campaign is
+  SIGKILLed after its first run, nothing of that run is left running, a resume skips the completed run and
+  finishes the rest, and the statistics carry n, median and spread per cell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from experiments.campaign import Manifest, load_campaign
+from experiments.campaign.stats import comparisons, median_interval, write_statistics
+from experiments.faults.process import processes_with_marker
+from experiments.scenario import ScenarioError
+
+SCENARIO = """\
+name = "tiny-join"
+seed = 1
+duration = 8
+settle = 2
+
+[cluster]
+zookeeper_nodes = 1
+brokers = 1
+
+[[topics]]
+name = "t0"
+partitions = 4
+
+[producer]
+rate = 20
+
+[group]
+members = 2
+session_timeout_ms = 6000
+
+[[timeline]]
+at = 2
+action = "join"
+"""
+
+CAMPAIGN = """\
+name = "tiny"
+repetitions = 2
+seed = 40
+
+[[matrix]]
+scenario = "tiny-join.toml"
+backends = ["legacy", "modern"]
+"""
+
+
+def write_campaign(folder: Path, text: str = CAMPAIGN) -> Path:
+    (folder / "tiny-join.toml").write_text(SCENARIO)
+    path = folder / "tiny.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_plan_interleaves_cells_and_shares_seeds_across_backends(tmp_path):
+    campaign = load_campaign(write_campaign(tmp_path, CAMPAIGN.replace("repetitions = 2", "repetitions = 3")))
+    plan = campaign.plan()
+    assert [(run.cell.backend, run.repetition) for run in plan] == [
+        ("legacy", 0), ("modern", 0), ("legacy", 1), ("modern", 1), ("legacy", 2), ("modern", 2)]
+    assert [run.seed for run in plan] == [40, 40, 41, 41, 42, 42]
+    scenario = campaign.scenario_of(plan[2])
+    assert scenario.seed == 41 and list(scenario.backends) == ["legacy"]
+
+
+def test_every_problem_of_a_campaign_is_reported_with_its_line(tmp_path):
+    path = write_campaign(tmp_path, """\
+name = "x"
+repetitions = 0
+colour = "red"
+
+[[matrix]]
+scenario = "tiny-join.toml"
+backends = ["legacy"]
+strategies = ["cooperative-sticky"]
+
+[[matrix]]
+scenario = "missing.toml"
+""")
+    with pytest.raises(ScenarioError) as caught:
+        load_campaign(path)
+    text = "\n".join(caught.value.lines())
+    assert ":2: repetitions: must be a whole number >= 1" in text
+    assert ":3: colour: unknown key" in text
+    assert ":5: matrix.0: cell tiny-join-legacy-cooperative-sticky" in text and "legacy backend knows only" in text
+    assert ":11: matrix.1.scenario: no scenario 'missing.toml'" in text
+
+
+@pytest.mark.parametrize(("n", "k_low", "coverage"), [(3, 1, 0.75), (5, 1, 0.9375), (6, 1, 0.96875),
+                                                      (10, 2, 0.978515625), (20, 6, 0.958610534)])
+def test_the_median_interval_is_the_order_statistic_interval(n, k_low, coverage):
+    values = np.arange(1, n + 1, dtype=float)[::-1]     # order must not matter
+    low, high, got = median_interval(values)
+    assert (low, high) == (k_low, n + 1 - k_low)
+    assert got == pytest.approx(coverage, abs=1e-6)
+
+
+def test_a_difference_is_distinguishable_only_when_its_interval_excludes_zero():
+    def rows(backend, values):
+        return [{"scenario": "s", "backend": backend, "strategy": "range", "sweep": "-", "n": 4,
+                 "metric": "m", "value": v} for v in values]
+
+    same = comparisons(pd.DataFrame(rows("legacy", [10, 11, 12]) + rows("modern", [11, 10, 12])))
+    assert not same["distinguishable"].any() and same["reading"].iloc[0] == "not distinguishable at n = 3/3"
+    apart = comparisons(pd.DataFrame(rows("legacy", [100, 104, 98, 101, 99]) + rows("modern", [10, 12, 11, 9, 10])))
+    assert apart["distinguishable"].all() and apart["difference"].iloc[0] == -90.0
+
+
+def _manifest_statuses(folder: Path) -> dict[str, str]:
+    try:
+        return {name: entry.status for name, entry in Manifest.read(folder).runs.items()}
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+@pytest.mark.zk
+@pytest.mark.broker
+@pytest.mark.slow
+def test_a_campaign_survives_a_sigkill_and_resumes(tmp_path):
+    path = write_campaign(tmp_path)
+    folder = (tmp_path / "out").resolve()
+    command = [sys.executable, "-m", "experiments.cli", "campaign", str(path), "--out", str(folder), "--no-summarize"]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 240
+    while list(_manifest_statuses(folder).values()).count("completed") < 1:
+        if first.poll() is not None or time.monotonic() > deadline:
+            first.kill()
+            raise AssertionError(f"no run completed: {first.stdout.read().decode()}")
+        time.sleep(0.2)
+    while "running" not in _manifest_statuses(folder).values():   # the second run has started
+        assert time.monotonic() < deadline, "the second run never started"
+        time.sleep(0.1)
+    time.sleep(3)
+    first.kill()
+    first.communicate(timeout=30)
+
+    statuses = _manifest_statuses(folder)
+    assert sorted(statuses.values()) == ["completed", "pending", "pending", "running"]
+    killed = next(name for name, status in statuses.items() if status == "running")
+    done = next(name for name, status in statuses.items() if status == "completed")
+    started_before = Manifest.read(folder).runs[done].started_ms
+    deadline = time.monotonic() + 60
+    while processes_with_marker(str(folder / "runs" / killed)):
+        assert time.monotonic() < deadline, "a process of the killed run survived the campaign"
+        time.sleep(0.5)
+
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "1 already completed" in resumed.stderr
+    manifest = Manifest.read(folder)
+    assert {entry.status for entry in manifest.runs.values()} == {"completed"}
+    assert manifest.runs[done].started_ms == started_before, "a completed run was not run again"
+    assert list((folder / "incomplete").iterdir())[0].name.startswith(killed), "the killed run's events are kept"
+    assert manifest.machine["cores"] == os.cpu_count() and manifest.machine["versions"]["kazoo"]
+    assert {entry.seed for entry in manifest.runs.values() if entry.repetition == 1} == {41}
+    for entry in manifest.runs.values():
+        lock = json.loads((folder / "runs" / entry.run / "lock.json").read_text())
+        assert lock["seed"] == entry.seed and lock["backend"] == entry.backend
+
+
+
+@pytest.mark.spark
+def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
+    """A campaign folder whose runs are synthetic logs (legacy with duplicates planted), summarised and
+    reduced to statistics: per cell n, median, spread; backends compared; report and results page written."""
+    from experiments.campaign.execute import open_folder, run_dir
+    from experiments.campaign.manifest import COMPLETED
+    from experiments.campaign.report import write_campaign_report
+    from experiments.campaign.results_doc import results_markdown
+    from experiments.summary import summarize
+    from experiments.synthetic import Anomaly, SyntheticRun, write_run
+
+    campaign = load_campaign(write_campaign(tmp_path, CAMPAIGN.replace("repetitions = 2", "repetitions = 3")))
+    folder = tmp_path / "out"
+    manifest = open_folder(campaign, folder)
+    for planned in campaign.plan():
+        anomalies = frozenset({Anomaly.DUPLICATE}) if planned.cell.backend == "legacy" else frozenset()
+        write_run(run_dir(folder, planned.name), SyntheticRun(name=planned.name, backend=planned.cell.backend,
+                                                             seed=planned.seed, anomalies=anomalies))
+        manifest.runs[planned.name].status = COMPLETED
+    manifest.write(folder)
+    summarize([run_dir(folder, name) for name in manifest.runs], master="local[2]")
+    write_statistics(folder)
+
+    cells = pd.read_parquet(folder / "statistics" / "cells.parquet")
+    duplicates = cells[cells["metric"] == "duplicates"].set_index("backend")
+    assert duplicates.loc["legacy", "runs"] == 3 and duplicates.loc["modern", "runs"] == 3
+    assert duplicates.loc["modern", "max"] == 0 and duplicates.loc["legacy", "min"] > 0
+    assert duplicates.loc["legacy", "coverage"] == pytest.approx(0.75)
+    compared = pd.read_parquet(folder / "statistics" / "comparisons.parquet")
+    row = compared[(compared["metric"] == "duplicates") & (compared["compares"] == "backend")].iloc[0]
+    assert row["distinguishable"] and row["a"] == "legacy" and row["difference"] < 0
+    report = write_campaign_report(folder)
+    assert report.html.is_file() and any(image.name == "duplicates.png" for image in report.images)
+    page = results_markdown(folder)
+    assert "n = 3" in page and "Which differences hold up" in page

@@ -1,0 +1,100 @@
+"""The summary on a standalone Spark cluster (master and worker started from the pyspark package's own
+launcher, loopback only) gives exactly the output of `local[2]` on the same runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from zkensemble.ports import free_ports
+
+
+def _spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def _start(argv: list[str], log: Path, env: dict) -> subprocess.Popen:
+    from experiments.faults.process import _die_with_parent
+
+    with open(log, "ab") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent,
+                                start_new_session=True)
+
+
+def _wait_for(log: Path, text: str, process: subprocess.Popen, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while text not in (log.read_text(errors="replace") if log.exists() else ""):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"{text!r} not seen in {log}:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.3)
+
+
+@pytest.fixture
+def spark_cluster(tmp_path):
+    """spark://127.0.0.1:PORT with one worker of 2 cores; both processes stopped afterwards."""
+    home = _spark_home()
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_WORKER_DIR": str(tmp_path / "work"), "PYSPARK_PYTHON": sys.executable}
+    port, ui, worker_ui = free_ports(3)
+    spark_class = str(home / "bin" / "spark-class")
+    master = _start([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                     "--webui-port", str(ui)], tmp_path / "master.log", env)
+    worker = None
+    try:
+        _wait_for(tmp_path / "master.log", "I have been elected leader", master)
+        url = f"spark://127.0.0.1:{port}"
+        worker = _start([spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
+                         "--cores", "2", "--memory", "2g", "--webui-port", str(worker_ui)], tmp_path / "worker.log", env)
+        _wait_for(tmp_path / "master.log", "Registering worker", master)
+        yield url
+    finally:
+        for process in (worker, master):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
+def _summarize(run_dirs: list[Path], master: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}   # the driver on loopback too
+    return subprocess.run([sys.executable, "-m", "experiments.cli", "summarize", *map(str, run_dirs),
+                           "--master", master], capture_output=True, text=True, timeout=600, env=env)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_standalone_cluster_summarises_like_local(tmp_path, spark_cluster):
+    from experiments.synthetic import Anomaly, SyntheticRun, write_run
+
+    local_runs = [write_run(tmp_path / "local" / "clean", SyntheticRun(name="clean", seed=1)),
+                  write_run(tmp_path / "local" / "planted", SyntheticRun(name="planted", backend="legacy", seed=2,
+                                                                          anomalies=frozenset(Anomaly)))]
+    shutil.copytree(tmp_path / "local", tmp_path / "cluster")
+    cluster_runs = [tmp_path / "cluster" / run.name for run in local_runs]
+
+    on_cluster = _summarize(cluster_runs, spark_cluster)
+    assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr
+    log = (tmp_path / "master.log").read_text()
+    assert "Registering app" in log, "the summary ran as an application of the cluster"
+    on_local = _summarize(local_runs, "local[2]")
+    assert on_local.returncode == 0, on_local.stdout + on_local.stderr
+
+    for local, cluster in zip(local_runs, cluster_runs, strict=True):
+        names = sorted(path.name for path in (local / "summary").glob("*.parquet"))
+        assert names == sorted(path.name for path in (cluster / "summary").glob("*.parquet"))
+        assert "verdicts.parquet" in names and "herd.parquet" in names
+        for name in names:
+            pd.testing.assert_frame_equal(pd.read_parquet(local / "summary" / name),
+                                          pd.read_parquet(cluster / "summary" / name), check_exact=False)
