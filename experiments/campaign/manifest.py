@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from experiments.campaign.model import Campaign, PlannedRun
+from experiments.provenance import versions
 
 MANIFEST = "manifest.json"
 PENDING, RUNNING, COMPLETED, FAILED, INTERRUPTED = "pending", "running", "completed", "failed", "interrupted"
@@ -93,8 +94,6 @@ def is_campaign_dir(path: Path) -> bool:
 
 
 def machine_facts() -> dict:
-    from experiments.runner import versions
-
     return {"git_commit": _git_commit(), "versions": versions(), "cores": os.cpu_count(),
             "memory_bytes": _memory_bytes(), "platform": platform.platform(), "created_ms": int(time.time() * 1000)}
 

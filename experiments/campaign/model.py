@@ -27,8 +27,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments.member_configs import check_member_settings
 from experiments.scenario import Problem, Scenario, ScenarioError, load
-from experiments.scenario import _LineIndex as LineIndex
+from experiments.scenario.loader import LineIndex
+from rebalance.backends import profile
 
 BUILTIN_SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 BUILTIN_CAMPAIGNS = Path(__file__).resolve().parent.parent / "campaigns"
@@ -229,14 +231,12 @@ class _Reader:
 
     def cell_loads(self, cell: Cell, where: tuple, seed: int, base: Scenario) -> bool:
         """The cell's scenario must load, name the backend, and pass the backend's own settings check."""
-        from experiments import runner
-
         if cell.backend not in base.backends:
             self.fail((*where, "backends"), f"scenario {base.name} does not run on {cell.backend!r} "
                                             f"(its backends: {', '.join(base.backends)})")
             return False
         try:
-            runner.check_member_settings(load(cell.scenario_path, overrides=cell.overrides(seed)), cell.backend)
+            check_member_settings(load(cell.scenario_path, overrides=cell.overrides(seed)), profile(cell.backend))
         except ScenarioError as error:
             self.fail((*where,), f"cell {cell.key}: " + "; ".join(error.lines()))
             return False
