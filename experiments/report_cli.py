@@ -1,4 +1,7 @@
-"""`rebalance-lab summarize RUN_DIR...` and `rebalance-lab report RUN_DIR...`."""
+"""`rebalance-lab summarize RUN_DIR...` and `rebalance-lab report RUN_DIR...`.
+
+A campaign folder (it has manifest.json) stands for its completed runs; for it, `summarize` also writes
+the cross-run statistics and `report` the campaign report with the spread of every figure."""
 
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from experiments.campaign import completed_run_dirs, is_campaign_dir
+
 VERDICT_STYLE = {"true": "green", "false": "bold red", "unknown": "yellow"}
 
 
@@ -22,6 +27,9 @@ def expand_run_dirs(paths: list[Path]) -> list[Path]:
             raise typer.BadParameter(f"{path}: no such directory")
         if (path / "events").is_dir():
             runs.append(path)
+            continue
+        if is_campaign_dir(path):
+            runs.extend(completed_run_dirs(path))
             continue
         children = _runs_below(path)
         if not children:
@@ -91,6 +99,10 @@ def register(app: typer.Typer) -> None:
         console.print(_verdict_table(summaries))
         for summary in summaries:
             console.print(f"summary: {summary.info.run_dir / 'summary' / 'summary.md'}", soft_wrap=True)
+        for folder in filter(is_campaign_dir, run_dirs):
+            from experiments.campaign.stats import write_statistics
+
+            console.print(f"statistics: {write_statistics(folder) / 'statistics.md'}", soft_wrap=True)
 
     @app.command()
     def report(
@@ -108,7 +120,14 @@ def register(app: typer.Typer) -> None:
             if pending:
                 summaries = _summarize(pending, master, 3000, None)
                 Console().print(_verdict_table(summaries))
-            result = write_report(runs, out)
+            if len(run_dirs) == 1 and is_campaign_dir(run_dirs[0]):
+                from experiments.campaign.report import write_campaign_report
+                from experiments.campaign.stats import write_statistics
+
+                write_statistics(run_dirs[0])
+                result = write_campaign_report(run_dirs[0])
+            else:
+                result = write_report(runs, out)
         except (typer.BadParameter, FileNotFoundError, ValueError) as error:
             _fail(str(error))
         console = Console(soft_wrap=True)
