@@ -1,126 +1,15 @@
-"""Kafka wire framing on top of kafka-python's schema-driven codec, without any I/O.
+"""The Kafka framing the broker's modules use; it lives in `rebalance.kafka_frames`, shared
+with the classic client and the fault proxy, and is re-exported here for broker modules."""
 
-A frame is a 4-byte big-endian size followed by that many bytes. A request frame starts
-with `api_key:int16, api_version:int16, correlation_id:int32`; the rest of the header
-and the body are decoded by kafka-python's generated classes. This module turns frame
-bytes into a `DecodedRequest` and a response object back into frame bytes; the server
-owns the sockets.
-"""
-
-from __future__ import annotations
-
-import struct
-from dataclasses import dataclass
-from typing import Any
-
-import kafka.protocol.admin  # noqa: F401 - importing registers the classes we look up below
-import kafka.protocol.consumer  # noqa: F401
-import kafka.protocol.metadata  # noqa: F401
-import kafka.protocol.producer  # noqa: F401
-from kafka.protocol.api_message import ApiMessage
-
-# Kafka's own default for socket.request.max.bytes.
-DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
-
-_SIZE = struct.Struct(">i")
-_HEADER_START = struct.Struct(">hhi")
-
-
-class FrameError(Exception):
-    """The bytes cannot be a valid request: the connection must be closed."""
-
-
-@dataclass(frozen=True)
-class DecodedRequest:
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    body: Any  # kafka-python's Request object of that API and version
-
-
-def _message_classes() -> tuple[dict[int, type], dict[int, type]]:
-    """Every request and response class kafka-python knows, by API key."""
-    requests: dict[int, type] = {}
-    responses: dict[int, type] = {}
-    pending = list(ApiMessage.__subclasses__())
-    while pending:
-        cls = pending.pop()
-        pending.extend(cls.__subclasses__())
-        if cls._class_version is not None:  # a per-version wrapper, not the primary class
-            continue
-        (requests if cls.is_request() else responses)[cls.API_KEY] = cls
-    return requests, responses
-
-
-REQUEST_CLASSES, RESPONSE_CLASSES = _message_classes()
-
-
-def response_class(api_key: int, api_version: int) -> type:
-    """The Response class for an API at a version, e.g. response_class(3, 12) -> MetadataResponse_v12."""
-    return RESPONSE_CLASSES[api_key][api_version]
-
-
-def frame_size(prefix: bytes, max_frame_bytes: int) -> int:
-    """Size announced by a 4-byte frame prefix; rejects sizes no valid request can have."""
-    (size,) = _SIZE.unpack(prefix)
-    if size < _HEADER_START.size or size > max_frame_bytes:
-        raise FrameError(f"frame size {size} outside [{_HEADER_START.size}, {max_frame_bytes}]")
-    return size
-
-
-def peek_header(frame: bytes) -> tuple[int, int, int]:
-    """api_key, api_version, correlation_id: the part of the header every version shares."""
-    if len(frame) < _HEADER_START.size:
-        raise FrameError("frame shorter than a request header")
-    return _HEADER_START.unpack_from(frame)
-
-
-def decode_request(frame: bytes) -> DecodedRequest:
-    """Decode one request frame (without its size prefix). Raises FrameError on anything malformed."""
-    api_key, api_version, correlation_id = peek_header(frame)
-    request_class = REQUEST_CLASSES.get(api_key)
-    if request_class is None:
-        raise FrameError(f"unknown API key {api_key}")
-    if not 0 <= api_version <= request_class.max_version:
-        raise FrameError(f"{request_class.name} v{api_version} is not a version the codec knows")
-    try:
-        request = request_class[api_version].decode(frame, header=True)
-    except Exception as error:  # the codec raises many types on garbage; all mean the same here
-        raise FrameError(f"cannot decode {request_class.name} v{api_version}: {error!r}") from error
-    null_field = _null_where_not_allowed(request, api_version)
-    if null_field:
-        raise FrameError(f"{request_class.name} v{api_version}: {null_field} is null, which the schema forbids")
-    return DecodedRequest(api_key, api_version, correlation_id, request.header.client_id, request)
-
-
-_CHECKED_FOR_NULL = {"string", "bytes"}  # not uuid: the codec decodes the all-zero uuid as None
-
-
-def _null_where_not_allowed(container: Any, version: int) -> str | None:
-    """The first field decoded as null although its schema says it cannot be (the codec lets a
-    -1 length through), so handlers may rely on arrays being lists."""
-    for field in container._struct._fields:
-        if not field.for_version_q(version) or field.tagged_field_q(version):
-            continue
-        value = getattr(container, field.name)
-        if value is None:
-            if field.type_str in _CHECKED_FOR_NULL or field.is_array() or field.is_struct():
-                if not field.nullable_for_version_q(version):
-                    return field.name
-        elif field.is_struct():
-            found = _null_where_not_allowed(value, version)
-            if found:
-                return f"{field.name}.{found}"
-        elif field.is_struct_array():
-            for item in value:
-                found = _null_where_not_allowed(item, version)
-                if found:
-                    return f"{field.name}[].{found}"
-    return None
-
-
-def encode_response(response: Any, correlation_id: int) -> bytes:
-    """Frame a Response object (its version already set) with the response header."""
-    response.with_header(correlation_id=correlation_id)
-    return bytes(response.encode(header=True, framed=True))
+from rebalance.kafka_frames import (  # noqa: F401
+    DEFAULT_MAX_FRAME_BYTES,
+    REQUEST_CLASSES,
+    RESPONSE_CLASSES,
+    DecodedRequest,
+    FrameError,
+    decode_request,
+    encode_response,
+    frame_size,
+    peek_header,
+    response_class,
+)
