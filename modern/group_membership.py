@@ -299,6 +299,10 @@ class GroupMembership:
         self.metrics.join_completed((time.monotonic() - join_started) * 1000)
         generation = Generation(response.generation_id, response.member_id, response.protocol_name)
         with self._lock:  # heartbeats start here: a leader busy assigning keeps its session
+            if self._membership.state is not MembershipState.PREPARING_REBALANCE:
+                # Lost while the JoinGroup was out (an earlier heartbeat or commit was fenced): the
+                # answer is void; the polling thread declares the partitions lost and joins afresh.
+                raise GroupError(errors.UNKNOWN_MEMBER_ID, "JoinGroup answered after the membership was lost")
             self._set(self._membership.joined(generation))
             self._timer.reset(now_ms())
         plan: dict[str, bytes] = {}
