@@ -1,25 +1,22 @@
 """Group membership over the classic protocol, for any protocol type (Kafka's AbstractCoordinator):
 
   1. FIND_COORDINATOR  ask any broker which broker coordinates the group;
-  2. JOIN_GROUP        send this member's protocols; a v4+ coordinator first answers
-                       MEMBER_ID_REQUIRED with an id to rejoin with; the join ends with a
+  2. JOIN_GROUP        send this member's protocols (a v4+ coordinator first answers
+                       MEMBER_ID_REQUIRED with an id to rejoin with); the answer brings a
                        generation, a protocol and a leader (only the leader sees the members);
   3. SYNC_GROUP        the leader sends the plan; everyone gets its part;
-  4. HEARTBEAT         a thread of its own keeps the session alive from the JoinGroup answer on
-                       and learns of the next rebalance; polling must come back within
-                       max.poll.interval.ms or the member leaves the group;
+  4. HEARTBEAT         its own thread, from the JoinGroup answer on; polling must come back
+                       within max.poll.interval.ms or the member leaves the group;
   5. LEAVE_GROUP       on close (dynamic members only) or when the poll interval runs out.
 
-What a member of a *consumer* group adds (assignor, revocation, offsets) lives in
-`modern.consumer_coordinator`, through the hooks at the end of `GroupMembership`. The state
-is one `Membership` value (`modern.membership`), replaced through `_set`; losing the
-membership goes through `_membership_lost` and nowhere else.
+The consumer's part (assignor, revocation, offsets) is `modern.consumer_coordinator`, through the
+hooks at the end of `GroupMembership`. The state is one `Membership` value (`modern.membership`)
+replaced through `_set`; membership is lost through `_membership_lost` and nowhere else.
 
-Threads: the caller's polling thread (prepares and completes rebalances: every partition
-callback runs there), a join worker per rebalance (JoinGroup and SyncGroup, so that polling
-never blocks on the group), and the heartbeat thread. Each has its own connection to the
-coordinator, so none waits behind another's parked request. Errors on the background threads
-never vanish: the next poll raises them.
+Threads: the polling thread prepares and completes rebalances (every partition callback runs
+there); a join worker does JoinGroup and SyncGroup so polling never blocks on the group; the
+heartbeat thread. Each has its own connection, so none waits behind another's parked request.
+Errors on the background threads never vanish: the next poll raises them.
 """
 
 from __future__ import annotations
@@ -35,8 +32,16 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 from modern import errors
 from modern.connection import BrokerConnection, ConnectionFailed
 from modern.errors import ErrorClass, GroupError
-from modern.membership import HeartbeatTimer, Membership, MembershipState
+from modern.membership import (
+    FATAL_ERRORS,
+    MEMBERSHIP_ERRORS,
+    REJOIN_AT_ONCE,
+    HeartbeatTimer,
+    Membership,
+    MembershipState,
+)
 from modern.settings import ClientSettings
+from modern.traced_requests import TracedRequests
 from rebalance import events as ev
 from rebalance.events import EventRecorder
 from rebalance.metrics import RebalanceMetrics
@@ -49,14 +54,6 @@ HEARTBEAT_VERSION = 3
 LEAVE_VERSION = 3
 FIND_VERSION = 3
 
-# Errors that end the member: configuration problems no retry can fix (FENCED_INSTANCE_ID:
-# another process took this static member's place; its partitions are declared lost first).
-FATAL_ERRORS = frozenset({errors.INCONSISTENT_GROUP_PROTOCOL, errors.INVALID_SESSION_TIMEOUT,
-                          errors.GROUP_MAX_SIZE_REACHED, errors.FENCED_INSTANCE_ID, errors.INVALID_GROUP_ID})
-# Errors that mean "your membership is gone": the partitions are lost, not revoked.
-MEMBERSHIP_ERRORS = frozenset({errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION, errors.FENCED_INSTANCE_ID})
-# A join attempt that ends with these is tried again at once, without backoff.
-REJOIN_AT_ONCE = frozenset({errors.REBALANCE_IN_PROGRESS, errors.MEMBER_ID_REQUIRED})
 
 
 def now_ms() -> int:
@@ -83,7 +80,7 @@ class GroupMembership:
         self.member_name = member_name
         self.metrics = RebalanceMetrics()
         self.coordinator: tuple[int, str, int] | None = None
-        self.requests_sent: dict[str, int] = {}
+        self.requests = TracedRequests(recorder, member_name=member_name, group=settings.group)
         self._membership = Membership()
         self._rejoin_reason: str | None = "join"
         self._coordinator_known = False
@@ -438,23 +435,9 @@ class GroupMembership:
         except ConnectionFailed:
             pass  # the session timeout will remove us instead
 
-    # ------------------------------------------------------------ sending, with an event per request
-
     def _send(self, connection: BrokerConnection, op: str, request: Any, *, timeout_s: float | None = None,
               **fields: object) -> Any:
-        started = time.monotonic()
-        self.requests_sent[op] = self.requests_sent.get(op, 0) + 1
-        try:
-            response = connection.request(request, timeout_s)
-        except ConnectionFailed as failure:
-            self.recorder.emit(ev.COORDINATION_REQUEST, self.member_name, op=op, group=self.settings.group,
-                               latency_ms=round((time.monotonic() - started) * 1000, 3), error="NETWORK_EXCEPTION",
-                               detail=str(failure), **fields)
-            raise
-        self.recorder.emit(ev.COORDINATION_REQUEST, self.member_name, op=op, group=self.settings.group,
-                           latency_ms=round((time.monotonic() - started) * 1000, 3),
-                           error=_response_error(response), broker=connection.address, **fields)
-        return response
+        return self.requests.send(connection, op, request, timeout_s=timeout_s, **fields)
 
     # ------------------------------------------------------------ hooks for the protocol type
 
@@ -478,10 +461,3 @@ class GroupMembership:
     def _release_if_lost(self) -> None:
         """Before a fatal error surfaces: declare what was owned lost."""
 
-
-def _response_error(response: Any) -> str | None:
-    code = getattr(response, "error_code", None)
-    if code is None and hasattr(response, "topics") and response.topics:
-        codes = [getattr(p, "error_code", 0) for t in response.topics for p in getattr(t, "partitions", [])]
-        code = next((c for c in codes if c), 0)
-    return errors.name_of(code) if code else None

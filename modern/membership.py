@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from modern import errors
 from modern.settings import ClientSettings
 from rebalance.types import NO_GENERATION, Generation
 
@@ -37,6 +38,15 @@ TRANSITIONS: dict[MembershipState, frozenset[MembershipState]] = {
     M.COMPLETING_REBALANCE: frozenset({M.STABLE, M.PREPARING_REBALANCE, M.UNJOINED}),
     M.STABLE: frozenset({M.PREPARING_REBALANCE, M.UNJOINED}),
 }
+
+# Errors that end the member: configuration problems no retry can fix (FENCED_INSTANCE_ID:
+# another process took this static member's place; its partitions are declared lost first).
+FATAL_ERRORS = frozenset({errors.INCONSISTENT_GROUP_PROTOCOL, errors.INVALID_SESSION_TIMEOUT,
+                          errors.GROUP_MAX_SIZE_REACHED, errors.FENCED_INSTANCE_ID, errors.INVALID_GROUP_ID})
+# Errors that mean "your membership is gone": the partitions are lost, not revoked.
+MEMBERSHIP_ERRORS = frozenset({errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION, errors.FENCED_INSTANCE_ID})
+# A join attempt that ends with these is tried again at once, without backoff.
+REJOIN_AT_ONCE = frozenset({errors.REBALANCE_IN_PROGRESS, errors.MEMBER_ID_REQUIRED})
 
 
 class IllegalMembershipTransition(RuntimeError):
