@@ -86,6 +86,8 @@ class ConsumerCoordinator(GroupMembership):
             return
         # Commit what was consumed before rejoining, while still stable (eager and cooperative alike).
         self._commit_with_retry(self.hooks.positions())
+        if self._release_if_lost():  # that commit found the member fenced
+            return
         if not self.cooperative and self.owned:
             revoked, self.owned = set(self.owned), frozenset()
             self.hooks.revoke(revoked)
