@@ -74,7 +74,7 @@ async def _pipelined(bootstrap: str, requests: list, in_flight: int = 16) -> lis
     """Send kafka-python Request objects over one connection, up to `in_flight` unanswered."""
     import asyncio
 
-    from broker.protocol import response_class
+    from rebalance.kafka_frames import response_class
 
     host, _, port = bootstrap.partition(",")[0].rpartition(":")
     reader, writer = await asyncio.open_connection(host, int(port))

@@ -37,9 +37,9 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 
 from broker.admin import create_topic
 from broker.cluster import start_cluster
-from broker.protocol import response_class
 from modern.consumer_protocol import decode_subscription, encode_assignment, encode_subscription
 from rebalance.assignors import get_assignor
+from rebalance.kafka_frames import response_class
 from rebalance.types import Subscription
 
 TOPIC_PARTITIONS = 100

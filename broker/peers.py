@@ -9,7 +9,7 @@ import asyncio
 import itertools
 from typing import Any
 
-from broker.protocol import DEFAULT_MAX_FRAME_BYTES, FrameError, response_class
+from rebalance.kafka_frames import DEFAULT_MAX_FRAME_BYTES, FrameError, response_class
 
 # Requests from peers carry this client id; the broker does not forward them again.
 PEER_CLIENT_ID = "rebalance-lab-peer"

@@ -32,7 +32,10 @@ from broker.advertise import AdvertiseMap, parse_host_port
 from broker.handlers import api_versions_response, register_core_handlers
 from broker.log import PartitionLog
 from broker.peers import PeerClient
-from broker.protocol import (
+from broker.registry import BrokerExtension, HandlerRegistry, RequestContext
+from broker.topics import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, TopicSpec, TopicStore
+from broker.view import BrokerAddress, ClusterView, LeadershipChange
+from rebalance.kafka_frames import (
     DEFAULT_MAX_FRAME_BYTES,
     FrameError,
     decode_request,
@@ -40,9 +43,6 @@ from broker.protocol import (
     frame_size,
     peek_header,
 )
-from broker.registry import BrokerExtension, HandlerRegistry, RequestContext
-from broker.topics import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, TopicSpec, TopicStore
-from broker.view import BrokerAddress, ClusterView, LeadershipChange
 
 log = logging.getLogger(__name__)
 

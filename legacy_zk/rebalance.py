@@ -39,6 +39,7 @@ from legacy_zk.zk import TracedZooKeeper, WatchHandler, error_name
 from rebalance import events as ev
 from rebalance.assignors.legacy import legacy_assign, thread_ids
 from rebalance.member import RebalanceListener
+from rebalance.metrics import RebalanceMetrics
 from rebalance.types import TopicPartition
 
 
@@ -61,31 +62,6 @@ class Watches:
     ids: WatchHandler
     topic: WatchHandler
     brokers: WatchHandler
-
-
-class RebalanceStats:
-    """Kafka's consumer rebalance metrics, under their Kafka names; `now` is given, never read."""
-
-    def __init__(self) -> None:
-        self.latencies_ms: list[float] = []
-        self.failed = 0
-        self.last_end: float | None = None
-
-    def completed(self, duration_ms: float, now: float) -> None:
-        self.latencies_ms.append(duration_ms)
-        self.last_end = now
-
-    def snapshot(self, now: float) -> dict[str, float]:
-        nan = float("nan")
-        count = len(self.latencies_ms)
-        return {
-            "rebalance-latency-avg": sum(self.latencies_ms) / count if count else nan,
-            "rebalance-latency-max": max(self.latencies_ms, default=nan),
-            "rebalance-latency-total": sum(self.latencies_ms),
-            "rebalance-total": count,
-            "failed-rebalance-total": self.failed,
-            "last-rebalance-seconds-ago": -1.0 if self.last_end is None else now - self.last_end,
-        }
 
 
 @dataclass(frozen=True)
@@ -129,7 +105,7 @@ class SyncedRebalance:
         self._clock = clock
         self._lock = threading.Lock()
         self._owned: dict[TopicPartition, str] = {}   # partition -> my thread id (0.8's topicRegistry)
-        self.stats = RebalanceStats()
+        self.stats = RebalanceMetrics()
         self.in_progress = False
         self.status = ""  # empty, or why this member owns nothing (shown by the member command)
         # Set once an attempt found no broker and subscribed to /brokers/ids: zkclient kept that
@@ -177,7 +153,7 @@ class SyncedRebalance:
             if result.outcome is Outcome.SUCCESS:
                 self.status = ""
                 now = self._clock()
-                self.stats.completed(_ms(now - began), now)
+                self.stats.rebalance_completed(_ms(now - began), now)
                 self._emit(
                     ev.REBALANCE_COMPLETED,
                     generation=-1,
@@ -192,7 +168,7 @@ class SyncedRebalance:
                 return False
             self._stop_fetching_and_commit()
             self._stopping.wait(self._config.backoff_ms / 1000.0)
-        self.stats.failed += 1
+        self.stats.rebalance_failed()
         held = self.owned()
         self.status = (
             f"can't rebalance after {retries} retries; owns nothing until the next change"

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import itertools
 import socket
-import struct
 import threading
 from typing import Any
 
-from broker.protocol import response_class
-
-_SIZE = struct.Struct(">i")
-MAX_FRAME_BYTES = 100 * 1024 * 1024
+from rebalance.kafka_frames import (
+    DEFAULT_MAX_FRAME_BYTES,
+    SIZE_BYTES,
+    FrameError,
+    decode_response,
+    encode_request,
+    frame_size,
+)
 
 
 class ConnectionFailed(OSError):
@@ -47,7 +50,7 @@ class BrokerConnection:
         with self._lock:
             try:
                 return self._exchange(request, self.timeout_s if timeout_s is None else timeout_s)
-            except (OSError, EOFError, ValueError) as error:
+            except (OSError, EOFError, ValueError, FrameError) as error:
                 self._close_locked()
                 raise ConnectionFailed(f"{self.address}: {error or type(error).__name__}") from error
 
@@ -75,15 +78,9 @@ class BrokerConnection:
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock.settimeout(timeout_s)
         correlation_id = next(self._correlation)
-        request.with_header(correlation_id=correlation_id, client_id=self.client_id)
-        self._sock.sendall(bytes(request.encode(header=True, framed=True)))
-        (size,) = _SIZE.unpack(self._read(4))
-        if not 0 < size <= MAX_FRAME_BYTES:
-            raise ValueError(f"broker sent a frame of {size} bytes")
-        response = response_class(request.API_KEY, request.API_VERSION).decode(self._read(size), header=True)
-        if response.header.correlation_id != correlation_id:
-            raise ValueError("response out of order")
-        return response
+        self._sock.sendall(encode_request(request, correlation_id, self.client_id))
+        size = frame_size(self._read(SIZE_BYTES), DEFAULT_MAX_FRAME_BYTES, least=1)
+        return decode_response(request.API_KEY, request.API_VERSION, self._read(size), correlation_id)
 
     def _read(self, count: int) -> bytes:
         chunks = bytearray()

@@ -1,7 +1,7 @@
 """`ModernMember`: a consumer-group member coordinated by the group coordinator.
 
-The group side (find coordinator, join, sync, heartbeat, commit) is `modern.client`'s
-ConsumerCoordinator; the data side is kafka-python's KafkaConsumer in manual-assignment
+The group side is `modern.consumer_coordinator.ConsumerCoordinator` (membership in
+`modern.group_membership`, its states in `modern.membership`); the data side is kafka-python's KafkaConsumer in manual-assignment
 mode (group_id=None, assign + seek), fetching exactly what the coordinator gave us. The
 member's name is its client.id, so brokers that advertise per-client-id addresses route
 its traffic through that member's fault proxies.
@@ -22,8 +22,10 @@ from kafka import KafkaConsumer
 from kafka.structs import TopicPartition as KafkaTopicPartition
 
 from modern import errors
-from modern.client import ClientSettings, ConsumerCoordinator
-from modern.connection import parse_address
+from modern.connection import ConnectionFailed, parse_address
+from modern.consumer_coordinator import ConsumerCoordinator
+from modern.errors import ErrorClass
+from modern.settings import ClientSettings
 from rebalance import events as ev
 from rebalance.events import EventRecorder, NullRecorder
 from rebalance.member import MemberConfig, RebalanceListener
@@ -51,7 +53,6 @@ def settings_from(config: MemberConfig, client_id: str) -> ClientSettings:
     if unknown:
         raise ValueError(f"unknown modern setting(s) {', '.join(unknown)}; known: {', '.join(sorted(EXTRA_SETTINGS))}")
     extra = {EXTRA_SETTINGS[key]: int(value) for key, value in config.extra.items()}
-    extra.setdefault("heartbeat_interval_ms", min(3000, config.session_timeout_ms // 3))
     return ClientSettings(
         group=config.group,
         topics=tuple(config.topics),
@@ -147,7 +148,7 @@ class ModernMember:
                     self._owned = frozenset()
                     self.recorder.emit(ev.PARTITIONS_REVOKED, self.member_id, partitions=sorted(map(str, owned)))
                     self._call_listener("on_partitions_revoked", owned)
-                self.recorder.emit(ev.METRICS, self.member_id, **self.coordinator.metrics.snapshot())
+                self.recorder.emit(ev.METRICS, self.member_id, **self.coordinator.metrics.snapshot(time.monotonic()))
             except Exception as error:  # closing must finish; the reason says what went wrong
                 reason = f"error: {error}"
             finally:
@@ -169,13 +170,24 @@ class ModernMember:
             self._consumer.close(autocommit=False)
 
     def metrics(self) -> dict[str, float]:
-        return self.coordinator.metrics.snapshot()
+        return self.coordinator.metrics.snapshot(time.monotonic())
 
     # ------------------------------------------------------------ PartitionHooks (called inside poll)
 
+    def positions(self) -> dict[TopicPartition, int]:
+        if not self.config.auto_commit:
+            return {}
+        return {tp: o for tp, o in self._positions.items() if tp in self._owned}
+
+    def committed(self, offsets: Mapping[TopicPartition, int], error: ErrorClass, generation: int) -> None:
+        rendered = {str(tp): o for tp, o in sorted(offsets.items())}
+        if error is errors.NONE:
+            self.recorder.emit(ev.OFFSETS_COMMITTED, self.member_id, offsets=rendered, generation=generation)
+        else:
+            self.recorder.emit(ev.COMMIT_FAILED, self.member_id, offsets=rendered, error=errors.name_of(error),
+                               generation=generation)
+
     def revoke(self, partitions: set[TopicPartition]) -> None:
-        if self.config.auto_commit:
-            self._commit({tp: o for tp, o in self._positions.items() if tp in partitions})
         self._drop(partitions)
         self.recorder.emit(ev.PARTITIONS_REVOKED, self.member_id, partitions=sorted(map(str, partitions)))
         self._call_listener("on_partitions_revoked", partitions)
@@ -208,24 +220,19 @@ class ModernMember:
             for tp, position in self._positions.items():
                 self._consumer.seek(KafkaTopicPartition(tp.topic, tp.partition), position)
 
-    def _commit(self, offsets: Mapping[TopicPartition, int]) -> object:
-        if not offsets:
-            return errors.NONE
-        error = self.coordinator.commit(offsets)
-        generation = self.coordinator.generation.generation_id
-        rendered = {str(tp): o for tp, o in sorted(offsets.items())}
-        if error is errors.NONE:
-            self.recorder.emit(ev.OFFSETS_COMMITTED, self.member_id, offsets=rendered, generation=generation)
-        else:
-            self.recorder.emit(ev.COMMIT_FAILED, self.member_id, offsets=rendered, error=errors.name_of(error),
-                               generation=generation)
-        return error
+    def _commit(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
+        try:
+            return self.coordinator.commit(offsets)
+        except ConnectionFailed:
+            self.committed(offsets, errors.COORDINATOR_NOT_AVAILABLE, self.coordinator.generation.generation_id)
+            return errors.COORDINATOR_NOT_AVAILABLE
 
     def _maybe_auto_commit(self) -> None:
+        """Asynchronous, as Kafka's auto-commit: polling goes on while the commit is in flight."""
         if not self.config.auto_commit or time.monotonic() < self._next_auto_commit:
             return
-        self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
-        self._commit({tp: o for tp, o in self._positions.items() if tp in self._owned})
+        if self.coordinator.maybe_commit_async(self.positions()):
+            self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
 
     def _call_listener(self, method: str, partitions: set[TopicPartition]) -> None:
         getattr(self.listener, method)(set(partitions))

@@ -17,7 +17,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.protocol import (
+from rebalance.kafka_frames import (
     DEFAULT_MAX_FRAME_BYTES,
     REQUEST_CLASSES,
     DecodedRequest,

@@ -6,14 +6,13 @@ and consumes; the test waits for observed effects, never for a fixed time.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import uuid
 from collections.abc import Callable
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer
 from kafka.protocol.consumer import HeartbeatRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
@@ -24,11 +23,12 @@ from modern.member import ModernMember
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig, RebalanceListener
 from rebalance.types import TopicPartition
+from tests.modern_support import WAIT_S, wait_until
+from tests.modern_support import produce as produce_records
 
 pytestmark = [pytest.mark.broker, pytest.mark.conformance]
 
 PARTITIONS = 6
-WAIT_S = 60
 
 
 @pytest.fixture
@@ -45,22 +45,7 @@ def names(request):
 
 
 def produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    try:
-        for seq in range(start, start + count):
-            value = json.dumps({"seq": seq, "ts_ms": int(time.time() * 1000)}).encode()
-            producer.send(topic, value, partition=seq % PARTITIONS)
-        producer.flush(30)
-    finally:
-        producer.close()
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)  # re-check: the condition is observed state, not a guess of time
+    produce_records(bootstrap, topic, count, partitions=PARTITIONS, start=start)
 
 
 class Worker:

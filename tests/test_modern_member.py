@@ -12,11 +12,13 @@ import uuid
 import pytest
 
 from broker.admin import create_topic
-from modern.client import ClientSettings, HeartbeatTimer, RebalanceMetrics
 from modern.member import ModernMember, settings_from
+from modern.membership import HeartbeatTimer
+from modern.settings import ClientSettings
 from rebalance.backends import profile
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import Member, MemberConfig
+from rebalance.metrics import RebalanceMetrics
 
 BOOT = (("127.0.0.1", 9092),)
 
@@ -62,17 +64,17 @@ def test_settings_validate_and_map_kafka_names():
 
 def test_metrics_use_kafka_names():
     metrics = RebalanceMetrics()
-    metrics.record("join", 10)
-    metrics.record("sync", 2)
-    metrics.record("rebalance", 15)
-    metrics.record("rebalance", 25)
-    metrics.record_failure()
-    snap = metrics.snapshot()
+    metrics.join_completed(10)
+    metrics.sync_completed(2)
+    metrics.rebalance_completed(15, now_s=100.0)
+    metrics.rebalance_completed(25, now_s=101.0)
+    metrics.rebalance_failed()
+    snap = metrics.snapshot(now_s=103.5)
     assert snap["rebalance-latency-avg"] == 20 and snap["rebalance-latency-max"] == 25
     assert snap["rebalance-latency-total"] == 40 and snap["rebalance-total"] == 2
     assert snap["failed-rebalance-total"] == 1
     assert snap["join-time-max"] == 10 and snap["sync-time-avg"] == 2
-    assert 0 <= snap["last-rebalance-seconds-ago"] < 5
+    assert snap["last-rebalance-seconds-ago"] == 2.5
 
 
 def test_backend_registry_builds_a_member():
@@ -164,3 +166,21 @@ def test_member_cli_runs_a_modern_member_and_leaves_on_sigterm(cluster, tmp_path
     assert "rebalance_completed" in kinds and kinds[-1] == "member_stopped"
     joined = [e for e in read_events(events) if e["type"] == "member_started"]
     assert joined[0]["group_instance_id"] == "cli-instance"
+
+
+def test_membership_moves_only_along_its_table():
+    from modern.membership import IllegalMembershipTransition, Membership, MembershipState
+    from rebalance.types import Generation
+
+    joined = Membership().join_sent().member_id_given("m-1").joined(Generation(4, "m-1", "range"))
+    assert joined.state is MembershipState.COMPLETING_REBALANCE and joined.sends_heartbeats
+    assert joined.generation_if_stable() is None                  # no commit until the sync is answered
+    stable = joined.synced()
+    assert stable.generation_if_stable() == Generation(4, "m-1", "range")
+    fenced = stable.lost(keep_member_id=True)
+    assert fenced.state is MembershipState.UNJOINED and fenced.member_id == "m-1" and not fenced.generation.is_valid
+    assert stable.lost(keep_member_id=False).member_id == ""
+    with pytest.raises(IllegalMembershipTransition):
+        Membership().synced()                                        # never stable without a join
+    with pytest.raises(IllegalMembershipTransition):
+        stable.joined(Generation(5, "m-1", "range"))                 # a new generation needs a JoinGroup first

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from experiments.scenario import Direction, LinkFault
+from rebalance.kafka_frames import SIZE_BYTES, FrameSplitter, peek_header, peek_response_correlation
 
 CHUNK = 64 * 1024
 QUEUE_CHUNKS = 16        # chunks a direction may hold before it stops reading (back-pressure)
@@ -261,38 +262,30 @@ class Proxy:
 
 
 class _KafkaFrames:
-    """Cuts one direction of a Kafka connection into frames (int32 size, then the body) and files each
-    under `coord` or `data`: requests by API key, responses by the class of their request's correlation id."""
+    """Cuts one direction of a Kafka connection into frames and files each under `coord` or `data`:
+    requests by API key, responses by the class of their request's correlation id."""
 
     def __init__(self, direction: Direction, connection: _Connection) -> None:
         self.direction = direction
         self.connection = connection
-        self.buffer = bytearray()
+        self.splitter = FrameSplitter(least=8)
 
     def feed(self, data: bytes) -> list[tuple[str, bytes]]:
-        self.buffer += data
-        frames = []
-        while len(self.buffer) >= 4:
-            size = int.from_bytes(self.buffer[:4], "big", signed=True)
-            if size < 8 or len(self.buffer) < 4 + size:
-                if size < 8:    # not Kafka framing: pass the rest through unclassified
-                    frames.append((ALL, bytes(self.buffer)))
-                    self.buffer.clear()
-                break
-            frame = bytes(self.buffer[:4 + size])
-            del self.buffer[:4 + size]
-            frames.append((self.classify(frame), frame))
-        return frames
+        frames, garbage = self.splitter.feed(data)
+        classified = [(self.classify(frame), frame) for frame in frames]
+        if garbage:    # not Kafka framing: pass the rest through unclassified
+            classified.append((ALL, garbage))
+        return classified
 
     def classify(self, frame: bytes) -> str:
         pending = self.connection.pending
+        body = frame[SIZE_BYTES:]
         if self.direction is Direction.UPSTREAM:
-            api_key = int.from_bytes(frame[4:6], "big", signed=True)
-            correlation = frame[8:12]
+            api_key, _, correlation = peek_header(body)
             traffic = "coord" if api_key in KAFKA_COORD_APIS else "data"
             pending[correlation] = traffic
         else:
-            traffic = pending.pop(frame[4:8], "data")
+            traffic = pending.pop(peek_response_correlation(body), "data")
         self.connection.classes.add(traffic)
         return traffic
 
@@ -306,7 +299,7 @@ class _Connection:
         self.server_writer: asyncio.StreamWriter | None = None
         self.closed = False
         self.half_closed = 0
-        self.pending: dict[bytes, str] = {}   # Kafka correlation id -> class of the request
+        self.pending: dict[int, str] = {}     # Kafka correlation id -> class of the request
         self.classes: set[str] = set()        # Kafka traffic classes this connection has carried
 
     def abort(self, *, reset: bool) -> None:

@@ -1,10 +1,11 @@
-"""Kafka wire framing on top of kafka-python's schema-driven codec, without any I/O.
+"""Kafka wire framing on kafka-python's schema-driven codec, with no sockets and no policy.
 
-A frame is a 4-byte big-endian size followed by that many bytes. A request frame starts
-with `api_key:int16, api_version:int16, correlation_id:int32`; the rest of the header
-and the body are decoded by kafka-python's generated classes. This module turns frame
-bytes into a `DecodedRequest` and a response object back into frame bytes; the server
-owns the sockets.
+A frame is a 4-byte big-endian size followed by that many bytes. A request frame starts with
+`api_key:int16, api_version:int16, correlation_id:int32`; a response frame with
+`correlation_id:int32`. The rest of the header and the body are encoded and decoded by
+kafka-python's generated classes. Used by the broker (requests in, responses out), the classic
+client and the broker's peers (requests out, responses in) and the fault proxy (cutting a byte
+stream into frames to tell coordination traffic from data).
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from kafka.protocol.api_message import ApiMessage
 
 # Kafka's own default for socket.request.max.bytes.
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+SIZE_BYTES = 4
 
 _SIZE = struct.Struct(">i")
-_HEADER_START = struct.Struct(">hhi")
+_REQUEST_HEADER_START = struct.Struct(">hhi")
+_RESPONSE_HEADER_START = struct.Struct(">i")
 
 
 class FrameError(Exception):
-    """The bytes cannot be a valid request: the connection must be closed."""
+    """The bytes cannot be a valid frame: the connection must be closed."""
 
 
 @dataclass(frozen=True)
@@ -61,19 +64,73 @@ def response_class(api_key: int, api_version: int) -> type:
     return RESPONSE_CLASSES[api_key][api_version]
 
 
-def frame_size(prefix: bytes, max_frame_bytes: int) -> int:
-    """Size announced by a 4-byte frame prefix; rejects sizes no valid request can have."""
+# ---------------------------------------------------------------- sizes and headers
+
+
+def frame_size(prefix: bytes, max_frame_bytes: int, *, least: int = _REQUEST_HEADER_START.size) -> int:
+    """Size announced by a 4-byte frame prefix; rejects sizes no valid frame can have."""
     (size,) = _SIZE.unpack(prefix)
-    if size < _HEADER_START.size or size > max_frame_bytes:
-        raise FrameError(f"frame size {size} outside [{_HEADER_START.size}, {max_frame_bytes}]")
+    if size < least or size > max_frame_bytes:
+        raise FrameError(f"frame size {size} outside [{least}, {max_frame_bytes}]")
     return size
 
 
 def peek_header(frame: bytes) -> tuple[int, int, int]:
-    """api_key, api_version, correlation_id: the part of the header every version shares."""
-    if len(frame) < _HEADER_START.size:
+    """api_key, api_version, correlation_id of a request frame (without its size prefix):
+    the part of the header every version shares."""
+    if len(frame) < _REQUEST_HEADER_START.size:
         raise FrameError("frame shorter than a request header")
-    return _HEADER_START.unpack_from(frame)
+    return _REQUEST_HEADER_START.unpack_from(frame)
+
+
+def peek_response_correlation(frame: bytes) -> int:
+    """The correlation id a response frame (without its size prefix) answers."""
+    if len(frame) < _RESPONSE_HEADER_START.size:
+        raise FrameError("frame shorter than a response header")
+    return _RESPONSE_HEADER_START.unpack_from(frame)[0]
+
+
+class FrameSplitter:
+    """Cuts one direction of a byte stream into whole frames (size prefix included).
+
+    Bytes that cannot be Kafka framing (a size below `least`) come back once as `garbage`, with
+    everything after them, so a caller that only observes the stream can still pass them on."""
+
+    def __init__(self, *, least: int = _RESPONSE_HEADER_START.size) -> None:
+        self.least = least
+        self.buffer = bytearray()
+
+    def feed(self, data: bytes) -> tuple[list[bytes], bytes]:
+        self.buffer += data
+        frames: list[bytes] = []
+        while len(self.buffer) >= SIZE_BYTES:
+            (size,) = _SIZE.unpack_from(self.buffer)
+            if size < self.least:
+                garbage = bytes(self.buffer)
+                self.buffer.clear()
+                return frames, garbage
+            if len(self.buffer) < SIZE_BYTES + size:
+                break
+            frames.append(bytes(self.buffer[:SIZE_BYTES + size]))
+            del self.buffer[:SIZE_BYTES + size]
+        return frames, b""
+
+
+# ---------------------------------------------------------------- requests and responses
+
+
+def encode_request(request: Any, correlation_id: int, client_id: str | None) -> bytes:
+    """Frame a versioned Request (e.g. `HeartbeatRequest[4](...)`) with its request header."""
+    request.with_header(correlation_id=correlation_id, client_id=client_id)
+    return bytes(request.encode(header=True, framed=True))
+
+
+def decode_response(api_key: int, api_version: int, frame: bytes, expected_correlation_id: int) -> Any:
+    """Decode one response frame (without its size prefix) to the request's Response class."""
+    response = response_class(api_key, api_version).decode(frame, header=True)
+    if response.header.correlation_id != expected_correlation_id:
+        raise FrameError(f"response to {response.header.correlation_id} where {expected_correlation_id} was due")
+    return response
 
 
 def decode_request(frame: bytes) -> DecodedRequest:
@@ -92,6 +149,12 @@ def decode_request(frame: bytes) -> DecodedRequest:
     if null_field:
         raise FrameError(f"{request_class.name} v{api_version}: {null_field} is null, which the schema forbids")
     return DecodedRequest(api_key, api_version, correlation_id, request.header.client_id, request)
+
+
+def encode_response(response: Any, correlation_id: int) -> bytes:
+    """Frame a Response object (its version already set) with the response header."""
+    response.with_header(correlation_id=correlation_id)
+    return bytes(response.encode(header=True, framed=True))
 
 
 _CHECKED_FOR_NULL = {"string", "bytes"}  # not uuid: the codec decodes the all-zero uuid as None
@@ -118,9 +181,3 @@ def _null_where_not_allowed(container: Any, version: int) -> str | None:
                 if found:
                     return f"{field.name}[].{found}"
     return None
-
-
-def encode_response(response: Any, correlation_id: int) -> bytes:
-    """Frame a Response object (its version already set) with the response header."""
-    response.with_header(correlation_id=correlation_id)
-    return bytes(response.encode(header=True, framed=True))
