@@ -163,7 +163,7 @@ def summarize_runs(spark: SparkSession, run_dirs: list[Path], config: CheckConfi
 
     control = timed(frames.control.filter(F.col("type").isNotNull()), _ns()).persist()
     commits = timed(frames.commits, _ns()).persist()
-    consumed = timed(frames.consumed, F.col("ts_ns"))
+    consumed = timed(frames.consumed, F.col("ts_ns")).persist()   # batches: read by five queries
 
     step("records")
     covered = records.coverage(consumed).persist()   # gaps (lost) and overlaps (duplicates) both come from it
@@ -222,7 +222,7 @@ def summarize_runs(spark: SparkSession, run_dirs: list[Path], config: CheckConfi
             info = replace(info, members=herd.usual_group_size(tables["herd"], run_end) or info.members)
         summaries.append(RunSummary(info, checks[r], tables, facts))
     frames.unpersist()
-    for frame in (control, commits, covered, never, owned, spans):
+    for frame in (control, commits, consumed, covered, never, owned, spans):
         frame.unpersist()
     if write:
         step("writing")
