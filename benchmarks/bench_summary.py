@@ -1,13 +1,19 @@
-"""Benchmark: the Spark summary of one large synthetic run (seed 002's churn shape, scaled up).
+"""Benchmark: the Spark summary, of one large synthetic run or of many small ones.
 
     .venv/bin/python benchmarks/bench_summary.py [--events 10000000] [--master local[2]] [--dir runs/bench-summary]
+    .venv/bin/python benchmarks/bench_summary.py --runs 6 --shape demo [--repeat 3] [--master local[2]]
+    .venv/bin/python benchmarks/bench_summary.py --runs 100 --shape herd [--repeat 3]
 
-Generates the log once (kept in --dir and reused while its size and format match), then times
-`summarize_run` end to end (read, checks, aggregates, writing) and prints the figures.
+One large run (the default): generates the log once (kept in --dir and reused while its size and format
+match), then times `summarize_run` end to end (read, checks, aggregates, writing) and prints the figures.
+--events sizes the simulated run as if every produced record were one event (the log form of older
+producers), so figures stay comparable; the producer writes its records in batches (`records_produced`,
+one per partition per tick), so the log itself holds far fewer lines.
 
---events sizes the simulated run as if every produced record were one event (the log form of
-older producers), so figures stay comparable; the producer writes its records in batches
-(`records_produced`, one per partition per tick), so the log itself holds far fewer lines.
+Many runs (--runs K): writes K synthetic runs of one shape (demo: the size of one run of `./lab demo`,
+about 1.7 MB of events, half of them legacy, every third with anomalies planted; herd: a small group
+growing and shrinking) and times `summarize(run_dirs)` including the Spark session's start, once per
+repetition, each in a fresh process, then prints every figure with the median, min and max.
 """
 
 from __future__ import annotations
@@ -15,11 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-from experiments.summary import start_spark, summarize_run
-from experiments.synthetic import Change, SyntheticRun, write_run
+from experiments.synthetic import Anomaly, Change, SyntheticRun, write_run
 
 # Record-equivalent events per simulated second with the settings below: produced records plus one
 # records_consumed batch and one commit per member per tick (about 50-100 members, tick 0.1 s).
@@ -43,30 +51,68 @@ def config_for(events: int) -> SyntheticRun:
                         duration_s=duration, session_timeout_ms=6000, timeline=timeline)
 
 
-LOG_FORMAT = "records_produced"    # a log written in another form is generated again
+HERD_TIMELINE = (
+    Change(at_s=0.0, action="phase", name="grow"),
+    Change(at_s=2.0, action="join", count=1),
+    Change(at_s=4.0, action="join", count=1),
+    Change(at_s=6.0, action="phase", name="shrink"),
+    Change(at_s=6.0, action="leave", count=1),
+    Change(at_s=8.0, action="leave", count=1),
+)
 
 
-def ensure_log(run_dir: Path, events: int) -> int:
-    marker = run_dir / "bench.json"
-    if marker.exists():
-        known = json.loads(marker.read_text())
-        if known.get("requested") == events and known.get("format") == LOG_FORMAT:
-            return known["events"]
-    shutil.rmtree(run_dir, ignore_errors=True)
+def shape(kind: str, index: int) -> SyntheticRun:
+    """The index-th run of a shape: backends alternate, so one pass sees both."""
+    backend = ("legacy", "modern")[index % 2]
+    if kind == "demo":
+        planted = frozenset(Anomaly) if index % 3 == 2 else frozenset()
+        return SyntheticRun(name=f"demo-{index:03d}", backend=backend, anomalies=planted, seed=index)
+    return SyntheticRun(name=f"herd-{index:03d}", backend=backend, members=6, partitions=12, duration_s=10.0,
+                        rate=50.0, tick_s=0.1, timeline=HERD_TIMELINE, seed=index)
+
+
+def ensure_runs(root: Path, kind: str, count: int) -> list[Path]:
+    marker = root / "bench.json"
+    wanted = {"shape": kind, "runs": count}
+    runs = [root / f"run-{index:03d}" for index in range(count)]
+    if marker.exists() and json.loads(marker.read_text()) == wanted:
+        return runs
+    shutil.rmtree(root, ignore_errors=True)
+    for index, run_dir in enumerate(runs):
+        write_run(run_dir, shape(kind, index))
+    marker.write_text(json.dumps(wanted))
+    return runs
+
+
+def time_once(runs_root: Path, master: str) -> None:
+    """One timing, in this process: summarize every run under runs_root, Spark's start included."""
+    from experiments.summary import summarize
+
+    run_dirs = sorted(path for path in runs_root.iterdir() if (path / "events").is_dir())
     started = time.perf_counter()
-    write_run(run_dir, config_for(events))
-    lines = sum(sum(1 for _ in open(path, "rb")) for path in (run_dir / "events").glob("*.jsonl"))
-    print(f"generated {lines:,} events in {time.perf_counter() - started:.1f} s -> {run_dir}")
-    marker.write_text(json.dumps({"requested": events, "events": lines, "format": LOG_FORMAT}))
-    return lines
+    summaries = summarize(run_dirs, master=master)
+    elapsed = time.perf_counter() - started
+    print(json.dumps({"seconds": elapsed, "runs": len(summaries)}))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=10_000_000)
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--dir", type=Path, default=Path("runs/bench-summary"))
-    args = parser.parse_args()
+def many_runs(args: argparse.Namespace) -> None:
+    root = args.dir if args.dir != DEFAULT_DIR else Path(f"runs/bench-summary-{args.shape}-{args.runs}")
+    runs = ensure_runs(root, args.shape, args.runs)
+    size_mb = sum(p.stat().st_size for run in runs for p in (run / "events").glob("*.jsonl")) / 1e6
+    figures = []
+    for _ in range(args.repeat):
+        out = subprocess.run([sys.executable, __file__, "--time-once", str(root), "--master", args.master],
+                             check=True, capture_output=True, text=True).stdout
+        figures.append(json.loads(out.strip().splitlines()[-1])["seconds"])
+        print(f"  {figures[-1]:.1f} s", flush=True)
+    print(f"{args.runs} {args.shape} runs ({size_mb:.1f} MB of events), master {args.master}, Spark start included: "
+          f"median {statistics.median(figures):.1f} s, min {min(figures):.1f} s, max {max(figures):.1f} s, "
+          f"n = {len(figures)}")
+
+
+def one_large_run(args: argparse.Namespace) -> None:
+    from experiments.summary import start_spark, summarize_run
+
     events = ensure_log(args.dir, args.events)
     size_mb = sum(p.stat().st_size for p in (args.dir / "events").glob("*.jsonl")) / 1e6
 
@@ -88,6 +134,43 @@ def main() -> None:
     print(f"summary: {total:.1f} s ({args.events / total:,.0f} record-equivalent events/s); target <= 60 s")
     for check in summary.checks:
         print(f"  {check.check:<28} {check.verdict.value:<8} {check.detail}")
+
+
+LOG_FORMAT = "records_produced"    # a log written in another form is generated again
+DEFAULT_DIR = Path("runs/bench-summary")
+
+
+def ensure_log(run_dir: Path, events: int) -> int:
+    marker = run_dir / "bench.json"
+    if marker.exists():
+        known = json.loads(marker.read_text())
+        if known.get("requested") == events and known.get("format") == LOG_FORMAT:
+            return known["events"]
+    shutil.rmtree(run_dir, ignore_errors=True)
+    started = time.perf_counter()
+    write_run(run_dir, config_for(events))
+    lines = sum(sum(1 for _ in open(path, "rb")) for path in (run_dir / "events").glob("*.jsonl"))
+    print(f"generated {lines:,} events in {time.perf_counter() - started:.1f} s -> {run_dir}")
+    marker.write_text(json.dumps({"requested": events, "events": lines, "format": LOG_FORMAT}))
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    parser.add_argument("--runs", type=int, help="time the summary of this many small runs instead")
+    parser.add_argument("--shape", choices=["demo", "herd"], default="demo")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--time-once", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.time_once:
+        time_once(args.time_once, args.master)
+    elif args.runs:
+        many_runs(args)
+    else:
+        one_large_run(args)
 
 
 if __name__ == "__main__":

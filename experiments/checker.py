@@ -1,22 +1,23 @@
-"""Jepsen-style checks over a run's events, as PySpark DataFrame queries.
+"""Jepsen-style checks over runs' events, as PySpark DataFrame queries grouped by run.
 
-Every check answers one question about the whole run and returns a `CheckResult`: a
-verdict (true: nothing found, false: found, unknown: the log cannot tell) and evidence
-rows saying where and when. The inputs are the frames `experiments.summary` derives from
-the events (times `t` in seconds since the run's first event):
+Every check answers one question about a whole run and returns, per run, a `CheckResult`: a
+verdict (true: nothing found, false: found, unknown: the log cannot tell) and evidence rows
+saying where and when. `CHECKS` lists them once: name, the event types a run needs for the
+check to tell anything, and the function. The inputs (`CheckInputs`) are the frames
+`experiments.summary` derives from the events, each with a `run` column (times `t` in seconds
+since the run's first event):
 
-- `ownership`: one row per interval a member believed it owned a partition
-  (member, tp, start, end);
 - `segments`: per partition, the spans between ownership changes with the set of owners
   (tp, start, end, owners);
-- `lost` records, `repeats` (offset ranges consumed again) and `deliveries` (one row per
-  processed record with its latency), all derived from offset ranges;
-- the raw events `ev` for commits and commit failures.
+- `never` processed records (with `unseen` ones flagged), `repeats` (offset ranges consumed
+  again) and `deliveries` (one row per processed record with its latency), all derived from
+  offset ranges;
+- `commits` (one row per partition per offsets_committed) and the `control` events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -24,7 +25,10 @@ import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-Counts = Mapping[str, int]   # events per type in the run
+from experiments.by_run import first_rows_by_run, values_by_run
+from rebalance import events as ev
+
+Counts = Mapping[str, int]   # events per type in a run
 
 # Commit errors that mean "you are not (or no longer) a member of this generation".
 FENCING_ERRORS = ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID")
@@ -53,180 +57,251 @@ class CheckResult:
     evidence: pd.DataFrame = field(default_factory=pd.DataFrame, compare=False)
 
 
-def _evidence(frame: DataFrame, order: list[str], limit: int) -> pd.DataFrame:
-    return frame.orderBy(*order).limit(limit).toPandas()
+@dataclass(frozen=True, kw_only=True)
+class CheckInputs:
+    """What the checks read, for every run of one pass. `context` has one row per run: partitions,
+    since_t and bound_s (the convergence window), run_end."""
+
+    runs: list[int]
+    counts: Mapping[int, Counts]
+    control: DataFrame
+    commits: DataFrame
+    consumed: DataFrame
+    segments: DataFrame
+    never: DataFrame
+    repeats: DataFrame
+    deliveries: DataFrame
+    context: DataFrame
 
 
-def _evidence_and_count(frame: DataFrame, order: list[str], limit: int) -> tuple[pd.DataFrame, int]:
-    """The first `limit` rows and the exact count, counting separately only when rows were cut."""
-    rows = _evidence(frame, order, limit)
-    return rows, (len(rows) if len(rows) < limit else frame.count())
+Results = dict[int, CheckResult]
 
 
-def _owning(counts: Counts) -> bool:
-    return bool(counts.get("partitions_assigned") or counts.get("rebalance_completed"))
+def _found(name: str, count: int, found: str, clean: str, evidence: pd.DataFrame) -> CheckResult:
+    return CheckResult(name, Verdict.FALSE if count else Verdict.TRUE, count, found if count else clean, evidence)
 
 
-def double_ownership(segments: DataFrame, counts: Counts, config: CheckConfig) -> CheckResult:
+def double_ownership(inputs: CheckInputs, config: CheckConfig) -> Results:
     """Exclusive ownership, checked continuously: spans where two or more members owned one partition."""
     windows = (
-        segments.filter((F.size("owners") >= 2) & (F.col("end") - F.col("start") > config.overlap_tolerance_s))
-        .select("tp", "start", "end", (F.col("end") - F.col("start")).alias("duration_s"), "owners")
+        inputs.segments.filter((F.size("owners") >= 2) & (F.col("end") - F.col("start") > config.overlap_tolerance_s))
+        .select("run", "tp", "start", "end", (F.col("end") - F.col("start")).alias("duration_s"), "owners")
     )
-    if not _owning(counts):
-        return CheckResult("double-ownership", Verdict.UNKNOWN, 0, "no ownership events")
-    stats = windows.agg(F.count("*").alias("n"), F.sum("duration_s").alias("s")).first()
-    count, seconds = stats["n"], stats["s"] or 0.0
-    verdict = Verdict.FALSE if count else Verdict.TRUE
-    detail = f"{count} windows, {seconds:.2f} s in total" if count else "every partition had at most one owner"
-    return CheckResult("double-ownership", verdict, count, detail,
-                       _evidence(windows, ["start", "tp"], config.evidence_rows))
+    stats = values_by_run(windows.groupBy("run").agg(F.count("*").alias("n"), F.sum("duration_s").alias("s")))
+    evidence = first_rows_by_run(windows, ["start", "tp"], config.evidence_rows, inputs.runs)
+    results = {}
+    for run in inputs.runs:
+        count, seconds = stats.get(run, {}).get("n", 0), stats.get(run, {}).get("s") or 0.0
+        results[run] = _found("double-ownership", count, f"{count} windows, {seconds:.2f} s in total",
+                              "every partition had at most one owner", evidence[run])
+    return results
 
 
-def consumption_outside_ownership(consumed: DataFrame, segments: DataFrame, counts: Counts,
-                                  config: CheckConfig) -> CheckResult:
+def consumption_outside_ownership(inputs: CheckInputs, config: CheckConfig) -> Results:
     """Ownership evidenced by consumption: records a member processed while it was not the sole owner.
 
     Each consumption batch looks up the owners of its partition at its time (the last
     ownership change at or before it, per partition)."""
-    marks = segments.select("tp", F.col("start").alias("t"), F.lit(0).alias("kind"), "owners",
-                            F.lit(None).cast("string").alias("member"), F.lit(None).cast("long").alias("count"))
-    batches = consumed.select("tp", "t", F.lit(1).alias("kind"), F.lit(None).cast("array<string>").alias("owners"),
-                              "member", "count")
-    timeline = Window.partitionBy("tp").orderBy("t", "kind").rowsBetween(Window.unboundedPreceding, 0)
+    marks = inputs.segments.select("run", "tp", F.col("start").alias("t"), F.lit(0).alias("kind"), "owners",
+                                   F.lit(None).cast("string").alias("member"), F.lit(None).cast("long").alias("count"))
+    batches = inputs.consumed.select("run", "tp", "t", F.lit(1).alias("kind"),
+                                     F.lit(None).cast("array<string>").alias("owners"), "member", "count")
+    timeline = Window.partitionBy("run", "tp").orderBy("t", "kind").rowsBetween(Window.unboundedPreceding, 0)
     looked_up = (
         marks.unionByName(batches)
         .withColumn("owners_then", F.last("owners", ignorenulls=True).over(timeline))
         .filter(F.col("kind") == 1)
         .withColumn("owners_then", F.coalesce("owners_then", F.array().cast("array<string>")))
     )
-    outside = looked_up.filter(
-        ~((F.size("owners_then") == 1) & (F.element_at("owners_then", 1) == F.col("member")))
-    )
-    grouped = outside.groupBy("member", "tp", "owners_then").agg(
+    outside = looked_up.filter(~((F.size("owners_then") == 1) & (F.element_at("owners_then", 1) == F.col("member"))))
+    grouped = outside.groupBy("run", "member", "tp", "owners_then").agg(
         F.min("t").alias("first_t"), F.max("t").alias("last_t"),
         F.count("*").alias("batches"), F.sum("count").alias("records"),
-    )
-    if not counts.get("records_consumed"):
-        return CheckResult("consumed-without-ownership", Verdict.UNKNOWN, 0, "no records consumed")
-    evidence, count = _evidence_and_count(grouped, ["first_t", "tp"], config.evidence_rows)
-    records = int(evidence["records"].sum()) if count == len(evidence) else grouped.agg(F.sum("records")).first()[0]
-    detail = (f"{records} records in {count} spans processed by a member that was not the sole owner"
-              if count else "every batch was processed by its partition's sole owner")
-    return CheckResult("consumed-without-ownership", Verdict.FALSE if count else Verdict.TRUE, count, detail,
-                       evidence)
+    ).persist()
+    stats = values_by_run(grouped.groupBy("run").agg(F.count("*").alias("n"), F.sum("records").alias("records")))
+    evidence = first_rows_by_run(grouped, ["first_t", "tp"], config.evidence_rows, inputs.runs)
+    grouped.unpersist()
+    results = {}
+    for run in inputs.runs:
+        count, records = stats.get(run, {}).get("n", 0), stats.get(run, {}).get("records")
+        results[run] = _found("consumed-without-ownership", count,
+                              f"{records} records in {count} spans processed by a member that was not the sole owner",
+                              "every batch was processed by its partition's sole owner", evidence[run])
+    return results
 
 
-def lost_records(lost: DataFrame, unseen: int, counts: Counts, config: CheckConfig) -> CheckResult:
-    """Produced and never processed (`lost`: tp, offset, produce_ms, t_produce). Records produced in
-    the run's last `latency limit` seconds of consumption are only 'unseen': the run may have ended first."""
-    if not (counts.get("record_produced") or counts.get("records_produced")):
-        return CheckResult("lost-records", Verdict.UNKNOWN, 0, "no records_produced (or record_produced) events")
-    evidence, count = _evidence_and_count(lost, ["t_produce", "tp", "offset"], config.evidence_rows)
-    detail = f"{count} records produced and never processed" if count else "every produced record was processed"
-    if unseen:
-        detail += f" ({unseen} produced at the very end not seen: unseen, not lost)"
-    return CheckResult("lost-records", Verdict.FALSE if count else Verdict.TRUE, count, detail, evidence)
+def lost_records(inputs: CheckInputs, config: CheckConfig) -> Results:
+    """Produced and never processed. Records produced in the run's last `latency limit` seconds of
+    consumption are only 'unseen': the run may have ended first."""
+    lost = inputs.never.filter(~F.col("unseen")).drop("unseen")
+    stats = values_by_run(inputs.never.groupBy("run").agg(
+        F.sum((~F.col("unseen")).cast("int")).alias("lost"), F.sum(F.col("unseen").cast("int")).alias("unseen")))
+    evidence = first_rows_by_run(lost, ["t_produce", "tp", "offset"], config.evidence_rows, inputs.runs)
+    results = {}
+    for run in inputs.runs:
+        count, unseen = stats.get(run, {}).get("lost") or 0, stats.get(run, {}).get("unseen") or 0
+        result = _found("lost-records", count, f"{count} records produced and never processed",
+                        "every produced record was processed", evidence[run])
+        if unseen:
+            result = CheckResult(result.check, result.verdict, count,
+                                 result.detail + f" ({unseen} produced at the very end not seen: unseen, not lost)",
+                                 result.evidence)
+        results[run] = result
+    return results
 
 
-def duplicates(repeats: DataFrame, counts: Counts, config: CheckConfig) -> CheckResult:
+def duplicates(inputs: CheckInputs, config: CheckConfig) -> Results:
     """The same (partition, offset) processed more than once, by one member or by several.
     `repeats` holds offset ranges a batch consumed that earlier batches had consumed already;
     the count is of extra deliveries."""
-    if not counts.get("records_consumed"):
-        return CheckResult("duplicates", Verdict.UNKNOWN, 0, "no records consumed")
-    by = {row["by"]: row["n"] for row in repeats.groupBy("by").agg(F.sum("records").alias("n")).collect()}
-    count = int(sum(by.values()))
-    detail = (", ".join(f"{n} by {who}" for who, n in sorted(by.items())) if count
-              else "every record was processed once")
-    return CheckResult("duplicates", Verdict.FALSE if count else Verdict.TRUE, count, detail,
-                       _evidence(repeats, ["t", "tp", "from_offset"], config.evidence_rows))
+    by: dict[int, dict[str, int]] = {run: {} for run in inputs.runs}
+    for row in inputs.repeats.groupBy("run", "by").agg(F.sum("records").alias("n")).collect():
+        by[row["run"]][row["by"]] = row["n"]
+    evidence = first_rows_by_run(inputs.repeats, ["t", "tp", "from_offset"], config.evidence_rows, inputs.runs)
+    results = {}
+    for run in inputs.runs:
+        count = int(sum(by[run].values()))
+        results[run] = _found("duplicates", count, ", ".join(f"{n} by {who}" for who, n in sorted(by[run].items())),
+                              "every record was processed once", evidence[run])
+    return results
 
 
-def offset_regressions(commits: DataFrame, counts: Counts, config: CheckConfig) -> CheckResult:
-    """Per partition, a successful commit lower than an earlier one (a zombie's late commit).
-    `commits`: one row per partition per offsets_committed event (member, t, seq, tp, offset)."""
-    if not counts.get("offsets_committed"):
-        return CheckResult("offset-regressions", Verdict.UNKNOWN, 0, "no offsets_committed events")
-    earlier = Window.partitionBy("tp").orderBy("t", "seq").rowsBetween(Window.unboundedPreceding, -1)
+def offset_regressions(inputs: CheckInputs, config: CheckConfig) -> Results:
+    """Per partition, a successful commit lower than an earlier one (a zombie's late commit)."""
+    earlier = Window.partitionBy("run", "tp").orderBy("t", "seq").rowsBetween(Window.unboundedPreceding, -1)
     regressions = (
-        commits.withColumn("highest_before", F.max("offset").over(earlier))
+        inputs.commits.withColumn("highest_before", F.max("offset").over(earlier))
         .filter(F.col("offset") < F.col("highest_before"))
-        .select("tp", "t", "member", "offset", "highest_before")
+        .select("run", "tp", "t", "member", "offset", "highest_before")
     )
-    evidence, count = _evidence_and_count(regressions, ["t", "tp"], config.evidence_rows)
-    detail = f"{count} commits moved a partition's offset backwards" if count else "committed offsets never went back"
-    return CheckResult("offset-regressions", Verdict.FALSE if count else Verdict.TRUE, count, detail, evidence)
+    counts = values_by_run(regressions.groupBy("run").count())
+    evidence = first_rows_by_run(regressions, ["t", "tp"], config.evidence_rows, inputs.runs)
+    results = {}
+    for run in inputs.runs:
+        count = counts.get(run, {}).get("count", 0)
+        results[run] = _found("offset-regressions", count, f"{count} commits moved a partition's offset backwards",
+                              "committed offsets never went back", evidence[run])
+    return results
 
 
-def slow_records(deliveries: DataFrame, config: CheckConfig) -> CheckResult:
-    """Processed later than the latency limit after being produced (seed 002 counts these as lost).
-    `deliveries`: one row per processed record with its latency."""
-    timed = deliveries.filter(F.col("latency_ms").isNotNull())
-    slow = timed.filter(F.col("latency_ms") > config.latency_limit_ms)
-    stats = timed.agg(F.count("*").alias("timed"), F.sum((F.col("latency_ms") > config.latency_limit_ms).cast("int"))
-                      .alias("n"), F.max("latency_ms").alias("worst")).first()
-    if not stats["timed"]:
-        return CheckResult("slow-records", Verdict.UNKNOWN, 0, "no produce timestamps on consumed records")
-    count = stats["n"]
-    detail = (f"{count} records over {config.latency_limit_ms} ms (worst {stats['worst']:.0f} ms)" if count
-              else f"every record within {config.latency_limit_ms} ms")
-    evidence = slow.select("tp", "offset", "t", "latency_ms", "member")
-    return CheckResult("slow-records", Verdict.FALSE if count else Verdict.TRUE, count, detail,
-                       _evidence(evidence, ["t", "tp", "offset"], config.evidence_rows))
+def slow_records(inputs: CheckInputs, config: CheckConfig) -> Results:
+    """Processed later than the latency limit after being produced (seed 002 counts these as lost)."""
+    limit = config.latency_limit_ms
+    timed = inputs.deliveries.filter(F.col("latency_ms").isNotNull())
+    stats = values_by_run(timed.groupBy("run").agg(
+        F.count("*").alias("timed"), F.sum((F.col("latency_ms") > limit).cast("int")).alias("n"),
+        F.max("latency_ms").alias("worst")))
+    slow = timed.filter(F.col("latency_ms") > limit).select("run", "tp", "offset", "t", "latency_ms", "member")
+    evidence = first_rows_by_run(slow, ["t", "tp", "offset"], config.evidence_rows, inputs.runs)
+    results = {}
+    for run in inputs.runs:
+        row = stats.get(run)
+        if not row or not row["timed"]:
+            results[run] = CheckResult("slow-records", Verdict.UNKNOWN, 0, "no produce timestamps on consumed records")
+            continue
+        results[run] = _found("slow-records", row["n"], f"{row['n']} records over {limit} ms (worst {row['worst']:.0f} ms)",
+                              f"every record within {limit} ms", evidence[run])
+    return results
 
 
-def convergence(segments: DataFrame, partitions: int, since_t: float, bound_s: float, run_end_t: float,
-                counts: Counts, config: CheckConfig) -> CheckResult:
+def convergence(inputs: CheckInputs, config: CheckConfig) -> Results:
     """Every partition owned by exactly one member at some moment within `bound_s` after `since_t`
     (the last fault's end). Kafka's system tests ask this after killing an owner."""
     name = "convergence"
-    if partitions == 0 or not _owning(counts):
-        return CheckResult(name, Verdict.UNKNOWN, 0, "no partitions or no ownership events")
-    per_tp = Window.partitionBy("tp").orderBy("start")
+    context = F.broadcast(inputs.context.select(
+        "run", "partitions", "since_t", "bound_s", "run_end", (F.col("since_t") + F.col("bound_s")).alias("deadline")))
+    per_tp = Window.partitionBy("run", "tp").orderBy("start")
     changes = (
-        segments.withColumn("good", (F.size("owners") == 1).cast("int"))
+        inputs.segments.withColumn("good", (F.size("owners") == 1).cast("int"))
         .withColumn("delta", F.col("good") - F.lag("good", 1, 0).over(per_tp))
-        .groupBy("start").agg(F.sum("delta").alias("delta"))
-        .withColumn("run", F.lit(1))
+        .groupBy("run", "start").agg(F.sum("delta").alias("delta"))
     )
     in_time = Window.partitionBy("run").orderBy("start")
     good = (
         changes.withColumn("good_partitions", F.sum("delta").over(in_time.rowsBetween(Window.unboundedPreceding, 0)))
-        .withColumn("until", F.coalesce(F.lead("start").over(in_time), F.lit(run_end_t)))
+        .join(context, "run")
+        .withColumn("until", F.coalesce(F.lead("start").over(in_time), "run_end"))
     )
-    deadline = since_t + bound_s
-    first = (
-        good.filter((F.col("good_partitions") == partitions) & (F.col("until") > since_t)
-                    & (F.col("start") <= deadline))
-        .agg(F.min("start")).first()[0]
-    )
-    if first is not None:
-        after = max(first - since_t, 0.0)
-        return CheckResult(name, Verdict.TRUE, 0,
-                           f"all {partitions} partitions had one owner {after:.2f} s after t={since_t:.2f} s "
-                           f"(bound {bound_s:.0f} s)")
-    probe = min(deadline, run_end_t)
-    owners = segments.filter((F.col("start") <= probe) & (F.col("end") > probe)).select(
-        "tp", F.lit(probe).alias("t"), "owners").filter(F.size("owners") != 1)
-    count = owners.count()
-    if run_end_t < deadline:
-        return CheckResult(name, Verdict.UNKNOWN, 0,
-                           f"the log ends {deadline - run_end_t:.1f} s before the bound; not yet converged",
-                           _evidence(owners, ["tp"], config.evidence_rows))
-    return CheckResult(name, Verdict.FALSE, count,
-                       f"{count} partitions without exactly one owner {bound_s:.0f} s after t={since_t:.2f} s",
-                       _evidence(owners, ["tp"], config.evidence_rows))
+    first = values_by_run(good.filter(
+        (F.col("good_partitions") == F.col("partitions")) & (F.col("until") > F.col("since_t"))
+        & (F.col("start") <= F.col("deadline"))).groupBy("run").agg(F.min("start").alias("first")))
+    probe = F.least("deadline", "run_end")
+    owners = inputs.segments.join(context, "run").filter((F.col("start") <= probe) & (F.col("end") > probe)).select(
+        "run", "tp", probe.alias("t"), "owners").filter(F.size("owners") != 1)
+    counts = values_by_run(owners.groupBy("run").count())
+    evidence = first_rows_by_run(owners, ["tp"], config.evidence_rows, inputs.runs)
+    window = values_by_run(inputs.context)
+    results = {}
+    for run in inputs.runs:
+        partitions, since_t, bound_s, run_end = (window[run][key] for key in ("partitions", "since_t", "bound_s", "run_end"))
+        if partitions == 0:
+            results[run] = CheckResult(name, Verdict.UNKNOWN, 0, "no partitions or no ownership events")
+        elif first.get(run, {}).get("first") is not None:
+            after = max(first[run]["first"] - since_t, 0.0)
+            results[run] = CheckResult(name, Verdict.TRUE, 0, f"all {partitions} partitions had one owner {after:.2f} s "
+                                       f"after t={since_t:.2f} s (bound {bound_s:.0f} s)")
+        elif run_end < since_t + bound_s:
+            results[run] = CheckResult(name, Verdict.UNKNOWN, 0, f"the log ends {since_t + bound_s - run_end:.1f} s "
+                                       "before the bound; not yet converged", evidence[run])
+        else:
+            count = counts.get(run, {}).get("count", 0)
+            results[run] = CheckResult(name, Verdict.FALSE, count, f"{count} partitions without exactly one owner "
+                                       f"{bound_s:.0f} s after t={since_t:.2f} s", evidence[run])
+    return results
 
 
-def fenced_commits(ev: DataFrame, config: CheckConfig) -> CheckResult:
+def fenced_commits(inputs: CheckInputs, config: CheckConfig) -> Results:
     """Commits the coordinator refused because the member's generation or id was stale.
     Found means fencing happened: a zombie was stopped from moving offsets back."""
-    failed = ev.filter(F.col("type") == "commit_failed")
-    fenced = failed.filter(F.col("error").isin(*FENCING_ERRORS)).select(
-        "t", "member", "error", F.to_json("offsets").alias("offsets"))
-    by_error = {row["error"]: row["count"] for row in fenced.groupBy("error").count().collect()}
-    count = sum(by_error.values())
-    detail = ", ".join(f"{n} {error}" for error, n in sorted(by_error.items())) if count else "no commit was fenced"
-    return CheckResult("fenced-commits", Verdict.FALSE if count else Verdict.TRUE, count, detail,
-                       _evidence(fenced, ["t"], config.evidence_rows))
+    fenced = inputs.control.filter((F.col("type") == ev.COMMIT_FAILED) & F.col("error").isin(*FENCING_ERRORS)).select(
+        "run", "t", "member", "error", F.to_json("offsets").alias("offsets"))
+    by_error: dict[int, dict[str, int]] = {run: {} for run in inputs.runs}
+    for row in fenced.groupBy("run", "error").count().collect():
+        by_error[row["run"]][row["error"]] = row["count"]
+    evidence = first_rows_by_run(fenced, ["t"], config.evidence_rows, inputs.runs)
+    results = {}
+    for run in inputs.runs:
+        count = sum(by_error[run].values())
+        detail = ", ".join(f"{n} {error}" for error, n in sorted(by_error[run].items()))
+        results[run] = _found("fenced-commits", count, detail, "no commit was fenced", evidence[run])
+    return results
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    """One check: a run without any of the event types it `needs` gets `unknown` with `missing` as detail."""
+
+    name: str
+    needs: tuple[str, ...]
+    missing: str
+    run: Callable[[CheckInputs, CheckConfig], Results]
+
+
+_OWNERSHIP = (ev.PARTITIONS_ASSIGNED, ev.REBALANCE_COMPLETED)
+CHECKS: tuple[Check, ...] = (
+    Check(name="double-ownership", needs=_OWNERSHIP, missing="no ownership events", run=double_ownership),
+    Check(name="consumed-without-ownership", needs=(ev.RECORDS_CONSUMED,), missing="no records consumed",
+          run=consumption_outside_ownership),
+    Check(name="lost-records", needs=(ev.RECORD_PRODUCED, ev.RECORDS_PRODUCED),
+          missing="no records_produced (or record_produced) events", run=lost_records),
+    Check(name="duplicates", needs=(ev.RECORDS_CONSUMED,), missing="no records consumed", run=duplicates),
+    Check(name="offset-regressions", needs=(ev.OFFSETS_COMMITTED,), missing="no offsets_committed events",
+          run=offset_regressions),
+    Check(name="slow-records", needs=(), missing="", run=slow_records),
+    Check(name="convergence", needs=_OWNERSHIP, missing="no partitions or no ownership events", run=convergence),
+    Check(name="fenced-commits", needs=(), missing="", run=fenced_commits),
+)
+
+
+def run_checks(inputs: CheckInputs, config: CheckConfig) -> dict[int, list[CheckResult]]:
+    """Every check of `CHECKS` over every run, in registry order."""
+    results: dict[int, list[CheckResult]] = {run: [] for run in inputs.runs}
+    for check in CHECKS:
+        found = check.run(inputs, config)
+        for run in inputs.runs:
+            counts = inputs.counts[run]
+            if check.needs and not any(counts.get(kind) for kind in check.needs):
+                results[run].append(CheckResult(check.name, Verdict.UNKNOWN, 0, check.missing))
+            else:
+                results[run].append(found[run])
+    return results

@@ -4,6 +4,10 @@ Every event carries: run_id, backend, ts_ns (CLOCK_MONOTONIC, comparable across 
 processes of one machine), ts_ms (wall clock), process, member, type; then fields of
 its type. Names follow Kafka's VerifiableConsumer where one exists.
 
+The vocabulary (`VOCABULARY`) declares every event type once, with the fields readers rely on
+and their types; the Spark schema of the summary is built from it. Writers may add fields
+of their own (diagnostics such as a request's `broker`): readers ignore them.
+
 Each event is written with one os.write on an O_APPEND descriptor: lines from several
 threads never interleave, and a crash loses at most the line being written. Readers
 skip a torn last line.
@@ -15,38 +19,106 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
+from types import MappingProxyType
+
+
+class FieldType(StrEnum):
+    """The JSON shapes a field can take."""
+
+    TEXT = "text"
+    INT = "int"
+    FLOAT = "float"
+    BOOL = "bool"
+    TEXTS = "texts"              # a list of strings (partitions are written "topic-N")
+    INTS = "ints"                # a list of integers
+    OFFSETS = "offsets"          # {"topic-N": offset}
+    OBJECT = "object"            # any JSON value; readers take its JSON text
+
+
+@dataclass(frozen=True)
+class EventType:
+    name: str
+    meaning: str
+    fields: Mapping[str, FieldType]
+
+
+COMMON_FIELDS: Mapping[str, FieldType] = MappingProxyType({
+    "run_id": FieldType.TEXT, "backend": FieldType.TEXT, "ts_ns": FieldType.INT, "ts_ms": FieldType.INT,
+    "process": FieldType.TEXT, "member": FieldType.TEXT, "type": FieldType.TEXT,
+})
+REQUIRED_FIELDS = tuple(COMMON_FIELDS)
+
+TEXT, INT, FLOAT, BOOL = FieldType.TEXT, FieldType.INT, FieldType.FLOAT, FieldType.BOOL
+TEXTS, INTS, OFFSETS, OBJECT = FieldType.TEXTS, FieldType.INTS, FieldType.OFFSETS, FieldType.OBJECT
+
+_FAULT_FIELDS = dict(fault_id=TEXT, kind=TEXT, action=TEXT, target=TEXT, targets=TEXTS, member_ids=TEXTS, link=TEXT,
+                     params=OBJECT, emulated=BOOL, at_s=FLOAT, line=INT)
+_declared: dict[str, EventType] = {}
+
+
+def _event(type_name: str, meaning: str, /, **fields: FieldType) -> str:
+    if type_name in _declared:
+        raise ValueError(f"event type {type_name!r} declared twice")
+    _declared[type_name] = EventType(type_name, meaning, MappingProxyType(fields))
+    return type_name
+
 
 # Event types. A recorder accepts only these, so a typo fails at the call site.
-MEMBER_STARTED = "member_started"
-MEMBER_STOPPED = "member_stopped"
-REBALANCE_STARTED = "rebalance_started"
-REBALANCE_COMPLETED = "rebalance_completed"
-REBALANCE_FAILED = "rebalance_failed"
-REBALANCE_ATTEMPT = "rebalance_attempt"          # legacy: one attempt and its outcome
-PARTITIONS_REVOKED = "partitions_revoked"
-PARTITIONS_ASSIGNED = "partitions_assigned"
-PARTITIONS_LOST = "partitions_lost"
-RECORDS_CONSUMED = "records_consumed"
-OFFSETS_COMMITTED = "offsets_committed"
-COMMIT_FAILED = "commit_failed"
-COORDINATION_REQUEST = "coordination_request"    # a ZooKeeper op or a group API request
-WATCH_NOTIFICATION = "watch_notification"
-SESSION_STATE = "session_state"                  # CONNECTED / SUSPENDED / LOST / EXPIRED
-FAULT_STARTED = "fault_started"
-FAULT_STOPPED = "fault_stopped"
-RECORD_PRODUCED = "record_produced"
-RECORDS_PRODUCED = "records_produced"            # a batch of produced records
-PHASE = "phase"                                  # the runner marks scenario phases
-COORDINATOR_EVENT = "coordinator_event"          # server side: group state transitions
-METRICS = "metrics"                              # periodic snapshot of Kafka metric names
+MEMBER_STARTED = _event("member_started", "a member began", group=TEXT, strategy=TEXT, topics=TEXTS,
+                        group_instance_id=TEXT, pid=INT)
+MEMBER_STOPPED = _event("member_stopped", "a member ended (close, signal, error: ...)", reason=TEXT)
+REBALANCE_STARTED = _event("rebalance_started", "a member began a rebalance", trigger=TEXT, group=TEXT)
+REBALANCE_COMPLETED = _event("rebalance_completed", "a member's rebalance ended with this assignment",
+                             generation=INT, assigned=TEXTS, duration_ms=FLOAT, attempts=INT, protocol=TEXT,
+                             leader=BOOL, member_id=TEXT)
+REBALANCE_FAILED = _event("rebalance_failed", "a member gave its rebalance up", error=TEXT, attempts=INT)
+REBALANCE_ATTEMPT = _event("rebalance_attempt", "legacy: one attempt and its outcome", attempt=INT, outcome=TEXT,
+                           duration_ms=FLOAT, detail=TEXT)
+PARTITIONS_REVOKED = _event("partitions_revoked", "a member gave partitions up", partitions=TEXTS)
+PARTITIONS_ASSIGNED = _event("partitions_assigned", "a member took partitions", partitions=TEXTS, committed=OFFSETS)
+PARTITIONS_LOST = _event("partitions_lost", "a member lost partitions without revoking them", partitions=TEXTS)
+RECORDS_CONSUMED = _event("records_consumed", "a batch of consecutive offsets processed", topic=TEXT, partition=INT,
+                          first_offset=INT, last_offset=INT, count=INT, produce_ts_ms=INTS, generation=INT)
+OFFSETS_COMMITTED = _event("offsets_committed", "offsets stored (next offset to consume)", offsets=OFFSETS,
+                           generation=INT)
+COMMIT_FAILED = _event("commit_failed", "a commit refused or failed", offsets=OFFSETS, error=TEXT, generation=INT)
+COORDINATION_REQUEST = _event("coordination_request", "a ZooKeeper op or a group API request", op=TEXT, path=TEXT,
+                              group=TEXT, latency_ms=FLOAT, error=TEXT, detail=TEXT, broker=TEXT)
+WATCH_NOTIFICATION = _event("watch_notification", "a ZooKeeper watch fired", path=TEXT, event=TEXT)
+SESSION_STATE = _event("session_state", "CONNECTED / SUSPENDED / LOST / EXPIRED", state=TEXT)
+FAULT_STARTED = _event("fault_started", "the runner applied a fault", **_FAULT_FIELDS)
+FAULT_STOPPED = _event("fault_stopped", "a fault ended or was healed", **_FAULT_FIELDS, observed_ts_ns=INT,
+                       healed_ts_ns=INT, healed_by=TEXT)
+RECORD_PRODUCED = _event("record_produced", "older logs: one produced record", topic=TEXT, partition=INT, offset=INT,
+                         seq=INT, produce_ts_ms=INT)
+RECORDS_PRODUCED = _event("records_produced", "a batch of produced records, consecutive offsets", topic=TEXT,
+                          partition=INT, first_offset=INT, last_offset=INT, count=INT, seqs=INTS, produce_ts_ms=INTS)
+PHASE = _event("phase", "the runner marks a scenario phase", name=TEXT, detail=OBJECT, status=TEXT)
+COORDINATOR_EVENT = _event("coordinator_event", "server side: group state transitions", group=TEXT, node=INT,
+                           event=TEXT, partition=INT, state=TEXT, from_state=TEXT, to_state=TEXT, generation=INT,
+                           members=INT, offsets=INT, reason=TEXT)
+METRICS = _event("metrics", "a periodic snapshot under Kafka's consumer metric names (fields vary)")
 
-EVENT_TYPES = frozenset(
-    value for name, value in globals().items() if name.isupper() and isinstance(value, str)
-)
+VOCABULARY: Mapping[str, EventType] = MappingProxyType(_declared)
+EVENT_TYPES = frozenset(VOCABULARY)
 
-REQUIRED_FIELDS = ("run_id", "backend", "ts_ns", "ts_ms", "process", "member", "type")
+
+def field_types(types: Iterable[str], fields: Iterable[str]) -> dict[str, FieldType]:
+    """The type of each named field as the given event types declare it (common fields included).
+    A field two of the types declare differently, or none of them declares, is an error."""
+    found: dict[str, FieldType] = {}
+    for name in fields:
+        declared = {COMMON_FIELDS[name]} if name in COMMON_FIELDS else {
+            VOCABULARY[kind].fields[name] for kind in types if name in VOCABULARY[kind].fields}
+        if len(declared) != 1:
+            problem = "is declared by none" if not declared else f"has several types ({sorted(declared)})"
+            raise ValueError(f"field {name!r} {problem} of the event types {sorted(types)}")
+        found[name] = declared.pop()
+    return found
 
 
 class EventRecorder:

@@ -11,10 +11,14 @@ import pytest
 from rebalance.events import (
     EVENT_TYPES,
     PARTITIONS_ASSIGNED,
+    RECORD_PRODUCED,
     RECORDS_CONSUMED,
     REQUIRED_FIELDS,
+    VOCABULARY,
     EventRecorder,
+    FieldType,
     NullRecorder,
+    field_types,
     read_events,
 )
 from rebalance.types import TopicPartition
@@ -143,3 +147,14 @@ def test_read_events_walks_directories(tmp_path):
         with EventRecorder(tmp_path / "events" / f"{name}.jsonl", process=name) as recorder:
             recorder.emit(PARTITIONS_ASSIGNED, partitions=[])
     assert sorted(e["process"] for e in read_events(tmp_path / "events")) == ["a", "b"]
+
+
+def test_the_vocabulary_declares_every_type_once_with_typed_fields():
+    assert EVENT_TYPES == frozenset(VOCABULARY) and RECORDS_CONSUMED in VOCABULARY
+    assert all(isinstance(kind, FieldType) for event in VOCABULARY.values() for kind in event.fields.values())
+    assert field_types({RECORDS_CONSUMED}, ("ts_ns", "produce_ts_ms")) == {"ts_ns": FieldType.INT,
+                                                                           "produce_ts_ms": FieldType.INTS}
+    with pytest.raises(ValueError, match="several types"):   # one name, two shapes: a reader must choose
+        field_types({RECORDS_CONSUMED, RECORD_PRODUCED}, ("produce_ts_ms",))
+    with pytest.raises(ValueError, match="declared by none"):
+        field_types({PARTITIONS_ASSIGNED}, ("first_offset",))

@@ -137,3 +137,21 @@ def test_a_clean_restart_ends_ownership_at_the_members_own_revocation(spark, tmp
     summary = summarize_run(spark, tmp_path, write=False)
     verdicts = {check.check: check.verdict.value for check in summary.checks}
     assert verdicts["consumed-without-ownership"] == "true"
+
+
+def test_synthetic_logs_use_only_declared_fields(tmp_path):
+    from rebalance.events import VOCABULARY
+
+    run_dir = write_run(tmp_path / "run", SyntheticRun(duration_s=8.0, anomalies=frozenset(Anomaly)))
+    for event in read_events(run_dir / "events"):
+        undeclared = set(event) - set(REQUIRED_FIELDS) - set(VOCABULARY[event["type"]].fields)
+        assert not undeclared, (event["type"], undeclared)
+
+
+def test_the_spark_schema_is_the_vocabularys():
+    from experiments.summary.frames import EVENT_SCHEMA, READ_FIELDS
+
+    assert EVENT_SCHEMA.fieldNames() == list(READ_FIELDS)
+    types = {field.name: field.dataType.simpleString() for field in EVENT_SCHEMA.fields}
+    assert types["produce_ts_ms"] == "array<bigint>" and types["offsets"] == "map<string,bigint>"
+    assert types["params"] == "string"                     # any JSON value, read as its text

@@ -1,0 +1,148 @@
+"""Herd cost per membership change and Kafka's rebalance metrics, for every run of a pass."""
+
+from __future__ import annotations
+
+import pandas as pd
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from experiments.summary.fault_rules import faults_that_end_ownership
+from rebalance import events as ev
+
+# Requests every member makes all the time, whether or not the group changes: not herd cost.
+BACKGROUND_OPS = ("Heartbeat", "OffsetCommit", "Fetch", "ListOffsets", "Metadata")
+CHANGE_GAP_S = 0.05          # membership changes closer than this count as one change
+# What a membership change causes: requests, notifications, attempts, and the assignments that end it.
+_WORK = (ev.WATCH_NOTIFICATION, ev.REBALANCE_ATTEMPT, ev.REBALANCE_FAILED, ev.REBALANCE_COMPLETED,
+         ev.PARTITIONS_ASSIGNED)
+_SETTLED = (ev.REBALANCE_COMPLETED, ev.PARTITIONS_ASSIGNED)
+
+
+def rebalance_metrics(control: DataFrame) -> DataFrame:
+    """Per run and member, under the Kafka consumer metric names (`group_metrics` adds the group's row)."""
+    per_member = Window.partitionBy("run", "member").orderBy("t", "seq").rowsBetween(Window.unboundedPreceding, -1)
+    rebalances = control.filter(F.col("type").isin(ev.REBALANCE_STARTED, ev.REBALANCE_COMPLETED, ev.REBALANCE_FAILED)
+                                ).withColumn(
+        "last_start", F.last(F.when(F.col("type") == ev.REBALANCE_STARTED, F.col("t")), ignorenulls=True).over(per_member)
+    ).withColumn("latency", F.coalesce("duration_ms", (F.col("t") - F.col("last_start")) * 1000))
+    done = F.col("type") == ev.REBALANCE_COMPLETED
+    metrics = rebalances.groupBy("run", "member").agg(
+        F.sum(done.cast("int")).alias("rebalance-total"),
+        F.sum((F.col("type") == ev.REBALANCE_FAILED).cast("int")).alias("failed-rebalance-total"),
+        F.avg(F.when(done, F.col("latency"))).alias("rebalance-latency-avg"),
+        F.max(F.when(done, F.col("latency"))).alias("rebalance-latency-max"),
+        F.sum(F.when(done, F.col("latency"))).alias("rebalance-latency-total"),
+        F.max(F.when(done, F.col("t"))).alias("last_done_t"),
+    )
+    requests = control.filter(F.col("type") == ev.COORDINATION_REQUEST).groupBy("run", "member").agg(
+        F.avg(F.when(F.col("op") == "JoinGroup", F.col("latency_ms"))).alias("join-time-avg"),
+        F.max(F.when(F.col("op") == "JoinGroup", F.col("latency_ms"))).alias("join-time-max"),
+        F.avg(F.when(F.col("op") == "SyncGroup", F.col("latency_ms"))).alias("sync-time-avg"),
+        F.max(F.when(F.col("op") == "SyncGroup", F.col("latency_ms"))).alias("sync-time-max"),
+    )
+    return metrics.join(requests, ["run", "member"], "left").orderBy("run", "member")
+
+
+def group_metrics(table: pd.DataFrame, run_end: float) -> pd.DataFrame:
+    """One run's member rows (from `rebalance_metrics`) with the group's row first."""
+    last = table.pop("last_done_t")
+    table.insert(table.columns.get_loc("rebalance-latency-total") + 1, "last-rebalance-seconds-ago", run_end - last)
+    if table.empty:
+        return table
+    group = {
+        "member": "(group)",
+        "rebalance-total": int(table["rebalance-total"].sum()),
+        "failed-rebalance-total": int(table["failed-rebalance-total"].sum()),
+        "rebalance-latency-avg": table["rebalance-latency-total"].sum() / max(table["rebalance-total"].sum(), 1),
+        "rebalance-latency-max": table["rebalance-latency-max"].max(),
+        "rebalance-latency-total": table["rebalance-latency-total"].sum(),
+        "last-rebalance-seconds-ago": table["last-rebalance-seconds-ago"].min(),
+        "join-time-avg": table["join-time-avg"].mean(), "join-time-max": table["join-time-max"].max(),
+        "sync-time-avg": table["sync-time-avg"].mean(), "sync-time-max": table["sync-time-max"].max(),
+    }
+    return pd.concat([pd.DataFrame([group]), table], ignore_index=True)
+
+
+def herd_changes(control: DataFrame) -> DataFrame:
+    """Per run and membership change (a join, a leave, a crash): what it cost the group until it was stable.
+
+    requests: coordination requests (ZooKeeper ops or group APIs, background ones excluded);
+    notifications: watch notifications; stable_t: the last assignment it caused. `herd_table` adds
+    the time without owners from the ownership intervals."""
+    started = control.filter(F.col("type") == ev.MEMBER_STARTED).select(
+        "run", "t", "seq", F.lit("join").alias("kind"), F.lit(1).alias("delta"))
+    stopped = control.filter(F.col("type") == ev.MEMBER_STOPPED).select(
+        "run", "t", "seq", F.lit("leave").alias("kind"), F.lit(-1).alias("delta"))
+    crashed = faults_that_end_ownership(control).select(
+        "run", "t", "seq", F.lit("crash").alias("kind"), F.lit(-1).alias("delta"))
+    in_time = Window.partitionBy("run").orderBy("t", "seq")
+    changes = (
+        started.unionByName(stopped).unionByName(crashed)
+        .withColumn("live_after", F.sum("delta").over(in_time.rowsBetween(Window.unboundedPreceding, 0)))
+        .withColumn("gap", F.col("t") - F.lag("t").over(in_time))
+        .withColumn("new", F.when(F.col("gap").isNull() | (F.col("gap") > CHANGE_GAP_S), 1).otherwise(0))
+        .withColumn("change", F.sum("new").over(in_time.rowsBetween(Window.unboundedPreceding, 0)))
+        .withColumn("live_before", F.col("live_after") - F.col("delta"))
+        .groupBy("run", "change").agg(
+            F.min("t").alias("t"), F.first("kind").alias("kind"), F.count("*").alias("members_changed"),
+            F.min_by("live_before", F.struct("t", "seq")).alias("live_before"),
+            F.max_by("live_after", F.struct("t", "seq")).alias("live_after"))
+    )
+    work = control.filter(
+        ((F.col("type") == ev.COORDINATION_REQUEST) & ~F.coalesce(F.col("op"), F.lit("")).isin(*BACKGROUND_OPS)
+         & ~((F.col("op") == "set") & F.coalesce(F.col("path"), F.lit("")).contains("/offsets/")))
+        | F.col("type").isin(*_WORK)
+    ).select("run", "t", "seq", "type", "outcome", F.lit(None).cast("long").alias("change"))
+    marks = changes.select("run", "t", F.lit(-1).cast("long").alias("seq"), F.lit("change").alias("type"),
+                           F.lit(None).cast("string").alias("outcome"), "change")
+    attributed = work.unionByName(marks).withColumn(
+        "change", F.last("change", ignorenulls=True).over(in_time.rowsBetween(Window.unboundedPreceding, 0))
+    ).filter((F.col("type") != "change") & F.col("change").isNotNull())
+    costs = attributed.groupBy("run", "change").agg(
+        F.sum((F.col("type") == ev.COORDINATION_REQUEST).cast("int")).alias("requests"),
+        F.sum((F.col("type") == ev.WATCH_NOTIFICATION).cast("int")).alias("notifications"),
+        F.sum(((F.col("type") == ev.REBALANCE_ATTEMPT) & (F.col("outcome") != "success")).cast("int")
+              + (F.col("type") == ev.REBALANCE_FAILED).cast("int")).alias("failed_attempts"),
+        F.max(F.when(F.col("type").isin(*_SETTLED), F.col("t"))).alias("stable_t"),
+    )
+    return changes.join(costs, ["run", "change"], "left").orderBy("run", "t")
+
+
+def herd_table(table: pd.DataFrame, owned_intervals: pd.DataFrame, partitions: int) -> pd.DataFrame:
+    """One run's changes (from `herd_changes`) with stop-the-world time (no partition owned by anyone)
+    and unowned partition-seconds until each change was stable."""
+    if table.empty:
+        return table
+    for column in ("requests", "notifications", "failed_attempts"):
+        table[column] = table[column].fillna(0).astype(int)
+    table["stable_s"] = table["stable_t"] - table["t"]
+    owned = owned_count_spans(owned_intervals)
+    stw, unowned = [], []
+    for _, row in table.iterrows():
+        end = row["stable_t"] if pd.notna(row["stable_t"]) else row["t"]
+        clipped = (owned["end"].clip(upper=end) - owned["start"].clip(lower=row["t"])).clip(lower=0)
+        stw.append(float(clipped[owned["owned"] == 0].sum()))
+        unowned.append(float((clipped * (partitions - owned["owned"]).clip(lower=0)).sum()))
+    table["stop_the_world_s"] = stw
+    table["unowned_partition_s"] = unowned
+    return table.drop(columns=["stable_t"])
+
+
+def owned_count_spans(intervals: pd.DataFrame) -> pd.DataFrame:
+    """How many partitions were owned (by anyone, counted once per owner) between ownership changes."""
+    deltas = pd.concat([pd.DataFrame({"t": intervals["start"], "d": 1}), pd.DataFrame({"t": intervals["end"], "d": -1})])
+    frame = deltas.groupby("t", as_index=False)["d"].sum().sort_values("t").reset_index(drop=True)
+    frame["owned"] = frame["d"].cumsum()
+    frame["start"] = frame["t"]
+    frame["end"] = frame["t"].shift(-1).fillna(frame["t"].max() if len(frame) else 0.0)
+    return frame[["start", "end", "owned"]]
+
+
+def usual_group_size(herd: pd.DataFrame, run_end: float) -> int | None:
+    """Without lock.json: the group size the run spent the most time at."""
+    if herd.empty:
+        return None
+    spans = herd[["t", "live_after"]].copy()
+    spans["seconds"] = spans["t"].shift(-1).fillna(run_end) - spans["t"]
+    by_size = spans[spans["live_after"] > 0].groupby("live_after")["seconds"].sum()
+    return int(by_size.idxmax()) if len(by_size) else None

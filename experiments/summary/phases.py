@@ -1,0 +1,121 @@
+"""Per-phase tables (seed 002's measures), throughput per second and rebalancing episodes, for every
+run of a pass: grouped by run in Spark, finished per run in pandas."""
+
+from __future__ import annotations
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from experiments.by_run import split_by_run
+from experiments.checker import CheckConfig, CheckResult
+from rebalance import events as ev
+
+Phases = list[tuple[str, float, float]]
+REBALANCE_EVENTS = (ev.REBALANCE_STARTED, ev.REBALANCE_COMPLETED, ev.REBALANCE_FAILED)
+
+
+def phases_of(marks: list[tuple[str, float]], run_end: float) -> Phases:
+    """(name, start, end) per phase from the run's `phase` events in time order; before the first: `start`."""
+    marks = list(marks)
+    if not marks or marks[0][1] > 1e-3:
+        marks.insert(0, ("start", 0.0))
+    ends = [t for _, t in marks[1:]] + [max(run_end, marks[-1][1])]
+    return [(name, start, end) for (name, start), end in zip(marks, ends, strict=True)]
+
+
+def _phase_index(column: str) -> Column:
+    """The phase a time falls in: how many of the run's later phase starts (`phase_starts`) it has reached."""
+    return F.size(F.filter("phase_starts", lambda start: F.col(column) >= start))
+
+
+def rebalance_episodes(control: DataFrame) -> DataFrame:
+    """Spans when at least one member was rebalancing (its completed/failed rebalances, merged)."""
+    per_member = Window.partitionBy("run", "member").orderBy("t", "seq")
+    ends = control.filter(F.col("type").isin(*REBALANCE_EVENTS)).withColumn(
+        "last_start", F.last(F.when(F.col("type") == ev.REBALANCE_STARTED, F.col("t")), ignorenulls=True).over(
+            per_member.rowsBetween(Window.unboundedPreceding, -1))
+    ).filter(F.col("type") != ev.REBALANCE_STARTED)
+    spans = ends.select(
+        "run", F.coalesce(F.col("t") - F.col("duration_ms") / 1000, "last_start", "t").alias("start"),
+        F.col("t").alias("end"))
+    in_time = Window.partitionBy("run").orderBy("start", "end")
+    merged = spans.withColumn(
+        "reach", F.max("end").over(in_time.rowsBetween(Window.unboundedPreceding, -1))
+    ).withColumn("new", F.when(F.col("reach").isNull() | (F.col("start") > F.col("reach")), 1).otherwise(0)).withColumn(
+        "episode", F.sum("new").over(in_time.rowsBetween(Window.unboundedPreceding, 0)))
+    return merged.groupBy("run", "episode").agg(F.min("start").alias("start"), F.max("end").alias("end")).orderBy(
+        "run", "start")
+
+
+def phase_measures(produce_times: DataFrame, never: DataFrame, repeats: DataFrame, deliveries: DataFrame,
+                   runs: DataFrame, run_ids: list[int], config: CheckConfig) -> dict[int, pd.DataFrame]:
+    """Per run and phase: produced, never processed, over the limit, max and p99 latency, duplicates
+    (one frame, one job). Records belong to the phase in which they were produced."""
+    starts = F.broadcast(runs.select("run", "phase_starts"))
+
+    def by_phase(frame: DataFrame, column: str, *aggregates: Column) -> DataFrame:
+        return frame.join(starts, "run").withColumn("phase", _phase_index(column)).groupBy("run", "phase").agg(
+            *aggregates)
+
+    made = by_phase(produce_times, "t_produce", F.count("*").alias("produced"))
+    missed = by_phase(never.filter(~F.col("unseen")), "t_produce", F.count("*").alias("never_processed"))
+    late = by_phase(
+        deliveries.withColumn("t_produce", F.col("t") - F.col("latency_ms") / 1000), "t_produce",
+        F.sum((F.col("latency_ms") > config.latency_limit_ms).cast("int")).alias("over_limit"),
+        F.max("latency_ms").alias("max_latency_ms"), F.percentile_approx("latency_ms", 0.99).alias("p99_latency_ms"))
+    again = by_phase(repeats, "t", F.sum("records").alias("duplicates"))
+    table = made.join(missed, ["run", "phase"], "full").join(late, ["run", "phase"], "full").join(
+        again, ["run", "phase"], "full")
+    return split_by_run(table, run_ids)
+
+
+def phase_table(measures: pd.DataFrame, episodes: pd.DataFrame, checks: list[CheckResult], phases: Phases) -> pd.DataFrame:
+    """Seed 002's table per phase: records lost (never processed or over the limit), max latency,
+    time spent rebalancing; plus duplicates and double ownership."""
+    measures = measures.set_index("phase") if len(measures) else pd.DataFrame()
+    double = next((c.evidence for c in checks if c.check == "double-ownership"), pd.DataFrame())
+
+    def get(column: str, index: int, default=0):
+        value = measures[column].get(index) if column in measures else None
+        return default if value is None or pd.isna(value) else value
+
+    rows = []
+    for index, (name, start, end) in enumerate(phases):
+        row = {"phase": name, "start_s": start, "end_s": end,
+               "produced": int(get("produced", index)),
+               "never_processed": int(get("never_processed", index)),
+               "over_limit": int(get("over_limit", index)),
+               "duplicates": int(get("duplicates", index)),
+               "max_latency_ms": get("max_latency_ms", index, None),
+               "p99_latency_ms": get("p99_latency_ms", index, None)}
+        row["processed"] = row["produced"] - row["never_processed"]
+        row["records_lost"] = row["never_processed"] + row["over_limit"]
+        lower = float("-inf") if index == 0 else start
+        upper = float("inf") if index == len(phases) - 1 else end
+        starting = episodes[(episodes["start"] >= lower) & (episodes["start"] < upper)]
+        row["rebalances"] = len(starting)
+        row["rebalance_ms"] = float((starting["end"] - starting["start"]).sum() * 1000)
+        if len(double):
+            row["double_ownership_s"] = float(double[(double["start"] >= lower) & (double["start"] < upper)][
+                "duration_s"].sum())
+        else:
+            row["double_ownership_s"] = 0.0
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def throughput(produce_times: DataFrame, consumed: DataFrame, never: DataFrame, deliveries: DataFrame,
+               config: CheckConfig) -> DataFrame:
+    """Per run and second of the run: records processed; and by the second they were produced: records
+    produced, processed over the latency limit, never processed."""
+    second = lambda column: F.floor(column).alias("second")  # noqa: E731
+    processed = consumed.groupBy("run", second("t")).agg(F.sum("count").alias("processed"))
+    made = produce_times.groupBy("run", second("t_produce")).agg(F.count("*").alias("produced"))
+    late = deliveries.filter(F.col("latency_ms") > config.latency_limit_ms).groupBy(
+        "run", second(F.col("t") - F.col("latency_ms") / 1000)).agg(F.count("*").alias("over_limit"))
+    missed = never.filter(~F.col("unseen")).groupBy("run", second("t_produce")).agg(
+        F.count("*").alias("never_processed"))
+    keys = ["run", "second"]
+    table = processed.join(made, keys, "full").join(late, keys, "full").join(missed, keys, "full")
+    return table.orderBy("run", "second")

@@ -1,0 +1,73 @@
+"""Records on offset ranges: what was lost, consumed twice, and how late (every frame keyed by `run`).
+
+Per partition, consumed batches in offset order: a batch starting above everything consumed before it
+leaves a gap (lost), one starting at or below it repeats offsets (duplicates). Only the intersections
+of gaps with produced batches are expanded to records."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+BROADCAST_RANGES = 100_000    # fewer gap ranges than this (over all runs) are sent to every task
+
+
+def coverage(consumed: DataFrame) -> DataFrame:
+    """Consumed batches in offset order per partition (run, tp, first_offset, last_offset, member, t), each
+    with the highest offset consumed by the batches before it (`reach`) and the member of the batch
+    just before it."""
+    in_offsets = Window.partitionBy("run", "tp").orderBy("first_offset", "last_offset", "t")
+    return consumed.select("run", "tp", "first_offset", "last_offset", "member", "t").withColumn(
+        "reach", F.max("last_offset").over(in_offsets.rowsBetween(Window.unboundedPreceding, -1))
+    ).withColumn("earlier_member", F.lag("member").over(in_offsets))
+
+
+def never_processed(produced: DataFrame, covered: DataFrame, runs: DataFrame) -> DataFrame:
+    """Produced records no batch covers (run, tp, offset, produce_ms, t_produce, unseen): the gaps between
+    consumed ranges (`covered`, from `coverage`; and after the last one) intersected with the produced
+    batches. `unseen`: produced within the latency limit before the run's last consumption (`tail_start`
+    in `runs`), so the run may simply have ended first; such a record is not counted as lost."""
+    gaps = covered.filter(F.col("first_offset") > F.coalesce("reach", F.lit(-1)) + 1).select(
+        "run", "tp", (F.coalesce("reach", F.lit(-1)) + 1).alias("low"), (F.col("first_offset") - 1).alias("high"))
+    reach = covered.groupBy("run", "tp").agg(F.max("last_offset").alias("reach"))
+    tails = produced.groupBy("run", "tp").agg(F.max("last_offset").alias("high")).join(
+        reach, ["run", "tp"], "left").select(
+        "run", "tp", (F.coalesce("reach", F.lit(-1)) + 1).alias("low"), "high").filter(F.col("high") >= F.col("low"))
+    ranges = gaps.unionByName(tails).withColumnRenamed("run", "gap_run").withColumnRenamed("tp", "gap_tp")
+    if ranges.count() < BROADCAST_RANGES:
+        ranges = F.broadcast(ranges)
+    overlap = produced.join(ranges, (F.col("run") == F.col("gap_run")) & (F.col("tp") == F.col("gap_tp"))
+                            & (F.col("first_offset") <= F.col("high")) & (F.col("last_offset") >= F.col("low")))
+    never = overlap.select(
+        "run", "tp", "first_offset", "stamps",
+        F.explode(F.sequence(F.greatest("first_offset", "low"), F.least("last_offset", "high"))).alias("offset"),
+    ).select("run", "tp", "offset", F.element_at("stamps", (F.col("offset") - F.col("first_offset") + 1).cast("int"))
+             .alias("produce_ms"))
+    return never.join(F.broadcast(runs.select("run", "t0_ms", "tail_start")), "run").select(
+        "run", "tp", "offset", "produce_ms", ((F.col("produce_ms") - F.col("t0_ms")) / 1e3).alias("t_produce"),
+        F.coalesce(((F.col("produce_ms") - F.col("t0_ms")) / 1e3) >= F.col("tail_start"), F.lit(False)).alias("unseen"))
+
+
+def produce_times(produced: DataFrame, runs: DataFrame) -> DataFrame:
+    """When each produced record was produced (run, `t_produce` in run seconds), and nothing else per record."""
+    return produced.join(F.broadcast(runs.select("run", "t0_ms")), "run").select(
+        "run", F.explode("stamps").alias("produce_ms"), "t0_ms").select(
+        "run", ((F.col("produce_ms") - F.col("t0_ms")) / 1e3).alias("t_produce"))
+
+
+def duplicate_ranges(covered: DataFrame) -> DataFrame:
+    """Offsets a batch consumed that earlier batches (in offset order) had consumed already."""
+    return covered.filter(F.col("reach") >= F.col("first_offset")).select(
+        "run", "tp", F.col("first_offset").alias("from_offset"), F.least("last_offset", "reach").alias("to_offset"),
+        (F.least("last_offset", "reach") - F.col("first_offset") + 1).alias("records"),
+        F.when(F.col("member") == F.col("earlier_member"), "one member").otherwise("different members").alias("by"),
+        "member", "earlier_member", "t",
+    )
+
+
+def deliveries(consumed: DataFrame) -> DataFrame:
+    """Every processed record with its produce-to-process latency (from the batch's produce timestamps)."""
+    return consumed.select("*", F.posexplode("produce_list").alias("i", "produce_ms")).select(
+        "run", "tp", (F.col("first_offset") + F.col("i")).alias("offset"), "member", "t", "produce_ms",
+        (F.col("ts_ms") - F.col("produce_ms")).cast("double").alias("latency_ms"),
+    )
