@@ -11,7 +11,7 @@ from rich.table import Table
 
 from experiments import runner
 from experiments.member_configs import check_member_settings
-from experiments.scenario import Scenario, ScenarioError, load
+from experiments.scenario import Scenario, ScenarioError, find_file, load
 from rebalance.backends import backend_names, profile
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
@@ -31,12 +31,9 @@ def _fail(message: str) -> None:
 
 def find_scenario(name: str) -> Path:
     """A path, or the name of a built-in scenario (with or without .toml)."""
-    path = Path(name)
-    if path.is_file():
-        return path
-    builtin = SCENARIO_DIR / (name if name.endswith(".toml") else f"{name}.toml")
-    if builtin.is_file():
-        return builtin
+    found = find_file(name, SCENARIO_DIR)
+    if found is not None:
+        return found
     _fail(f"no scenario file {name!r} (and no built-in scenario of that name; see `rebalance-lab scenarios`)")
     raise AssertionError  # unreachable
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.member_configs import check_member_settings
-from experiments.scenario import Problem, Scenario, ScenarioError, load
+from experiments.scenario import Problem, Scenario, ScenarioError, find_file, load
 from experiments.scenario.loader import LineIndex
 from rebalance.backends import profile
 
@@ -106,12 +106,9 @@ def _toml(value: object) -> str:
 
 def find_campaign(name: str) -> Path:
     """A path, or the name of a built-in campaign (with or without .toml)."""
-    path = Path(name)
-    if path.is_file():
-        return path
-    builtin = BUILTIN_CAMPAIGNS / (name if name.endswith(".toml") else f"{name}.toml")
-    if builtin.is_file():
-        return builtin
+    found = find_file(name, BUILTIN_CAMPAIGNS)
+    if found is not None:
+        return found
     raise ScenarioError(name, [Problem("file", None, "no such campaign file, and no built-in campaign of that "
                                                      f"name (built-in: {', '.join(builtin_names())})")])
 
@@ -222,10 +219,9 @@ class _Reader:
         if not isinstance(value, str) or not value:
             self.fail((*where, "scenario"), "names a scenario file or a built-in scenario")
             return None
-        for candidate in (self.path.parent / value, BUILTIN_SCENARIOS / value,
-                          BUILTIN_SCENARIOS / f"{value}.toml"):
-            if candidate.is_file():
-                return candidate
+        found = find_file(str(self.path.parent / value), BUILTIN_SCENARIOS) or find_file(value, BUILTIN_SCENARIOS)
+        if found is not None:
+            return found
         self.fail((*where, "scenario"), f"no scenario {value!r} (neither a file next to the campaign nor built in)")
         return None
 

@@ -8,7 +8,7 @@ What each action is and does: experiments/faults/actions.py. The file format: do
 """
 
 from experiments.faults.actions import Action, Direction, Link, LinkFault
-from experiments.scenario.loader import load, loads
+from experiments.scenario.loader import find_file, load, loads
 from experiments.scenario.model import (
     BACKENDS,
     ClusterSpec,
@@ -28,6 +28,7 @@ from experiments.scenario.model import (
 from experiments.scenario.resolver import coordinator_broker, resolve
 
 __all__ = [
+    "find_file",
     "BACKENDS", "Action", "ClusterSpec", "Direction", "GroupSpec", "Host", "Link", "LinkFault", "Problem",
     "ProducerSpec", "Scenario", "ScenarioError", "Schedule", "Step", "TimelineEntry", "TopicSpec",
     "coordinator_broker", "load", "loads", "member_name", "resolve", "strategies_for",

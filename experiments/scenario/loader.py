@@ -78,6 +78,15 @@ class LineIndex:
 
 
 
+def find_file(name: str, builtin_dir: Path) -> Path | None:
+    """`name` as a path, else the built-in file of that name in `builtin_dir` (with or without .toml)."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    builtin = builtin_dir / (name if name.endswith(".toml") else f"{name}.toml")
+    return builtin if builtin.is_file() else None
+
+
 def load(path: str | Path, *, overrides: Iterable[str] = ()) -> Scenario:
     """Read and validate a scenario file; `overrides` are "dotted.key=value" strings (`--set`)."""
     path = Path(path)
