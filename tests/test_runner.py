@@ -118,7 +118,7 @@ def test_same_faults_at_the_same_times_on_both_backends(tmp_path):
     events = list(read_events(tmp_path / "run" / "modern" / "events"))
     beats = [offset(event, modern_start) for event in events
              if event["type"] == "coordination_request" and event.get("op") == "Heartbeat"
-             and event["member"] == "m000"]
+             and event["member"] == "m000" and event.get("error") != "NETWORK_EXCEPTION"]   # answered ones
     assert any(t < 8 for t in beats), beats
     assert not [t for t in beats if 9 < t < 18], f"heartbeats passed the black hole: {beats}"
 
