@@ -122,6 +122,7 @@ class ConsumerGroup:
         self.owners: dict[TopicPartition, str] = {}         # assigned or pending revocation, by member
         self.session_deadlines: dict[str, int] = {}
         self.rebalance_deadlines: dict[str, tuple[int, int]] = {}   # member -> (deadline, epoch it was set at)
+        self.offsets: dict[TopicPartition, object] = {}   # committed offsets, kept by the coordinator
         self.created_ms = now_ms
 
     # ------------------------------------------------------------ the API
