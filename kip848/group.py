@@ -227,6 +227,15 @@ class ConsumerGroup:
         self._refresh_target(out)
         return out
 
+    def restore_member(self, member: Member, now_ms: int) -> None:
+        """Bring back a member read from the log: its session starts over now."""
+        self.members[member.member_id] = member
+        for tp in member.assigned | member.pending_revocation:
+            self.owners[tp] = member.member_id
+        self.session_deadlines[member.member_id] = now_ms + self.config.session_timeout_ms
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            self.rebalance_deadlines[member.member_id] = (now_ms + member.rebalance_timeout_ms, member.member_epoch)
+
     # ------------------------------------------------------------ validation and membership
 
     @staticmethod

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kip848 import apis
-from kip848.group import ConsumerGroup, ConsumerGroupConfig, Output
+from kip848 import apis, offsets_log
+from kip848.group import ConsumerGroup, ConsumerGroupConfig, HeartbeatResult, Output
 from modern import errors
 from modern.errors import ErrorClass
+from rebalance.topic_ids import topic_id
 
 OFFSET_COMMIT_MEMBER_EPOCH_VERSION = 9   # OffsetCommit/OffsetFetch v9 carry the member epoch
 
@@ -63,8 +64,10 @@ class ConsumerGroupService:
             return apis.error_response(version, error, request.member_id, message)
         topics = apis.partition_counts(self.coordinator.broker)
         out = group.heartbeat(apis.heartbeat_request(version, request, topics, ctx), topics, now)
-        self.apply(group, out)
-        return apis.heartbeat_response(version, out.result)
+        result = out.result
+        if not self.apply(group, out):  # Kafka answers only once the records are written
+            result = HeartbeatResult(error=errors.NOT_COORDINATOR, member_id=request.member_id or None)
+        return apis.heartbeat_response(version, result)
 
     async def describe(self, ctx: Any, request: Any) -> Any:
         self.coordinator.requests_served += 1
@@ -112,7 +115,24 @@ class ConsumerGroupService:
                 deadlines.append(deadline)
         return deadlines
 
-    def apply(self, group: ConsumerGroup, out: Output) -> None:
+    def apply(self, group: ConsumerGroup, out: Output) -> bool:
+        """Write the group's records, report its events, re-arm the timer; False if not written."""
+        encoded = [offsets_log.encode(record, topic_id) for record in out.records]
+        stored = self.coordinator.append_for_group(group.group_id, encoded)
         for event in out.events:
             self.coordinator._emit(group.group_id, protocol="consumer", **event)
         self.coordinator.wake_for(group.next_deadline())
+        return stored
+
+    def load(self, partition: Any, stored: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
+        """Replay a partition's consumer groups. Their offsets were replayed with the classic
+        records, into a member-less classic group of the same id: they move over."""
+        topics = apis.partition_counts(self.coordinator.broker)
+        partition.consumer_groups = offsets_log.replay(stored, topics, topic_id, self.config, now_ms)
+        for group_id, group in partition.consumer_groups.items():
+            holder = partition.groups.get(group_id)
+            if holder is not None and not holder.members:
+                group.offsets = dict(holder.offsets)
+                del partition.groups[group_id]
+            self.coordinator._emit(group_id, event="loaded", protocol="consumer", group_epoch=group.group_epoch,
+                                   members=len(group.members), offsets=len(group.offsets))

@@ -50,6 +50,7 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 
 from kip848 import apis as kip848_apis
 from kip848.group import ConsumerGroup, ConsumerGroupConfig
+from kip848.offsets_log import is_consumer_group_record
 from kip848.service import ConsumerGroupService
 from modern import errors
 from modern.errors import ErrorClass
@@ -150,7 +151,7 @@ class _Partition:
 
     index: int
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
-    consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)   # not persisted yet
+    consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
     appended: int = 0
 
 
@@ -252,8 +253,11 @@ class CoordinatorExtension:
     def _load(self, index: int) -> None:
         partition_log = self.broker.log(OFFSETS_TOPIC, index)
         records = [(r.key, r.value) for r in partition_log.read_records(0)]
-        loaded = replay(records, self.config.group, monotonic_ms())
+        consumer_records = [kv for kv in records if is_consumer_group_record(kv[0])]
+        loaded = replay([kv for kv in records if not is_consumer_group_record(kv[0])], self.config.group,
+                        monotonic_ms())
         self._partitions[index] = _Partition(index, loaded.groups)
+        self.consumer_groups.load(self._partitions[index], consumer_records, monotonic_ms())
         for group in loaded.groups.values():
             self._emit(group.group_id, event="loaded", partition=index, state=group.state.value,
                        generation=group.generation_id, members=len(group.members), offsets=len(group.offsets))
@@ -320,6 +324,11 @@ class CoordinatorExtension:
         for (topic, index), value in out.committed.items():
             records.append(offset_commit_record(group.group_id, topic, index, value))
         return self._append(partition, records)
+
+    def append_for_group(self, group_id: str, records: list) -> bool:
+        """Append a group's records to its partition; False when this broker no longer leads it."""
+        partition = self._partitions.get(self._partition_index(group_id))
+        return partition is not None and self._append(partition, records)
 
     def _append(self, partition: _Partition, records: list) -> bool:
         if not records:

@@ -20,6 +20,7 @@ from modern.consumer_protocol import encode_subscription
 from modern.coordinator import CoordinatorConfig, CoordinatorExtension
 from modern.group import GroupConfig
 from rebalance.javahash import coordinator_partition
+from rebalance.topic_ids import topic_id
 from rebalance.types import Subscription
 
 pytestmark = pytest.mark.broker
@@ -150,16 +151,28 @@ def test_describe_shows_epochs_and_target(conn, group_id):
     assert absent.error_code == errors.GROUP_ID_NOT_FOUND.errno
 
 
-def test_offsets_survive_reloading_the_partition(embedded, conn, group_id):
-    """A coordinator that takes the partition over replays the offsets; the group's first heartbeat
-    there finds an empty group holding them (its membership is not replayed yet) and keeps them."""
+def test_the_group_and_its_offsets_survive_reloading_the_partition(embedded, conn, group_id):
+    """A coordinator taking the partition over replays the group's records: members, epochs,
+    target and current assignments, and the offsets it committed."""
     heartbeat(conn, group_id, "m1", 0)
+    heartbeat(conn, group_id, "m2", 0)                  # m1 will be told to give two partitions up
     assert commit(conn, group_id, "m1", 1) is errors.NONE
     extension = embedded.broker.extensions[0]
     index = coordinator_partition(group_id, 50)
+    before = extension.consumer_groups.group(group_id)
     embedded.call(lambda broker: (extension._unload(index), extension._load(index)))
-    assert fetch(conn, group_id) == (errors.NONE, 42)
-    assert heartbeat(conn, group_id, "m1", 1).error_code == errors.UNKNOWN_MEMBER_ID.errno
-    answer = heartbeat(conn, group_id, "m1", 0)
-    assert answer.error_code == 0 and answer.member_epoch == 1
+    after = extension.consumer_groups.group(group_id)
+    assert after is not before
+    assert (after.group_epoch, after.assignment_epoch, after.target) == (2, 2, before.target)
+    assert after.members == before.members
     assert fetch(conn, group_id, "m1", 1) == (errors.NONE, 42)
+
+    def owning(partitions):
+        return [ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=topic_id(TOPIC), partitions=sorted(partitions))]
+
+    answer = heartbeat(conn, group_id, "m1", 1, owned=owning(range(PARTITIONS)))
+    assert answer.member_epoch == 1                     # revoke first, epoch held back
+    kept = answer.assignment.topic_partitions[0].partitions
+    assert len(kept) == 2
+    answer = heartbeat(conn, group_id, "m1", 1, owned=owning(kept))
+    assert answer.error_code == 0 and answer.member_epoch == 2

@@ -257,3 +257,26 @@ def test_range_splits_each_topic_in_member_order():
     result = range_(subs, {"t": 3, "u": 2}, {})
     assert result["a"] == {("t", 0), ("t", 1), ("u", 0), ("u", 1)}
     assert result["b"] == {("t", 2)}
+
+
+def test_records_replay_into_the_same_group():
+    from kip848.offsets_log import encode, is_consumer_group_record, replay
+    from rebalance.topic_ids import topic_id
+
+    sim = Sim(topics={"t": 6, "u": 2})
+    sim.beat("a", instance="i-a")
+    sim.beat("b", subscribe=("t", "u"), assignor="range")
+    sim.beat("a")                                   # a is now revoking: UNREVOKED_PARTITIONS
+    sim.beat("c", epoch=0)
+    sim.beat("c", epoch=-1)                         # gone again: its records are tombstones
+    stored = [encode(record, topic_id) for record in sim.records]
+    assert all(is_consumer_group_record(key) for key, _ in stored)
+    restored = replay(stored, sim.topics, topic_id, sim.group.config, now_ms=1_000)["g"]
+    original = sim.group
+    assert (restored.group_epoch, restored.assignment_epoch) == (original.group_epoch, original.assignment_epoch)
+    assert restored.members == original.members
+    assert restored.target == {m: p for m, p in original.target.items()}
+    assert restored.owners == original.owners
+    assert restored.partition_counts == original.partition_counts
+    assert restored.session_deadlines == {m: 1_000 + 45_000 for m in original.members}
+    assert set(restored.rebalance_deadlines) == {"a"}
