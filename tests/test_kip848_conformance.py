@@ -17,8 +17,8 @@ import pytest
 from broker.admin import create_topic
 from kip848.messages import ConsumerGroupDescribeRequest
 from modern.connection import BrokerConnection, parse_address
-from tests.modern_support import wait_until
-from tests.test_modern_conformance import Worker, complete_and_disjoint
+from tests.modern_support import produce, wait_until
+from tests.test_modern_conformance import Worker, committed_offsets, complete_and_disjoint, find_coordinator
 
 pytestmark = [pytest.mark.broker, pytest.mark.conformance]
 
@@ -205,3 +205,40 @@ def test_a_killed_members_partitions_move_after_its_session(cluster, names):
             victim.kill()
     assert seen.since(marks, survivor.name, "revoked") == set()
     assert seen.since(marks, survivor.name, "assigned") == set(range(PARTITIONS)) - kept
+
+
+@pytest.mark.slow
+def test_the_group_and_its_commits_survive_a_coordinator_failover(broker_cluster, monkeypatch, names):
+    monkeypatch.setenv("REBALANCE_LAB_GROUP_CONSUMER_SESSION_TIMEOUT_MS", "20000")
+    monkeypatch.setenv("REBALANCE_LAB_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS", "300")
+    topic, group = names
+    cluster = broker_cluster(3)
+    create_topic(cluster.bootstrap, topic, PARTITIONS)
+    produce(cluster.bootstrap, topic, 60, partitions=PARTITIONS)
+    history = History()
+    workers = [consumer_worker(f"rd-{i}", cluster.bootstrap, topic, group, history) for i in range(2)]
+    try:
+        wait_until(lambda: balanced(workers) and len({r for w in workers for r in w.seen}) >= 60,
+                   "two consumers sharing the partitions and every record consumed")
+        old = find_coordinator(cluster.bootstrap, group)
+        wait_until(lambda: committed_offsets(cluster.brokers[old].address, group, topic)
+                   == {p: 10 for p in range(PARTITIONS)}, "every offset committed at 10")
+        epoch_before = describe(cluster.brokers[old].address, group).group_epoch
+        marks = history.marks()
+        cluster.kill(old)
+        cluster.wait_for_live([b.node_id for b in cluster.brokers if b.node_id != old])
+        new = find_coordinator(cluster.live_bootstrap, group)
+        assert new != old
+        described = describe(cluster.brokers[new].address, group)
+        assert described.error_code == 0 and len(described.members) == 2     # replayed, not rebuilt
+        assert described.group_epoch == epoch_before
+        produce(cluster.live_bootstrap, topic, 30, partitions=PARTITIONS, start=60)
+        wait_until(lambda: len({r for w in workers for r in w.seen}) >= 90, "the records produced after the kill")
+        wait_until(lambda: committed_offsets(cluster.brokers[new].address, group, topic)
+                   == {p: 15 for p in range(PARTITIONS)}, "commits through the new coordinator")
+        seen = history.snapshot()
+    finally:
+        for worker in workers:
+            worker.stop()
+    for worker in workers:                       # the failover moved no partition
+        assert seen.since(marks, worker.name, "revoked") == set()
