@@ -255,8 +255,6 @@ class ConsumerGroup:
                 return "SubscribedTopicNames must be set in first request."
         if request.member_epoch == STATIC_LEAVE_EPOCH and not request.instance_id:
             return "InstanceId can't be null when leaving as a static member."
-        if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
-            return None  # answered UNSUPPORTED_ASSIGNOR below, not INVALID_REQUEST
         return None
 
     def _member_for(self, request: HeartbeatRequest, out: Output) -> tuple[Member, ErrorClass | None]:
@@ -290,10 +288,10 @@ class ConsumerGroup:
                        subscribed_topics=tuple(sorted(request.subscribed_topics or ())),
                        server_assignor=request.server_assignor, rebalance_timeout_ms=request.rebalance_timeout_ms)
         if static is not None:
-            # A static member coming back takes over its predecessor's partitions and epoch without
-            # a new group epoch: nothing moves.
+            # A static member coming back takes over its predecessor's partitions and epoch (kept as
+            # its previous epoch while it was away) without a new group epoch: nothing moves.
             self._forget(static.member_id, out)
-            fresh = replace(fresh, member_epoch=self.assignment_epoch, previous_epoch=static.previous_epoch,
+            fresh = replace(fresh, member_epoch=static.previous_epoch, previous_epoch=static.previous_epoch,
                             assigned=static.assigned, pending_revocation=static.pending_revocation,
                             state=static.state)
             self.target[member_id] = self.target.pop(static.member_id, frozenset())
@@ -316,7 +314,8 @@ class ConsumerGroup:
                 return HeartbeatResult(error=errors.UNKNOWN_MEMBER_ID, member_id=request.member_id)
         if request.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id:
             # It will come back under the same instance id: keep its partitions until its session ends.
-            self._set_current(replace(member, member_epoch=STATIC_LEAVE_EPOCH), out)
+            self._set_current(replace(member, member_epoch=STATIC_LEAVE_EPOCH, previous_epoch=member.member_epoch),
+                              out)
             self.rebalance_deadlines.pop(member.member_id, None)
         else:
             self._remove(member.member_id, out, "member left")

@@ -185,11 +185,28 @@ def test_static_member_leaves_and_returns_without_moving_partitions():
     epoch = sim.group.group_epoch
     kept = sim.owned["a"]
     assert sim.beat("a", epoch=-2, instance="i-a").member_epoch == -2
-    assert sim.beat("a2", instance="i-b").error is errors.NONE   # another instance is fine
-    assert sim.beat("a3", epoch=0, instance="i-a").error is errors.NONE
-    assert sim.group.members["a3"].assigned == kept
+    assert sim.group.members["a"].assigned == kept               # held while it is away
+    back = sim.beat("a3", epoch=0, instance="i-a")
+    assert back.error is errors.NONE and back.assignment == kept and back.member_epoch == sim.epoch["b"]
     assert "a" not in sim.group.members
-    assert sim.group.group_epoch == epoch + 1                    # only a2's join moved it
+    assert sim.group.group_epoch == epoch                        # nothing moved
+    assert sim.beat("a2", instance="i-b").error is errors.NONE   # another instance joins as usual
+    assert sim.group.group_epoch == epoch + 1
+
+
+def test_a_static_member_returning_to_a_changed_group_reconciles():
+    sim = Sim()
+    sim.beat("a", instance="i-a")
+    sim.beat("b")
+    sim.converge(["a", "b"])
+    kept = sim.owned["a"]
+    sim.beat("a", epoch=-2, instance="i-a")
+    sim.beat("c")                                   # joins while a is away: the target changes
+    back = sim.beat("a3", epoch=0, instance="i-a")
+    assert back.member_epoch < sim.group.assignment_epoch and back.assignment < kept
+    assert sim.state("a3") is MemberState.UNREVOKED_PARTITIONS
+    sim.converge(["a3", "b", "c"])
+    sim.assert_disjoint_and_complete(["a3", "b", "c"])
 
 
 def test_unreleased_instance_id_while_the_static_member_is_active():
