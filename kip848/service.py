@@ -127,6 +127,8 @@ class ConsumerGroupService:
     def load(self, partition: Any, stored: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
         """Replay a partition's consumer groups. Their offsets were replayed with the classic
         records, into a member-less classic group of the same id: they move over."""
+        if not stored:
+            return
         topics = apis.partition_counts(self.coordinator.broker)
         partition.consumer_groups = offsets_log.replay(stored, topics, topic_id, self.config, now_ms)
         for group_id, group in partition.consumer_groups.items():
