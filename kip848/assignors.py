@@ -20,46 +20,56 @@ def uniform(subscriptions: Mapping[str, frozenset[str]], partition_counts: Mappi
     """Sticky and balanced: each member keeps what it had up to its fair share of the partitions
     it can take, and the rest go one by one to the least loaded subscriber."""
     members = sorted(subscriptions)
-    partitions = sorted((topic, index) for topic, count in partition_counts.items() for index in range(count)
-                        if any(topic in subscriptions[m] for m in members))
-    eligible = {tp: [m for m in members if tp[0] in subscriptions[m]] for tp in partitions}
-    share = {m: -(-sum(1 for tp in partitions if m in eligible[tp]) // max(1, _subscribers_of(m, eligible)))
-             for m in members}
+    subscribers = {topic: [m for m in members if topic in subscriptions[m]] for topic in partition_counts}
+    partitions = sorted((topic, index) for topic, count in partition_counts.items() if subscribers[topic]
+                        for index in range(count))
+    share = _fair_shares(subscriptions, partition_counts, subscribers)
+    previous_owner = {tp: m for m, owned in previous.items() if m in subscriptions for tp in owned}
     result: dict[str, set[TopicPartition]] = {m: set() for m in members}
+    owner: dict[TopicPartition, str] = {}
     unassigned = []
     for tp in partitions:
-        keeper = next((m for m in members if tp in previous.get(m, ()) and m in eligible[tp]
-                       and len(result[m]) < share[m]), None)
-        if keeper is None:
-            unassigned.append(tp)
-        else:
+        keeper = previous_owner.get(tp)
+        if keeper is not None and tp[0] in subscriptions[keeper] and len(result[keeper]) < share[keeper]:
             result[keeper].add(tp)
+            owner[tp] = keeper
+        else:
+            unassigned.append(tp)
     for tp in unassigned:
-        least = min(eligible[tp], key=lambda m: (len(result[m]), m))
+        least = min(subscribers[tp[0]], key=lambda m: (len(result[m]), m))
         result[least].add(tp)
-    _even_out(result, eligible)
+        owner[tp] = least
+    _even_out(result, owner, subscribers)
     return {m: frozenset(tps) for m, tps in result.items()}
 
 
-def _subscribers_of(member: str, eligible: Mapping[TopicPartition, list[str]]) -> int:
-    """How many members share the topics this member takes (its fair share's denominator)."""
-    sharing: set[str] = set()
-    for candidates in eligible.values():
-        if member in candidates:
-            sharing.update(candidates)
-    return len(sharing)
+def _fair_shares(subscriptions: Mapping[str, frozenset[str]], partition_counts: Mapping[str, int],
+                 subscribers: Mapping[str, list[str]]) -> dict[str, int]:
+    """Per member: the partitions it can take divided by the members sharing those topics, rounded
+    up. Computed once per distinct subscription (usually there is one)."""
+    by_subscription: dict[frozenset[str], int] = {}
+    for topics in set(subscriptions.values()):
+        can_take = sum(partition_counts.get(t, 0) for t in topics)
+        sharing = {m for t in topics for m in subscribers.get(t, ())}
+        by_subscription[topics] = -(-can_take // max(1, len(sharing)))
+    return {m: by_subscription[topics] for m, topics in subscriptions.items()}
 
 
-def _even_out(result: dict[str, set[TopicPartition]], eligible: Mapping[TopicPartition, list[str]]) -> None:
+def _even_out(result: dict[str, set[TopicPartition]], owner: dict[TopicPartition, str],
+              subscribers: Mapping[str, list[str]]) -> None:
     """Move partitions from the most to the least loaded member while that narrows the gap."""
     while True:
+        loads = [len(owned) for owned in result.values()]
+        if not loads or max(loads) - min(loads) <= 1:
+            return  # balanced within one across everybody: nothing to narrow
         moved = False
-        for tp, candidates in sorted(eligible.items()):
-            owner = next(m for m in candidates if tp in result[m])
-            least = min(candidates, key=lambda m: (len(result[m]), m))
-            if len(result[owner]) - len(result[least]) > 1:
-                result[owner].discard(tp)
+        for tp in sorted(owner):
+            current = owner[tp]
+            least = min(subscribers[tp[0]], key=lambda m: (len(result[m]), m))
+            if len(result[current]) - len(result[least]) > 1:
+                result[current].discard(tp)
                 result[least].add(tp)
+                owner[tp] = least
                 moved = True
         if not moved:
             return

@@ -16,6 +16,7 @@ import pytest
 
 from broker.admin import create_topic
 from kip848.messages import ConsumerGroupDescribeRequest
+from modern import errors
 from modern.connection import BrokerConnection, parse_address
 from tests.modern_support import produce, wait_until
 from tests.test_modern_conformance import Worker, committed_offsets, complete_and_disjoint, find_coordinator
@@ -229,7 +230,11 @@ def test_the_group_and_its_commits_survive_a_coordinator_failover(broker_cluster
         cluster.wait_for_live([b.node_id for b in cluster.brokers if b.node_id != old])
         new = find_coordinator(cluster.live_bootstrap, group)
         assert new != old
-        described = describe(cluster.brokers[new].address, group)
+        loaded = []
+        wait_until(lambda: loaded.append(describe(cluster.brokers[new].address, group))
+                   or loaded[-1].error_code != errors.COORDINATOR_LOAD_IN_PROGRESS.errno,
+                   "the new coordinator to have read the partition back")
+        described = loaded[-1]
         assert described.error_code == 0 and len(described.members) == 2     # replayed, not rebuilt
         assert described.group_epoch == epoch_before
         produce(cluster.live_bootstrap, topic, 30, partitions=PARTITIONS, start=60)

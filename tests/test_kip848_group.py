@@ -297,3 +297,24 @@ def test_records_replay_into_the_same_group():
     assert restored.partition_counts == original.partition_counts
     assert restored.session_deadlines == {m: 1_000 + 45_000 for m in original.members}
     assert set(restored.rebalance_deadlines) == {"a"}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_assignors_give_every_subscribed_partition_to_exactly_one_subscriber(seed):
+    import random
+
+    rng = random.Random(seed)
+    topics = {name: rng.randint(1, 7) for name in "tuvw"}
+    subs = {f"m{i}": frozenset(rng.sample(sorted(topics), rng.randint(1, 3))) for i in range(rng.randint(1, 6))}
+    previous = uniform(subs, topics, {})
+    subs.pop(sorted(subs)[0])
+    subs["late"] = frozenset(rng.sample(sorted(topics), 2))
+    for assignor in (uniform, range_):
+        result = assignor(subs, topics, previous)
+        owners = [tp for owned in result.values() for tp in owned]
+        wanted = {(t, p) for t, count in topics.items() if any(t in s for s in subs.values()) for p in range(count)}
+        assert len(owners) == len(set(owners)) and set(owners) == wanted
+        assert all(tp[0] in subs[m] for m, owned in result.items() for tp in owned)
+    identical = {m: frozenset({"t"}) for m in subs}
+    sizes = [len(p) for p in uniform(identical, topics, previous).values()]
+    assert max(sizes) - min(sizes) <= 1
