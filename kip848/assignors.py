@@ -39,7 +39,7 @@ def uniform(subscriptions: Mapping[str, frozenset[str]], partition_counts: Mappi
         least = min(subscribers[tp[0]], key=lambda m: (len(result[m]), m))
         result[least].add(tp)
         owner[tp] = least
-    _even_out(result, owner, subscribers)
+    _even_out(result, owner, subscriptions)
     return {m: frozenset(tps) for m, tps in result.items()}
 
 
@@ -56,23 +56,28 @@ def _fair_shares(subscriptions: Mapping[str, frozenset[str]], partition_counts: 
 
 
 def _even_out(result: dict[str, set[TopicPartition]], owner: dict[TopicPartition, str],
-              subscribers: Mapping[str, list[str]]) -> None:
-    """Move partitions from the most to the least loaded member while that narrows the gap."""
+              subscriptions: Mapping[str, frozenset[str]]) -> None:
+    """Move one partition at a time from a most loaded member to a least loaded one that can take
+    it, while some pair differs by more than one: few moves, each found without scanning everything."""
     while True:
-        loads = [len(owned) for owned in result.values()]
-        if not loads or max(loads) - min(loads) <= 1:
-            return  # balanced within one across everybody: nothing to narrow
-        moved = False
-        for tp in sorted(owner):
-            current = owner[tp]
-            least = min(subscribers[tp[0]], key=lambda m: (len(result[m]), m))
-            if len(result[current]) - len(result[least]) > 1:
-                result[current].discard(tp)
-                result[least].add(tp)
-                owner[tp] = least
-                moved = True
-        if not moved:
+        by_load = sorted(result, key=lambda m: (len(result[m]), m))
+        move = None
+        for donor in reversed(by_load):
+            for receiver in by_load:
+                if len(result[donor]) - len(result[receiver]) <= 1:
+                    break  # receivers only get more loaded from here on
+                movable = sorted(tp for tp in result[donor] if tp[0] in subscriptions[receiver])
+                if movable:
+                    move = (donor, receiver, movable[-1])
+                    break
+            if move is not None or len(result[donor]) - len(result[by_load[0]]) <= 1:
+                break
+        if move is None:
             return
+        donor, receiver, tp = move
+        result[donor].discard(tp)
+        result[receiver].add(tp)
+        owner[tp] = receiver
 
 
 def range_(subscriptions: Mapping[str, frozenset[str]], partition_counts: Mapping[str, int],
