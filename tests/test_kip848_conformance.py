@@ -61,15 +61,18 @@ class History:
 
 
 def consumer_worker(name: str, bootstrap: str, topic: str, group: str, history: History,
-                    assignor: str = "uniform") -> Worker:
+                    assignor: str = "uniform", instance_id: str | None = None) -> Worker:
     history.events[name] = []
 
     def make():
-        consumer = confluent_kafka.Consumer({
+        settings = {
             "bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
             "group.protocol": "consumer", "group.remote.assignor": assignor,
             "auto.offset.reset": "earliest", "enable.auto.commit": True, "auto.commit.interval.ms": 200,
-        })
+        }
+        if instance_id is not None:
+            settings["group.instance.id"] = instance_id
+        consumer = confluent_kafka.Consumer(settings)
 
         def on_assign(c, partitions):
             history.events[name].append(("assigned", frozenset(p.partition for p in partitions)))
@@ -156,6 +159,48 @@ def test_one_to_five_members_get_a_complete_disjoint_assignment(cluster, names):
         for worker in workers:
             worker.stop()
     assert all(w.error is None for w in workers), [w.error for w in workers]
+
+
+def test_the_range_assignor_named_by_the_client(cluster, names):
+    topic, group = names
+    create_topic(cluster.bootstrap, topic, PARTITIONS)
+    history = History()
+    workers = [consumer_worker(f"rd-{i}", cluster.bootstrap, topic, group, history, assignor="range")
+               for i in range(2)]
+    try:
+        wait_until(lambda: balanced(workers) and all(len(w.owned) == 3 for w in workers),
+                   "two consumers with three partitions each")
+        described = describe(cluster.bootstrap, group)
+        ranges = sorted(tuple(sorted(w.owned)) for w in workers)
+    finally:
+        for worker in workers:
+            worker.stop()
+    assert described.assignor_name == "range"
+    assert ranges == [(0, 1, 2), (3, 4, 5)]
+
+
+def test_a_static_member_comes_back_to_its_partitions(cluster, names):
+    topic, group = names
+    create_topic(cluster.bootstrap, topic, PARTITIONS)
+    history = History()
+    stays = consumer_worker("rd-stays", cluster.bootstrap, topic, group, history, instance_id="stays")
+    away = consumer_worker("rd-away", cluster.bootstrap, topic, group, history, instance_id="away")
+    workers = [stays, away]
+    try:
+        wait_until(lambda: balanced(workers) and all(len(w.owned) == 3 for w in workers),
+                   "two static consumers with three partitions each")
+        held = set(away.owned)
+        marks = history.marks()
+        away.stop()             # a static member's close leaves with epoch -2: its partitions wait for it
+        assert len(describe(cluster.bootstrap, group).members) == 2
+        back = consumer_worker("rd-back", cluster.bootstrap, topic, group, history, instance_id="away")
+        workers = [stays, back]
+        wait_until(lambda: back.owned == held, "the returning instance holding its old partitions")
+        seen = history.snapshot()
+    finally:
+        for worker in workers:
+            worker.stop()
+    assert seen.since(marks, "rd-stays", "revoked") == set() and seen.since(marks, "rd-stays", "assigned") == set()
 
 
 def test_a_leaving_member_moves_only_its_partitions(cluster, names):
