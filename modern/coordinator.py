@@ -663,6 +663,8 @@ class CoordinatorExtension:
         answers = []
         for group_id in request.groups:
             group, error = self._lookup(group_id, create=False)
+            if error is errors.GROUP_ID_NOT_FOUND and ctx.api_version < 6:
+                error = None  # Kafka: a consumer group is Dead without an error before DescribeGroups v6
             if error is not None or group is None:
                 answers.append(described_cls(error_code=(error or errors.NONE).errno, group_id=group_id,
                                              group_state="Dead", protocol_type="", protocol_data="", members=[]))

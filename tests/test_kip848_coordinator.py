@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
@@ -116,6 +117,9 @@ def test_a_group_id_is_classic_or_consumer(conn, group_id):
         protocols=[JoinGroupRequest.JoinGroupRequestProtocol(
             name="range", metadata=encode_subscription(Subscription(topics=(TOPIC,))))]))
     assert joined.error_code == errors.GROUP_ID_NOT_FOUND.errno
+    (described,) = conn.request(DescribeGroupsRequest[5](groups=[group_id],
+                                                         include_authorized_operations=False)).groups
+    assert (described.error_code, described.group_state) == (0, "Dead")
 
     classic = f"{group_id}-classic"
     joined = conn.request(JoinGroupRequest[3](   # v3: a member at once, without MEMBER_ID_REQUIRED
