@@ -22,10 +22,10 @@ from broker.log import InvalidBatch
 from broker.peers import PEER_CLIENT_ID
 from broker.registry import HandlerRegistry, RequestContext
 from broker.topics import MAX_PARTITIONS, TopicSpec, topic_name_problem
+from rebalance.topic_ids import topic_id
 
 NONE = Errors.NoError.errno
 CLUSTER_ID = "rebalance-lab"
-_TOPIC_IDS = uuid.UUID("6c1d2f38-6e1b-4a39-9d33-5b0a7f3f0a11")  # namespace for stable topic ids
 
 # API -> (min, max) version served. Bounded where a higher version would need topic ids in
 # requests (Produce 13, Fetch 13) or features the lab does not have.
@@ -41,10 +41,6 @@ CORE_VERSIONS = {
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-
-
-def topic_id(name: str) -> uuid.UUID:
-    return uuid.uuid5(_TOPIC_IDS, name)
 
 
 def register_core_handlers(registry: HandlerRegistry) -> None:

@@ -12,8 +12,13 @@ Broker-side settings come from the constructor or, when the broker's CLI builds 
 extension without arguments, from environment variables named after Kafka's configs:
 REBALANCE_LAB_GROUP_INITIAL_REBALANCE_DELAY_MS, REBALANCE_LAB_GROUP_MIN_SESSION_TIMEOUT_MS,
 REBALANCE_LAB_GROUP_MAX_SESSION_TIMEOUT_MS, REBALANCE_LAB_GROUP_MAX_SIZE,
-REBALANCE_LAB_COORDINATOR_LOAD_DELAY_MS; and REBALANCE_LAB_COORDINATOR_EVENTS (a JSONL
+REBALANCE_LAB_COORDINATOR_LOAD_DELAY_MS; for KIP-848 consumer groups
+REBALANCE_LAB_GROUP_CONSUMER_SESSION_TIMEOUT_MS, REBALANCE_LAB_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS
+and REBALANCE_LAB_GROUP_CONSUMER_MAX_SIZE; and REBALANCE_LAB_COORDINATOR_EVENTS (a JSONL
 path for `coordinator_event` events) with REBALANCE_LAB_RUN_ID.
+
+Consumer groups (KIP-848, APIs 68 and 69) live beside classic groups in the same partitions;
+`kip848.service` serves them and keeps a group id to one kind.
 
 Taking a partition over is not instant in Kafka: the new coordinator reads the partition
 back and answers COORDINATOR_LOAD_IN_PROGRESS meanwhile. `load_delay_ms` stands for that
@@ -43,6 +48,10 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorResponse
 
+from kip848 import apis as kip848_apis
+from kip848.group import ConsumerGroup, ConsumerGroupConfig
+from kip848.offsets_log import is_consumer_group_record
+from kip848.service import ConsumerGroupService
 from modern import errors
 from modern.errors import ErrorClass
 from modern.group import (
@@ -75,8 +84,8 @@ VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SyncGroup: (0, 5),
     ApiKey.Heartbeat: (0, 4),
     ApiKey.LeaveGroup: (0, 5),
-    ApiKey.OffsetCommit: (0, 8),
-    ApiKey.OffsetFetch: (0, 8),
+    ApiKey.OffsetCommit: (0, 9),   # v9: a consumer group member commits with its member epoch
+    ApiKey.OffsetFetch: (0, 9),
     ApiKey.DescribeGroups: (0, 5),
     ApiKey.ListGroups: (0, 4),
 }
@@ -87,6 +96,7 @@ _ENV_PREFIX = "REBALANCE_LAB_"
 @dataclass(frozen=True, kw_only=True)
 class CoordinatorConfig:
     group: GroupConfig = field(default_factory=GroupConfig)
+    consumer_group: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
     compact_after_records: int = 10_000   # compact a partition after this many appends
     load_delay_ms: int = 0                # COORDINATOR_LOAD_IN_PROGRESS this long after taking a partition
     events_path: str | None = None        # coordinator_event JSONL
@@ -103,9 +113,17 @@ class CoordinatorConfig:
         }
         group_settings = {attribute: value for suffix, attribute in names.items()
                           if (value := _int_from_env(env, suffix)) is not None}
+        consumer_names = {
+            "GROUP_CONSUMER_SESSION_TIMEOUT_MS": "session_timeout_ms",
+            "GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": "heartbeat_interval_ms",
+            "GROUP_CONSUMER_MAX_SIZE": "max_size",
+        }
+        consumer_settings = {attribute: value for suffix, attribute in consumer_names.items()
+                             if (value := _int_from_env(env, suffix)) is not None}
         if load_delay_ms is None:
             load_delay_ms = _int_from_env(env, "COORDINATOR_LOAD_DELAY_MS") or 0
-        return cls(group=GroupConfig(**group_settings), events_path=env.get(_ENV_PREFIX + "COORDINATOR_EVENTS"),
+        return cls(group=GroupConfig(**group_settings), consumer_group=ConsumerGroupConfig(**consumer_settings),
+                   events_path=env.get(_ENV_PREFIX + "COORDINATOR_EVENTS"),
                    run_id=env.get(_ENV_PREFIX + "RUN_ID", ""), load_delay_ms=load_delay_ms)
 
 
@@ -133,6 +151,7 @@ class _Partition:
 
     index: int
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
+    consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
     appended: int = 0
 
 
@@ -151,6 +170,7 @@ class CoordinatorExtension:
         self._timer: asyncio.Task | None = None
         self.requests_served = 0
         self.failure: BaseException | None = None
+        self.consumer_groups = ConsumerGroupService(self, self.config.consumer_group)
 
     # ------------------------------------------------------------ BrokerExtension
 
@@ -170,6 +190,12 @@ class CoordinatorExtension:
         for key, handler in handlers.items():
             low, high = VERSIONS[key]
             registry.register(key, handler, min_version=low, max_version=high)
+        low, high = kip848_apis.HEARTBEAT_VERSIONS
+        registry.register(ApiKey.ConsumerGroupHeartbeat, self.consumer_groups.heartbeat, min_version=low,
+                          max_version=high)
+        low, high = kip848_apis.DESCRIBE_VERSIONS
+        registry.register(ApiKey.ConsumerGroupDescribe, self.consumer_groups.describe, min_version=low,
+                          max_version=high)
         broker.cluster.on_leadership_change(self._on_leadership_change)
 
     async def start(self) -> None:
@@ -227,8 +253,11 @@ class CoordinatorExtension:
     def _load(self, index: int) -> None:
         partition_log = self.broker.log(OFFSETS_TOPIC, index)
         records = [(r.key, r.value) for r in partition_log.read_records(0)]
-        loaded = replay(records, self.config.group, monotonic_ms())
+        consumer_records = [kv for kv in records if is_consumer_group_record(kv[0])]
+        loaded = replay([kv for kv in records if not is_consumer_group_record(kv[0])], self.config.group,
+                        monotonic_ms())
         self._partitions[index] = _Partition(index, loaded.groups)
+        self.consumer_groups.load(self._partitions[index], consumer_records, monotonic_ms())
         for group in loaded.groups.values():
             self._emit(group.group_id, event="loaded", partition=index, state=group.state.value,
                        generation=group.generation_id, members=len(group.members), offsets=len(group.offsets))
@@ -242,8 +271,8 @@ class CoordinatorExtension:
             self._deliver(None, group, group.unload(monotonic_ms()))
             self._emit(group.group_id, event="unloaded", partition=index)
 
-    def _lookup(self, group_id: str, *, create: bool) -> tuple[ClassicGroup | None, ErrorClass | None]:
-        """The group if this broker coordinates it (creating it on request), else the error to answer."""
+    def _partition_for(self, group_id: str) -> tuple[_Partition | None, ErrorClass | None]:
+        """The partition holding the group if this broker coordinates it, else the error to answer."""
         if self.failure is not None:
             raise RuntimeError("the coordinator's group timers failed") from self.failure
         if not group_id:
@@ -254,6 +283,15 @@ class CoordinatorExtension:
             if index in self._loading or self.broker.cluster.leader_for(OFFSETS_TOPIC, index) == self.broker.node_id:
                 return None, errors.COORDINATOR_LOAD_IN_PROGRESS  # ours, but not read back (or not open) yet
             return None, errors.NOT_COORDINATOR
+        return partition, None
+
+    def _lookup(self, group_id: str, *, create: bool) -> tuple[ClassicGroup | None, ErrorClass | None]:
+        """The classic group if this broker coordinates it (creating it on request), else the error to answer."""
+        partition, error = self._partition_for(group_id)
+        if error is not None:
+            return None, error
+        if group_id in partition.consumer_groups:
+            return None, errors.GROUP_ID_NOT_FOUND  # Kafka: "Group ... is not a classic group."
         group = partition.groups.get(group_id)
         if group is None and create:
             group = partition.groups[group_id] = ClassicGroup(group_id, self.config.group, now_ms=monotonic_ms())
@@ -285,6 +323,14 @@ class CoordinatorExtension:
             records.append(group_metadata_record(group, wall_ms()))
         for (topic, index), value in out.committed.items():
             records.append(offset_commit_record(group.group_id, topic, index, value))
+        return self._append(partition, records)
+
+    def append_for_group(self, group_id: str, records: list) -> bool:
+        """Append a group's records to its partition; False when this broker no longer leads it."""
+        partition = self._partitions.get(self._partition_index(group_id))
+        return partition is not None and self._append(partition, records)
+
+    def _append(self, partition: _Partition, records: list) -> bool:
         if not records:
             return True
         partition_log = self.broker.log(OFFSETS_TOPIC, partition.index)
@@ -310,6 +356,14 @@ class CoordinatorExtension:
             index = self._partition_of[group_id] = coordinator_partition(group_id, self._partition_count())
         return index
 
+    def clock_ms(self) -> int:
+        return monotonic_ms()
+
+    def wake_for(self, deadline: int | None) -> None:
+        """Make the timer task look again if a deadline comes before its next wake-up."""
+        if deadline is not None and (self._next_wake_ms is None or deadline < self._next_wake_ms):
+            self._wake.set()
+
     def _emit(self, group_id: str, **fields: object) -> None:
         node = getattr(self.broker, "node_id", None)
         self.recorder.emit(COORDINATOR_EVENT, group=group_id, node=node, **fields)
@@ -329,6 +383,7 @@ class CoordinatorExtension:
                         deadline = group.next_deadline()
                     if deadline is not None:
                         deadlines.append(deadline)
+                deadlines.extend(self.consumer_groups.tick(partition, now))
             self._next_wake_ms = min(deadlines, default=None)
             self._wake.clear()
             timeout = None if self._next_wake_ms is None else max(0, self._next_wake_ms - monotonic_ms()) / 1000
@@ -505,10 +560,16 @@ class CoordinatorExtension:
                     commit_timestamp_ms=stamp,
                     expire_timestamp_ms=stamp + retention if retention > 0 else None,
                 )
-        group, error = self._lookup(request.group_id, create=generation < 0)
-        if error is None and group is None:
+        consumer = self.consumer_groups.group(request.group_id)
+        if consumer is not None:
+            group, error = None, self.consumer_groups.commit_error(consumer, version, member_id, generation)
+            if error is errors.NONE:
+                error = self._commit_to_consumer_group(consumer, offsets)
+        else:
+            group, error = self._lookup(request.group_id, create=generation < 0)
+        if consumer is None and error is None and group is None:
             error = errors.ILLEGAL_GENERATION  # Kafka: an unknown group with a generation is a stale member
-        if error is None:
+        if consumer is None and error is None:
             commit = OffsetCommit(offsets=offsets, member_id=member_id, generation_id=generation,
                                   group_instance_id=request.group_instance_id if version >= 7 else None)
             out = group.handle_commit(commit, monotonic_ms())
@@ -524,6 +585,15 @@ class CoordinatorExtension:
             for name, parts in by_topic.items()
         ])
 
+    def _commit_to_consumer_group(self, group: ConsumerGroup, offsets: dict) -> ErrorClass:
+        partition = self._partitions.get(self._partition_index(group.group_id))
+        records = [offset_commit_record(group.group_id, topic, index, value)
+                   for (topic, index), value in offsets.items()]
+        if partition is None or not self._append(partition, records):
+            return errors.NOT_COORDINATOR
+        group.offsets.update(offsets)
+        return errors.NONE
+
     async def offset_fetch(self, ctx: Any, request: Any) -> Any:
         self.requests_served += 1
         version = ctx.api_version
@@ -533,7 +603,8 @@ class CoordinatorExtension:
             answers = []
             for wanted in request.groups:
                 requested = None if wanted.topics is None else [(t.name, t.partition_indexes) for t in wanted.topics]
-                error, found = self._fetch_offsets(wanted.group_id, requested)
+                member = (wanted.member_id, wanted.member_epoch) if version >= 9 else (None, -1)
+                error, found = self._fetch_offsets(wanted.group_id, requested, *member)
                 answers.append(group_cls(group_id=wanted.group_id, error_code=error.errno, topics=[
                     topics_cls(name=name, partitions=[topics_cls.OffsetFetchResponsePartitions(
                         partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
@@ -552,12 +623,20 @@ class CoordinatorExtension:
                 error_code=partition_error) for p, o, e, m in parts])
             for name, parts in found])
 
-    def _fetch_offsets(self, group_id: str, requested: list[tuple[str, list[int]]] | None) -> tuple[ErrorClass, list]:
+    def _fetch_offsets(self, group_id: str, requested: list[tuple[str, list[int]]] | None,
+                       member_id: str | None = None, member_epoch: int = -1) -> tuple[ErrorClass, list]:
         """(error, [(topic, [(partition, offset, leader_epoch, metadata)])]); -1 where nothing is committed."""
-        group, error = self._lookup(group_id, create=False)
-        if error is not None:
-            return error, []
-        offsets = group.offsets if group is not None else {}
+        consumer = self.consumer_groups.group(group_id)
+        if consumer is not None:
+            error = self.consumer_groups.fetch_error(consumer, member_id, member_epoch)
+            if error is not errors.NONE:
+                return error, []
+            offsets = consumer.offsets
+        else:
+            group, error = self._lookup(group_id, create=False)
+            if error is not None:
+                return error, []
+            offsets = group.offsets if group is not None else {}
         if requested is None:  # every committed offset of the group
             requested_by_topic: dict[str, list[int]] = {}
             for topic, partition in sorted(offsets):
@@ -584,6 +663,8 @@ class CoordinatorExtension:
         answers = []
         for group_id in request.groups:
             group, error = self._lookup(group_id, create=False)
+            if error is errors.GROUP_ID_NOT_FOUND and ctx.api_version < 6:
+                error = None  # Kafka: a consumer group is Dead without an error before DescribeGroups v6
             if error is not None or group is None:
                 answers.append(described_cls(error_code=(error or errors.NONE).errno, group_id=group_id,
                                              group_state="Dead", protocol_type="", protocol_data="", members=[]))
@@ -609,6 +690,12 @@ class CoordinatorExtension:
                 listed.append(ListGroupsResponse.ListedGroup(group_id=group.group_id,
                                                              protocol_type=group.protocol_type or "",
                                                              group_state=group.state.value, group_type="classic"))
+            for consumer in partition.consumer_groups.values():
+                if wanted_states and consumer.state().value not in wanted_states:
+                    continue
+                listed.append(ListGroupsResponse.ListedGroup(group_id=consumer.group_id, protocol_type="consumer",
+                                                             group_state=consumer.state().value,
+                                                             group_type="consumer"))
         return ListGroupsResponse[ctx.api_version](throttle_time_ms=0, error_code=errors.NONE.errno,
                                                    groups=sorted(listed, key=lambda g: g.group_id))
 

@@ -29,6 +29,11 @@ MEMBER_ID_REQUIRED: ErrorClass = _kafka.MemberIdRequiredError
 GROUP_MAX_SIZE_REACHED: ErrorClass = _kafka.GroupMaxSizeReachedError
 FENCED_INSTANCE_ID: ErrorClass = _kafka.FencedInstanceIdError
 UNSUPPORTED_VERSION: ErrorClass = _kafka.UnsupportedVersionError
+# KIP-848's consumer groups
+FENCED_MEMBER_EPOCH: ErrorClass = _kafka.FencedMemberEpochError
+STALE_MEMBER_EPOCH: ErrorClass = _kafka.StaleMemberEpochError
+UNRELEASED_INSTANCE_ID: ErrorClass = _kafka.UnreleasedInstanceIdError
+UNSUPPORTED_ASSIGNOR: ErrorClass = _kafka.UnsupportedAssignorError
 
 # Errors after which a client must look the coordinator up again.
 COORDINATOR_ERRORS: frozenset[ErrorClass] = frozenset(

@@ -20,6 +20,8 @@ import kafka.protocol.metadata  # noqa: F401
 import kafka.protocol.producer  # noqa: F401
 from kafka.protocol.api_message import ApiMessage
 
+import kip848.messages  # noqa: F401 - KIP-848's APIs, from this project's own schemas
+
 # Kafka's own default for socket.request.max.bytes.
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 SIZE_BYTES = 4

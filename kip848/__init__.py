@@ -1,0 +1,1 @@
+"""KIP-848's consumer group protocol (`group.protocol=consumer`), the coordinator side."""
