@@ -2,13 +2,15 @@
 
 kafka-python builds a message class from a JSON definition in Kafka's format; it ships none for
 these two APIs, so this project writes its own (in `kip848/schemas/`) and hands them to the same
-loader. Importing this module registers the classes, so `rebalance.kafka_frames` decodes and
-encodes them like any other API.
+loader. Importing this module registers the classes with `rebalance.kafka_frames`, which then decodes
+and encodes them like any other API.
 """
 
 from __future__ import annotations
 
 from kafka.protocol.api_message import ApiMessage
+
+from rebalance.kafka_frames import register_messages
 
 _SCHEMAS = "kip848.schemas"
 
@@ -27,3 +29,6 @@ class ConsumerGroupDescribeRequest(ApiMessage, load_json=_SCHEMAS):
 
 class ConsumerGroupDescribeResponse(ApiMessage, load_json=_SCHEMAS):
     pass
+
+
+register_messages()

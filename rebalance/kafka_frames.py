@@ -20,8 +20,6 @@ import kafka.protocol.metadata  # noqa: F401
 import kafka.protocol.producer  # noqa: F401
 from kafka.protocol.api_message import ApiMessage
 
-import kip848.messages  # noqa: F401 - KIP-848's APIs, from this project's own schemas
-
 # Kafka's own default for socket.request.max.bytes.
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 SIZE_BYTES = 4
@@ -44,21 +42,23 @@ class DecodedRequest:
     body: Any  # kafka-python's Request object of that API and version
 
 
-def _message_classes() -> tuple[dict[int, type], dict[int, type]]:
-    """Every request and response class kafka-python knows, by API key."""
-    requests: dict[int, type] = {}
-    responses: dict[int, type] = {}
+REQUEST_CLASSES: dict[int, type] = {}
+RESPONSE_CLASSES: dict[int, type] = {}
+
+
+def register_messages() -> None:
+    """Add every request and response class kafka-python knows, by API key. Messages defined outside
+    kafka-python (this project's KIP-848 APIs, kip848.messages) call this once their classes exist."""
     pending = list(ApiMessage.__subclasses__())
     while pending:
         cls = pending.pop()
         pending.extend(cls.__subclasses__())
         if cls._class_version is not None:  # a per-version wrapper, not the primary class
             continue
-        (requests if cls.is_request() else responses)[cls.API_KEY] = cls
-    return requests, responses
+        (REQUEST_CLASSES if cls.is_request() else RESPONSE_CLASSES)[cls.API_KEY] = cls
 
 
-REQUEST_CLASSES, RESPONSE_CLASSES = _message_classes()
+register_messages()
 
 
 def response_class(api_key: int, api_version: int) -> type:
