@@ -95,3 +95,28 @@ def test_broker_witness_counts_a_consumer_joining_without_its_heartbeats(coordin
     assert grown["JoinGroup"] >= 1 and grown["SyncGroup"] >= 1 and grown["Heartbeat"] >= 1
     assert after.served - before.served == sum(grown.get(name, 0) for name in GROUP_APIS)
     assert after.served - before.served < sum(grown.values())  # heartbeats and the rest are left out
+
+
+def test_herd_points_and_plot_carry_the_servers_count(tmp_path):
+    from pathlib import Path
+
+    import pandas as pd
+
+    from experiments import plots
+    from experiments.rundata import RunData, herd_points
+
+    def run(backend: str, n: int, requests: int, server: float | None) -> RunData:
+        herd = pd.DataFrame([{"t": 10.0, "kind": "join", "live_before": n, "live_after": n + 1, "requests": requests,
+                              "server_requests": server, "notifications": 0, "failed_attempts": 0, "stable_s": 1.0,
+                              "stop_the_world_s": 0.5, "unowned_partition_s": 1.0}])
+        empty = pd.DataFrame()
+        return RunData(run_dir=Path(f"/runs/{backend}-{n}"), info={"name": f"herd-{n}", "backend": backend,
+                       "strategy": "range", "members": n}, facts={}, verdicts=empty, phases=empty, throughput=empty,
+                       ownership=empty, faults=empty, herd=herd, metrics=empty, evidence={})
+
+    runs = [run("legacy", n, n * (n + 2), n * (n + 2) * 1.1) for n in (4, 8, 16)]
+    runs += [run("modern", n, 2 * n, None) for n in (4, 8, 16)]    # recorded before the servers' counters were
+    points = herd_points(runs).set_index(["backend", "N"])
+    assert points.loc[("legacy", 8), "server_requests_per_change"] == pytest.approx(88.0)
+    assert points.xs("modern")["server_requests_per_change"].isna().all()
+    assert plots.herd(points.reset_index(), tmp_path / "herd.png").stat().st_size > 0
