@@ -17,6 +17,7 @@ sum; `nodes` says how many answered, so readers compare only samples with the sa
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -50,8 +51,13 @@ class ZooKeeperWitness:
         self.timeout_s = timeout_s
         self._own: dict[Address, int] = {}       # mntr calls answered since the node's counter began
         self._last: dict[Address, int] = {}      # its last raw packets-received reading
+        self._lock = threading.Lock()            # samples are taken from worker threads, maybe two at once
 
     def sample(self) -> ServerSample:
+        with self._lock:
+            return self._sample()
+
+    def _sample(self) -> ServerSample:
         totals = dict.fromkeys(ZK_COUNTERS, 0)
         own_total, answered = 0, 0
         for address in self.addresses():
