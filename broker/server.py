@@ -29,6 +29,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataRequest
 
 from broker.advertise import AdvertiseMap, parse_host_port
+from broker.counters import STATS_WORD, RequestCounters
 from broker.handlers import api_versions_response, register_core_handlers
 from broker.log import PartitionLog
 from broker.peers import PeerClient
@@ -98,6 +99,7 @@ class Broker:
         self._failed: asyncio.Future | None = None  # resolved when a background task fails
         self._stopping = False
         self._zk = None
+        self.request_counts = RequestCounters()
         self.address: tuple[str, int] | None = None
         self.fatal_error: BaseException | None = None
 
@@ -203,7 +205,12 @@ class Broker:
         try:
             while True:
                 async with asyncio.timeout(self.config.idle_timeout_s):
-                    size = frame_size(await reader.readexactly(4), self.config.max_frame_bytes)
+                    prefix = await reader.readexactly(4)
+                if prefix == STATS_WORD:   # a counters reader (broker.counters), not a Kafka client
+                    writer.write(self.request_counts.answer())
+                    await writer.drain()
+                    break
+                size = frame_size(prefix, self.config.max_frame_bytes)
                 async with asyncio.timeout(self.config.frame_timeout_s):
                     frame = await reader.readexactly(size)
                 answer = await self._dispatch(frame, client_host)
@@ -236,6 +243,7 @@ class Broker:
             raise FrameError(f"API {api_key} v{api_version} outside {registration.min_version}-"
                              f"{registration.max_version}")
         request = decode_request(frame)
+        self.request_counts.count(api_key)
         context = RequestContext(broker=self, api_key=api_key, api_version=api_version,
                                  correlation_id=correlation_id, client_id=request.client_id,
                                  client_host=client_host)

@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from experiments.by_run import first_rows_by_run, values_by_run
+from experiments.witness_counts import witness_windows
 from rebalance import events as ev
 
 Counts = Mapping[str, int]   # events per type in a run
@@ -46,6 +47,10 @@ class CheckConfig:
     convergence_bound_s: float | None = None  # default: 2 x session timeout + 5 s (Kafka's system tests)
     overlap_tolerance_s: float = 0.0       # double ownership shorter than this is ignored
     evidence_rows: int = 1000              # evidence kept per check (the count is always exact)
+    # Server and members disagree on a window between two server samples when they differ by more
+    # than the larger of these (docs/analysis.md, "The servers as witnesses").
+    witness_tolerance_requests: int = 10
+    witness_tolerance_fraction: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -267,6 +272,31 @@ def fenced_commits(inputs: CheckInputs, config: CheckConfig) -> Results:
     return results
 
 
+def server_witness(inputs: CheckInputs, config: CheckConfig) -> Results:
+    """The servers' own count of requests (ZooKeeper's packets, the brokers' group-API counts) against the
+    members' logged requests, window by window between the runner's server samples."""
+    name = "server-witness"
+    windows = witness_windows(inputs.control).withColumn("difference", F.col("server") - F.col("client"))
+    allowed = F.greatest(F.lit(float(config.witness_tolerance_requests)),
+                         F.lit(config.witness_tolerance_fraction) * F.greatest("server", "client"))
+    flagged = windows.filter(F.abs("difference") > allowed).select(
+        "run", "start", "end", "from_moment", "to_moment", "server", "client", "difference", "baseline_per_s")
+    stats = values_by_run(windows.groupBy("run").agg(
+        F.count("*").alias("windows"), F.sum("server").alias("server"), F.sum("client").alias("client"),
+        F.sum((F.abs("difference") > allowed).cast("int")).alias("n")))
+    evidence = first_rows_by_run(flagged, ["start"], config.evidence_rows, inputs.runs)
+    results = {}
+    for run in inputs.runs:
+        row = stats.get(run)
+        if not row or not row["windows"]:
+            results[run] = CheckResult(name, Verdict.UNKNOWN, 0, "no two comparable server samples")
+            continue
+        totals = f"servers {row['server']:.0f}, members {row['client']} requests over {row['windows']} windows"
+        results[run] = _found(name, row["n"], f"{row['n']} windows where they disagree; {totals}",
+                              f"servers and members agree: {totals}", evidence[run])
+    return results
+
+
 @dataclass(frozen=True, kw_only=True)
 class Check:
     """One check: a run without any of the event types it `needs` gets `unknown` with `missing` as detail."""
@@ -290,6 +320,8 @@ CHECKS: tuple[Check, ...] = (
     Check(name="slow-records", needs=(), missing="", run=slow_records),
     Check(name="convergence", needs=_OWNERSHIP, missing="no partitions or no ownership events", run=convergence),
     Check(name="fenced-commits", needs=(), missing="", run=fenced_commits),
+    Check(name="server-witness", needs=(ev.SERVER_COUNTERS,), missing="no server samples (the servers' counters "
+          "were not recorded)", run=server_witness),
 )
 
 

@@ -2,7 +2,8 @@
 
 - throughput: processed records per second with fault windows shaded (seed 002's chart);
 - ownership: who owned which partition when, double ownership marked;
-- herd: coordination requests per membership change against group size, log-log.
+- herd: coordination requests per membership change against group size, log-log; the members' count
+  and, where recorded, the server's own (ZooKeeper's packets, the broker's group-API requests).
 """
 
 from __future__ import annotations
@@ -190,6 +191,11 @@ def herd(points: pd.DataFrame, path: Path) -> Path | None:
         slope = f", slope {slopes[backend]:.1f}" if backend in slopes else ""
         ax.plot(group["N"], group["requests_per_change"].clip(lower=0.5), marker=marker, color=color, lw=1.6,
                 label=f"{backend}: requests per change{slope}")
+        witnessed = group.dropna(subset=["server_requests_per_change"]) \
+            if "server_requests_per_change" in group else group.iloc[0:0]
+        if not witnessed.empty:   # the server's own count, beside the members'
+            ax.plot(witnessed["N"], witnessed["server_requests_per_change"].clip(lower=0.5), marker=marker,
+                    color=color, lw=1.2, ls="-.", mfc="none", label=f"{backend}: as the server counted them")
         first = group.iloc[0]
         span = np.array([group["N"].min(), max(group["N"].max(), group["N"].min() * 2)], dtype=float)
         base = max(first["requests_per_change"], 0.5)

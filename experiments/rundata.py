@@ -86,6 +86,9 @@ def herd_points(runs: list[RunData]) -> pd.DataFrame:
         rows.append({
             "run": run.label, "backend": run.backend, "N": run.group_size, "changes": len(changes),
             "requests_per_change": float(changes["requests"].median()),
+            # the servers' own count (NaN for runs recorded before the servers' counters were)
+            "server_requests_per_change": float(changes["server_requests"].median())
+            if "server_requests" in changes and changes["server_requests"].notna().any() else float("nan"),
             "notifications_per_change": float(changes["notifications"].median()),
             "stable_s": float(changes["stable_s"].median()),
             "stop_the_world_s": float(changes["stop_the_world_s"].median()),

@@ -22,6 +22,12 @@ and a connect string / bootstrap list of its own.
 Faults: what each action is, `experiments/faults/actions.py`; who carries it out, `experiments/faults/
 registry.py` (member faults in `members.py`, server faults in `server.py`, links through the proxies);
 its fault_started / fault_stopped events, `experiments/faults/history.py`.
+
+Witnesses: the servers' own counters (`experiments/witness.py`: ZooKeeper's `mntr`, or the brokers'
+request counts when they host the coordinator) are recorded as `server_counters` events at every
+phase boundary, at the start and end of the warm-up's quiet window (the baseline of background
+traffic), just before each membership step (join, leave, crash, restart, pause; a phase of its own
+for joins and scaling) and `AFTER_CHANGE_S` after it.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from experiments.faults import registry
-from experiments.faults.actions import phase_name, spec_of
+from experiments.faults.actions import Target, phase_name, spec_of
 from experiments.faults.history import FaultHistory
 from experiments.faults.members import STOP_TIMEOUT_S, MemberFaults
 from experiments.faults.process import RUN_MARKER_ENV, ChildProcess
@@ -53,11 +59,13 @@ from experiments.provenance import jsonable as _jsonable
 from experiments.provenance import versions
 from experiments.runmeta import ClusterAddresses, RunMeta, ScenarioSource, write_run_meta
 from experiments.scenario import Scenario, Schedule, Step, resolve
+from experiments.witness import BrokerWitness, ZooKeeperWitness
 from rebalance import events as ev
 from rebalance.backends import profile
 from rebalance.events import EventRecorder
 
 STABLE_QUIET_S = 2.0
+AFTER_CHANGE_S = 5.0    # the servers' counters are read again this long after a membership step
 
 
 class Aborted(Exception):
@@ -127,6 +135,7 @@ class Run:
         self.recorder: EventRecorder | None = None
         self.proxies = ProxyHub(seed=scenario.seed)
         self.servers = ServerFaults(None, None)
+        self.witness: BrokerWitness | ZooKeeperWitness | None = None
         self.ensemble = None
         self.zk_connect: str | None = None    # with the run's chroot
         self.cluster = None
@@ -141,6 +150,7 @@ class Run:
                                     start_hosts=self.start_members)
         self.target_tasks: dict[str, asyncio.Future] = {}
         self.step_tasks: list[asyncio.Future] = []
+        self.witness_tasks: list[asyncio.Future] = []
         self.links = MemberLinks(self.profile, self.proxies, self.run_dir / "advertise.json")
         self.members_proxied = self.links.proxied
         self._abort = asyncio.Event()
@@ -210,6 +220,23 @@ class Run:
     async def enter_phase(self, name: str, **fields: object) -> None:
         self.phase = name
         self.recorder.emit(ev.PHASE, name=name, **fields)
+        await self.witness_sample(f"phase {name}")
+
+    async def witness_sample(self, moment: str) -> None:
+        """Record the servers' own counters now (nothing before the servers run)."""
+        if self.witness is None:
+            return
+        try:
+            sample = await asyncio.to_thread(self.witness.sample)
+        except Exception as error:  # noqa: BLE001 - a witness that cannot answer must not end the run
+            self.note(f"reading the servers' counters at {moment!r} failed: {error!r}")
+            return
+        self.recorder.emit(ev.SERVER_COUNTERS, moment=moment, **sample.fields())
+
+    async def witness_after(self, step: Step) -> None:
+        with contextlib.suppress(Aborted):
+            await self.sleep_until(time.monotonic_ns() + int(AFTER_CHANGE_S * 1e9))
+            await self.witness_sample(f"after {step.fault_id}")
 
     # ------------------------------------------------------------------ setup
 
@@ -254,6 +281,11 @@ class Run:
             failover=failover,
         )
         self.servers = ServerFaults(self.ensemble, self.cluster)
+        if self.profile.coordinator_in_brokers:
+            self.witness = BrokerWitness(lambda: [self.broker_address(i) for i, broker in
+                                                  enumerate(self.cluster.brokers) if broker.alive])
+        elif self.ensemble is not None:
+            self.witness = ZooKeeperWitness(lambda: [self.zk_address(i) for i in range(len(self.ensemble.nodes))])
         self.check_abort()
 
     async def create_topics(self) -> None:
@@ -282,8 +314,11 @@ class Run:
             await self.sleep_until(time.monotonic_ns() + 200_000_000)
             self.progress.poll()
             if self.progress.stable(len(self.schedule.initial_members)):
-                stable_since = stable_since or time.monotonic()
+                if stable_since is None:
+                    stable_since = time.monotonic()
+                    await self.witness_sample("quiet start")
                 if time.monotonic() - stable_since >= STABLE_QUIET_S:
+                    await self.witness_sample("quiet end")
                     return
             else:
                 stable_since = None
@@ -355,6 +390,9 @@ class Run:
 
     async def _apply_now(self, step: Step) -> None:
         handler = registry.handler_for(step.action)
+        membership = spec_of(step.action).target in (Target.GROUP, Target.MEMBER)
+        if membership and spec_of(step.action).is_fault:
+            await self.witness_sample(f"before {step.fault_id}")   # a join's phase mark reads them already
         if not spec_of(step.action).is_fault:
             await self.enter_phase(phase_name(step.action, step.targets, step.params), fault_id=step.fault_id,
                                    targets=list(step.targets))
@@ -363,6 +401,8 @@ class Run:
             await self.history.heal(step, lambda: handler.heal(self, step))
         else:
             await self.history.start(step, lambda: handler.start(self, step))
+        if membership:
+            self.witness_tasks.append(asyncio.ensure_future(self.witness_after(step)))   # holds nothing up
 
     def member_id(self, name: str) -> str:
         """The id a member's own events carry (legacy: 0.8's `<group>_<consumer.id>`)."""
@@ -389,10 +429,11 @@ class Run:
         self.phase = "teardown"
         if self.recorder is not None:
             self.recorder.emit(ev.PHASE, name="teardown", status=status)
+            await self.witness_sample("phase teardown")
         watchdog = getattr(self, "watchdog", None)
         if watchdog is not None:
             watchdog.cancel()
-        for task in self.step_tasks:
+        for task in (*self.step_tasks, *self.witness_tasks):
             task.cancel()
         self.proxies.heal_all()     # members leave cleanly only if they can reach their servers
         stops = [process.stop(STOP_TIMEOUT_S) for process in self.hosts.values()]

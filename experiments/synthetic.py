@@ -86,6 +86,8 @@ class SyntheticRun:
     anomalies: frozenset[Anomaly] = field(default_factory=frozenset)
     seed: int = 0
     torn_tail: bool = False             # leave half a line at the end of one file, as a crash would
+    server_samples: bool = True         # the runner reads the servers' counters before every change (older logs: no)
+    server_extra: int = 0               # requests the servers count in the first change that no member logged
 
 
 def write_run(run_dir: str | Path, config: SyntheticRun = SyntheticRun()) -> Path:
@@ -163,11 +165,14 @@ class _Simulation:
         self.orphan: int | None = None         # NON_CONVERGENCE: a partition nobody gets again
         self.expiries: list[float] = []        # crashed members' sessions expire then
         self.plan = self._plan_anomalies()
+        self.served = 0                        # witnessed requests so far, as the servers count them
+        self.extra_given = False
 
     # -- the main loop ---------------------------------------------------------------
 
     def run(self) -> None:
         c = self.c
+        self._server_sample(0.0, "phase warmup")
         for _ in range(c.members):
             self._start_member(0.0)
         self._rebalance(0.0, "initial")
@@ -186,12 +191,17 @@ class _Simulation:
                 self._produce(t)
             self._consume(t + 0.005)
         end = c.duration_s + 0.01
+        self._server_sample(end, "phase teardown")
         for member in list(self.live):
             self._stop_member(end, member)
         self.out.close(c.torn_tail)
 
     def _apply(self, change: Change) -> None:
         t = change.at_s
+        if change.action in ("join", "leave", "crash"):
+            self._server_sample(t, f"before {change.action}")
+            self.served += self.c.server_extra if not self.extra_given else 0
+            self.extra_given = True
         if change.action == "phase":
             self.out.event("runner", t, "", ev.PHASE, name=change.name)
         elif change.action == "fault":
@@ -257,6 +267,7 @@ class _Simulation:
             requests += [("get", f"/brokers/topics/{self.c.topic}")]
         else:
             requests = [("JoinGroup", ""), ("SyncGroup", "")]
+        self.served += len(requests)
         for index, (op, path) in enumerate(requests):
             fields = {"path": path} if path else {"group": GROUP}
             self.out.event(member, t + 0.0001 * index / max(n, 1), member, ev.COORDINATION_REQUEST, op=op,
@@ -264,6 +275,12 @@ class _Simulation:
         if not profile(self.c.backend).coordinator_in_brokers:
             self.out.event(member, t + 0.002, member, ev.REBALANCE_ATTEMPT, attempt=1, outcome="success",
                            duration_ms=round(self.c.rebalance_s * 1000), detail="")
+
+    def _server_sample(self, t: float, moment: str) -> None:
+        if self.c.server_samples:
+            server = "brokers" if profile(self.c.backend).coordinator_in_brokers else "zookeeper"
+            self.out.event("runner", t, "", ev.SERVER_COUNTERS, server=server, moment=moment, served=self.served,
+                           sampler_packets=0, nodes=1, counters={"requests": self.served})
 
     def _assign(self, t: float) -> None:
         self.assign_at = None

@@ -101,6 +101,9 @@ PHASE = _event("phase", "the runner marks a scenario phase", name=TEXT, detail=O
 COORDINATOR_EVENT = _event("coordinator_event", "server side: group state transitions", group=TEXT, node=INT,
                            event=TEXT, partition=INT, state=TEXT, from_state=TEXT, to_state=TEXT, generation=INT,
                            members=INT, offsets=INT, reason=TEXT)
+SERVER_COUNTERS = _event("server_counters", "the runner read the servers' own counters (summed over the nodes that "
+                         "answered)", server=TEXT, moment=TEXT, served=INT, sampler_packets=INT, nodes=INT,
+                         counters=OBJECT)
 METRICS = _event("metrics", "a periodic snapshot under Kafka's consumer metric names (fields vary)")
 
 VOCABULARY: Mapping[str, EventType] = MappingProxyType(_declared)

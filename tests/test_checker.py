@@ -6,6 +6,7 @@ import pytest
 
 from experiments.checker import Verdict
 from experiments.synthetic import Anomaly, SyntheticRun
+from tests.fixtures.spark import SERVER_EXTRA
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]  # the first test pays for the shared runs
 
@@ -20,7 +21,7 @@ def test_clean_log_passes_every_check(synthetic_runs):
     summary = synthetic_runs["clean"]
     failing = {c.check: (c.verdict, c.detail) for c in summary.checks if c.verdict is not Verdict.TRUE}
     assert failing == {}
-    assert len(summary.checks) == 8
+    assert len(summary.checks) == 9
 
 
 def test_torn_last_line_is_skipped_and_counted(synthetic_runs):
@@ -86,6 +87,26 @@ def test_fenced_commit_is_found(synthetic_runs):
     check = _check(synthetic_runs["planted"], "fenced-commits")
     assert check.verdict is Verdict.FALSE and check.count == 1
     assert check.evidence.iloc[0]["error"] == "ILLEGAL_GENERATION"
+
+
+def test_servers_and_members_agreeing_pass_the_witness_check(synthetic_runs):
+    check = _check(synthetic_runs["clean"], "server-witness")
+    assert check.verdict is Verdict.TRUE and check.count == 0
+    # JoinGroup + SyncGroup per member and rebalance: groups of 3, 5, 3 and 2
+    assert "servers 26, members 26 requests" in check.detail
+
+
+def test_servers_counting_more_than_the_members_logged_is_flagged(synthetic_runs):
+    check = _check(synthetic_runs["planted"], "server-witness")
+    assert check.verdict is Verdict.FALSE and check.count == 1
+    window = check.evidence.iloc[0]
+    assert (window["from_moment"], window["to_moment"]) == ("before join", "before leave")
+    assert window["difference"] == SERVER_EXTRA and window["client"] == 5 * (5 + 2)
+
+
+def test_a_log_without_server_samples_leaves_the_witness_unknown(synthetic_runs):
+    check = _check(synthetic_runs["unsampled"], "server-witness")
+    assert check.verdict is Verdict.UNKNOWN and "no server samples" in check.detail
 
 
 def test_every_planted_anomaly_has_a_check_that_finds_it(synthetic_runs):

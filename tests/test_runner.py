@@ -108,6 +108,15 @@ def test_same_faults_at_the_same_times_on_both_backends(tmp_path):
         assert link_stop["observed_ts_ns"] is not None, "the black hole held some of the member's traffic"
         lock = json.loads((tmp_path / "run" / backend / "lock.json").read_text())
         assert lock["status"] == "completed" and lock["seed"] == 3
+        samples = [event for event in read_events(tmp_path / "run" / backend / "events" / "runner.jsonl")
+                   if event["type"] == "server_counters"]
+        moments = [event["moment"] for event in samples]
+        for moment in ("phase warmup", "quiet start", "quiet end", "phase timeline", "before f001", "after f001",
+                       "phase heal", "phase settle", "phase teardown"):
+            assert moment in moments, (backend, moments)
+        assert {event["server"] for event in samples} == {"zookeeper" if backend == "legacy" else "brokers"}
+        served = [event["served"] for event in samples]
+        assert served == sorted(served) and served[-1] > served[0], (backend, served)   # the group's work, seen
         assert lock["schedule"] == json.loads((tmp_path / "run" / "compare.json").read_text())["schedule"]
 
     (legacy_start, legacy), (modern_start, modern) = timelines["legacy"], timelines["modern"]

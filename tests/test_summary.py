@@ -10,6 +10,7 @@ from experiments.cli import app
 from experiments.summary import markdown_table
 from experiments.synthetic import Anomaly, SyntheticRun, write_run
 from rebalance.events import EVENT_TYPES, REQUIRED_FIELDS, read_events
+from tests.fixtures.spark import SERVER_EXTRA
 
 pytestmark = pytest.mark.timeout(900)  # the first Spark test pays for the shared runs
 
@@ -68,13 +69,26 @@ def test_herd_cost_per_change_legacy_reads_the_whole_group(synthetic_runs):
 
 
 @pytest.mark.spark
+def test_herd_table_puts_the_servers_count_beside_the_members(synthetic_runs):
+    modern = synthetic_runs["clean"].tables["herd"].set_index("t")
+    legacy = synthetic_runs["planted"].tables["herd"].set_index("t")
+    assert list(modern.columns).index("server_requests") == list(modern.columns).index("requests") + 1
+    sampled = modern[modern["server_requests"].notna()]
+    assert set(sampled["kind"]) == {"join", "leave", "crash"}        # every change the runner sampled around
+    assert (sampled["server_requests"] == sampled["requests"]).all()
+    assert legacy.loc[6.0, "server_requests"] == legacy.loc[6.0, "requests"] + SERVER_EXTRA
+    assert pd.isna(modern["server_requests"].iloc[-1])                # the members' final leave: no sample after
+    assert synthetic_runs["unsampled"].tables["herd"]["server_requests"].isna().all()
+
+
+@pytest.mark.spark
 def test_summary_files_are_written(synthetic_runs):
     out = synthetic_runs["planted"].info.run_dir / "summary"
     for name in ("verdicts", "phases", "herd", "throughput", "ownership", "rebalance_metrics", "faults"):
         assert (out / f"{name}.parquet").exists()
     assert (out / "evidence" / "duplicates.parquet").exists()
     verdicts = pd.read_parquet(out / "verdicts.parquet")
-    assert (verdicts["verdict"] == "false").sum() == 8
+    assert (verdicts["verdict"] == "false").sum() == 9    # the servers' extra count too
     assert "## Evidence: double-ownership" in (out / "summary.md").read_text()
 
 

@@ -38,6 +38,7 @@ READ_FIELDS = (
     *ev.REQUIRED_FIELDS, "strategy", "reason", "trigger", "generation", "assigned", "duration_ms", "attempts", "error",
     "outcome", "partitions", "topic", "partition", "first_offset", "last_offset", "count", "produce_ts_ms", "offsets",
     "op", "path", "latency_ms", "fault_id", "kind", "target", "member_ids", "link", "params", "name",
+    "server", "moment", "served", "nodes",
 )
 EVENT_SCHEMA = event_schema(READ_TYPES, READ_FIELDS)
 SINGLE_RECORD_SCHEMA = event_schema({ev.RECORD_PRODUCED},

@@ -7,10 +7,9 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from experiments.summary.fault_rules import faults_that_end_ownership
+from experiments.witness_counts import herd_requests
 from rebalance import events as ev
 
-# Requests every member makes all the time, whether or not the group changes: not herd cost.
-BACKGROUND_OPS = ("Heartbeat", "OffsetCommit", "Fetch", "ListOffsets", "Metadata")
 CHANGE_GAP_S = 0.05          # membership changes closer than this count as one change
 # What a membership change causes: requests, notifications, attempts, and the assignments that end it.
 _WORK = (ev.WATCH_NOTIFICATION, ev.REBALANCE_ATTEMPT, ev.REBALANCE_FAILED, ev.REBALANCE_COMPLETED,
@@ -88,11 +87,8 @@ def herd_changes(control: DataFrame) -> DataFrame:
             F.min_by("live_before", F.struct("t", "seq")).alias("live_before"),
             F.max_by("live_after", F.struct("t", "seq")).alias("live_after"))
     )
-    work = control.filter(
-        ((F.col("type") == ev.COORDINATION_REQUEST) & ~F.coalesce(F.col("op"), F.lit("")).isin(*BACKGROUND_OPS)
-         & ~((F.col("op") == "set") & F.coalesce(F.col("path"), F.lit("")).contains("/offsets/")))
-        | F.col("type").isin(*_WORK)
-    ).select("run", "t", "seq", "type", "outcome", F.lit(None).cast("long").alias("change"))
+    work = herd_requests(control).unionByName(control.filter(F.col("type").isin(*_WORK))).select(
+        "run", "t", "seq", "type", "outcome", F.lit(None).cast("long").alias("change"))
     marks = changes.select("run", "t", F.lit(-1).cast("long").alias("seq"), F.lit("change").alias("type"),
                            F.lit(None).cast("string").alias("outcome"), "change")
     attributed = work.unionByName(marks).withColumn(
@@ -108,13 +104,17 @@ def herd_changes(control: DataFrame) -> DataFrame:
     return changes.join(costs, ["run", "change"], "left").orderBy("run", "t")
 
 
-def herd_table(table: pd.DataFrame, owned_intervals: pd.DataFrame, partitions: int) -> pd.DataFrame:
+def herd_table(table: pd.DataFrame, owned_intervals: pd.DataFrame, partitions: int,
+               witness: pd.DataFrame | None = None) -> pd.DataFrame:
     """One run's changes (from `herd_changes`) with stop-the-world time (no partition owned by anyone)
-    and unowned partition-seconds until each change was stable."""
+    and unowned partition-seconds until each change was stable; `server_requests` beside the members'
+    `requests` when the servers' counters were sampled (`witness`: the run's `witness_windows`)."""
     if table.empty:
         return table
     for column in ("requests", "notifications", "failed_attempts"):
         table[column] = table[column].fillna(0).astype(int)
+    table.insert(table.columns.get_loc("requests") + 1, "server_requests",
+                 server_per_change(table["t"], witness if witness is not None else pd.DataFrame()))
     table["stable_s"] = table["stable_t"] - table["t"]
     owned = owned_count_spans(owned_intervals)
     stw, unowned = [], []
@@ -126,6 +126,33 @@ def herd_table(table: pd.DataFrame, owned_intervals: pd.DataFrame, partitions: i
     table["stop_the_world_s"] = stw
     table["unowned_partition_s"] = unowned
     return table.drop(columns=["stable_t"])
+
+
+def server_per_change(change_times: pd.Series, windows: pd.DataFrame) -> list[float | None]:
+    """The servers' count for each change, over the same span the members' count covers: from the last
+    sample before the change to the last sample before the next change (the run's last sample for the
+    last change). None where that span is not sampled: no sample between the change and the one before
+    it, none after it, or a window missing (a node not answering, a counter reset)."""
+    times = list(change_times)
+    if windows.empty:
+        return [None] * len(times)
+    windows = windows.sort_values("end")
+    samples = sorted({*windows["start"], *windows["end"]})
+    by_start = {row.start: row for row in windows.itertuples()}
+    counts: list[float | None] = []
+    for index, t in enumerate(times):
+        previous = times[index - 1] if index else float("-inf")
+        following = times[index + 1] if index + 1 < len(times) else float("inf")
+        before = [s for s in samples if s <= t]
+        until = [s for s in samples if s <= following]
+        if not before or before[-1] <= previous or not until or until[-1] <= t:
+            counts.append(None)
+            continue
+        total, at = 0.0, before[-1]
+        while at < until[-1] and at in by_start:
+            total, at = total + by_start[at].server, by_start[at].end
+        counts.append(round(total, 1) if at == until[-1] else None)
+    return counts
 
 
 def owned_count_spans(intervals: pd.DataFrame) -> pd.DataFrame:

@@ -23,6 +23,7 @@ from experiments.summary.output import write_summary
 from experiments.summary.ownership import ownership, segments
 from experiments.summary.runs import RunSummary, read_lock, run_columns, run_info
 from experiments.summary.session import start_spark
+from experiments.witness_counts import witness_windows
 from rebalance import events as ev
 from rebalance.member import DEFAULT_SESSION_TIMEOUT_MS  # when lock.json does not say (convergence bound)
 
@@ -187,6 +188,7 @@ def summarize_runs(spark: SparkSession, run_dirs: list[Path], config: CheckConfi
     measures = phases.phase_measures(produce_times, never, repeats, deliveries, runs, ids, config)
     metrics = split_by_run(herd.rebalance_metrics(control), ids)
     changes = split_by_run(herd.herd_changes(control), ids)
+    witness = split_by_run(witness_windows(control).orderBy("run", "start"), ids)
     per_second = split_by_run(phases.throughput(produce_times, consumed, never, deliveries, config), ids)
     intervals = split_by_run(owned.orderBy("run", "tp", "start"), ids)
     faults = split_by_run(control.filter(F.col("type").isin(*FAULT_EVENTS)).select(
@@ -198,7 +200,7 @@ def summarize_runs(spark: SparkSession, run_dirs: list[Path], config: CheckConfi
         tables = {
             "phases": phases.phase_table(measures[r], episodes[r], checks[r], phase_lists[r]),
             "rebalance_metrics": herd.group_metrics(metrics[r], run_end),
-            "herd": herd.herd_table(changes[r], intervals[r], n_partitions),
+            "herd": herd.herd_table(changes[r], intervals[r], n_partitions, witness[r]),
             "throughput": per_second[r].fillna(0).astype(int),
             "ownership": intervals[r],
             "faults": fault_windows(faults[r], run_end),
