@@ -84,19 +84,20 @@ def _herd_plot(runs: pd.DataFrame, out: Path) -> Path | None:
 
 def _strip_plot(runs: pd.DataFrame, metric: str, out: Path) -> Path | None:
     rows = runs[runs["metric"] == metric]
-    if rows.empty:
+    if rows.empty or not rows["value"].any():   # nothing to see where every run has zero
         return None
     rows = rows.assign(cell=rows["scenario"] + "\n" + rows["backend"] + "/" + rows["strategy"]
                        + rows["sweep"].map(lambda s: "" if s == "-" else f"\n{s}"))
     cells = list(dict.fromkeys(rows["cell"]))
     figure, axis = plt.subplots(figsize=(max(5, 1.3 * len(cells) + 2), 4))
     rng = np.random.default_rng(0)
+    labels = []
     for index, cell in enumerate(cells):
         values = rows[rows["cell"] == cell]["value"].to_numpy(dtype=float)
         axis.scatter(index + rng.uniform(-0.12, 0.12, len(values)), values, s=22, alpha=0.8)
         axis.hlines(np.median(values), index - 0.3, index + 0.3, color="black", linewidth=2)
-        axis.annotate(f"n = {len(values)}", (index, axis.get_ylim()[1]), ha="center", va="top", fontsize=7)
-    axis.set_xticks(range(len(cells)), cells, fontsize=7)
+        labels.append(f"{cell}\nn = {len(values)}")
+    axis.set_xticks(range(len(cells)), labels, fontsize=7)
     axis.set_ylabel(metric)
     axis.set_title(f"{metric} in each run (dots) and the median (bar): where the cells' dots do not overlap, "
                    "the difference is real", fontsize=9, wrap=True)

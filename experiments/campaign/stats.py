@@ -203,6 +203,8 @@ def _number(value: float, digits: int) -> str:
         return "-"
     if float(value).is_integer() and abs(value) >= 10:
         return f"{value:,.0f}"
+    if 0 < abs(value) < 10 ** -digits:      # small but not zero: show it, not "0.0"
+        return f"{value:.2g}"
     return f"{value:,.{digits}f}"
 
 
