@@ -18,6 +18,7 @@ import pandas as pd
 from experiments import plots
 from experiments.rundata import RunData, herd_points, load_run
 from experiments.summary import markdown_table
+from experiments.verdicts import CSS_CLASS, legend, read, word_of_label
 
 
 def report_dir(run_dirs: list[Path]) -> Path:
@@ -44,13 +45,12 @@ def _column_names(runs: list[RunData]) -> list[str]:
 
 
 def verdict_table(runs: list[RunData]) -> pd.DataFrame:
-    """Checks as rows, runs as columns: `true`, or `FALSE (count)`, or `unknown`."""
+    """Checks as rows, runs as columns; each cell a reading in words (experiments.verdicts) and its meaning:
+    `ok: ...`, `VIOLATED (n): ...`, `protected (n): ...` or `unknown: ...`."""
     columns = {}
     for name, run in zip(_column_names(runs), runs, strict=True):
-        cells = {}
-        for row in run.verdicts.itertuples():
-            cells[row.check] = {"true": "true", "unknown": "unknown"}.get(row.verdict, f"FALSE ({row.count})")
-        columns[name] = cells
+        columns[name] = {row.check: read(row.check, row.verdict, row.count, row.detail).line
+                         for row in run.verdicts.itertuples()}
     table = pd.DataFrame(columns)
     table.index.name = "check"
     return table.reset_index()
@@ -130,9 +130,7 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> Report:
 def _sections(runs: list[RunData], points: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
     """(title, explanation, table) in report order."""
     sections = [
-        ("Verdicts", "true: checked, nothing found; FALSE (n): n anomalies, evidence below; "
-         "unknown: the log lacks what the check needs. Fenced commits are the coordinator refusing a stale "
-         "member: found means fencing happened.", verdict_table(runs)),
+        ("Verdicts", legend(), verdict_table(runs)),
         ("Strategy table (seed 002's shape)",
          f"Per phase. A record processed more than {runs[0].latency_limit_ms / 1000:g} s after it was produced "
          "counts as lost, as do records never processed.", strategy_table(runs)),
@@ -168,6 +166,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
 td.bad { background: #fbd5d5; font-weight: bold; } td.good { background: #e3f4e1; } td.unknown { background: #f5f5f5; }
+td.protected { background: #dceefb; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0 1.5em; }
 p.note { color: #555; font-size: 0.9em; }
 """
@@ -182,8 +181,8 @@ def _html_table(table: pd.DataFrame) -> str:
         cells = []
         for value in row:
             text = _cell(value)
-            css = ("bad" if text.startswith("FALSE") else "good" if text == "true"
-                   else "unknown" if text == "unknown" else "")
+            word = word_of_label(text)
+            css = CSS_CLASS[word] if word else ""
             cells.append(f"<td class='{css}'>{html.escape(text)}</td>" if css else f"<td>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
