@@ -1,6 +1,6 @@
 """`rebalance-lab demo`: the lab in under four minutes.
 
-Runs a herd sweep (N = 4, 8 and 16 by default) and one split-brain scenario on both rebalancers, each
+Runs a herd sweep (N = 8, 16 and 32 by default) and one split-brain scenario on both rebalancers, each
 scenario with the identical fault schedule on both (the schedule is a function of the scenario file and
 its seed), summarises every run in one Spark pass, writes one report, and ends with the herd table, its
 log-log slopes, the split-brain verdicts and the report's path.
@@ -71,7 +71,7 @@ def plan_runs(root: Path, sizes: list[int]) -> list[DemoRun]:
 
 def demo(
     out: Annotated[Path | None, typer.Option(help="Where to put the runs and the report (default runs/demo-<time>).")] = None,
-    sizes: Annotated[str, typer.Option(help="Group sizes of the herd sweep, comma-separated.")] = "4,8,16",
+    sizes: Annotated[str, typer.Option(help="Group sizes of the herd sweep, comma-separated.")] = "8,16,32",
     parallel: Annotated[int, typer.Option(help="Runs at a time (each has its own ZooKeeper and broker).")] = 2,
     zk_provider: Annotated[str, typer.Option("--zk-provider", help="ZooKeeper provider: auto, docker or local.")] = "auto",
     master: Annotated[str, typer.Option(help="Spark master for the summary.")] = "local[*]",
@@ -87,7 +87,7 @@ def demo(
     try:
         group_sizes = sorted({int(size) for size in sizes.split(",") if size.strip()})
     except ValueError:
-        _fail(f"--sizes {sizes!r}: expected comma-separated whole numbers, e.g. 4,8,16")
+        _fail(f"--sizes {sizes!r}: expected comma-separated whole numbers, e.g. 8,16,32")
     if not group_sizes or min(group_sizes) < 2:
         _fail(f"--sizes {sizes!r}: every group needs at least 2 members")
     if zk_provider not in ("auto", "docker", "local"):
@@ -106,22 +106,26 @@ def demo(
     if parallel > 1:
         console.print("(Parallel runs share the CPU: timings stretch; request and anomaly counts do not.)",
                       soft_wrap=True)
+    spark = threading.Thread(target=_start_spark, args=(master,), daemon=True)
+    spark.start()   # the JVM starts while the runs mostly wait on their timelines
     failed = _execute(runs, parallel, zk_provider, root, console)
     if failed:
         _fail(failed)
     runs_done = time.monotonic()
 
     console.print("summary: one Spark pass over every run ...", soft_wrap=True)
+    spark.join()
     run_dirs = [run.run_dir for run in runs]
     summaries = _summarize(run_dirs, master, 3000, None)
     report = write_report(run_dirs, root)
     console.print(f"runs {runs_done - started:.0f} s, summary and report {time.monotonic() - runs_done:.0f} s",
                   soft_wrap=True)
 
+    from experiments.report import swept_runs
     from experiments.rundata import herd_points, herd_slopes, load_run
     from experiments.verdicts import print_verdicts, read_result
 
-    points = herd_points([load_run(run_dir) for run_dir in run_dirs])
+    points = herd_points(swept_runs([load_run(run_dir) for run_dir in run_dirs]))
     slopes = herd_slopes(points)
     _print_herd(console, points, slopes)
     split = sorted((s for s in summaries if s.info.name == SPLIT_BRAIN_SCENARIO), key=lambda s: s.info.backend)
@@ -135,6 +139,14 @@ def demo(
     console.print(f"\nreport: {report.html}", soft_wrap=True)
     console.print(f"        {report.markdown}", soft_wrap=True)
     console.print(f"demo took {time.monotonic() - started:.0f} s", soft_wrap=True)
+
+
+def _start_spark(master: str) -> None:
+    """The summary's session, made early: `summarize` then finds it running (getOrCreate)."""
+    from experiments.summary.session import start_spark
+
+    with contextlib.suppress(Exception):   # the summary starts its own and reports the error then
+        start_spark(master)
 
 
 def _execute(runs: list[DemoRun], parallel: int, zk_provider: str, root: Path, console: Console) -> str:
@@ -191,17 +203,30 @@ def _execute(runs: list[DemoRun], parallel: int, zk_provider: str, root: Path, c
 
 
 def _print_herd(console: Console, points, slopes: dict[str, float]) -> None:
-    """Per join or leave: what one membership change cost the group, by backend and N; then the slopes."""
+    """Per join or leave: what one membership change cost the group, by backend and N; then the slopes.
+    A table on a terminal; fixed-width plain lines in a pipe or a log (nothing cut or wrapped)."""
+    title = "Herd effect: cost of one membership change (median of the join and the leave)"
     if points.empty:
         console.print("herd: no membership change measured", soft_wrap=True)
         return
-    table = Table(title="Herd effect: cost of one membership change (median of the join and the leave)")
-    for column in ("backend", "N", "changes", "requests / change", "notifications / change", "stable after (s)"):
-        table.add_column(column, justify="left" if column == "backend" else "right", no_wrap=True)
-    for row in points.sort_values(["backend", "N"]).itertuples():
-        table.add_row(row.backend, str(row.N), str(row.changes), f"{row.requests_per_change:.0f}",
-                      f"{row.notifications_per_change:.0f}", f"{row.stable_s:.2f}")
-    console.print(table, width=None if console.is_terminal else max(console.width, 120))
+    header = ("backend", "N", "changes", "requests / change", "notifications / change", "stable after (s)")
+    rows = [(row.backend, str(row.N), str(row.changes), f"{row.requests_per_change:.0f}",
+             f"{row.notifications_per_change:.0f}", f"{row.stable_s:.2f}")
+            for row in points.sort_values(["backend", "N"]).itertuples()]
+    if console.is_terminal:
+        table = Table(title=title)
+        for column in header:
+            table.add_column(column, justify="left" if column == "backend" else "right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    else:
+        widths = [max(len(cells[i]) for cells in (header, *rows)) for i in range(len(header))]
+        lines = [title, "-" * len(title)]
+        for cells in (header, *rows):
+            lines.append("  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                                   for i, (cell, width) in enumerate(zip(cells, widths, strict=True))))
+        console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
     console.print(slope_line(slopes), soft_wrap=True)
 
 
@@ -214,8 +239,10 @@ def slope_line(slopes: dict[str, float]) -> str:
 
 
 def _growth(slope: float) -> str:
-    if slope >= 1.6:
+    if slope >= 1.75:
         return "about N squared"
+    if slope >= 1.25:
+        return "between N and N squared"
     if slope >= 0.6:
         return "about N"
     return "flat"

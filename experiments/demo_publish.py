@@ -1,9 +1,9 @@
 """`rebalance-lab demo --publish DIR`: the demo's result as files a README can show.
 
-Writes DIR/herd.png (the report's herd plot) and DIR/demo.md (the herd table, its slopes and the
-split-brain verdicts in Markdown). When ./README.md has the two marker lines below, the part between
-them is replaced by demo.md's text, with the plot linked from DIR, so the project's first screen shows
-the latest demo without hand editing.
+Writes DIR/herd.png (the report's herd plot) and DIR/demo.md (the plot, the herd table, its slopes and
+the split-brain verdicts in Markdown). When ./README.md has the two marker lines below, the part between
+them is replaced by the same without the herd table, with the plot linked from DIR, so the project's
+first screen shows the latest demo without hand editing.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ BEGIN = "<!-- demo:begin (written by `./lab demo --publish docs/demo`) -->"
 END = "<!-- demo:end -->"
 
 
-def demo_markdown(*, points: pd.DataFrame, slopes: dict[str, float], split, image: str) -> str:
-    """The herd plot and table, the slopes, and the split-brain verdicts (one column per backend)."""
+def demo_markdown(*, points: pd.DataFrame, slopes: dict[str, float], split, image: str, herd_table: bool = True) -> str:
+    """The herd plot, its table (unless not wanted) and slopes, and the split-brain verdicts (a column per backend)."""
     from experiments.demo import slope_line
 
     herd = points.sort_values(["backend", "N"])[
@@ -36,7 +36,7 @@ def demo_markdown(*, points: pd.DataFrame, slopes: dict[str, float], split, imag
                                                 readings.items()}} for name in checks])
     return "\n".join([
         f"![Herd effect: requests per membership change against group size, both rebalancers]({image})\n",
-        markdown_table(herd, digits=0 if herd.empty else 1),
+        markdown_table(herd, digits=1) if herd_table else "",
         slope_line(slopes) + ".\n",
         "**Split brain**: one member crashed, another's coordination link cut past its session timeout, "
         "the same schedule on both:\n",
@@ -63,7 +63,7 @@ def publish_demo(folder: Path, *, report, points: pd.DataFrame, slopes: dict[str
     (folder / "demo.md").write_text(text)
     written.append(folder / "demo.md")
     if readme.exists() and replace_block(readme, demo_markdown(
-            points=points, slopes=slopes, split=split,
+            points=points, slopes=slopes, split=split, herd_table=False,
             image=Path(os.path.relpath(folder / "herd.png", readme.parent)).as_posix())):
         written.append(readme)
     return written

@@ -56,6 +56,16 @@ def verdict_table(runs: list[RunData]) -> pd.DataFrame:
     return table.reset_index()
 
 
+def swept_runs(runs: list[RunData]) -> list[RunData]:
+    """The runs of scenarios run at two or more group sizes (a herd sweep), when there are any: a demo's
+    split-brain runs are not points of its herd curve. Without a sweep, every run."""
+    sizes: dict[str, set] = {}
+    for run in runs:
+        sizes.setdefault(run.info.get("name") or "", set()).add(run.group_size)
+    swept = {name for name, found in sizes.items() if len(found - {None}) >= 2}
+    return [run for run in runs if (run.info.get("name") or "") in swept] if swept else runs
+
+
 def strategy_table(runs: list[RunData]) -> pd.DataFrame:
     """Seed 002's shape: per phase, records lost (never processed or over the limit), max latency
     and time spent rebalancing; then the total over the limit. Runs as columns."""
@@ -114,7 +124,7 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> Report:
         if len(run.ownership):
             suffix = "" if len(runs) == 1 else f"-{index + 1}-{run.backend}"
             images.append((f"Partition ownership: {run.label}", plots.ownership(run, out_dir / f"ownership{suffix}.png")))
-    points = herd_points(runs)
+    points = herd_points(swept_runs(runs))
     herd_png = plots.herd(points, out_dir / "herd.png")
     if herd_png:
         images.append(("Herd effect", herd_png))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from experiments.checker import CheckResult, Verdict
@@ -63,3 +65,39 @@ def test_the_published_markdown_has_the_plot_the_slopes_and_the_verdicts_in_word
     plain = tmp_path / "plain.md"
     plain.write_text("no markers\n")
     assert not replace_block(plain, text) and plain.read_text() == "no markers\n"
+
+
+def test_a_pipe_gets_the_herd_table_as_whole_plain_lines():
+    import io
+
+    from rich.console import Console
+
+    from experiments.demo import _print_herd
+
+    points = pd.DataFrame([{"backend": b, "N": n, "changes": 2, "requests_per_change": r,
+                            "notifications_per_change": 9.0, "stable_s": 0.5}
+                           for b, n, r in (("legacy", 8, 211.0), ("legacy", 32, 1459.0), ("modern", 8, 28.0))])
+    out = io.StringIO()
+    _print_herd(Console(file=out, width=40, force_terminal=False), points, {"legacy": 1.39})
+    lines = out.getvalue().splitlines()
+    assert lines[2].split() == ["backend", "N", "changes", "requests", "/", "change", "notifications", "/", "change",
+                                "stable", "after", "(s)"]
+    assert [line.split()[:4] for line in lines[3:6]] == [["legacy", "8", "2", "211"], ["legacy", "32", "2", "1459"],
+                                                         ["modern", "8", "2", "28"]]
+    assert lines[6] == "log-log slope of requests per change against N: legacy 1.39 (between N and N squared)"
+
+
+def test_only_a_swept_scenario_makes_points_of_the_herd_curve():
+    from experiments.report import swept_runs
+    from experiments.rundata import RunData
+
+    def run(name: str, n: int) -> RunData:
+        empty = pd.DataFrame()
+        return RunData(run_dir=Path("/runs") / f"{name}-{n}", info={"name": name, "backend": "legacy", "members": n},
+                       facts={}, verdicts=empty, phases=empty, throughput=empty, ownership=empty, faults=empty,
+                       herd=empty, metrics=empty, evidence={})
+
+    herd = [run("demo-herd", 8), run("demo-herd", 16)]
+    split = run("demo-split-brain", 3)
+    assert swept_runs([split, *herd]) == herd
+    assert swept_runs([split]) == [split]
