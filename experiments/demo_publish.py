@@ -34,9 +34,12 @@ def demo_markdown(*, points: pd.DataFrame, slopes: dict[str, float], split, imag
     checks = list(dict.fromkeys(name for column in readings.values() for name in column))
     verdicts = pd.DataFrame([{"check": name, **{backend: _cell(column.get(name)) for backend, column in
                                                 readings.items()}} for name in checks])
+    alt = "Herd effect: requests per membership change against group size, both rebalancers"
+    picture = (f"![{alt}]({image})\n" if herd_table   # the README's first screen: a smaller picture
+               else f'<img src="{image}" width="560" alt="{alt}">\n')
     return "\n".join([
-        f"![Herd effect: requests per membership change against group size, both rebalancers]({image})\n",
-        markdown_table(herd, digits=1) if herd_table else "",
+        picture,
+        *([markdown_table(herd, digits=1)] if herd_table else []),
         slope_line(slopes) + ".\n",
         "**Split brain**: one member crashed, another's coordination link cut past its session timeout, "
         "the same schedule on both:\n",

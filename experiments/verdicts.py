@@ -32,8 +32,8 @@ PROTECTIONS = frozenset({"fenced-commits"})
 # What a found count means, per check, where the checker's own detail does not say it.
 _FOUND_MEANING = {
     "double-ownership": "{detail}, in which two or more members owned the same partition",
-    "duplicates": "{count} records processed more than once ({detail})",
-    "fenced-commits": "{count} commits of a stale member refused by the coordinator ({detail})",
+    "duplicates": "{count} record{s} processed more than once ({detail})",
+    "fenced-commits": "{count} commit{s} of a stale member refused by the coordinator ({detail})",
 }
 _CLEAN_MEANING = {
     "fenced-commits": "no stale commit was refused (none was made, or nothing could refuse it)",
@@ -70,7 +70,7 @@ def read(check: str, verdict: str, count: int, detail: str) -> Reading:
         return Reading(check=check, word=Word.UNKNOWN, count=count, meaning=detail or "the log cannot tell")
     if verdict == "false" and count:
         word = Word.PROTECTED if check in PROTECTIONS else Word.VIOLATED
-        meaning = _FOUND_MEANING.get(check, "{detail}").format(count=count, detail=detail)
+        meaning = _FOUND_MEANING.get(check, "{detail}").format(count=count, detail=detail, s="" if count == 1 else "s")
         return Reading(check=check, word=word, count=count, meaning=meaning)
     if verdict == "false":   # found, but nothing counted: still an anomaly, say so
         word = Word.PROTECTED if check in PROTECTIONS else Word.VIOLATED

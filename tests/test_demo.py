@@ -54,9 +54,11 @@ def test_the_published_markdown_has_the_plot_the_slopes_and_the_verdicts_in_word
     split = [_Summary("legacy", [CheckResult("double-ownership", Verdict.FALSE, 2, "2 windows, 9.00 s in total")]),
              _Summary("modern", [CheckResult("double-ownership", Verdict.TRUE, 0, "every partition had at most one owner")])]
     text = demo_markdown(points=points, slopes={"legacy": 2.0, "modern": 1.0}, split=split, image="docs/demo/herd.png")
-    assert "](docs/demo/herd.png)" in text and "legacy 2.00 (about N squared)" in text
+    assert "](docs/demo/herd.png)" in text and "| legacy | 16 | 480.0 |" in text and "legacy 2.00 (about N squared)" in text
     assert "| double-ownership | **VIOLATED (2)**: 2 windows, 9.00 s in total, in which" in text
     assert "**ok**: every partition had at most one owner |" in text
+    short = demo_markdown(points=points, slopes={}, split=split, image="docs/demo/herd.png", herd_table=False)
+    assert short.startswith('<img src="docs/demo/herd.png" width="560"') and "| legacy | 16 |" not in short
     readme = tmp_path / "README.md"
     readme.write_text(f"# T\n{BEGIN}\nold\n{END}\nrest\n")
     assert replace_block(readme, text)

@@ -31,7 +31,8 @@ def test_an_anomaly_reads_violated_with_its_count_and_what_it_counts():
 def test_a_fenced_commit_reads_protected_not_violated():
     reading = read_result(CheckResult("fenced-commits", Verdict.FALSE, 1, "1 UNKNOWN_MEMBER_ID"))
     assert reading.word is Word.PROTECTED and reading.label == "protected (1)"
-    assert "refused by the coordinator" in reading.meaning and "UNKNOWN_MEMBER_ID" in reading.meaning
+    assert reading.meaning == "1 commit of a stale member refused by the coordinator (1 UNKNOWN_MEMBER_ID)"
+    assert read("fenced-commits", "false", 2, "2 ILLEGAL_GENERATION").meaning.startswith("2 commits of a stale")
     assert read("fenced-commits", "true", 0, "no commit was fenced").label == "ok"
 
 
