@@ -1,13 +1,27 @@
-"""`rebalance-lab demo`: the lab in a few minutes.
+"""`rebalance-lab demo`: the lab in under four minutes.
 
-Runs a small herd sweep and one split-brain scenario on both rebalancers with identical
-schedules, summarises every run with Spark, writes one report, and ends with the
-report's path and the verdicts that tell the two rebalancers apart.
+Runs a herd sweep (N = 8, 16 and 32 by default) and one split-brain scenario on both rebalancers, each
+scenario with the identical fault schedule on both (the schedule is a function of the scenario file and
+its seed), summarises every run in one Spark pass, writes one report, and ends with the herd table, its
+log-log slopes, the split-brain verdicts and the report's path.
+
+Runs go two at a time (`--parallel`), each in a runner process of its own with its own ZooKeeper,
+broker, ports and chroot: on two cores the pair shares the CPU, which stretches timings (stable-after,
+latencies) but not what the herd table counts (requests and notifications per change) nor what the
+checks count. The two backends of one scenario are started together, so they run under the same load.
 """
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import signal
+import subprocess
+import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -17,105 +31,228 @@ from rich.table import Table
 
 HERD_SCENARIO = "demo-herd"
 SPLIT_BRAIN_SCENARIO = "demo-split-brain"
-
-# The checks a newcomer should read first, in the order the story goes.
-HEADLINE_CHECKS = ("double-ownership", "duplicates", "offset-regressions", "fenced-commits", "lost-records",
-                   "convergence")
+BACKENDS = ("legacy", "modern")
 
 
 def register(app: typer.Typer) -> None:
     app.command()(demo)
 
 
+@dataclass(frozen=True, kw_only=True)
+class DemoRun:
+    """One scenario on one backend, as a runner process."""
+
+    label: str                  # the scenario's folder under the demo's, e.g. herd-8
+    scenario: str
+    backend: str
+    overrides: tuple[str, ...]
+    run_dir: Path
+
+    def argv(self, zk_provider: str) -> list[str]:
+        from experiments.run_cli import find_scenario
+
+        argv = [sys.executable, "-m", "experiments.cli", "run", str(find_scenario(self.scenario)),
+                "--backend", self.backend, "--out", str(self.run_dir), "--no-progress", "--zk-provider", zk_provider]
+        for override in self.overrides:
+            argv += ["--set", override]
+        return argv
+
+
+def plan_runs(root: Path, sizes: list[int]) -> list[DemoRun]:
+    """Longest first, the two backends of a scenario next to each other (so they start together)."""
+    runs = [DemoRun(label="split-brain", scenario=SPLIT_BRAIN_SCENARIO, backend=backend, overrides=(),
+                    run_dir=root / "split-brain" / backend) for backend in BACKENDS]
+    for size in sorted(sizes, reverse=True):
+        runs += [DemoRun(label=f"herd-{size}", scenario=HERD_SCENARIO, backend=backend,
+                         overrides=(f"group.members={size}",), run_dir=root / f"herd-{size}" / backend)
+                 for backend in BACKENDS]
+    return runs
+
+
 def demo(
     out: Annotated[Path | None, typer.Option(help="Where to put the runs and the report (default runs/demo-<time>).")] = None,
-    sizes: Annotated[str, typer.Option(help="Group sizes of the herd sweep, comma-separated.")] = "3,6",
+    sizes: Annotated[str, typer.Option(help="Group sizes of the herd sweep, comma-separated.")] = "8,16,32",
+    parallel: Annotated[int, typer.Option(help="Runs at a time (each has its own ZooKeeper and broker).")] = 2,
     zk_provider: Annotated[str, typer.Option("--zk-provider", help="ZooKeeper provider: auto, docker or local.")] = "auto",
     master: Annotated[str, typer.Option(help="Spark master for the summary.")] = "local[*]",
-    no_progress: Annotated[bool, typer.Option("--no-progress", help="No live display during the runs.")] = False,
+    publish: Annotated[Path | None, typer.Option(help="Also copy the herd plot and the tables there (e.g. docs/demo).")] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress", hidden=True, help="Accepted for older scripts.")] = False,
 ) -> None:
-    """A few-minute comparison of both rebalancers: herd sweep + split brain, then the report."""
-    from experiments import runner
+    """Under four minutes: herd sweep + split brain on both rebalancers, one Spark summary, the report."""
     from experiments.report import write_report
     from experiments.report_cli import _summarize
     from experiments.run_cli import _load
 
-    console = Console()
+    console = Console(highlight=False)
     try:
         group_sizes = sorted({int(size) for size in sizes.split(",") if size.strip()})
     except ValueError:
-        _fail(f"--sizes {sizes!r}: expected comma-separated whole numbers, e.g. 3,6")
+        _fail(f"--sizes {sizes!r}: expected comma-separated whole numbers, e.g. 8,16,32")
     if not group_sizes or min(group_sizes) < 2:
         _fail(f"--sizes {sizes!r}: every group needs at least 2 members")
     if zk_provider not in ("auto", "docker", "local"):
         _fail(f"--zk-provider {zk_provider!r}: choose auto, docker or local")
+    if parallel < 1:
+        _fail(f"--parallel {parallel}: at least 1")
 
+    started = time.monotonic()
     root = out or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
-    plan = [(f"herd-{n}", _load(HERD_SCENARIO, [f"group.members={n}"])) for n in group_sizes]
-    plan.append(("split-brain", _load(SPLIT_BRAIN_SCENARIO, None)))
-    console.print(f"[bold]Rebalance Lab demo[/bold]: {len(plan)} scenarios x 2 rebalancers into {root}")
+    runs = plan_runs(root, group_sizes)
+    for run in runs:   # every scenario checked before anything starts
+        _load(run.scenario, list(run.overrides), (run.backend,))
+    console.print(f"Rebalance Lab demo: split brain, and the herd at N = {', '.join(map(str, group_sizes))}, "
+                  f"each on both rebalancers under the identical fault schedule: {len(runs)} runs, {parallel} at a "
+                  f"time into {root}", soft_wrap=True)
+    if parallel > 1:
+        console.print("(Parallel runs share the CPU: timings stretch; request and anomaly counts do not.)",
+                      soft_wrap=True)
+    spark = threading.Thread(target=_start_spark, args=(master,), daemon=True)
+    spark.start()   # the JVM starts while the runs mostly wait on their timelines
+    failed = _execute(runs, parallel, zk_provider, root, console)
+    if failed:
+        _fail(failed)
+    runs_done = time.monotonic()
 
-    run_dirs: list[Path] = []
-    for index, (label, scenario) in enumerate(plan, 1):
-        console.rule(f"[{index}/{len(plan)}] {label}: {scenario.description}")
-        results = runner.compare(scenario, root / label, zk_provider=zk_provider, progress=not no_progress)
-        for result in results:
-            if result.status == "interrupted":
-                console.print(f"interrupted; what was recorded is in {root}")
-                raise typer.Exit(130)
-            if result.status != "completed":
-                _fail(f"{label} on {result.run_dir.name}: {result.status} ({result.reason}); see {result.run_dir}/logs")
-            run_dirs.append(result.run_dir)
-
-    console.rule("summary (Spark)")
+    console.print("summary: one Spark pass over every run ...", soft_wrap=True)
+    spark.join()
+    run_dirs = [run.run_dir for run in runs]
     summaries = _summarize(run_dirs, master, 3000, None)
     report = write_report(run_dirs, root)
+    console.print(f"runs {runs_done - started:.0f} s, summary and report {time.monotonic() - runs_done:.0f} s",
+                  soft_wrap=True)
 
-    console.print(_herd_table(summaries))
-    console.print(_split_brain_table([s for s in summaries if s.info.name == SPLIT_BRAIN_SCENARIO]))
-    console.print(f"\nreport: [bold]{report.html}[/bold]", soft_wrap=True)
+    from experiments.report import swept_runs
+    from experiments.rundata import herd_points, herd_slopes, load_run
+    from experiments.verdicts import print_verdicts, read_result
+
+    points = herd_points(swept_runs([load_run(run_dir) for run_dir in run_dirs]))
+    slopes = herd_slopes(points)
+    _print_herd(console, points, slopes)
+    split = sorted((s for s in summaries if s.info.name == SPLIT_BRAIN_SCENARIO), key=lambda s: s.info.backend)
+    print_verdicts(console, "Split brain: one member crashed, another's coordination link cut past its session",
+                   [(s.info.backend, [read_result(check) for check in s.checks]) for s in split])
+    if publish is not None:
+        from experiments.demo_publish import publish_demo
+
+        for path in publish_demo(publish, report=report, points=points, slopes=slopes, split=split):
+            console.print(f"published: {path}", soft_wrap=True)
+    console.print(f"\nreport: {report.html}", soft_wrap=True)
     console.print(f"        {report.markdown}", soft_wrap=True)
+    console.print(f"demo took {time.monotonic() - started:.0f} s", soft_wrap=True)
 
 
-def _herd_table(summaries) -> Table:
-    """Per join or leave: what one membership change cost the group, by backend and N."""
-    table = Table(title="Herd effect: cost of one membership change")
-    for column in ("backend", "N", "changes", "requests / change", "notifications / change", "stable after (s)"):
-        table.add_column(column, justify="right" if column != "backend" else "left")
-    rows = []
-    for summary in summaries:
-        if summary.info.name != HERD_SCENARIO:
-            continue
-        herd = summary.tables.get("herd")
-        size = summary.info.members
-        if herd is None or herd.empty or not size:
-            continue
-        changes = herd[(herd["live_before"] >= size) & (herd["live_after"] > 0)]
-        if changes.empty:
-            continue
-        rows.append((summary.info.backend, size, len(changes), changes["requests"].mean(),
-                     changes["notifications"].mean(), changes["stable_s"].mean()))
-    for backend, size, count, requests, notes, stable in sorted(rows):
-        table.add_row(backend, str(size), str(count), f"{requests:.0f}", f"{notes:.0f}", f"{stable:.2f}")
-    return table
+def _start_spark(master: str) -> None:
+    """The summary's session, made early: `summarize` then finds it running (getOrCreate)."""
+    from experiments.summary.session import start_spark
+
+    with contextlib.suppress(Exception):   # the summary starts its own and reports the error then
+        start_spark(master)
 
 
-def _split_brain_table(summaries) -> Table:
-    table = Table(title="Split brain: one member's coordination link cut past its session timeout")
-    table.add_column("check")
-    for summary in summaries:
-        table.add_column(summary.info.backend)
-    for name in HEADLINE_CHECKS:
-        cells = []
-        for summary in summaries:
-            check = next((c for c in summary.checks if c.check == name), None)
-            if check is None:
-                cells.append("-")
-                continue
-            style = {"true": "green", "false": "bold red"}.get(check.verdict.value, "yellow")
-            cells.append(f"[{style}]{check.verdict.value}[/{style}] [dim]{check.detail}[/dim]")
-        table.add_row(name, *cells)
-    return table
+def _execute(runs: list[DemoRun], parallel: int, zk_provider: str, root: Path, console: Console) -> str:
+    """Every run, `parallel` at a time; '' when all completed, else what went wrong. Ctrl-C stops them all."""
+    logs = root / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    lock = threading.Lock()
+    children: dict[str, subprocess.Popen] = {}
+    stopping = threading.Event()
+    problems: list[str] = []
+
+    def run_one(run: DemoRun) -> None:
+        if stopping.is_set():
+            return
+        name = f"{run.label}/{run.backend}"
+        if run.run_dir.exists():
+            shutil.rmtree(run.run_dir)
+        began = time.monotonic()
+        log = logs / f"{run.label}-{run.backend}.log"
+        from experiments.faults.process import _die_with_parent
+
+        with open(log, "wb") as output:
+            child = subprocess.Popen(run.argv(zk_provider), stdin=subprocess.DEVNULL, stdout=output,
+                                     stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+            with lock:
+                children[name] = child
+            code = child.wait()
+        with lock:
+            children.pop(name, None)
+            if code != 0 and not stopping.is_set():
+                problems.append(f"{name} ended with exit code {code}; see {log}")
+            status = "completed" if code == 0 else "stopped" if stopping.is_set() else "FAILED"
+            console.print(f"  {name}: {status} in {time.monotonic() - began:.0f} s", soft_wrap=True)
+
+    def stop(*_: object) -> None:
+        stopping.set()
+        with lock:
+            for child in children.values():
+                with contextlib.suppress(ProcessLookupError):
+                    child.send_signal(signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            for future in [pool.submit(run_one, run) for run in runs]:
+                future.result()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stopping.is_set():
+        console.print(f"interrupted; what was recorded is in {root}", soft_wrap=True)
+        raise typer.Exit(130)
+    return "; ".join(problems)
+
+
+def _print_herd(console: Console, points, slopes: dict[str, float]) -> None:
+    """Per join or leave: what one membership change cost the group, by backend and N; then the slopes.
+    A table on a terminal; fixed-width plain lines in a pipe or a log (nothing cut or wrapped)."""
+    title = "Herd effect: cost of one membership change (median of the join and the leave)"
+    if points.empty:
+        console.print("herd: no membership change measured", soft_wrap=True)
+        return
+    header = ("backend", "N", "changes", "requests / change", "server's count", "notifications / change",
+              "stable after (s)")
+    rows = [(row.backend, str(row.N), str(row.changes), f"{row.requests_per_change:.0f}",
+             _count(getattr(row, "server_requests_per_change", float("nan"))),
+             f"{row.notifications_per_change:.0f}", f"{row.stable_s:.2f}")
+            for row in points.sort_values(["backend", "N"]).itertuples()]
+    if console.is_terminal:
+        table = Table(title=title)
+        for column in header:
+            table.add_column(column, justify="left" if column == "backend" else "right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    else:
+        widths = [max(len(cells[i]) for cells in (header, *rows)) for i in range(len(header))]
+        lines = [title, "-" * len(title)]
+        for cells in (header, *rows):
+            lines.append("  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                                   for i, (cell, width) in enumerate(zip(cells, widths, strict=True))))
+        console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
+    console.print(slope_line(slopes), soft_wrap=True)
+
+
+def _count(value: float) -> str:
+    """The server's own count (ZooKeeper packets or broker group requests), '-' where it was not sampled."""
+    return "-" if value != value else f"{value:.0f}"
+
+
+def slope_line(slopes: dict[str, float]) -> str:
+    """The fitted log-log slope of requests per change against N, per backend, in words."""
+    if not slopes:
+        return "slope: needs two group sizes per backend"
+    parts = [f"{backend} {slope:.2f} ({_growth(slope)})" for backend, slope in sorted(slopes.items())]
+    return "log-log slope of requests per change against N: " + ", ".join(parts)
+
+
+def _growth(slope: float) -> str:
+    if slope >= 1.75:
+        return "about N squared"
+    if slope >= 1.25:
+        return "between N and N squared"
+    if slope >= 0.6:
+        return "about N"
+    return "flat"
 
 
 def _fail(message: str) -> None:

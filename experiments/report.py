@@ -18,6 +18,7 @@ import pandas as pd
 from experiments import plots
 from experiments.rundata import RunData, herd_points, load_run
 from experiments.summary import markdown_table
+from experiments.verdicts import CSS_CLASS, legend, read, word_of_label
 
 
 def report_dir(run_dirs: list[Path]) -> Path:
@@ -44,16 +45,25 @@ def _column_names(runs: list[RunData]) -> list[str]:
 
 
 def verdict_table(runs: list[RunData]) -> pd.DataFrame:
-    """Checks as rows, runs as columns: `true`, or `FALSE (count)`, or `unknown`."""
+    """Checks as rows, runs as columns; each cell a reading in words (experiments.verdicts) and its meaning:
+    `ok: ...`, `VIOLATED (n): ...`, `protected (n): ...` or `unknown: ...`."""
     columns = {}
     for name, run in zip(_column_names(runs), runs, strict=True):
-        cells = {}
-        for row in run.verdicts.itertuples():
-            cells[row.check] = {"true": "true", "unknown": "unknown"}.get(row.verdict, f"FALSE ({row.count})")
-        columns[name] = cells
+        columns[name] = {row.check: read(row.check, row.verdict, row.count, row.detail).line
+                         for row in run.verdicts.itertuples()}
     table = pd.DataFrame(columns)
     table.index.name = "check"
     return table.reset_index()
+
+
+def swept_runs(runs: list[RunData]) -> list[RunData]:
+    """The runs of scenarios run at two or more group sizes (a herd sweep), when there are any: a demo's
+    split-brain runs are not points of its herd curve. Without a sweep, every run."""
+    sizes: dict[str, set] = {}
+    for run in runs:
+        sizes.setdefault(run.info.get("name") or "", set()).add(run.group_size)
+    swept = {name for name, found in sizes.items() if len(found - {None}) >= 2}
+    return [run for run in runs if (run.info.get("name") or "") in swept] if swept else runs
 
 
 def strategy_table(runs: list[RunData]) -> pd.DataFrame:
@@ -114,7 +124,7 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> Report:
         if len(run.ownership):
             suffix = "" if len(runs) == 1 else f"-{index + 1}-{run.backend}"
             images.append((f"Partition ownership: {run.label}", plots.ownership(run, out_dir / f"ownership{suffix}.png")))
-    points = herd_points(runs)
+    points = herd_points(swept_runs(runs))
     herd_png = plots.herd(points, out_dir / "herd.png")
     if herd_png:
         images.append(("Herd effect", herd_png))
@@ -130,9 +140,7 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> Report:
 def _sections(runs: list[RunData], points: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
     """(title, explanation, table) in report order."""
     sections = [
-        ("Verdicts", "true: checked, nothing found; FALSE (n): n anomalies, evidence below; "
-         "unknown: the log lacks what the check needs. Fenced commits are the coordinator refusing a stale "
-         "member: found means fencing happened.", verdict_table(runs)),
+        ("Verdicts", legend(), verdict_table(runs)),
         ("Strategy table (seed 002's shape)",
          f"Per phase. A record processed more than {runs[0].latency_limit_ms / 1000:g} s after it was produced "
          "counts as lost, as do records never processed.", strategy_table(runs)),
@@ -168,6 +176,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
 td.bad { background: #fbd5d5; font-weight: bold; } td.good { background: #e3f4e1; } td.unknown { background: #f5f5f5; }
+td.protected { background: #dceefb; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0 1.5em; }
 p.note { color: #555; font-size: 0.9em; }
 """
@@ -182,8 +191,8 @@ def _html_table(table: pd.DataFrame) -> str:
         cells = []
         for value in row:
             text = _cell(value)
-            css = ("bad" if text.startswith("FALSE") else "good" if text == "true"
-                   else "unknown" if text == "unknown" else "")
+            word = word_of_label(text)
+            css = CSS_CLASS[word] if word else ""
             cells.append(f"<td class='{css}'>{html.escape(text)}</td>" if css else f"<td>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"

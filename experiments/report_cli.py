@@ -12,11 +12,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from experiments.campaign import completed_run_dirs, is_campaign_dir
-
-VERDICT_STYLE = {"true": "green", "false": "bold red", "unknown": "yellow"}
 
 
 def expand_run_dirs(paths: list[Path]) -> list[Path]:
@@ -64,21 +61,13 @@ def _summarize(run_dirs: list[Path], master: str, latency_limit_ms: int, converg
                          step=lambda text: progress.update(task, description=f"summarising: {text}"))
 
 
-def _verdict_table(summaries) -> Table:
-    table = Table(title="Checks", show_lines=False)
-    table.add_column("check")
-    for summary in summaries:
-        table.add_column(f"{summary.info.name}\n{summary.info.backend}/{summary.info.strategy}")
-    names = [check.check for check in summaries[0].checks]
-    for name in names:
-        cells = []
-        for summary in summaries:
-            check = next(c for c in summary.checks if c.check == name)
-            style = VERDICT_STYLE[check.verdict.value]
-            count = f" ({check.count})" if check.verdict.value == "false" else ""
-            cells.append(f"[{style}]{check.verdict.value}{count}[/{style}]\n[dim]{check.detail}[/dim]")
-        table.add_row(name, *cells)
-    return table
+def print_verdict_table(console: Console, summaries) -> None:
+    """The checks of every summarised run in words (experiments.verdicts), one column per run."""
+    from experiments.verdicts import print_verdicts, read_result
+
+    columns = [(f"{summary.info.name} {summary.info.backend}/{summary.info.strategy}",
+                [read_result(check) for check in summary.checks]) for summary in summaries]
+    print_verdicts(console, "Checks", columns)
 
 
 def register(app: typer.Typer) -> None:
@@ -96,7 +85,7 @@ def register(app: typer.Typer) -> None:
         except (typer.BadParameter, FileNotFoundError, ValueError) as error:
             _fail(str(error))
         console = Console()
-        console.print(_verdict_table(summaries))
+        print_verdict_table(console, summaries)
         for summary in summaries:
             console.print(f"summary: {summary.info.run_dir / 'summary' / 'summary.md'}", soft_wrap=True)
         for folder in filter(is_campaign_dir, run_dirs):
@@ -119,7 +108,7 @@ def register(app: typer.Typer) -> None:
             pending = [run for run in runs if resummarize or not (run / "summary" / "run.json").exists()]
             if pending:
                 summaries = _summarize(pending, master, 3000, None)
-                Console().print(_verdict_table(summaries))
+                print_verdict_table(Console(), summaries)
             if len(run_dirs) == 1 and is_campaign_dir(run_dirs[0]):
                 from experiments.campaign.report import write_campaign_report
                 from experiments.campaign.stats import write_statistics

@@ -57,7 +57,7 @@ def test_report_puts_runs_side_by_side(synthetic_runs, tmp_path):
     markdown, page = report.markdown.read_text(), report.html.read_text()
     assert "modern/range" in markdown and "legacy/range" in markdown
     assert "records lost" in markdown and "max latency, ms" in markdown and "time rebalancing, ms" in markdown
-    assert "FALSE (1)" in markdown                       # e.g. the planted duplicate
+    assert "VIOLATED (1)" in markdown                    # e.g. the planted duplicate
     assert page.count("data:image/png;base64,") == len(report.images) >= 3
     assert {p.name for p in report.images} >= {"throughput.png", "ownership-1-modern.png", "ownership-2-legacy.png"}
     assert all(p.read_bytes().startswith(PNG) for p in report.images)

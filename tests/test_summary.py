@@ -90,6 +90,9 @@ def test_summary_files_are_written(synthetic_runs):
     verdicts = pd.read_parquet(out / "verdicts.parquet")
     assert (verdicts["verdict"] == "false").sum() == 9    # the servers' extra count too
     assert "## Evidence: double-ownership" in (out / "summary.md").read_text()
+    results = verdicts.set_index("check")["result"]                     # the same words as the terminal's
+    assert results["duplicates"].startswith("VIOLATED (") and results["fenced-commits"].startswith("protected (")
+    assert "| double-ownership | VIOLATED (" in (out / "summary.md").read_text()
 
 
 @pytest.mark.spark
@@ -99,7 +102,7 @@ def test_summarize_command_prints_verdicts(spark, tmp_path):
     run_dir = write_run(tmp_path / "run", SyntheticRun(anomalies=frozenset({Anomaly.DUPLICATE})))
     result = CliRunner().invoke(app, ["summarize", str(run_dir), "--master", "local[2]"], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
-    assert "duplicates" in result.output and "false (1)" in result.output and "summary.md" in result.output
+    assert "duplicates" in result.output and "VIOLATED (1)" in result.output and "summary.md" in result.output
 
 
 @pytest.mark.spark

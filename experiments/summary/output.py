@@ -59,12 +59,12 @@ def summary_markdown(summary: RunSummary) -> str:
         f"backend **{info.backend}**, strategy **{info.strategy}**, {info.members} members, "
         f"{facts['partitions']} partitions, {facts['events']:,} events over {facts['duration_s']:.1f} s"
         + (f", {facts['unreadable_lines']} unreadable lines skipped" if facts["unreadable_lines"] else "") + "\n",
-        "## Checks\n", markdown_table(summary.verdicts().drop(columns=["run", "backend"])),
+        "## Checks\n", markdown_table(summary.verdicts()[["check", "result", "meaning"]]),
         "## Phases\n", markdown_table(summary.tables["phases"]),
         "## Rebalance metrics (Kafka names, ms)\n", markdown_table(summary.tables["rebalance_metrics"], limit=20),
         "## Membership changes (herd cost)\n", markdown_table(summary.tables["herd"], digits=3, limit=40),
     ]
     for check in summary.checks:
-        if check.verdict is Verdict.FALSE and len(check.evidence):
+        if check.verdict is Verdict.FALSE and len(check.evidence):   # violated or protected: where and when
             parts += [f"## Evidence: {check.check}\n", markdown_table(check.evidence, digits=3, limit=20)]
     return "\n".join(parts)

@@ -80,7 +80,14 @@ class RunSummary:
     facts: dict = field(default_factory=dict)
 
     def verdicts(self) -> pd.DataFrame:
-        return pd.DataFrame([
-            {"run": self.info.name, "backend": self.info.backend, "check": c.check, "verdict": c.verdict.value,
-             "count": c.count, "detail": c.detail} for c in self.checks
-        ])
+        """One row per check: the checker's verdict, count and detail, and the same in words (`result`,
+        e.g. `VIOLATED (3)`, and its one-line `meaning`; experiments.verdicts)."""
+        from experiments.verdicts import read_result
+
+        rows = []
+        for check in self.checks:
+            reading = read_result(check)
+            rows.append({"run": self.info.name, "backend": self.info.backend, "check": check.check,
+                         "verdict": check.verdict.value, "count": check.count, "detail": check.detail,
+                         "result": reading.label, "meaning": reading.meaning})
+        return pd.DataFrame(rows)

@@ -1,0 +1,84 @@
+"""`rebalance-lab demo --publish DIR`: the demo's result as files a README can show.
+
+Writes DIR/herd.png (the report's herd plot) and DIR/demo.md (the plot, the herd table, its slopes and
+the split-brain verdicts in Markdown). When ./README.md has the two marker lines below, the part between
+them is replaced by the same without the herd table, with the plot linked from DIR, so the project's
+first screen shows the latest demo without hand editing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.summary import markdown_table
+from experiments.verdicts import read_result
+
+BEGIN = "<!-- demo:begin (written by `./lab demo --publish docs/demo`) -->"
+END = "<!-- demo:end -->"
+
+
+def demo_markdown(*, points: pd.DataFrame, slopes: dict[str, float], split, image: str, herd_table: bool = True) -> str:
+    """The herd plot, its table (unless not wanted) and slopes, and the split-brain verdicts (a column per backend)."""
+    from experiments.demo import slope_line
+
+    points = points if "server_requests_per_change" in points else points.assign(server_requests_per_change=None)
+    herd = points.sort_values(["backend", "N"])[
+        ["backend", "N", "requests_per_change", "server_requests_per_change", "notifications_per_change",
+         "stable_s"]].rename(columns={
+            "requests_per_change": "requests / change", "server_requests_per_change": "server's count",
+            "notifications_per_change": "notifications / change", "stable_s": "stable after (s)"})
+    readings = {summary.info.backend: {check.check: read_result(check) for check in summary.checks}
+                for summary in split}
+    checks = list(dict.fromkeys(name for column in readings.values() for name in column))
+    verdicts = pd.DataFrame([{"check": name, **{backend: _cell(column.get(name)) for backend, column in
+                                                readings.items()}} for name in checks])
+    alt = "Herd effect: requests per membership change against group size, both rebalancers"
+    picture = (f"![{alt}]({image})\n" if herd_table   # the README's first screen: a smaller picture
+               else f'<img src="{image}" width="560" alt="{alt}">\n')
+    return "\n".join([
+        picture,
+        *([markdown_table(herd, digits=1)] if herd_table else []),
+        slope_line(slopes) + ".\n",
+        "**Split brain**: one member crashed, another's coordination link cut past its session timeout, "
+        "the same schedule on both:\n",
+        markdown_table(verdicts),
+    ])
+
+
+def _cell(reading) -> str:
+    if reading is None:
+        return "-"
+    return f"**{reading.label}**: {reading.meaning}" if reading.meaning else f"**{reading.label}**"
+
+
+def publish_demo(folder: Path, *, report, points: pd.DataFrame, slopes: dict[str, float], split,
+                 readme: Path = Path("README.md")) -> list[Path]:
+    """Copy and write the files; returns what was written (README.md only when it has the markers)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    herd_png = next((path for path in report.images if path.name == "herd.png"), None)
+    if herd_png is not None:
+        shutil.copyfile(herd_png, folder / "herd.png")
+        written.append(folder / "herd.png")
+    text = demo_markdown(points=points, slopes=slopes, split=split, image="herd.png")
+    (folder / "demo.md").write_text(text)
+    written.append(folder / "demo.md")
+    if readme.exists() and replace_block(readme, demo_markdown(
+            points=points, slopes=slopes, split=split, herd_table=False,
+            image=Path(os.path.relpath(folder / "herd.png", readme.parent)).as_posix())):
+        written.append(readme)
+    return written
+
+
+def replace_block(path: Path, body: str) -> bool:
+    """Put `body` between the markers in `path`; False (nothing written) when either marker is missing."""
+    text = path.read_text()
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        return False
+    path.write_text(text[:start + len(BEGIN)] + "\n" + body.rstrip("\n") + "\n" + text[end:])
+    return True

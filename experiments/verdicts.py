@@ -1,0 +1,149 @@
+"""A check's result in words a reader does not have to decode.
+
+The checker answers each question with a verdict (true: nothing found, false: found, unknown) and a
+count. Read without the question, `false` is ambiguous: for `double-ownership` it means the anomaly
+happened, for `fenced-commits` it means the coordinator stopped a zombie, which is the protection
+working. Here each result gets one of four words, the same in the terminal, Markdown and HTML:
+
+- `ok`: checked, nothing found;
+- `VIOLATED (n)`: the anomaly happened n times; the evidence says where and when;
+- `protected (n)`: a protection fired n times (a stale member's commit refused);
+- `unknown`: the log lacks what the check needs;
+
+and a one-line meaning that says what the count counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Word(StrEnum):
+    OK = "ok"
+    VIOLATED = "VIOLATED"
+    PROTECTED = "protected"
+    UNKNOWN = "unknown"
+
+
+# Checks whose findings are a safeguard doing its job rather than an anomaly.
+PROTECTIONS = frozenset({"fenced-commits"})
+
+# What a found count means, per check, where the checker's own detail does not say it.
+_FOUND_MEANING = {
+    "double-ownership": "{detail}, in which two or more members owned the same partition",
+    "duplicates": "{count} record{s} processed more than once ({detail})",
+    "fenced-commits": "{count} commit{s} of a stale member refused by the coordinator ({detail})",
+}
+_CLEAN_MEANING = {
+    "fenced-commits": "no stale commit was refused (none was made, or nothing could refuse it)",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reading:
+    """One check of one run, in words."""
+
+    check: str
+    word: Word
+    count: int
+    meaning: str
+
+    @property
+    def label(self) -> str:
+        """`ok`, `VIOLATED (3)`, `protected (1)` or `unknown`."""
+        if self.word in (Word.VIOLATED, Word.PROTECTED):
+            return f"{self.word.value} ({self.count})"
+        return self.word.value
+
+    @property
+    def line(self) -> str:
+        """The label and its meaning on one line, for plain output."""
+        return f"{self.label}: {self.meaning}" if self.meaning else self.label
+
+
+def read(check: str, verdict: str, count: int, detail: str) -> Reading:
+    """The reading of one check result (`verdict` is the checker's true / false / unknown)."""
+    count = int(count or 0)
+    detail = str(detail or "")
+    if verdict == "unknown":
+        return Reading(check=check, word=Word.UNKNOWN, count=count, meaning=detail or "the log cannot tell")
+    if verdict == "false" and count:
+        word = Word.PROTECTED if check in PROTECTIONS else Word.VIOLATED
+        meaning = _FOUND_MEANING.get(check, "{detail}").format(count=count, detail=detail, s="" if count == 1 else "s")
+        return Reading(check=check, word=word, count=count, meaning=meaning)
+    if verdict == "false":   # found, but nothing counted: still an anomaly, say so
+        word = Word.PROTECTED if check in PROTECTIONS else Word.VIOLATED
+        return Reading(check=check, word=word, count=count, meaning=detail)
+    return Reading(check=check, word=Word.OK, count=0, meaning=_CLEAN_MEANING.get(check, detail))
+
+
+def read_result(result) -> Reading:
+    """The reading of a `checker.CheckResult`."""
+    return read(result.check, result.verdict.value, result.count, result.detail)
+
+
+def legend() -> str:
+    """One sentence that states the four words, for the head of a verdict table."""
+    return ("ok: checked, nothing found; VIOLATED (n): the anomaly happened n times, evidence below; "
+            "protected (n): a protection fired n times (the coordinator refused a stale member's commit); "
+            "unknown: the log lacks what the check needs.")
+
+
+# Styles per word: rich markup in the terminal, CSS classes in HTML.
+RICH_STYLE = {Word.OK: "green", Word.VIOLATED: "bold red", Word.PROTECTED: "cyan", Word.UNKNOWN: "yellow"}
+CSS_CLASS = {Word.OK: "good", Word.VIOLATED: "bad", Word.PROTECTED: "protected", Word.UNKNOWN: "unknown"}
+
+
+def word_of_label(text: str) -> Word | None:
+    """The word a rendered label starts with (HTML styling of table cells), or None."""
+    head = text.split(" ", 1)[0].rstrip(":")
+    try:
+        return Word(head)
+    except ValueError:
+        return None
+
+
+# -- the terminal --------------------------------------------------------------------------------
+
+Column = tuple[str, list[Reading]]   # a run's title and its readings, in check order
+
+
+def print_verdicts(console, title: str, columns: list[Column]) -> None:
+    """Checks as rows, runs as columns on a terminal; plain lines otherwise (a pipe or a CI log), so that no
+    cell is wrapped in the middle: one line per check and run, `check  run  label: meaning`."""
+    if not columns:
+        return
+    checks = list(dict.fromkeys(reading.check for _, readings in columns for reading in readings))
+    if console.is_terminal:
+        console.print(_rich_table(title, checks, columns))
+        return
+    width = max(len(check) for check in checks)
+    run_width = max(len(name) for name, _ in columns)
+    lines = [title, "-" * len(title)]
+    for check in checks:
+        for name, readings in columns:
+            reading = next((r for r in readings if r.check == check), None)
+            lines.append(f"{check:<{width}}  {name:<{run_width}}  {reading.line if reading else '-'}")
+    console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
+
+
+def _rich_table(title: str, checks: list[str], columns: list[Column]):
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=title, caption=legend(), caption_justify="left")
+    table.add_column("check", no_wrap=True)
+    for name, _ in columns:
+        table.add_column(escape(name))
+    for check in checks:
+        cells = []
+        for _, readings in columns:
+            reading = next((r for r in readings if r.check == check), None)
+            if reading is None:
+                cells.append("-")
+                continue
+            style = RICH_STYLE[reading.word]
+            cells.append(f"[{style}]{escape(reading.label)}[/{style}]\n[dim]{escape(reading.meaning)}[/dim]")
+        table.add_row(check, *cells)
+    return table

@@ -1,0 +1,107 @@
+"""`rebalance-lab demo`: what it plans, the scenarios it runs, what it prints and publishes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.checker import CheckResult, Verdict
+from experiments.demo import HERD_SCENARIO, SPLIT_BRAIN_SCENARIO, plan_runs, slope_line
+from experiments.demo_publish import BEGIN, END, demo_markdown, replace_block
+from experiments.run_cli import find_scenario
+from experiments.scenario import load, resolve
+
+
+def test_the_plan_runs_both_backends_of_each_scenario_side_by_side_longest_first(tmp_path):
+    runs = plan_runs(tmp_path, [4, 8, 16])
+    assert [(run.label, run.backend) for run in runs] == [
+        ("split-brain", "legacy"), ("split-brain", "modern"), ("herd-16", "legacy"), ("herd-16", "modern"),
+        ("herd-8", "legacy"), ("herd-8", "modern"), ("herd-4", "legacy"), ("herd-4", "modern")]
+    assert runs[2].overrides == ("group.members=16",) and runs[2].run_dir == tmp_path / "herd-16" / "legacy"
+    argv = runs[2].argv("local")
+    assert argv[argv.index("--backend") + 1] == "legacy" and argv[argv.index("--set") + 1] == "group.members=16"
+
+
+def test_the_demo_scenarios_give_both_backends_one_schedule_at_every_size():
+    for size in (4, 8, 16):
+        scenario = load(find_scenario(HERD_SCENARIO), overrides=[f"group.members={size}"])
+        assert scenario.group.members == size and set(scenario.backends) >= {"legacy", "modern"}
+        assert resolve(scenario).to_json() == resolve(load(find_scenario(HERD_SCENARIO),
+                                                           overrides=[f"group.members={size}"])).to_json()
+    split = load(find_scenario(SPLIT_BRAIN_SCENARIO))
+    link = [step for step in split.timeline if step.action.value == "link"][0]
+    assert link.duration * 1000 > split.group.session_timeout_ms   # the cut outlives the session: a zombie
+
+
+def test_the_slope_line_says_how_each_cost_grows():
+    line = slope_line({"legacy": 1.93, "modern": 1.02})
+    assert line == ("log-log slope of requests per change against N: legacy 1.93 (about N squared), "
+                    "modern 1.02 (about N)")
+    assert "two group sizes" in slope_line({})
+
+
+class _Summary:
+    def __init__(self, backend: str, checks: list[CheckResult]) -> None:
+        self.info = type("Info", (), {"backend": backend})()
+        self.checks = checks
+
+
+def test_the_published_markdown_has_the_plot_the_slopes_and_the_verdicts_in_words(tmp_path):
+    points = pd.DataFrame([{"backend": b, "N": n, "requests_per_change": r, "notifications_per_change": 0.0,
+                            "stable_s": 1.0} for b, n, r in (("legacy", 4, 30.0), ("legacy", 16, 480.0),
+                                                             ("modern", 4, 8.0), ("modern", 16, 32.0))])
+    split = [_Summary("legacy", [CheckResult("double-ownership", Verdict.FALSE, 2, "2 windows, 9.00 s in total")]),
+             _Summary("modern", [CheckResult("double-ownership", Verdict.TRUE, 0, "every partition had at most one owner")])]
+    text = demo_markdown(points=points, slopes={"legacy": 2.0, "modern": 1.0}, split=split, image="docs/demo/herd.png")
+    assert "](docs/demo/herd.png)" in text and "| legacy | 16 | 480.0 |" in text and "legacy 2.00 (about N squared)" in text
+    assert "| double-ownership | **VIOLATED (2)**: 2 windows, 9.00 s in total, in which" in text
+    assert "**ok**: every partition had at most one owner |" in text
+    short = demo_markdown(points=points, slopes={}, split=split, image="docs/demo/herd.png", herd_table=False)
+    assert short.startswith('<img src="docs/demo/herd.png" width="560"') and "| legacy | 16 |" not in short
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# T\n{BEGIN}\nold\n{END}\nrest\n")
+    assert replace_block(readme, text)
+    written = readme.read_text()
+    assert "old" not in written and written.startswith(f"# T\n{BEGIN}\n![") and written.endswith(f"{END}\nrest\n")
+    plain = tmp_path / "plain.md"
+    plain.write_text("no markers\n")
+    assert not replace_block(plain, text) and plain.read_text() == "no markers\n"
+
+
+def test_a_pipe_gets_the_herd_table_as_whole_plain_lines():
+    import io
+
+    from rich.console import Console
+
+    from experiments.demo import _print_herd
+
+    points = pd.DataFrame([{"backend": b, "N": n, "changes": 2, "requests_per_change": r,
+                            "server_requests_per_change": server, "notifications_per_change": 9.0, "stable_s": 0.5}
+                           for b, n, r, server in (("legacy", 8, 211.0, 230.0), ("legacy", 32, 1459.0, float("nan")),
+                                                   ("modern", 8, 28.0, 28.0))])
+    out = io.StringIO()
+    _print_herd(Console(file=out, width=40, force_terminal=False), points, {"legacy": 1.39})
+    lines = out.getvalue().splitlines()
+    assert lines[2].split() == ["backend", "N", "changes", "requests", "/", "change", "server's", "count",
+                                "notifications", "/", "change", "stable", "after", "(s)"]
+    assert [line.split()[:5] for line in lines[3:6]] == [["legacy", "8", "2", "211", "230"],
+                                                         ["legacy", "32", "2", "1459", "-"],
+                                                         ["modern", "8", "2", "28", "28"]]
+    assert lines[6] == "log-log slope of requests per change against N: legacy 1.39 (between N and N squared)"
+
+
+def test_only_a_swept_scenario_makes_points_of_the_herd_curve():
+    from experiments.report import swept_runs
+    from experiments.rundata import RunData
+
+    def run(name: str, n: int) -> RunData:
+        empty = pd.DataFrame()
+        return RunData(run_dir=Path("/runs") / f"{name}-{n}", info={"name": name, "backend": "legacy", "members": n},
+                       facts={}, verdicts=empty, phases=empty, throughput=empty, ownership=empty, faults=empty,
+                       herd=empty, metrics=empty, evidence={})
+
+    herd = [run("demo-herd", 8), run("demo-herd", 16)]
+    split = run("demo-split-brain", 3)
+    assert swept_runs([split, *herd]) == herd
+    assert swept_runs([split]) == [split]
