@@ -42,9 +42,10 @@ def demo_markdown(*, points: pd.DataFrame, slopes: dict[str, float], split, imag
     return "\n".join([
         picture,
         *([markdown_table(herd, digits=1)] if herd_table else []),
-        slope_line(slopes) + ".\n",
+        slope_line(slopes) + " (one demo run per backend and N: n = 1).\n",
         "**Split brain**: one member crashed, another's coordination link cut past its session timeout, "
-        "the same schedule on both:\n",
+        "the same schedule on both (one demo run per backend, n = 1; the spread over repeated runs is in "
+        "`docs/results.md`):\n",
         markdown_table(verdicts),
     ])
 
