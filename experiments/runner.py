@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import signal
@@ -42,7 +41,7 @@ import sys
 import time
 import traceback
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.faults import registry
@@ -55,9 +54,8 @@ from experiments.faults.server import ServerFaults
 from experiments.member_configs import check_member_settings, host_argv
 from experiments.member_links import MemberLinks
 from experiments.progress import Progress
-from experiments.provenance import jsonable as _jsonable
-from experiments.provenance import versions
-from experiments.runmeta import ClusterAddresses, RunMeta, ScenarioSource, write_run_meta
+from experiments.run_record import describe_run
+from experiments.runmeta import write_run_meta
 from experiments.scenario import Scenario, Schedule, Step, resolve
 from experiments.witness import BrokerWitness, ZooKeeperWitness
 from rebalance import events as ev
@@ -480,39 +478,4 @@ class Run:
     # ------------------------------------------------------------------ lock file
 
     def write_lock(self, status: str, reason: str = "") -> None:
-        scenario_text = Path(self.scenario.source).read_text() if Path(self.scenario.source).is_file() else ""
-        group = self.scenario.group
-        write_run_meta(self.run_dir, RunMeta(
-            name=self.scenario.name,
-            run_id=self.run_id,
-            backend=self.backend,
-            strategy=group.strategy,
-            session_timeout_ms=group.session_timeout_ms,
-            topics={topic.name: topic.partitions for topic in self.scenario.topics},
-            members=len(self.schedule.initial_members),
-            group=group.name,
-            status=status,
-            reason=reason,
-            scenario=ScenarioSource(
-                name=self.scenario.name, source=self.scenario.source,
-                sha256=hashlib.sha256(scenario_text.encode()).hexdigest() if scenario_text else None,
-                resolved=_jsonable({key: value for key, value in asdict(self.scenario).items() if key != "lines"}),
-            ),
-            seed=self.scenario.seed,
-            schedule=self.schedule.to_json(),
-            applied=tuple(self.applied),
-            timeline_start_ns=self.t0_ns,
-            started_ms=self.started_ms,
-            ended_ms=int(time.time() * 1000) if status != "running" else None,
-            cluster=ClusterAddresses(
-                zookeeper=self.zk_connect,
-                zookeeper_provider=getattr(getattr(self.ensemble, "provider", None), "value", None),
-                zookeeper_ensemble=getattr(self.ensemble, "name", None),
-                brokers=self.cluster.bootstrap if self.cluster else None,
-                coordinator_broker=self.schedule.coordinator_broker,
-            ),
-            hosts={host.name: tuple(host.members) for host in self.schedule.hosts},
-            member_ids={name: self.member_id(name) for host in self.schedule.hosts for name in host.members},
-            proxies=self.members_proxied,
-            versions=versions(),
-        ))
+        write_run_meta(self.run_dir, describe_run(self, status, reason))
