@@ -116,19 +116,22 @@ def campaigns_command() -> None:
 
 
 def results_command(
-    folder: Annotated[Path, typer.Argument(help="A campaign folder (for docs/results.md: the `results` campaign).")],
+    folders: Annotated[list[Path], typer.Argument(
+        help="Campaign folders, pooled run by run (for docs/results.md: `results`, then `kip848`).")],
     out: Annotated[Path | None, typer.Option("--out", help="Write here instead of standard output.")] = None,
     master: Annotated[str, typer.Option(help="Spark master for runs not yet summarised.")] = "local[*]",
 ) -> None:
-    """The results page (Markdown, every figure as median [min-max], n) from a campaign folder."""
+    """The results page (Markdown, every figure as median [min-max], n) from campaign folders."""
     from experiments.campaign import is_campaign_dir
     from experiments.campaign.results_doc import results_markdown
 
-    if not is_campaign_dir(folder):
-        _fail(f"{folder}: not a campaign folder (no manifest.json)")
-    if not (folder / "statistics" / "cells.parquet").is_file():
-        summarize_campaign(folder, master)
-    text = results_markdown(folder)
+    for folder in folders:
+        if not is_campaign_dir(folder):
+            _fail(f"{folder}: not a campaign folder (no manifest.json)")
+    for folder in folders:
+        if not (folder / "statistics" / "runs.parquet").is_file():
+            summarize_campaign(folder, master)
+    text = results_markdown(folders)
     if out:
         out.write_text(text)
         typer.echo(f"wrote {out}", err=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -209,5 +210,15 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     assert row["distinguishable"] and row["a"] == "legacy" and row["difference"] < 0
     report = write_campaign_report(folder)
     assert report.html.is_file() and any(image.name == "duplicates.png" for image in report.images)
-    page = results_markdown(folder)
+    page = results_markdown([folder])
     assert "n = 3" in page and "Which differences hold up" in page
+
+    # A second campaign folder is pooled run by run: the same cells now have six runs, both campaigns named.
+    other = tmp_path / "other"
+    shutil.copytree(folder, other)
+    copied = json.loads((other / "manifest.json").read_text())
+    copied["campaign"]["name"] = "more"
+    (other / "manifest.json").write_text(json.dumps(copied))
+    pooled = results_markdown([folder, other])
+    assert "n = 6" in pooled and "n = 3" not in pooled
+    assert "campaign `more`" in pooled and "./lab results runs/" in pooled and "runs/more" in pooled

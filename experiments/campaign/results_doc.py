@@ -1,5 +1,8 @@
-"""docs/results.md from a campaign folder: every figure as `median [min-max], n`, with the differences
-between backends and strategies that hold up at the campaign's n (`rebalance-lab results DIR`)."""
+"""docs/results.md from campaign folders: every figure as `median [min-max], n`, with the differences
+between backends and strategies that hold up at the campaigns' n (`rebalance-lab results DIR [DIR ...]`).
+
+Several folders are pooled run by run: the statistics are computed again over every folder's runs, so a
+campaign that adds a backend or a size (`kip848`) extends the same tables and comparisons."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.campaign.manifest import COMPLETED, Manifest
-from experiments.campaign.stats import spread
+from experiments.campaign.stats import cell_statistics, comparisons, spread
 from experiments.summary import markdown_table
 
 HERD = ("requests per change", "notifications per change", "stable after (s)", "stop-the-world (s)",
@@ -16,28 +19,38 @@ HERD = ("requests per change", "notifications per change", "stable after (s)", "
 ANOMALIES = ("double-ownership (s)", "duplicates", "offset regressions", "fenced commits")
 
 
-def results_markdown(folder: Path) -> str:
-    manifest = Manifest.read(folder)
-    cells = pd.read_parquet(folder / "statistics" / "cells.parquet")
-    compared = pd.read_parquet(folder / "statistics" / "comparisons.parquet")
-    machine = manifest.machine
-    completed = sum(entry.status == COMPLETED for entry in manifest.runs.values())
+def results_markdown(folders: list[Path]) -> str:
+    """The results page from one or more summarised campaign folders (`statistics/runs.parquet` each)."""
+    runs = pd.concat([pd.read_parquet(folder / "statistics" / "runs.parquet") for folder in folders],
+                     ignore_index=True)
+    cells, compared = cell_statistics(runs), comparisons(runs)
+    manifests = [Manifest.read(folder) for folder in folders]
     parts = [
         "# Results measured on this machine\n",
-        f"Campaign `{manifest.campaign['name']}` ({completed} of {len(manifest.runs)} runs completed, "
-        f"{manifest.campaign['repetitions']} repetitions per cell, seeds from {manifest.campaign['seed']}), commit "
-        f"`{(machine.get('git_commit') or '?')[:12]}`, {machine.get('cores')} cores, "
-        f"{(machine.get('memory_bytes') or 0) / 2**30:.0f} GiB. Every figure is `median [min-max], n = runs`. "
-        "Request and anomaly counts vary little between runs; timings vary a lot on two shared cores.\n",
-        "Regenerate this page from a campaign folder:\n",
-        f"```sh\n./lab campaign {manifest.campaign['name']} --out runs/{manifest.campaign['name']}\n"
-        f"./lab results runs/{manifest.campaign['name']} > docs/results.md\n```\n",
+        "Every figure is `median [min-max], n = runs`. Request and anomaly counts vary little between runs; "
+        "timings vary a lot on two shared cores, and more when a campaign runs two cells at a time "
+        "(`--parallel 2`, see docs/campaigns.md).\n",
+        *(_campaign_line(manifest) for manifest in manifests),
+        "\nRegenerate this page from the campaign folders:\n",
+        "```sh\n" + "".join(f"./lab campaign {m.campaign['name']} --out runs/{m.campaign['name']}\n"
+                            for m in manifests)
+        + "./lab results " + " ".join(f"runs/{m.campaign['name']}" for m in manifests)
+        + " > docs/results.md\n```\n",
     ]
     parts += _herd_section(cells)
     parts += _per_cell_section(cells, "split-brain", "Split brain", ANOMALIES)
     parts += _per_cell_section(cells, "churn", "Strategies under churn (seed 002, scenario 2)", None)
     parts += _differences(compared)
     return "\n".join(parts)
+
+
+def _campaign_line(manifest: Manifest) -> str:
+    machine = manifest.machine
+    completed = sum(entry.status == COMPLETED for entry in manifest.runs.values())
+    return (f"- campaign `{manifest.campaign['name']}`: {completed} of {len(manifest.runs)} runs completed, "
+            f"{manifest.campaign['repetitions']} repetitions per cell, seeds from {manifest.campaign['seed']}; "
+            f"commit `{(machine.get('git_commit') or '?')[:12]}`, {machine.get('cores')} cores, "
+            f"{(machine.get('memory_bytes') or 0) / 2**30:.0f} GiB")
 
 
 def _cell_label(row) -> str:
