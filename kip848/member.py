@@ -186,7 +186,8 @@ class Kip848Member:
                 try:
                     self._assign(added)
                 except _Fenced:
-                    return   # the next heartbeat gets the fencing answer; nothing was assigned
+                    self.heartbeats.ack_now()   # a heartbeat now learns the fencing; nothing was assigned
+                    return
                 self.heartbeats.ack_now()
         if self._owned == target and self._rebalance_started is not None:
             self._complete_rebalance(seen.member_epoch)
