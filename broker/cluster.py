@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,7 +106,7 @@ class LocalCluster:
                  in_memory: bool = False, host: str = "127.0.0.1", advertise_map: str | os.PathLike | None = None,
                  coordinator: bool = True, log_dir: str | os.PathLike | None = None,
                  extra_args: Iterable[str] = (), default_partitions: int = 1,
-                 failover: FailoverTiming = FailoverTiming()) -> None:
+                 failover: FailoverTiming = FailoverTiming(), env: Mapping[str, str] | None = None) -> None:
         if size < 1:
             raise ValueError("a cluster needs at least one broker")
         self._own_dirs: list[Path] = []
@@ -117,6 +117,7 @@ class LocalCluster:
         self.advertise_map = Path(advertise_map) if advertise_map else None
         self.coordinator = coordinator
         self.failover = failover
+        self.env = dict(env or {})   # added to each broker's environment (group settings read from it)
         self.extra_args = [*extra_args, "--default-partitions", str(default_partitions), *failover.args()]
         self.brokers = [BrokerProcess(i, host, port, self.log_dir / f"broker-{i}.log")
                         for i, port in enumerate(free_ports(size, host))]
@@ -247,7 +248,8 @@ class LocalCluster:
             command.append("--no-coordinator")
         with open(broker.log_path, "ab") as log_file:
             broker.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log_file,
-                                              stdin=subprocess.DEVNULL, start_new_session=True)
+                                              stdin=subprocess.DEVNULL, start_new_session=True,
+                                              env={**os.environ, **self.env} if self.env else None)
 
     def _await_ready(self, broker: BrokerProcess) -> None:
         ready = threading.Event()

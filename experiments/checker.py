@@ -32,7 +32,9 @@ from rebalance import events as ev
 Counts = Mapping[str, int]   # events per type in a run
 
 # Commit errors that mean "you are not (or no longer) a member of this generation".
-FENCING_ERRORS = ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID")
+# Refusals of a commit from a member the group has moved past: classic generations, KIP-848 member epochs.
+FENCING_ERRORS = ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID", "STALE_MEMBER_EPOCH",
+                  "FENCED_MEMBER_EPOCH")
 
 
 class Verdict(StrEnum):

@@ -14,7 +14,7 @@ from rebalance.member import MemberConfig
 
 
 def native_settings(scenario: Scenario, profile: BackendProfile) -> Mapping[str, object]:
-    """[group.extra] overlaid with the backend's own section ([group.legacy], [group.modern])."""
+    """[group.extra] overlaid with the backend's own section ([group.legacy], [group.modern], [group.kip848])."""
     group = scenario.group
     return {**group.extra, **getattr(group, profile.settings_section)}
 

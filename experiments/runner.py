@@ -51,7 +51,7 @@ from experiments.faults.members import STOP_TIMEOUT_S, MemberFaults
 from experiments.faults.process import RUN_MARKER_ENV, ChildProcess
 from experiments.faults.proxy import ProxyHub
 from experiments.faults.server import ServerFaults
-from experiments.member_configs import check_member_settings, host_argv
+from experiments.member_configs import check_member_settings, host_argv, native_settings
 from experiments.member_links import MemberLinks
 from experiments.progress import Progress
 from experiments.run_record import describe_run
@@ -276,7 +276,8 @@ class Run:
             start_cluster, cluster.brokers, zk=self.zk_connect if self.profile.needs_zookeeper else None,
             data_dir=self.run_dir / "brokers" / "data", log_dir=self.run_dir / "logs",
             advertise_map=self.links.advertise_map, coordinator=self.profile.coordinator_in_brokers,
-            failover=failover,
+            failover=failover, env=self.profile.broker_env(self.scenario.group.session_timeout_ms,
+                                                           native_settings(self.scenario, self.profile)),
         )
         self.servers = ServerFaults(self.ensemble, self.cluster)
         if self.profile.coordinator_in_brokers:

@@ -8,7 +8,7 @@ Entries are imported when first asked for, so that rebalance/ never imports kazo
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -18,6 +18,7 @@ from rebalance.member import Member, MemberConfig
 _PROFILES: dict[str, str] = {
     "legacy": "legacy_zk.backend:PROFILE",
     "modern": "modern.backend:PROFILE",
+    "kip848": "kip848.backend:PROFILE",
 }
 
 
@@ -55,6 +56,9 @@ class BackendProfile:
     member_id: Callable[[str, str], str]            # (group, member name) -> the id its events carry
     check: Callable[[MemberConfig], None]           # raises ValueError or TypeError on a bad config
     member_class: str                   # "module:Class", made as Class(config, *, listener=None, recorder=None)
+    # The brokers' environment for a run: (session timeout ms, native settings) -> variables. Where the
+    # protocol puts group timing in the coordinator (KIP-848), this is how a run's session reaches it.
+    broker_env: Callable[[int, Mapping[str, object]], Mapping[str, str]] = lambda session_ms, settings: {}
 
     def make(self, config: MemberConfig, **hooks: object) -> Member:
         """A member of this backend; `hooks` are the member's `listener` and `recorder`."""

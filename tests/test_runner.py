@@ -85,7 +85,7 @@ def offset(event: dict, start: int) -> float:
 def test_same_faults_at_the_same_times_on_both_backends(tmp_path):
     path = tmp_path / "scenario.toml"
     path.write_text(SCENARIO)
-    results = runner.compare(load(path), tmp_path / "run", progress=False)
+    results = runner.compare(load(path), tmp_path / "run", progress=False, backends=("legacy", "modern"))
     assert [(result.run_dir.name, result.status) for result in results] == [
         ("legacy", "completed"), ("modern", "completed")], [result.reason for result in results]
 
@@ -269,7 +269,7 @@ def test_backend_profiles_answer_what_the_runner_asks():
     from rebalance.backends import Server, backend_names, profile
     from rebalance.member import MemberConfig
 
-    assert backend_names() == ("legacy", "modern")
+    assert backend_names() == ("kip848", "legacy", "modern")
     legacy, modern = profile("legacy"), profile("modern")
     assert legacy.member_id("lab-group", "m001") == "lab-group_m001" and modern.member_id("lab-group", "m001") == "m001"
     assert legacy.strategies == ("range", "roundrobin") and "cooperative-sticky" in modern.strategies
@@ -278,5 +278,5 @@ def test_backend_profiles_answer_what_the_runner_asks():
     config = MemberConfig(group="g", topics=("t",), zk_connect="127.0.0.1:1", extra={"rebalance.max.retry": 3})
     with pytest.raises(ValueError, match="unknown 0.8 consumer setting"):
         legacy.check(config)
-    with pytest.raises(ValueError, match="unknown backend 'kip848'"):
-        profile("kip848")
+    with pytest.raises(ValueError, match="unknown backend 'kip849'"):
+        profile("kip849")

@@ -50,7 +50,7 @@ def test_a_valid_file_loads_with_defaults():
     scenario = load("")
     assert scenario.group.members == 4
     assert scenario.cluster.brokers == 2
-    assert scenario.backends == ("legacy", "modern")
+    assert scenario.backends == ("kip848", "legacy", "modern")   # every registered backend
     assert scenario.subscribed_topics == ("t0",)
     assert scenario.settle == 10
 

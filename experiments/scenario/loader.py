@@ -298,7 +298,7 @@ class _Checker:
     def group(self, table: dict, backends: tuple[str, ...], topics: tuple[str, ...]) -> GroupSpec:
         path = ("group",)
         self.unknown_keys(table, {"name", "members", "strategy", "session_timeout_ms", "per_process", "static",
-                                  "topics", "warmup_timeout", "extra", "legacy", "modern"}, path)
+                                  "topics", "warmup_timeout", "extra", "legacy", "modern", "kip848"}, path)
         name = self.string(table, "name", path, default="lab-group")
         if not re.fullmatch(r"[A-Za-z0-9._\-]+", name or ""):
             self.fail((*path, "name"), f"a group name of letters, digits, '.', '_' or '-' is required, got {name!r}")
@@ -329,7 +329,7 @@ class _Checker:
             name=name, members=members, strategy=strategy, session_timeout_ms=session, per_process=per_process,
             static=static, topics=tuple(subscribed), warmup_timeout=float(warmup),
             extra=self.settings(table, "extra", path), legacy=self.settings(table, "legacy", path),
-            modern=self.settings(table, "modern", path),
+            modern=self.settings(table, "modern", path), kip848=self.settings(table, "kip848", path),
         )
 
     def timeline(self, data: dict, duration: float, cluster: ClusterSpec) -> tuple[TimelineEntry, ...]:

@@ -64,6 +64,7 @@ class GroupSpec:
     extra: Mapping[str, object] = field(default_factory=dict)    # native settings for both backends
     legacy: Mapping[str, object] = field(default_factory=dict)   # native settings, legacy only
     modern: Mapping[str, object] = field(default_factory=dict)   # native settings, modern only
+    kip848: Mapping[str, object] = field(default_factory=dict)   # native settings, kip848 only
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,334 @@
+"""The member's side of ConsumerGroupHeartbeat: finding the coordinator, the heartbeat thread,
+the member epoch and the assignment the coordinator last sent.
+
+States (changed only through `_set_state`):
+
+    JOINING  --answer-->  MEMBER  --FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID-->  FENCED
+    FENCED   --rejoin() (the polling thread let its partitions go)-->  JOINING
+    any      --leave() / stop()-->  STOPPED;  any --refusal no retry can cure-->  FATAL
+
+A JOINING member sends epoch 0 and every field; a MEMBER sends its epoch, and only the fields that
+changed (its owned partitions when they changed), as Kafka's consumer does; after any failed
+heartbeat every field is sent again. A FENCED member sends nothing until the polling thread has
+declared its partitions lost: only then does it join again, under the same member id (Kafka 4's
+client keeps its id for its lifetime). The session is the coordinator's: a member cut off keeps its
+partitions, retrying with backoff, until an answer says it was fenced, as Kafka's consumer does.
+
+Partition callbacks never run here: the polling thread reads `snapshot()` and reconciles, then
+calls `ack_now()` so the change is reported without waiting for the interval.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from kafka.protocol.metadata import FindCoordinatorRequest
+
+from kip848.client_settings import Kip848Settings
+from kip848.messages import ConsumerGroupHeartbeatRequest
+from modern import errors
+from modern.connection import BrokerConnection, ConnectionFailed
+from modern.errors import GroupError
+from modern.traced_requests import TracedRequests
+from rebalance import events as ev
+from rebalance.events import EventRecorder
+from rebalance.topic_ids import topic_id
+from rebalance.types import TopicPartition
+
+HEARTBEAT_VERSION = 1     # v1: the member makes its own id
+FIND_VERSION = 3
+JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
+FENCING_ERRORS = frozenset({errors.FENCED_MEMBER_EPOCH, errors.UNKNOWN_MEMBER_ID})
+
+
+class State(Enum):
+    JOINING = "joining"
+    MEMBER = "member"
+    FENCED = "fenced"
+    STOPPED = "stopped"
+    FATAL = "fatal"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the polling thread reconciles against, read in one go."""
+
+    state: State
+    member_epoch: int
+    target: frozenset[TopicPartition] | None   # the last assignment the coordinator sent (None: none yet)
+    target_seq: int                            # bumped by every answer that carried an assignment
+    fatal: BaseException | None
+
+
+class GroupHeartbeats:
+    def __init__(self, settings: Kip848Settings, *, recorder: EventRecorder, member_name: str,
+                 owned: Callable[[], frozenset[TopicPartition]]) -> None:
+        self.settings = settings
+        self.recorder = recorder
+        self.member_name = member_name
+        self.member_id = str(uuid.uuid4())
+        self.requests = TracedRequests(recorder, member_name=member_name, group=settings.group)
+        self._owned = owned
+        self._topic_names = {topic_id(name): name for name in settings.topics}
+        self._lock = threading.RLock()
+        self._wake = threading.Condition(self._lock)
+        self._find_lock = threading.Lock()         # one coordinator lookup at a time
+        self._state = State.JOINING
+        self._epoch = JOIN_EPOCH
+        self._target: frozenset[TopicPartition] | None = None
+        self._target_seq = 0
+        self._fatal: BaseException | None = None
+        self._interval_ms = 1_000                  # until the coordinator says
+        self._next_due = 0.0
+        self._ack = False
+        self._send_all = True                      # every field in the next heartbeat
+        self._last_reported: frozenset[TopicPartition] | None = None
+        self._backoff_ms = settings.retry_backoff_ms
+        self._coordinator_known = False
+        self._main: BrokerConnection | None = None   # commits and offset fetches
+        self._beat: BrokerConnection | None = None   # heartbeats only
+        self._coordinator: tuple[str, int] | None = None
+        self._bootstrap_index = 0
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{member_name}", daemon=True)
+
+    # ------------------------------------------------------------ what the polling thread uses
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            return Snapshot(self._state, self._epoch, self._target, self._target_seq, self._fatal)
+
+    @property
+    def member_epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def coordinator_known(self) -> bool:
+        return self._coordinator_known
+
+    def ack_now(self) -> None:
+        """The owned partitions changed: report them with the next heartbeat, now."""
+        with self._lock:
+            self._ack = True
+            self._wake.notify_all()
+
+    def rejoin(self) -> None:
+        """After fencing, once the partitions were declared lost: join again with epoch 0."""
+        with self._lock:
+            if self._state is State.FENCED:
+                self._epoch, self._target, self._send_all = JOIN_EPOCH, None, True
+                self._set_state(State.JOINING)
+                self._wake.notify_all()
+
+    def leave(self) -> None:
+        """Stop heartbeating and tell the coordinator: epoch -1, or -2 for a static member."""
+        with self._lock:
+            was_member = self._state is State.MEMBER
+        self.stop()
+        if not was_member or self._coordinator is None:
+            return
+        epoch = STATIC_LEAVE_EPOCH if self.settings.instance_id else LEAVE_EPOCH
+        try:
+            connection = self._connect(*self._coordinator)
+            try:
+                self._heartbeat(connection, epoch, send_all=False, owned=None, detail="leave")
+            finally:
+                connection.close()
+        except ConnectionFailed:
+            pass   # the coordinator will find out when the session ends
+
+    def stop(self) -> None:
+        """Stop at once and send nothing more (a crash, or the first half of leave)."""
+        self._stopping.set()
+        with self._lock:
+            if self._state is not State.FATAL:
+                self._set_state(State.STOPPED)
+            self._wake.notify_all()
+        for connection in (self._beat, self._main):
+            if connection is not None:
+                connection.abort()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=10)
+        for connection in (self._beat, self._main):
+            if connection is not None:
+                connection.close()
+
+    def coordinator_unknown(self) -> None:
+        with self._lock:
+            self._coordinator_known = False
+
+    def ensure_coordinator(self) -> BrokerConnection:
+        """The connection for commits and offset fetches, looking the coordinator up if needed."""
+        self._find_coordinator()
+        return self._main
+
+    # ------------------------------------------------------------ the heartbeat thread
+
+    def _loop(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                with self._wake:
+                    if self._state in (State.FENCED, State.FATAL, State.STOPPED):
+                        self._wake.wait(0.1)
+                        continue
+                    wait_s = self._next_due - time.monotonic()
+                    if wait_s > 0 and not self._ack and self._state is State.MEMBER:
+                        self._wake.wait(wait_s)
+                        continue
+                    self._ack = False
+                self._beat_once()
+        except BaseException as error:  # never vanish: the next poll raises it
+            with self._lock:
+                self._fatal = error
+                self._set_state(State.FATAL)
+
+    def _beat_once(self) -> None:
+        try:
+            self._find_coordinator()
+            with self._lock:
+                joining = self._state is State.JOINING
+                epoch = JOIN_EPOCH if joining else self._epoch
+                send_all = self._send_all or joining
+                owned = frozenset() if joining else self._owned()
+                changed = owned != self._last_reported
+                detail = "join" if joining else "ack" if changed and self._last_reported is not None else "steady"
+            report = owned if (send_all or changed) else None
+            answer = self._heartbeat(self._beat, epoch, send_all=send_all, owned=report, detail=detail)
+        except ConnectionFailed:
+            self.coordinator_unknown()
+            self._retry_later()
+            return
+        if answer is not None:
+            self._on_answer(answer, report)
+
+    def _on_answer(self, answer: Any, reported: frozenset[TopicPartition] | None) -> None:
+        error = errors.for_code(answer.error_code)
+        with self._lock:
+            if self._state not in (State.JOINING, State.MEMBER):
+                return   # stopped meanwhile: the answer is void
+            if error is errors.NONE:
+                self._epoch = answer.member_epoch
+                if answer.heartbeat_interval_ms > 0:
+                    self._interval_ms = answer.heartbeat_interval_ms
+                if answer.assignment is not None:
+                    self._target = self._decode(answer.assignment)
+                    self._target_seq += 1
+                if reported is not None:
+                    self._last_reported = reported
+                self._send_all = False
+                self._backoff_ms = self.settings.retry_backoff_ms
+                self._next_due = time.monotonic() + self._interval_ms / 1000
+                self._set_state(State.MEMBER)
+            elif error in FENCING_ERRORS and self._state is State.MEMBER:
+                self._epoch, self._target, self._last_reported = JOIN_EPOCH, None, None
+                self._set_state(State.FENCED)
+            elif error in FENCING_ERRORS or error in errors.COORDINATOR_ERRORS:
+                if error is not errors.COORDINATOR_LOAD_IN_PROGRESS and error in errors.COORDINATOR_ERRORS:
+                    self._coordinator_known = False
+                self._retry_later()
+            else:   # UNSUPPORTED_ASSIGNOR, INVALID_REQUEST, GROUP_MAX_SIZE_REACHED, UNRELEASED_INSTANCE_ID, ...
+                self._fatal = GroupError(error, "ConsumerGroupHeartbeat")
+                self._set_state(State.FATAL)
+
+    def _retry_later(self) -> None:
+        """Back off (doubling up to retry.backoff.max.ms) and send every field next time."""
+        with self._lock:
+            self._send_all = True
+            self._next_due = time.monotonic() + self._backoff_ms / 1000
+            self._backoff_ms = min(self._backoff_ms * 2, self.settings.retry_backoff_max_ms)
+            delay = self._next_due - time.monotonic()
+        self._stopping.wait(max(0.0, delay))
+
+    def _heartbeat(self, connection: BrokerConnection, epoch: int, *, send_all: bool,
+                   owned: frozenset[TopicPartition] | None, detail: str) -> Any:
+        """One ConsumerGroupHeartbeat, recorded with what it was for (join, leave, ack, assignment, steady)."""
+        request = ConsumerGroupHeartbeatRequest[HEARTBEAT_VERSION](
+            group_id=self.settings.group, member_id=self.member_id, member_epoch=epoch,
+            instance_id=self.settings.instance_id if (send_all or epoch < 0) else None, rack_id=None,
+            rebalance_timeout_ms=self.settings.rebalance_timeout_ms if send_all else -1,
+            subscribed_topic_names=list(self.settings.topics) if send_all else None, subscribed_topic_regex=None,
+            server_assignor=self.settings.assignor if send_all else None, client_assignors=None,
+            topic_partitions=None if owned is None else self._encode(owned))
+        started = time.monotonic()
+        try:
+            answer = connection.request(request)
+        except ConnectionFailed:
+            self._record(started, detail, error="NETWORK_EXCEPTION")
+            raise
+        if detail == "steady" and answer.assignment is not None and self._decode(answer.assignment) != self._owned():
+            detail = "assignment"
+        self._record(started, detail, error=errors.name_of(answer.error_code), broker=connection.address)
+        return answer
+
+    def _record(self, started: float, detail: str, **fields: object) -> None:
+        self.recorder.emit(ev.COORDINATION_REQUEST, self.member_name, op="ConsumerGroupHeartbeat",
+                           group=self.settings.group, latency_ms=round((time.monotonic() - started) * 1000, 3),
+                           detail=detail, **fields)
+
+    # ------------------------------------------------------------ the coordinator
+
+    def _find_coordinator(self) -> None:
+        with self._find_lock:
+            if self._coordinator_known and self._main is not None:
+                return
+            deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
+            last_error: Exception | None = None
+            while not self._stopping.is_set() and time.monotonic() < deadline:
+                host, port = self.settings.bootstrap[self._bootstrap_index % len(self.settings.bootstrap)]
+                self._bootstrap_index += 1
+                probe = self._connect(host, port)
+                try:
+                    answer = self.requests.send(probe, "FindCoordinator", FindCoordinatorRequest[FIND_VERSION](
+                        key=self.settings.group, key_type=0))
+                except ConnectionFailed as error:
+                    last_error = error
+                    self._stopping.wait(self.settings.retry_backoff_ms / 1000)
+                    continue
+                finally:
+                    probe.close()
+                error = errors.for_code(answer.error_code)
+                if error is not errors.NONE:
+                    last_error = GroupError(error, "FindCoordinator")
+                    self._stopping.wait(self.settings.retry_backoff_ms / 1000)
+                    continue
+                with self._lock:
+                    for connection in (self._main, self._beat):
+                        if connection is not None:
+                            connection.abort()
+                    self._coordinator = (answer.host, answer.port)
+                    self._main, self._beat = self._connect(answer.host, answer.port), self._connect(answer.host,
+                                                                                                     answer.port)
+                    self._coordinator_known = True
+                return
+            raise ConnectionFailed(f"no coordinator found for group {self.settings.group!r}: {last_error}")
+
+    def _connect(self, host: str, port: int) -> BrokerConnection:
+        return BrokerConnection(host, port, client_id=self.settings.client_id,
+                                timeout_s=self.settings.request_timeout_ms / 1000)
+
+    # ------------------------------------------------------------ helpers
+
+    def _set_state(self, state: State) -> None:
+        self._state = state
+        self._wake.notify_all()
+
+    def _decode(self, assignment: Any) -> frozenset[TopicPartition]:
+        return frozenset(TopicPartition(self._topic_names[t.topic_id], p) for t in assignment.topic_partitions
+                         if t.topic_id in self._topic_names for p in t.partitions)
+
+    @staticmethod
+    def _encode(owned: frozenset[TopicPartition]) -> list[Any]:
+        by_topic: dict[str, list[int]] = {}
+        for tp in sorted(owned):
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        cls = ConsumerGroupHeartbeatRequest.TopicPartitions
+        return [cls(topic_id=topic_id(name), partitions=indexes) for name, indexes in by_topic.items()]

@@ -1,0 +1,100 @@
+"""The kip848 backend in the runner: its profile, the brokers' session for a run, and a scenario end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from experiments import runner
+from experiments.scenario import load
+from modern.coordinator import CoordinatorConfig
+from rebalance.backends import profile
+from rebalance.member import MemberConfig
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
+
+
+def test_classic_strategies_run_unchanged_on_the_server_assignors():
+    kip848 = profile("kip848")
+    assert set(profile("modern").strategies) <= set(kip848.strategies)   # every scenario's strategy is accepted
+    config = MemberConfig(group="g", topics=("t",), bootstrap="127.0.0.1:1")
+    from kip848.client_settings import settings_from
+
+    assigned = {name: settings_from(MemberConfig(**{**config.to_json(), "strategy": name}), "c").assignor
+                for name in kip848.strategies}
+    assert assigned == {"uniform": "uniform", "range": "range", "roundrobin": "uniform", "sticky": "uniform",
+                        "cooperative-sticky": "uniform"}
+    with pytest.raises(ValueError, match="server assignors are uniform and range"):
+        kip848.check(MemberConfig(**{**config.to_json(), "strategy": "optimal"}))
+    with pytest.raises(ValueError, match="unknown kip848 setting"):
+        kip848.check(MemberConfig(**{**config.to_json(), "extra": {"heartbeat.interval.ms": 1000}}))
+
+
+def test_the_brokers_get_the_scenarios_session_for_consumer_groups():
+    kip848 = profile("kip848")
+    default = CoordinatorConfig.from_env(kip848.broker_env(6000, {})).consumer_group
+    assert (default.session_timeout_ms, default.heartbeat_interval_ms) == (6000, 666)   # Kafka's 5 s of 45 s
+    given = CoordinatorConfig.from_env(kip848.broker_env(9000, {"group.consumer.heartbeat.interval.ms": 1500}))
+    assert (given.consumer_group.session_timeout_ms, given.consumer_group.heartbeat_interval_ms) == (9000, 1500)
+    assert profile("modern").broker_env(6000, {}) == {} and profile("legacy").broker_env(6000, {}) == {}
+
+
+# A join, then a crash: the crashed member's partitions move only once the brokers end its session.
+# The convergence check's bound is 2 x the scenario's session + 5 s, so it also tells whether the brokers
+# were given the scenario's session (with KIP-848's default of 45 s they would converge far too late).
+CRASH = """\
+name = "kip848-join-and-crash"
+seed = 5
+duration = 16
+settle = 2
+backends = ["kip848"]
+
+[cluster]
+zookeeper_nodes = 0
+brokers = 1
+
+[[topics]]
+name = "t0"
+partitions = 6
+
+[producer]
+rate = 20
+
+[group]
+members = 3
+strategy = "cooperative-sticky"
+session_timeout_ms = 6000
+
+[[timeline]]
+at = 2
+action = "join"
+
+[[timeline]]
+at = 4
+action = "crash"
+member = 0
+"""
+
+
+@pytest.mark.broker
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_scenario_with_a_join_and_a_crash_runs_on_kip848_and_its_checks_pass(tmp_path, spark):
+    from experiments.summary import summarize_runs
+    from rebalance.events import read_events
+
+    path = tmp_path / "scenario.toml"
+    path.write_text(CRASH)
+    result = runner.run(load(path), runner.RunOptions(backend="kip848", run_dir=tmp_path / "run", progress=False))
+    assert result.status == "completed", result.reason
+    (summary,) = summarize_runs(spark, [result.run_dir], write=False)
+    verdicts = {check.check: check.verdict.value for check in summary.checks}
+    # A crash redelivers what was consumed after the last commit (at least once): duplicates are expected.
+    anomalies = ("double-ownership", "consumed-without-ownership", "lost-records", "offset-regressions", "convergence")
+    assert all(verdicts[name] == "true" for name in anomalies), verdicts
+    events = list(read_events(result.run_dir / "events"))
+    beats = [e for e in events if e["type"] == "coordination_request" and e["op"] == "ConsumerGroupHeartbeat"]
+    assert {"join", "ack", "steady"} <= {e["detail"] for e in beats}
+    assert {e["protocol"] for e in events if e["type"] == "rebalance_completed"} == {"uniform"}
