@@ -81,6 +81,30 @@ def test_the_plan_interleaves_cells_and_shares_seeds_across_backends(tmp_path):
     assert scenario.seed == 41 and list(scenario.backends) == ["legacy"]
 
 
+def test_a_folder_gains_the_runs_its_campaign_plans_since(tmp_path):
+    """A scenario without a backends list runs on every registered backend, so a backend registered after
+    a campaign folder was made adds cells to the same file's plan: resuming adds them as pending runs and
+    keeps the runs already recorded."""
+    from experiments.campaign.execute import open_folder
+    from experiments.campaign.manifest import COMPLETED, PENDING
+
+    campaign = load_campaign(write_campaign(tmp_path))
+    folder = tmp_path / "out"
+    manifest = open_folder(campaign, folder)
+    first, *later = list(manifest.runs)
+    for name in later:                      # as if these cells did not exist when the folder was made
+        del manifest.runs[name]
+    manifest.runs[first].status = COMPLETED
+    manifest.write(folder)
+    (folder / "runs" / first).mkdir(parents=True)
+    (folder / "runs" / first / "lock.json").write_text(json.dumps({"status": "completed"}))
+
+    reopened = open_folder(campaign, folder)
+    assert list(reopened.runs) == [first, *later]
+    assert reopened.runs[first].status == COMPLETED
+    assert all(reopened.runs[name].status == PENDING for name in later)
+
+
 def test_every_problem_of_a_campaign_is_reported_with_its_line(tmp_path):
     path = write_campaign(tmp_path, """\
 name = "x"

@@ -35,6 +35,7 @@ from experiments.campaign.manifest import (
     RUNNING,
     Manifest,
     RunEntry,
+    entry_for,
     is_campaign_dir,
 )
 from experiments.campaign.model import Campaign, PlannedRun
@@ -80,6 +81,12 @@ def open_folder(campaign: Campaign, folder: Path) -> Manifest:
         for entry in manifest.runs.values():
             if entry.status == COMPLETED and not _lock_completed(run_dir(folder, entry.run)):
                 entry.status = PENDING   # the manifest is ahead of a run folder that was removed
+        # The same file can plan more runs than before: a scenario without a `backends` list runs on every
+        # registered backend, so a backend added since gives the folder new cells, run on the next resume.
+        for planned in campaign.plan():
+            if planned.name not in manifest.runs:
+                manifest.runs[planned.name] = entry_for(planned)
+        manifest.campaign["cells"] = len(campaign.cells)
         return manifest
     if folder.exists() and any(folder.iterdir()):
         raise CampaignMismatch(f"{folder} exists and is not a campaign folder (no manifest.json); "
