@@ -37,7 +37,7 @@ READ_TYPES = ev.EVENT_TYPES - {ev.COORDINATOR_EVENT, ev.METRICS, ev.RECORD_PRODU
 READ_FIELDS = (
     *ev.REQUIRED_FIELDS, "strategy", "reason", "trigger", "generation", "assigned", "duration_ms", "attempts", "error",
     "outcome", "partitions", "topic", "partition", "first_offset", "last_offset", "count", "produce_ts_ms", "offsets",
-    "op", "path", "latency_ms", "fault_id", "kind", "target", "member_ids", "link", "params", "name",
+    "op", "path", "detail", "latency_ms", "fault_id", "kind", "target", "member_ids", "link", "params", "name",
     "server", "moment", "served", "nodes",
 )
 EVENT_SCHEMA = event_schema(READ_TYPES, READ_FIELDS)
