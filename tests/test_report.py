@@ -45,6 +45,20 @@ def test_herd_points_use_changes_to_a_group_of_n(tmp_path):
     assert path.read_bytes().startswith(PNG)
 
 
+def test_the_herd_plot_draws_a_line_per_backend_in_its_own_style(tmp_path):
+    costs = {"legacy": lambda n: n * (n + 2), "modern": lambda n: 2 * n, "kip848": lambda n: 7}
+    points = herd_points([_herd_run(backend, n, cost(n)) for backend, cost in costs.items() for n in (8, 16, 32)])
+    figure = plots.herd_figure(points)
+    lines = {line.get_label().split(":")[0]: line for line in figure.axes[0].get_lines()
+             if ", slope " in line.get_label()}
+    assert sorted(lines) == ["kip848", "legacy", "modern"]
+    assert len({(line.get_color(), line.get_marker()) for line in lines.values()}) == 3
+    assert list(lines["kip848"].get_ydata()) == [7, 7, 7] and lines["kip848"].get_label().endswith("slope 0.0")
+    assert lines["legacy"].get_label().endswith(f"slope {herd_slopes(points)['legacy']:.1f}")
+    assert plots.backend_style("kip848") != plots.backend_style("legacy")
+    assert plots.backend_style("new", ["kip848", "new", "other"]) != plots.backend_style("other", ["new", "other"])
+
+
 def test_report_dir_is_the_common_folder_of_several_runs():
     assert report_dir([Path("/r/cmp/legacy"), Path("/r/cmp/modern")]) == Path("/r/cmp")
     assert report_dir([Path("/r/one")]) == Path("/r/one")
