@@ -37,7 +37,7 @@ class Anomaly(StrEnum):
     OFFSET_REGRESSION = "offset-regression"  # a commit lower than an earlier one
     SLOW_RECORD = "slow-record"              # a partition stalls longer than the latency limit
     NON_CONVERGENCE = "non-convergence"      # a partition stays unowned after the last fault
-    FENCED_COMMIT = "fenced-commit"          # a commit rejected with ILLEGAL_GENERATION
+    FENCED_COMMIT = "fenced-commit"          # a commit refused (ILLEGAL_GENERATION; kip848: STALE_MEMBER_EPOCH)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,6 +163,7 @@ class _EventLog:
 
 
 class _Simulation:
+    FENCING_ERROR = "ILLEGAL_GENERATION"      # what a planted fenced commit is refused with
     def __init__(self, config: SyntheticRun, run_dir: Path) -> None:
         self.c = config
         self.rng = random.Random(config.seed)
@@ -425,7 +426,7 @@ class _Simulation:
         if self._due(Anomaly.FENCED_COMMIT, t):
             member = self.live[0]
             self.out.event(member, t, member, ev.COMMIT_FAILED, offsets={tp[0]: self.position[0]},
-                           error="ILLEGAL_GENERATION")
+                           error=self.FENCING_ERROR)
         if self._due(Anomaly.OFFSET_REGRESSION, t):
             p = 3 % self.c.partitions
             member = self.owner[p] or self.live[0]

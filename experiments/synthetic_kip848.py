@@ -24,6 +24,7 @@ HEARTBEAT_INTERVAL_S = 1.0     # the broker's heartbeat interval in the simulati
 
 
 class Kip848Simulation(_Simulation):
+    FENCING_ERROR = "STALE_MEMBER_EPOCH"      # a commit from an older member epoch
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.next_beat: dict[str, float] = {}
