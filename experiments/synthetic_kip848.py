@@ -124,7 +124,7 @@ class Kip848Simulation(_Simulation):
     def _completed(self, t: float, member: str, assigned: set[int], since: float) -> None:
         self.out.event(member, t, member, ev.REBALANCE_COMPLETED, generation=self.generation,
                        assigned=[self.tps[p] for p in sorted(assigned)], duration_ms=round((t - since) * 1000, 3),
-                       attempts=1, protocol="uniform")
+                       attempts=1, protocol=self.c.strategy)
 
     def _sticky_target(self) -> dict[str, set[int]]:
         """Each member keeps what it owns up to its share (members in id order take the larger shares);

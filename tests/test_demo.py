@@ -116,3 +116,13 @@ def test_only_a_swept_scenario_makes_points_of_the_herd_curve():
     split = run("demo-split-brain", 3)
     assert swept_runs([split, *herd]) == herd
     assert swept_runs([split]) == [split]
+
+
+def test_the_published_markdown_has_a_column_and_a_line_per_backend():
+    points = pd.DataFrame([{"backend": b, "N": n, "requests_per_change": r, "notifications_per_change": 0.0,
+                            "stable_s": 1.0} for b in ("legacy", "modern", "kip848") for n, r in ((8, 9.0), (16, 9.0))])
+    split = [_Summary(backend, [CheckResult("double-ownership", Verdict.TRUE, 0, "every partition had at most one owner")])
+             for backend in ("legacy", "modern", "kip848")]
+    text = demo_markdown(points=points, slopes={}, split=split, image="herd.png")
+    assert "| check | legacy | modern | kip848 |" in text and "| kip848 | 16 | 9.0 |" in text
+    assert "kip848, legacy and modern" in text

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from experiments import plots
 from experiments.cli import app
-from experiments.report import report_dir, strategy_table, write_report
+from experiments.report import report_dir, strategy_table, verdict_table, write_report
 from experiments.rundata import RunData, herd_points, herd_slopes, load_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -77,6 +77,20 @@ def test_report_puts_runs_side_by_side(synthetic_runs, tmp_path):
     assert all(p.read_bytes().startswith(PNG) for p in report.images)
     table = strategy_table([load_run(r) for r in runs])
     assert list(table.columns[:2]) == ["phase", "measure"] and len(table.columns) == 4
+
+
+@pytest.mark.spark
+def test_a_report_of_three_backends_has_a_column_for_each(synthetic_runs, tmp_path):
+    runs = [synthetic_runs[name].info.run_dir for name in ("planted", "clean", "kip848-8")]
+    loaded = [load_run(run) for run in runs]
+    verdicts = verdict_table(loaded)
+    assert list(verdicts.columns) == ["check", "legacy/range", "modern/range", "kip848/uniform"]
+    assert verdicts.set_index("check").loc["server-witness", "kip848/uniform"].startswith("ok")
+    points = herd_points(loaded)
+    assert set(points["backend"]) == {"legacy", "modern", "kip848"}
+    report = write_report(runs, tmp_path / "three")
+    assert "kip848/uniform" in report.markdown.read_text() and "ownership-3-kip848.png" in {
+        p.name for p in report.images}
 
 
 @pytest.mark.spark
