@@ -31,10 +31,8 @@ from rebalance import events as ev
 
 Counts = Mapping[str, int]   # events per type in a run
 
-# Commit errors that mean "you are not (or no longer) a member of this generation"; the last two are
-# KIP-848's (a commit from an older member epoch, or from one the coordinator never gave).
-FENCING_ERRORS = ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID", "STALE_MEMBER_EPOCH",
-                  "FENCED_MEMBER_EPOCH")
+# Commit errors that mean "you are not (or no longer) a member of this generation".
+FENCING_ERRORS = ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID")
 
 
 class Verdict(StrEnum):
