@@ -10,10 +10,9 @@ brokers' counts leave the background APIs out by name, so their baseline comes o
 The members' count over the same window is their `coordination_request` events, background APIs
 (heartbeats, commits through OffsetCommit, fetches, metadata) left out. KIP-848 has no separate join
 or sync: its one ConsumerGroupHeartbeat carries both the rhythm and the changes, so a heartbeat is
-background only when the member logged it `steady` (not a join, a leave, an acknowledgement of
-partitions it let go or took, nor an answer that changed its assignment); the broker counts the same. In ZooKeeper a commit is a
-`set` like any other, so the witness cannot leave commits out: here they stay in both counts
-(the herd table's own request count leaves them out).
+background only when the member logged it `steady` (rebalance.heartbeats); the broker counts the
+others apart. In ZooKeeper a commit is a `set` like any other, so the witness cannot leave commits
+out: here they stay in both counts (the herd table's own request count leaves them out).
 """
 
 from __future__ import annotations
