@@ -8,7 +8,9 @@ the counts is not itself a request, so it counts nothing.
 
 `group_requests` is the server's side of the herd table: the group APIs a membership change makes
 members send, without the background ones (Heartbeat, OffsetCommit) that the members' own count
-leaves out too.
+leaves out too. KIP-848's ConsumerGroupHeartbeat is both the rhythm and the change, so its API count
+is background; the coordinator, which knows whether a heartbeat changed anything, counts those that
+did once more under `heartbeats.CHANGING_COUNTER`, and that count is a group request.
 """
 
 from __future__ import annotations
@@ -20,10 +22,14 @@ from collections.abc import Mapping
 
 from kafka.protocol.api_key import ApiKey
 
+from rebalance import heartbeats
+
 STATS_WORD = b"reqs"
 # Group APIs a rebalance causes. Heartbeat and OffsetCommit run all the time, whatever the group does.
+# A ConsumerGroupHeartbeat that is not steady (rebalance.heartbeats), counted by kip848.service beside
+# the API's own count.
 GROUP_APIS = ("FindCoordinator", "JoinGroup", "SyncGroup", "LeaveGroup", "OffsetFetch", "DescribeGroups",
-              "ListGroups")
+              "ListGroups", heartbeats.CHANGING_COUNTER)
 
 
 class RequestCounters:
@@ -37,6 +43,10 @@ class RequestCounters:
             name = ApiKey(api_key).name
         except ValueError:
             name = f"api-{api_key}"
+        self._by_api[name] += 1
+
+    def count_named(self, name: str) -> None:
+        """A count the API key alone cannot tell (which heartbeats changed something)."""
         self._by_api[name] += 1
 
     def snapshot(self) -> dict[str, int]:

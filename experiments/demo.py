@@ -1,14 +1,16 @@
 """`rebalance-lab demo`: the lab in under four minutes.
 
-Runs a herd sweep (N = 8, 16 and 32 by default) and one split-brain scenario on both rebalancers, each
-scenario with the identical fault schedule on both (the schedule is a function of the scenario file and
-its seed), summarises every run in one Spark pass, writes one report, and ends with the herd table, its
+Runs a herd sweep (N = 8, 16 and 32 by default) and one split-brain scenario, each on the backends its
+scenario file names (demo-herd names none, so it runs on every registered backend; demo-split-brain
+names legacy and modern) with the identical fault schedule on each (the schedule is a function of the
+scenario file and its seed); `--backends` narrows or widens that. It summarises every run in one Spark pass, writes one report, and ends with the herd table, its
 log-log slopes, the split-brain verdicts and the report's path.
 
 Runs go two at a time (`--parallel`), each in a runner process of its own with its own ZooKeeper,
 broker, ports and chroot: on two cores the pair shares the CPU, which stretches timings (stable-after,
 latencies) but not what the herd table counts (requests and notifications per change) nor what the
-checks count. The two backends of one scenario are started together, so they run under the same load.
+checks count. The backends of one scenario are started one after the other at the head of the queue, so
+they run under about the same load.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rebalance.backends import backend_names
+
 HERD_SCENARIO = "demo-herd"
 SPLIT_BRAIN_SCENARIO = "demo-split-brain"
-BACKENDS = ("legacy", "modern")
 
 
 def register(app: typer.Typer) -> None:
@@ -58,15 +61,26 @@ class DemoRun:
         return argv
 
 
-def plan_runs(root: Path, sizes: list[int]) -> list[DemoRun]:
-    """Longest first, the two backends of a scenario next to each other (so they start together)."""
+def plan_runs(root: Path, sizes: list[int], backends: tuple[str, ...] | None = None) -> list[DemoRun]:
+    """Longest first, the backends of a scenario next to each other (so they start together). Each scenario
+    runs on the backends its file names (every registered one when it names none), or on `backends`."""
+    def on(scenario: str) -> tuple[str, ...]:
+        return backends or scenario_backends(scenario)
+
     runs = [DemoRun(label="split-brain", scenario=SPLIT_BRAIN_SCENARIO, backend=backend, overrides=(),
-                    run_dir=root / "split-brain" / backend) for backend in BACKENDS]
+                    run_dir=root / "split-brain" / backend) for backend in on(SPLIT_BRAIN_SCENARIO)]
     for size in sorted(sizes, reverse=True):
         runs += [DemoRun(label=f"herd-{size}", scenario=HERD_SCENARIO, backend=backend,
                          overrides=(f"group.members={size}",), run_dir=root / f"herd-{size}" / backend)
-                 for backend in BACKENDS]
+                 for backend in on(HERD_SCENARIO)]
     return runs
+
+
+def scenario_backends(name: str) -> tuple[str, ...]:
+    from experiments.run_cli import find_scenario
+    from experiments.scenario import load
+
+    return load(find_scenario(name)).backends
 
 
 def demo(
@@ -76,9 +90,11 @@ def demo(
     zk_provider: Annotated[str, typer.Option("--zk-provider", help="ZooKeeper provider: auto, docker or local.")] = "auto",
     master: Annotated[str, typer.Option(help="Spark master for the summary.")] = "local[*]",
     publish: Annotated[Path | None, typer.Option(help="Also copy the herd plot and the tables there (e.g. docs/demo).")] = None,
+    backends: Annotated[str | None, typer.Option(help="Backends, comma-separated (default: those each scenario names; "
+                                                      "every registered one where it names none).")] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", hidden=True, help="Accepted for older scripts.")] = False,
 ) -> None:
-    """Under four minutes: herd sweep + split brain on both rebalancers, one Spark summary, the report."""
+    """Herd sweep + split brain on each scenario's backends, one Spark summary, the report."""
     from experiments.report import write_report
     from experiments.report_cli import _summarize
     from experiments.run_cli import _load
@@ -97,11 +113,15 @@ def demo(
 
     started = time.monotonic()
     root = out or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
-    runs = plan_runs(root, group_sizes)
+    chosen = tuple(name.strip() for name in backends.split(",") if name.strip()) if backends else None
+    unknown = sorted(set(chosen or ()) - set(backend_names()))
+    if unknown:
+        _fail(f"--backends: unknown {', '.join(unknown)}; choose from {', '.join(backend_names())}")
+    runs = plan_runs(root, group_sizes, chosen)
     for run in runs:   # every scenario checked before anything starts
         _load(run.scenario, list(run.overrides), (run.backend,))
     console.print(f"Rebalance Lab demo: split brain, and the herd at N = {', '.join(map(str, group_sizes))}, "
-                  f"each on both rebalancers under the identical fault schedule: {len(runs)} runs, {parallel} at a "
+                  f"each on {', '.join(dict.fromkeys(run.backend for run in runs))} under the identical fault schedule: {len(runs)} runs, {parallel} at a "
                   f"time into {root}", soft_wrap=True)
     if parallel > 1:
         console.print("(Parallel runs share the CPU: timings stretch; request and anomaly counts do not.)",

@@ -36,7 +36,7 @@ def demo_markdown(*, points: pd.DataFrame, slopes: dict[str, float], split, imag
     checks = list(dict.fromkeys(name for column in readings.values() for name in column))
     verdicts = pd.DataFrame([{"check": name, **{backend: _cell(column.get(name)) for backend, column in
                                                 readings.items()}} for name in checks])
-    alt = "Herd effect: requests per membership change against group size, both rebalancers"
+    alt = f"Herd effect: requests per membership change against group size, {_names(points['backend'])}"
     picture = (f"![{alt}]({image})\n" if herd_table   # the README's first screen: a smaller picture
                else f'<img src="{image}" width="560" alt="{alt}">\n')
     return "\n".join([
@@ -44,10 +44,16 @@ def demo_markdown(*, points: pd.DataFrame, slopes: dict[str, float], split, imag
         *([markdown_table(herd, digits=1)] if herd_table else []),
         slope_line(slopes) + " (one demo run per backend and N: n = 1).\n",
         "**Split brain**: one member crashed, another's coordination link cut past its session timeout, "
-        "the same schedule on both (one demo run per backend, n = 1; the spread over repeated runs is in "
+        f"the same schedule on {_names(readings)} (one demo run per backend, n = 1; the spread over repeated runs is in "
         "`docs/results.md`):\n",
         markdown_table(verdicts),
     ])
+
+
+def _names(backends) -> str:
+    """The backends in words: "legacy and modern", "kip848, legacy and modern"."""
+    names = sorted(set(backends))
+    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _cell(reading) -> str:

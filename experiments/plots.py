@@ -28,7 +28,16 @@ FAULT_COLOR = "#f4a6a6"
 INSTANT_COLOR = "#b22222"
 PHASE_COLOR = "#555555"
 DOUBLE_COLOR = "#d62728"
-BACKEND_STYLE = {"legacy": ("#d62728", "o"), "modern": ("#1f77b4", "s")}
+BACKEND_STYLE = {"legacy": ("#d62728", "o"), "modern": ("#1f77b4", "s"), "kip848": ("#2ca02c", "^")}
+OTHER_STYLES = [("#9467bd", "D"), ("#8c564b", "v"), ("#e377c2", "P")]   # backends added later
+
+
+def backend_style(backend: str, others: list[str] | None = None) -> tuple[str, str]:
+    """A backend's colour and marker; one not listed takes the next free style of `OTHER_STYLES`."""
+    if backend in BACKEND_STYLE:
+        return BACKEND_STYLE[backend]
+    unlisted = sorted(b for b in (others or [backend]) if b not in BACKEND_STYLE)
+    return OTHER_STYLES[unlisted.index(backend) % len(OTHER_STYLES)] if backend in unlisted else OTHER_STYLES[0]
 LABEL_POINTS = 7     # font size of the phase and fault labels
 
 
@@ -181,14 +190,23 @@ def _tp_key(tp: str) -> tuple[str, int]:
 
 
 def herd(points: pd.DataFrame, path: Path) -> Path | None:
+    """The herd curve, one line per backend in the points (and its server's count where recorded)."""
     if points.empty:
         return None
+    fig = herd_figure(points)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def herd_figure(points: pd.DataFrame):
     fig, ax = plt.subplots(figsize=(7.5, 5.4))
     slopes = herd_slopes(points)
+    backends = sorted(points["backend"].unique())
     for backend, group in points.groupby("backend"):
         group = group.sort_values("N")
-        color, marker = BACKEND_STYLE.get(backend, ("#2ca02c", "^"))
-        slope = f", slope {slopes[backend]:.1f}" if backend in slopes else ""
+        color, marker = backend_style(backend, backends)
+        slope = f", slope {round(slopes[backend], 1) + 0.0:.1f}" if backend in slopes else ""   # no "-0.0"
         ax.plot(group["N"], group["requests_per_change"].clip(lower=0.5), marker=marker, color=color, lw=1.6,
                 label=f"{backend}: requests per change{slope}")
         witnessed = group.dropna(subset=["server_requests_per_change"]) \
@@ -227,6 +245,4 @@ def herd(points: pd.DataFrame, path: Path) -> Path | None:
     ax.grid(which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig

@@ -149,8 +149,9 @@ def _sections(runs: list[RunData], points: pd.DataFrame) -> list[tuple[str, str,
     if not points.empty:
         sections.append(("Herd cost per membership change",
                          "Median over the changes to a group of N members (its join and leave). Requests are "
-                         "ZooKeeper operations (legacy) or group API calls (modern), heartbeats and commits "
-                         "excluded.", points))
+                         "ZooKeeper operations (legacy), group API calls (modern), or KIP-848 heartbeats that "
+                         "joined, left, acknowledged or changed an assignment (kip848); steady heartbeats and "
+                         "commits excluded.", points))
     for name, run in zip(_column_names(runs), runs, strict=True):
         for check, evidence in run.evidence.items():
             if len(evidence):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from experiments.runmeta import RunMeta, ScenarioSource, write_run_meta
 from rebalance import events as ev
-from rebalance.backends import profile
+from rebalance.backends import backend_names, profile
 from rebalance.events import EventRecorder
 
 T0_NS = 5_000_000_000_000          # an arbitrary CLOCK_MONOTONIC origin
@@ -37,7 +37,7 @@ class Anomaly(StrEnum):
     OFFSET_REGRESSION = "offset-regression"  # a commit lower than an earlier one
     SLOW_RECORD = "slow-record"              # a partition stalls longer than the latency limit
     NON_CONVERGENCE = "non-convergence"      # a partition stays unowned after the last fault
-    FENCED_COMMIT = "fenced-commit"          # a commit rejected with ILLEGAL_GENERATION
+    FENCED_COMMIT = "fenced-commit"          # a commit refused (ILLEGAL_GENERATION; kip848: STALE_MEMBER_EPOCH)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,7 +94,7 @@ def write_run(run_dir: str | Path, config: SyntheticRun = SyntheticRun()) -> Pat
     """Simulate `config` and write RUN_DIR/events/*.jsonl and RUN_DIR/lock.json; return RUN_DIR."""
     run_dir = Path(run_dir)
     (run_dir / "events").mkdir(parents=True, exist_ok=True)
-    _Simulation(config, run_dir).run()
+    simulation_class(config.backend)(config, run_dir).run()
     settings = {key: value for key, value in asdict(config).items() if key not in ("timeline", "anomalies")}
     write_run_meta(run_dir, RunMeta(
         name=config.name, run_id=config.name, backend=config.backend, strategy=config.strategy,
@@ -107,6 +107,21 @@ def write_run(run_dir: str | Path, config: SyntheticRun = SyntheticRun()) -> Pat
         ended_ms=T0_MS + round(config.duration_s * 1000), versions={"synthetic": "1"},
     ))
     return run_dir
+
+
+def simulated_backends() -> tuple[str, ...]:
+    """The backends a synthetic log can be written for: every registered one, and kip848 even before
+    its client is registered (its simulation needs no profile)."""
+    return tuple(sorted({*backend_names(), "kip848"}))
+
+
+def simulation_class(backend: str) -> type:
+    """Eager rebalances for the classic protocols; KIP-848's member-by-member convergence for kip848."""
+    if backend == "kip848":
+        from experiments.synthetic_kip848 import Kip848Simulation
+
+        return Kip848Simulation
+    return _Simulation
 
 
 class _SimulatedClock:
@@ -148,6 +163,7 @@ class _EventLog:
 
 
 class _Simulation:
+    FENCING_ERROR = "ILLEGAL_GENERATION"      # what a planted fenced commit is refused with
     def __init__(self, config: SyntheticRun, run_dir: Path) -> None:
         self.c = config
         self.rng = random.Random(config.seed)
@@ -167,6 +183,15 @@ class _Simulation:
         self.plan = self._plan_anomalies()
         self.served = 0                        # witnessed requests so far, as the servers count them
         self.extra_given = False
+
+    # -- what the backend's profile says ------------------------------------------------
+
+    def _in_brokers(self) -> bool:
+        return profile(self.c.backend).coordinator_in_brokers
+
+    def _generation(self) -> int:
+        """The generation commits and completed rebalances carry (-1 where the backend has none)."""
+        return self.generation if profile(self.c.backend).commits_carry_generation else -1
 
     # -- the main loop ---------------------------------------------------------------
 
@@ -261,7 +286,7 @@ class _Simulation:
     def _herd_requests(self, t: float, member: str) -> None:
         """What one member asks of its coordination service for one rebalance."""
         n = len(self.live)
-        if not profile(self.c.backend).coordinator_in_brokers:   # members coordinate through ZooKeeper watches
+        if not self._in_brokers():   # members coordinate through ZooKeeper watches
             self.out.event(member, t, member, ev.WATCH_NOTIFICATION, path="/consumers/g/ids", event="CHILD")
             requests = [("get_children", "/consumers/g/ids")] + [("get", f"/consumers/g/ids/{m}") for m in self.live]
             requests += [("get", f"/brokers/topics/{self.c.topic}")]
@@ -272,13 +297,13 @@ class _Simulation:
             fields = {"path": path} if path else {"group": GROUP}
             self.out.event(member, t + 0.0001 * index / max(n, 1), member, ev.COORDINATION_REQUEST, op=op,
                            latency_ms=round(self.rng.uniform(0.2, 2.0), 3), error=None, **fields)
-        if not profile(self.c.backend).coordinator_in_brokers:
+        if not self._in_brokers():
             self.out.event(member, t + 0.002, member, ev.REBALANCE_ATTEMPT, attempt=1, outcome="success",
                            duration_ms=round(self.c.rebalance_s * 1000), detail="")
 
     def _server_sample(self, t: float, moment: str) -> None:
         if self.c.server_samples:
-            server = "brokers" if profile(self.c.backend).coordinator_in_brokers else "zookeeper"
+            server = "brokers" if self._in_brokers() else "zookeeper"
             self.out.event("runner", t, "", ev.SERVER_COUNTERS, server=server, moment=moment, served=self.served,
                            sampler_packets=0, nodes=1, counters={"requests": self.served})
 
@@ -297,7 +322,7 @@ class _Simulation:
                 self.position[p] = self.committed[p]
             self.out.event(member, t, member, ev.PARTITIONS_ASSIGNED, partitions=[self.tps[p] for p in mine])
             self.out.event(member, t, member, ev.REBALANCE_COMPLETED,
-                           generation=self.generation if profile(self.c.backend).commits_carry_generation else -1,
+                           generation=self._generation(),
                            assigned=[self.tps[p] for p in mine],
                            duration_ms=round((t - self.rebalance_started_at) * 1000, 3),
                            attempts=1, protocol=self.c.strategy)
@@ -356,7 +381,7 @@ class _Simulation:
             self.committed[p] = self.position[p]
         self.out.event(member, t, member, ev.OFFSETS_COMMITTED,
                        offsets={self.tps[p]: self.position[p] for p in partitions},
-                       generation=self.generation if profile(self.c.backend).commits_carry_generation else -1)
+                       generation=self._generation())
 
     # -- planted anomalies ----------------------------------------------------------------
 
@@ -401,7 +426,7 @@ class _Simulation:
         if self._due(Anomaly.FENCED_COMMIT, t):
             member = self.live[0]
             self.out.event(member, t, member, ev.COMMIT_FAILED, offsets={tp[0]: self.position[0]},
-                           error="ILLEGAL_GENERATION")
+                           error=self.FENCING_ERROR)
         if self._due(Anomaly.OFFSET_REGRESSION, t):
             p = 3 % self.c.partitions
             member = self.owner[p] or self.live[0]
@@ -420,7 +445,7 @@ class _Simulation:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Write a synthetic event log (RUN_DIR/events, lock.json).")
     parser.add_argument("run_dir")
-    parser.add_argument("--backend", default="modern", choices=["legacy", "modern"])
+    parser.add_argument("--backend", default="modern", choices=simulated_backends())
     parser.add_argument("--anomaly", action="append", default=[], choices=[a.value for a in Anomaly])
     parser.add_argument("--members", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=6)

@@ -8,8 +8,9 @@ them. A node that restarted begins again from zero; the sampler notices the drop
 own count for that node again. Other four-letter words (a fault's `srvr` checks) are not subtracted.
 
 Brokers with a coordinator: each broker's request counts per API (broker.counters), summed;
-`served` is the group APIs without Heartbeat and OffsetCommit. Reading them is not a request, so
-there is nothing to subtract.
+`served` is the group APIs without Heartbeat and OffsetCommit (and, for KIP-848 groups, only the
+heartbeats that were not steady: broker.counters). Reading them is not a request, so there is
+nothing to subtract.
 
 A node that does not answer within `timeout_s` (killed, paused, partitioned) is left out of the
 sum; `nodes` says how many answered, so readers compare only samples with the same count.

@@ -8,9 +8,11 @@ per run, in the warm-up's quiet window (the group stable, nobody joining: sample
 brokers' counts leave the background APIs out by name, so their baseline comes out near zero.
 
 The members' count over the same window is their `coordination_request` events, background APIs
-(heartbeats, commits through OffsetCommit, fetches, metadata) left out. In ZooKeeper a commit is a
-`set` like any other, so the witness cannot leave commits out: here they stay in both counts
-(the herd table's own request count leaves them out).
+(heartbeats, commits through OffsetCommit, fetches, metadata) left out. KIP-848 has no separate join
+or sync: its one ConsumerGroupHeartbeat carries both the rhythm and the changes, so a heartbeat is
+background only when the member logged it `steady` (rebalance.heartbeats); the broker counts the
+others apart. In ZooKeeper a commit is a `set` like any other, so the witness cannot leave commits
+out: here they stay in both counts (the herd table's own request count leaves them out).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from rebalance import events as ev
+from rebalance import heartbeats
 
 # Requests every member makes all the time, whether or not the group changes: not herd cost.
 BACKGROUND_OPS = ("Heartbeat", "OffsetCommit", "Fetch", "ListOffsets", "Metadata")
@@ -29,16 +32,21 @@ def _op() -> F.Column:
     return F.coalesce(F.col("op"), F.lit(""))
 
 
+def _background() -> F.Column:
+    steady_heartbeat = (_op() == heartbeats.API) & (F.coalesce(F.col("detail"), F.lit("")) == heartbeats.STEADY)
+    return _op().isin(*BACKGROUND_OPS) | steady_heartbeat
+
+
 def herd_requests(control: DataFrame) -> DataFrame:
     """Requests that count as a change's cost: group APIs and ZooKeeper ops, without background ones
     and without ZooKeeper offset commits."""
-    return control.filter((F.col("type") == ev.COORDINATION_REQUEST) & ~_op().isin(*BACKGROUND_OPS)
+    return control.filter((F.col("type") == ev.COORDINATION_REQUEST) & ~_background()
                           & ~((_op() == "set") & F.coalesce(F.col("path"), F.lit("")).contains("/offsets/")))
 
 
 def witnessed_requests(control: DataFrame) -> DataFrame:
     """Requests the servers' counts can be held against: as `herd_requests`, ZooKeeper commits kept."""
-    return control.filter((F.col("type") == ev.COORDINATION_REQUEST) & ~_op().isin(*BACKGROUND_OPS))
+    return control.filter((F.col("type") == ev.COORDINATION_REQUEST) & ~_background())
 
 
 def sample_windows(control: DataFrame) -> DataFrame:

@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from kip848 import apis, offsets_log
-from kip848.group import ConsumerGroup, ConsumerGroupConfig, HeartbeatResult, Output
+from kip848.group import ConsumerGroup, ConsumerGroupConfig, HeartbeatRequest, HeartbeatResult, Member, Output
 from modern import errors
 from modern.errors import ErrorClass
+from rebalance import heartbeats
 from rebalance.topic_ids import topic_id
 
 OFFSET_COMMIT_MEMBER_EPOCH_VERSION = 9   # OffsetCommit/OffsetFetch v9 carry the member epoch
@@ -63,11 +64,22 @@ class ConsumerGroupService:
         if error is not None:
             return apis.error_response(version, error, request.member_id, message)
         topics = apis.partition_counts(self.coordinator.broker)
-        out = group.heartbeat(apis.heartbeat_request(version, request, topics, ctx), topics, now)
+        asked = apis.heartbeat_request(version, request, topics, ctx)
+        before = group.members.get(asked.member_id)
+        out = group.heartbeat(asked, topics, now)
         result = out.result
         if not self.apply(group, out):  # Kafka answers only once the records are written
             result = HeartbeatResult(error=errors.NOT_COORDINATOR, member_id=request.member_id or None)
+        self._count_if_changing(asked, before, result)
         return apis.heartbeat_response(version, result)
+
+    def _count_if_changing(self, asked: HeartbeatRequest, before: Member | None, result: HeartbeatResult) -> None:
+        """The broker's witness count: heartbeats that joined, left, acknowledged or changed an assignment."""
+        word = heartbeats.detail(member_epoch=asked.member_epoch, owned_reported=asked.owned is not None,
+                                 assignment=result.assignment, held=before.assigned if before else None)
+        counters = getattr(self.coordinator.broker, "request_counts", None)
+        if word != heartbeats.STEADY and counters is not None:
+            counters.count_named(heartbeats.CHANGING_COUNTER)
 
     async def describe(self, ctx: Any, request: Any) -> Any:
         self.coordinator.requests_served += 1

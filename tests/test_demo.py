@@ -11,16 +11,27 @@ from experiments.demo import HERD_SCENARIO, SPLIT_BRAIN_SCENARIO, plan_runs, slo
 from experiments.demo_publish import BEGIN, END, demo_markdown, replace_block
 from experiments.run_cli import find_scenario
 from experiments.scenario import load, resolve
+from rebalance.backends import backend_names
 
 
 def test_the_plan_runs_both_backends_of_each_scenario_side_by_side_longest_first(tmp_path):
-    runs = plan_runs(tmp_path, [4, 8, 16])
+    runs = plan_runs(tmp_path, [4, 8, 16], ("legacy", "modern"))
     assert [(run.label, run.backend) for run in runs] == [
         ("split-brain", "legacy"), ("split-brain", "modern"), ("herd-16", "legacy"), ("herd-16", "modern"),
         ("herd-8", "legacy"), ("herd-8", "modern"), ("herd-4", "legacy"), ("herd-4", "modern")]
     assert runs[2].overrides == ("group.members=16",) and runs[2].run_dir == tmp_path / "herd-16" / "legacy"
     argv = runs[2].argv("local")
     assert argv[argv.index("--backend") + 1] == "legacy" and argv[argv.index("--set") + 1] == "group.members=16"
+
+
+def test_without_a_choice_each_scenario_runs_on_the_backends_its_file_names(tmp_path):
+    runs = plan_runs(tmp_path, [4, 8])
+    herd = load(find_scenario(HERD_SCENARIO)).backends
+    assert herd == backend_names()                    # demo-herd names none: every registered backend
+    assert [run.backend for run in runs if run.label == "herd-8"] == list(herd)
+    assert [run.backend for run in runs if run.label == "split-brain"] == list(load(find_scenario(
+        SPLIT_BRAIN_SCENARIO)).backends)
+    assert [run.label for run in runs][-len(herd):] == ["herd-4"] * len(herd)
 
 
 def test_the_demo_scenarios_give_both_backends_one_schedule_at_every_size():
@@ -105,3 +116,13 @@ def test_only_a_swept_scenario_makes_points_of_the_herd_curve():
     split = run("demo-split-brain", 3)
     assert swept_runs([split, *herd]) == herd
     assert swept_runs([split]) == [split]
+
+
+def test_the_published_markdown_has_a_column_and_a_line_per_backend():
+    points = pd.DataFrame([{"backend": b, "N": n, "requests_per_change": r, "notifications_per_change": 0.0,
+                            "stable_s": 1.0} for b in ("legacy", "modern", "kip848") for n, r in ((8, 9.0), (16, 9.0))])
+    split = [_Summary(backend, [CheckResult("double-ownership", Verdict.TRUE, 0, "every partition had at most one owner")])
+             for backend in ("legacy", "modern", "kip848")]
+    text = demo_markdown(points=points, slopes={}, split=split, image="herd.png")
+    assert "| check | legacy | modern | kip848 |" in text and "| kip848 | 16 | 9.0 |" in text
+    assert "kip848, legacy and modern" in text

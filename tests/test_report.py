@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from experiments import plots
 from experiments.cli import app
-from experiments.report import report_dir, strategy_table, write_report
+from experiments.report import report_dir, strategy_table, verdict_table, write_report
 from experiments.rundata import RunData, herd_points, herd_slopes, load_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -45,6 +45,20 @@ def test_herd_points_use_changes_to_a_group_of_n(tmp_path):
     assert path.read_bytes().startswith(PNG)
 
 
+def test_the_herd_plot_draws_a_line_per_backend_in_its_own_style(tmp_path):
+    costs = {"legacy": lambda n: n * (n + 2), "modern": lambda n: 2 * n, "kip848": lambda n: 7}
+    points = herd_points([_herd_run(backend, n, cost(n)) for backend, cost in costs.items() for n in (8, 16, 32)])
+    figure = plots.herd_figure(points)
+    lines = {line.get_label().split(":")[0]: line for line in figure.axes[0].get_lines()
+             if ", slope " in line.get_label()}
+    assert sorted(lines) == ["kip848", "legacy", "modern"]
+    assert len({(line.get_color(), line.get_marker()) for line in lines.values()}) == 3
+    assert list(lines["kip848"].get_ydata()) == [7, 7, 7] and lines["kip848"].get_label().endswith("slope 0.0")
+    assert lines["legacy"].get_label().endswith(f"slope {herd_slopes(points)['legacy']:.1f}")
+    assert plots.backend_style("kip848") != plots.backend_style("legacy")
+    assert plots.backend_style("new", ["kip848", "new", "other"]) != plots.backend_style("other", ["new", "other"])
+
+
 def test_report_dir_is_the_common_folder_of_several_runs():
     assert report_dir([Path("/r/cmp/legacy"), Path("/r/cmp/modern")]) == Path("/r/cmp")
     assert report_dir([Path("/r/one")]) == Path("/r/one")
@@ -63,6 +77,20 @@ def test_report_puts_runs_side_by_side(synthetic_runs, tmp_path):
     assert all(p.read_bytes().startswith(PNG) for p in report.images)
     table = strategy_table([load_run(r) for r in runs])
     assert list(table.columns[:2]) == ["phase", "measure"] and len(table.columns) == 4
+
+
+@pytest.mark.spark
+def test_a_report_of_three_backends_has_a_column_for_each(synthetic_runs, tmp_path):
+    runs = [synthetic_runs[name].info.run_dir for name in ("planted", "clean", "kip848-8")]
+    loaded = [load_run(run) for run in runs]
+    verdicts = verdict_table(loaded)
+    assert list(verdicts.columns) == ["check", "legacy/range", "modern/range", "kip848/uniform"]
+    assert verdicts.set_index("check").loc["server-witness", "kip848/uniform"].startswith("ok")
+    points = herd_points(loaded)
+    assert set(points["backend"]) == {"legacy", "modern", "kip848"}
+    report = write_report(runs, tmp_path / "three")
+    assert "kip848/uniform" in report.markdown.read_text() and "ownership-3-kip848.png" in {
+        p.name for p in report.images}
 
 
 @pytest.mark.spark

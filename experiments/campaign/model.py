@@ -7,7 +7,7 @@
 
     [[matrix]]
     scenario = "demo-herd"        # a built-in scenario's name, or a path relative to this file
-    backends = ["legacy", "modern"]          # default: the scenario's own
+    backends = ["legacy", "modern"]          # default: the scenario's own (all registered if it names none)
     strategies = ["range"]                   # default: the scenario's own
     set = ["group.per_process=4"]            # overrides for every cell of this block
     sweep = { "group.members" = [4, 8] }     # one cell per combination of values

@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from experiments.campaign.stats import spread  # noqa: E402
+from experiments.plots import backend_style  # noqa: E402
 
 STRIP_METRICS = ("double-ownership (s)", "duplicates", "offset regressions", "fenced commits")
 
@@ -58,20 +59,24 @@ def _herd_plot(runs: pd.DataFrame, out: Path) -> Path | None:
     if wanted.empty or wanted["n"].nunique() < 2:
         return None
     figure, axis = plt.subplots(figsize=(7, 4.5))
+    backends = sorted(wanted["backend"].unique())
+    kinds = sorted({metric.split(":")[0] for metric in wanted["metric"]})
     for (backend, metric), rows in wanted.groupby(["backend", "metric"]):
+        color, marker = backend_style(backend, backends)
+        dashes = ("-", "--", ":", "-.")[kinds.index(metric.split(":")[0]) % 4]    # join and leave apart
         by_n = rows.groupby("n")["value"]
         ns = np.array(sorted(by_n.groups), dtype=float)
         median = by_n.median().reindex(ns).to_numpy()
         low, high = by_n.min().reindex(ns).to_numpy(), by_n.max().reindex(ns).to_numpy()
         counts = by_n.count().reindex(ns).to_numpy()
         slope = np.polyfit(np.log(ns), np.log(np.maximum(median, 1e-9)), 1)[0]
-        axis.errorbar(ns, median, yerr=[median - low, high - median], marker="o", capsize=4,
+        axis.errorbar(ns, median, yerr=[median - low, high - median], marker=marker, color=color, ls=dashes, capsize=4,
                       label=f"{backend}, {metric.split(':')[0]} (slope {slope:.2f}, n = {int(counts.min())}-{int(counts.max())})")
     axis.set_xscale("log")
     axis.set_yscale("log")
     axis.set_xlabel("group size N")
     axis.set_ylabel("coordination requests per change")
-    axis.set_title("Herd effect: legacy's cost per change grows faster with N than the coordinator's\n"
+    axis.set_title("Herd effect: how one change's cost grows with N, per backend (the steeper line grows faster)\n"
                    "(median of the repetitions, bars from min to max)", fontsize=10)
     axis.legend(fontsize=8)
     axis.grid(True, which="both", alpha=0.3)

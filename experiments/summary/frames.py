@@ -28,8 +28,19 @@ SPARK_TYPES = {
 
 def event_schema(types: frozenset[str] | set[str], fields: tuple[str, ...]) -> T.StructType:
     """The Spark schema of `fields` as the event `types` declare them."""
-    declared = ev.field_types(types, fields)
-    return T.StructType([T.StructField(name, SPARK_TYPES[kind]) for name, kind in declared.items()])
+    return T.StructType([T.StructField(name, _spark_type(types, name)) for name in fields])
+
+
+def _spark_type(types: frozenset[str] | set[str], name: str) -> T.DataType:
+    """A field's Spark type. Two event types may declare it differently when Spark reads both the same way
+    (a request's `detail` is a word, a phase's an object: both read as text)."""
+    try:
+        return SPARK_TYPES[ev.field_types(types, [name])[name]]
+    except ValueError:
+        read_as = {SPARK_TYPES[ev.VOCABULARY[kind].fields[name]] for kind in types if name in ev.VOCABULARY[kind].fields}
+        if len(read_as) != 1:
+            raise
+        return read_as.pop()
 
 
 # The types the summary reads with the full schema (the older per-record producer line apart).
@@ -37,7 +48,7 @@ READ_TYPES = ev.EVENT_TYPES - {ev.COORDINATOR_EVENT, ev.METRICS, ev.RECORD_PRODU
 READ_FIELDS = (
     *ev.REQUIRED_FIELDS, "strategy", "reason", "trigger", "generation", "assigned", "duration_ms", "attempts", "error",
     "outcome", "partitions", "topic", "partition", "first_offset", "last_offset", "count", "produce_ts_ms", "offsets",
-    "op", "path", "latency_ms", "fault_id", "kind", "target", "member_ids", "link", "params", "name",
+    "op", "path", "detail", "latency_ms", "fault_id", "kind", "target", "member_ids", "link", "params", "name",
     "server", "moment", "served", "nodes",
 )
 EVENT_SCHEMA = event_schema(READ_TYPES, READ_FIELDS)

@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 from experiments.summary.fault_rules import faults_that_end_ownership
 from experiments.witness_counts import herd_requests
 from rebalance import events as ev
+from rebalance import heartbeats
 
 CHANGE_GAP_S = 0.05          # membership changes closer than this count as one change
 # What a membership change causes: requests, notifications, attempts, and the assignments that end it.
@@ -70,8 +71,7 @@ def herd_changes(control: DataFrame) -> DataFrame:
     the time without owners from the ownership intervals."""
     started = control.filter(F.col("type") == ev.MEMBER_STARTED).select(
         "run", "t", "seq", F.lit("join").alias("kind"), F.lit(1).alias("delta"))
-    stopped = control.filter(F.col("type") == ev.MEMBER_STOPPED).select(
-        "run", "t", "seq", F.lit("leave").alias("kind"), F.lit(-1).alias("delta"))
+    stopped = _leaves(control).select("run", "t", "seq", F.lit("leave").alias("kind"), F.lit(-1).alias("delta"))
     crashed = faults_that_end_ownership(control).select(
         "run", "t", "seq", F.lit("crash").alias("kind"), F.lit(-1).alias("delta"))
     in_time = Window.partitionBy("run").orderBy("t", "seq")
@@ -102,6 +102,22 @@ def herd_changes(control: DataFrame) -> DataFrame:
         F.max(F.when(F.col("type").isin(*_SETTLED), F.col("t"))).alias("stable_t"),
     )
     return changes.join(costs, ["run", "change"], "left").orderBy("run", "t")
+
+
+def _leaves(control: DataFrame) -> DataFrame:
+    """Each member_stopped, moved back to the member's own leave heartbeat when it logged one (KIP-848's
+    member says it leaves before it stops), so that the heartbeat is the leave's cost, not the change's before."""
+    is_leave = (F.col("op") == heartbeats.API) & (F.col("detail") == heartbeats.LEAVE)
+    own = Window.partitionBy("run", "member").orderBy("t", "seq").rowsBetween(Window.unboundedPreceding, -1)
+    marks = control.filter((F.col("type") == ev.MEMBER_STOPPED)
+                           | ((F.col("type") == ev.COORDINATION_REQUEST) & is_leave)).select(
+        "run", "member", "t", "seq", "type",
+        F.last(F.when(is_leave, F.struct("t", "seq")), ignorenulls=True).over(own).alias("said"),
+        F.last(F.when(F.col("type") == ev.MEMBER_STOPPED, F.col("t")), ignorenulls=True).over(own).alias("last_stop"))
+    fresh = F.col("said").isNotNull() & (F.col("last_stop").isNull() | (F.col("said.t") >= F.col("last_stop")))
+    return marks.filter(F.col("type") == ev.MEMBER_STOPPED).select(
+        "run", F.when(fresh, F.col("said.t")).otherwise(F.col("t")).alias("t"),
+        F.when(fresh, F.col("said.seq")).otherwise(F.col("seq")).alias("seq"))
 
 
 def herd_table(table: pd.DataFrame, owned_intervals: pd.DataFrame, partitions: int,
