@@ -37,6 +37,7 @@ from modern.connection import BrokerConnection, ConnectionFailed
 from modern.errors import GroupError
 from modern.traced_requests import TracedRequests
 from rebalance import events as ev
+from rebalance import heartbeats
 from rebalance.events import EventRecorder
 from rebalance.topic_ids import topic_id
 from rebalance.types import TopicPartition
@@ -140,7 +141,7 @@ class GroupHeartbeats:
         try:
             connection = self._connect(*self._coordinator)
             try:
-                self._heartbeat(connection, epoch, send_all=False, owned=None, detail="leave")
+                self._heartbeat(connection, epoch, send_all=False, owned=None)
             finally:
                 connection.close()
         except ConnectionFailed:
@@ -200,9 +201,8 @@ class GroupHeartbeats:
                 send_all = self._send_all or joining
                 owned = frozenset() if joining else self._owned()
                 changed = owned != self._last_reported
-                detail = "join" if joining else "ack" if changed and self._last_reported is not None else "steady"
             report = owned if (send_all or changed) else None
-            answer = self._heartbeat(self._beat, epoch, send_all=send_all, owned=report, detail=detail)
+            answer = self._heartbeat(self._beat, epoch, send_all=send_all, owned=report)
         except ConnectionFailed:
             self.coordinator_unknown()
             self._retry_later()
@@ -249,8 +249,10 @@ class GroupHeartbeats:
         self._stopping.wait(max(0.0, delay))
 
     def _heartbeat(self, connection: BrokerConnection, epoch: int, *, send_all: bool,
-                   owned: frozenset[TopicPartition] | None, detail: str) -> Any:
-        """One ConsumerGroupHeartbeat, recorded with what it was for (join, leave, ack, assignment, steady)."""
+                   owned: frozenset[TopicPartition] | None) -> Any:
+        """One ConsumerGroupHeartbeat, recorded with what it was for (join, leave, ack, assignment, steady),
+        decided by `rebalance.heartbeats.detail` from the same facts the coordinator counts it by: the
+        request's epoch and owned partitions, the answer's assignment against the last one received."""
         request = ConsumerGroupHeartbeatRequest[HEARTBEAT_VERSION](
             group_id=self.settings.group, member_id=self.member_id, member_epoch=epoch,
             instance_id=self.settings.instance_id if (send_all or epoch < 0) else None, rack_id=None,
@@ -262,15 +264,21 @@ class GroupHeartbeats:
         try:
             answer = connection.request(request)
         except ConnectionFailed:
-            self._record(started, detail, error="NETWORK_EXCEPTION")
+            self._record(started, self._detail(epoch, owned, None), error="NETWORK_EXCEPTION")
             raise
-        if detail == "steady" and answer.assignment is not None and self._decode(answer.assignment) != self._owned():
-            detail = "assignment"
-        self._record(started, detail, error=errors.name_of(answer.error_code), broker=connection.address)
+        assignment = None if answer.assignment is None else self._decode(answer.assignment)
+        self._record(started, self._detail(epoch, owned, assignment), error=errors.name_of(answer.error_code),
+                     broker=connection.address)
         return answer
 
+    def _detail(self, epoch: int, owned: frozenset[TopicPartition] | None, assignment: frozenset | None) -> str:
+        with self._lock:
+            held = self._target
+        return heartbeats.detail(member_epoch=epoch, owned_reported=owned is not None, assignment=assignment,
+                                 held=held)
+
     def _record(self, started: float, detail: str, **fields: object) -> None:
-        self.recorder.emit(ev.COORDINATION_REQUEST, self.member_name, op="ConsumerGroupHeartbeat",
+        self.recorder.emit(ev.COORDINATION_REQUEST, self.member_name, op=heartbeats.API,
                            group=self.settings.group, latency_ms=round((time.monotonic() - started) * 1000, 3),
                            detail=detail, **fields)
 
