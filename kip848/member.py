@@ -34,11 +34,11 @@ from kip848.heartbeats import FENCING_ERRORS, GroupHeartbeats, State
 from modern import errors
 from modern.connection import ConnectionFailed
 from modern.errors import ErrorClass, GroupError
+from modern.fetched import take_batches
 from rebalance import events as ev
 from rebalance.events import EventRecorder, NullRecorder
 from rebalance.member import MemberConfig, RebalanceListener
 from rebalance.metrics import RebalanceMetrics
-from rebalance.records import produce_ts_ms
 from rebalance.types import Record, TopicPartition
 
 OFFSETS_VERSION = 9      # OffsetCommit and OffsetFetch carrying the member id and epoch
@@ -102,18 +102,8 @@ class Kip848Member:
                 time.sleep(min(timeout_s, 0.05))   # nothing to fetch: do not spin
                 return []
             batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
-            epoch = self.heartbeats.member_epoch
-            records: list[Record] = []
-            for ktp, batch in sorted(batches.items()):
-                tp = TopicPartition(ktp.topic, ktp.partition)
-                if tp not in self._owned or not batch:
-                    continue
-                records.extend(Record(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp) for r in batch)
-                self._positions[tp] = batch[-1].offset + 1
-                self.recorder.emit(ev.RECORDS_CONSUMED, self.member_id, topic=tp.topic, partition=tp.partition,
-                                   first_offset=batch[0].offset, last_offset=batch[-1].offset, count=len(batch),
-                                   produce_ts_ms=[produce_ts_ms(r.value) for r in batch], generation=epoch)
-            return records
+            return take_batches(batches, self._owned, self._positions, self.recorder, self.member_id,
+                                self.heartbeats.member_epoch)
 
     def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         """Commit next offsets (None: current positions) with the member epoch; raises when refused."""

@@ -25,11 +25,11 @@ from modern import errors
 from modern.connection import ConnectionFailed, parse_address
 from modern.consumer_coordinator import ConsumerCoordinator
 from modern.errors import ErrorClass
+from modern.fetched import take_batches
 from modern.settings import ClientSettings
 from rebalance import events as ev
 from rebalance.events import EventRecorder, NullRecorder
 from rebalance.member import MemberConfig, RebalanceListener
-from rebalance.records import produce_ts_ms
 from rebalance.types import Record, TopicPartition
 
 # MemberConfig.extra keys this backend understands (anything else is a typo: fail loudly).
@@ -109,19 +109,8 @@ class ModernMember:
                 time.sleep(min(timeout_s, 0.05))   # nothing to fetch: do not spin
                 return []
             batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
-            records: list[Record] = []
-            for ktp, batch in sorted(batches.items()):
-                tp = TopicPartition(ktp.topic, ktp.partition)
-                if tp not in self._owned or not batch:
-                    continue
-                converted = [Record(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp) for r in batch]
-                records.extend(converted)
-                self._positions[tp] = batch[-1].offset + 1
-                self.recorder.emit(ev.RECORDS_CONSUMED, self.member_id, topic=tp.topic, partition=tp.partition,
-                                   first_offset=batch[0].offset, last_offset=batch[-1].offset, count=len(batch),
-                                   produce_ts_ms=[produce_ts_ms(r.value) for r in batch],
-                                   generation=self.coordinator.generation.generation_id)
-            return records
+            return take_batches(batches, self._owned, self._positions, self.recorder, self.member_id,
+                                self.coordinator.generation.generation_id)
 
     def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         """Commit next offsets (None: current positions). Raises CommitFailedError when fenced."""
