@@ -34,8 +34,6 @@ from kafka.protocol.consumer import (
     HeartbeatResponse,
     JoinGroupResponse,
     LeaveGroupResponse,
-    OffsetCommitResponse,
-    OffsetFetchResponse,
     SyncGroupResponse,
 )
 from kafka.protocol.metadata import FindCoordinatorResponse
@@ -44,7 +42,7 @@ from kip848 import apis as kip848_apis
 from kip848.group import ConsumerGroup
 from kip848.offsets_log import is_consumer_group_record
 from kip848.service import ConsumerGroupService
-from modern import errors
+from modern import errors, offset_wire
 from modern.coordinator_config import CoordinatorConfig
 from modern.errors import ErrorClass
 from modern.group import (
@@ -54,7 +52,6 @@ from modern.group import (
     JoinGroup,
     JoinResult,
     LeavingMember,
-    OffsetAndMetadata,
     OffsetCommit,
     Output,
     SyncGroup,
@@ -492,19 +489,7 @@ class CoordinatorExtension:
         version = ctx.api_version
         generation = request.generation_id_or_member_epoch if version >= 1 else -1
         member_id = request.member_id if version >= 1 else ""
-        now_wall = wall_ms()
-        retention = request.retention_time_ms if 2 <= version <= 4 else -1
-        offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for topic in request.topics:
-            for p in topic.partitions:
-                stamp = p.commit_timestamp if version == 1 and p.commit_timestamp >= 0 else now_wall
-                offsets[(topic.name, p.partition_index)] = OffsetAndMetadata(
-                    offset=p.committed_offset,
-                    metadata=p.committed_metadata or "",
-                    leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
-                    commit_timestamp_ms=stamp,
-                    expire_timestamp_ms=stamp + retention if retention > 0 else None,
-                )
+        offsets = offset_wire.committed_offsets(request, version, wall_ms())
         consumer = self.consumer_groups.group(request.group_id)
         if consumer is not None:
             group, error = None, self.consumer_groups.commit_error(consumer, version, member_id, generation)
@@ -520,15 +505,7 @@ class CoordinatorExtension:
             out = group.handle_commit(commit, monotonic_ms())
             stored = self._apply(group, out)
             error = out.replies[0][1].error if stored else errors.NOT_COORDINATOR
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in offsets:
-            by_topic.setdefault(topic, []).append(partition)
-        topic_cls = OffsetCommitResponse.OffsetCommitResponseTopic
-        return OffsetCommitResponse[version](throttle_time_ms=0, topics=[
-            topic_cls(name=name, partitions=[
-                topic_cls.OffsetCommitResponsePartition(partition_index=p, error_code=error.errno) for p in parts])
-            for name, parts in by_topic.items()
-        ])
+        return offset_wire.commit_response(version, offsets, error)
 
     def _commit_to_consumer_group(self, group: ConsumerGroup, offsets: dict) -> ErrorClass:
         partition = self._partitions.get(self._partition_index(group.group_id))
@@ -541,32 +518,7 @@ class CoordinatorExtension:
 
     async def offset_fetch(self, ctx: Any, request: Any) -> Any:
         self.requests_served += 1
-        version = ctx.api_version
-        if version >= 8:
-            group_cls = OffsetFetchResponse.OffsetFetchResponseGroup
-            topics_cls = group_cls.OffsetFetchResponseTopics
-            answers = []
-            for wanted in request.groups:
-                requested = None if wanted.topics is None else [(t.name, t.partition_indexes) for t in wanted.topics]
-                member = (wanted.member_id, wanted.member_epoch) if version >= 9 else (None, -1)
-                error, found = self._fetch_offsets(wanted.group_id, requested, *member)
-                answers.append(group_cls(group_id=wanted.group_id, error_code=error.errno, topics=[
-                    topics_cls(name=name, partitions=[topics_cls.OffsetFetchResponsePartitions(
-                        partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
-                        error_code=errors.NONE.errno) for p, o, e, m in parts])
-                    for name, parts in found]))
-            return OffsetFetchResponse[version](throttle_time_ms=0, groups=answers)
-        requested = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
-        error, found = self._fetch_offsets(request.group_id, requested)
-        topic_cls = OffsetFetchResponse.OffsetFetchResponseTopic
-        partition_error = error.errno if version < 2 else errors.NONE.errno
-        if version < 2 and error is not errors.NONE:
-            found = [(name, [(p, -1, -1, "") for p in parts]) for name, parts in (requested or [])]
-        return OffsetFetchResponse[version](throttle_time_ms=0, error_code=error.errno, topics=[
-            topic_cls(name=name, partitions=[topic_cls.OffsetFetchResponsePartition(
-                partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
-                error_code=partition_error) for p, o, e, m in parts])
-            for name, parts in found])
+        return offset_wire.fetch_response(ctx.api_version, request, self._fetch_offsets)
 
     def _fetch_offsets(self, group_id: str, requested: list[tuple[str, list[int]]] | None,
                        member_id: str | None = None, member_epoch: int = -1) -> tuple[ErrorClass, list]:
