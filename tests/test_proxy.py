@@ -211,7 +211,9 @@ def kafka_request(api_key: int, correlation: int) -> bytes:
     return len(body).to_bytes(4, "big") + body
 
 
-def test_kafka_proxy_black_holes_group_apis_while_fetches_flow():
+@pytest.mark.parametrize("heartbeat_api", [12, 68], ids=["Heartbeat", "ConsumerGroupHeartbeat"])
+def test_kafka_proxy_black_holes_group_apis_while_fetches_flow(heartbeat_api):
+    """The classic Heartbeat and KIP-848's ConsumerGroupHeartbeat are both coordination traffic."""
     async def main() -> None:
         server = await kafka_like_server()
         hub = ProxyHub()
@@ -221,7 +223,7 @@ def test_kafka_proxy_black_holes_group_apis_while_fetches_flow():
             coordinator = await asyncio.open_connection("127.0.0.1", proxy.port)
             fetcher = await asyncio.open_connection("127.0.0.1", proxy.port)
             hub.set_toxic("m000", "coord", Toxic(kind=LinkFault.PARTITION))
-            heartbeat, fetch = kafka_request(12, 7), kafka_request(1, 8)
+            heartbeat, fetch = kafka_request(heartbeat_api, 7), kafka_request(1, 8)
             coordinator[1].write(heartbeat)
             fetcher[1].write(fetch)
             reply = await asyncio.wait_for(fetcher[0].readexactly(10), 5)

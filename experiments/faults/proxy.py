@@ -43,8 +43,9 @@ QUEUE_CHUNKS = 16        # chunks a direction may hold before it stops reading (
 _EOF = b""
 ALL = "all"              # the traffic class of a proxy that does not look inside the stream
 # Kafka API keys that talk to the group coordinator: OffsetCommit, OffsetFetch, FindCoordinator,
-# JoinGroup, Heartbeat, LeaveGroup, SyncGroup.
-KAFKA_COORD_APIS = frozenset({8, 9, 10, 11, 12, 13, 14})
+# JoinGroup, Heartbeat, LeaveGroup, SyncGroup (classic), ConsumerGroupHeartbeat, ConsumerGroupDescribe
+# (KIP-848). A cut `coord` link must stop a kip848 member's heartbeats as it stops a classic member's.
+KAFKA_COORD_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 68, 69})
 
 
 @dataclass(frozen=True, kw_only=True)
