@@ -137,6 +137,28 @@ def test_the_median_interval_is_the_order_statistic_interval(n, k_low, coverage)
     assert got == pytest.approx(coverage, abs=1e-6)
 
 
+def test_a_herd_metric_counts_only_the_changes_of_the_scenario_timeline(tmp_path):
+    """The warm-up's first joins (a host's members at once) and the teardown's leaves are not the change a
+    herd experiment measures: only the changes between the end of the warm-up and the teardown count."""
+    from experiments.campaign.stats import _metrics_of
+
+    summary = tmp_path / "summary"
+    summary.mkdir()
+    pd.DataFrame({"phase": ["setup", "warmup", "timeline", "stable", "join-1", "teardown"],
+                  "start_s": [0.0, 2.0, 8.0, 8.0, 18.0, 78.0], "end_s": [2.0, 8.0, 8.0, 18.0, 78.0, 79.0],
+                  "records_lost": 0, "max_latency_ms": 1.0, "rebalance_ms": 0.0, "double_ownership_s": 0.0,
+                  }).to_parquet(summary / "phases.parquet")
+    changes = [(3.0, "join", 0, 400), (5.0, "join", 4, 90),     # warm-up: the first host, then a second
+               (19.0, "join", 5, 20), (43.0, "leave", 6, 10),   # the scenario's join and leave
+               (78.5, "leave", 5, 5)]                           # teardown
+    pd.DataFrame([{"t": t, "kind": kind, "live_before": before, "requests": requests, "notifications": 0,
+                   "stable_s": 1.0, "stop_the_world_s": 0.0, "unowned_partition_s": 0.0}
+                  for t, kind, before, requests in changes]).to_parquet(summary / "herd.parquet")
+    metrics = dict(_metrics_of(summary))
+    assert metrics["join: requests per change"] == 20
+    assert metrics["leave: requests per change"] == 10
+
+
 def test_a_difference_is_distinguishable_only_when_its_interval_excludes_zero():
     def rows(backend, values):
         return [{"scenario": "s", "backend": backend, "strategy": "range", "sweep": "-", "n": 4,

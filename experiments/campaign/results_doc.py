@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.campaign.manifest import COMPLETED, Manifest
-from experiments.campaign.stats import cell_statistics, comparisons, spread
+from experiments.campaign.stats import cell_statistics, comparisons, run_metrics, spread
 from experiments.summary import markdown_table
 
 HERD = ("requests per change", "notifications per change", "stable after (s)", "stop-the-world (s)",
@@ -20,9 +20,9 @@ ANOMALIES = ("double-ownership (s)", "duplicates", "offset regressions", "fenced
 
 
 def results_markdown(folders: list[Path]) -> str:
-    """The results page from one or more summarised campaign folders (`statistics/runs.parquet` each)."""
-    runs = pd.concat([pd.read_parquet(folder / "statistics" / "runs.parquet") for folder in folders],
-                     ignore_index=True)
+    """The results page from one or more campaign folders whose runs are summarised (the metrics are read
+    from the runs' summaries again, so the page follows the current definitions)."""
+    runs = pd.concat([run_metrics(folder) for folder in folders], ignore_index=True)
     cells, compared = cell_statistics(runs), comparisons(runs)
     manifests = [Manifest.read(folder) for folder in folders]
     parts = [
@@ -65,11 +65,16 @@ def _herd_section(cells: pd.DataFrame) -> list[str]:
     lines = ["## Herd effect: cost of one membership change\n",
              "A stable group of N, then one member joins and later one leaves. Per change: coordination "
              "requests, watch notifications, time until the last assignment, stop-the-world time and "
-             "partition-seconds without an owner.\n"]
-    for kind in sorted({metric.split(": ")[0] for metric in herd["metric"]}):
+             "partition-seconds without an owner. Only the changes the scenario's timeline makes count, not "
+             "the warm-up's first joins nor the teardown. A request is a ZooKeeper operation (legacy), a group "
+             "request other than Heartbeat and OffsetCommit (modern), or a FindCoordinator, OffsetFetch or "
+             "ConsumerGroupHeartbeat that joined, left, acknowledged or changed an assignment (kip848; "
+             "docs/analysis.md). Herd runs use 50 partitions: from N = 50 on, a newcomer may get nothing.\n"]
+    kinds = {metric.split(": ")[0] for metric in herd["metric"] if metric.split(": ", 1)[1] in HERD}
+    for kind in sorted(kinds):
         rows = []
-        for (size, backend), group in herd.groupby(["group_size", "backend"], sort=True):
-            row = {"N": int(size) if pd.notna(size) else "-", "backend": backend}
+        for (size, backend, strategy), group in herd.groupby(["group_size", "backend", "strategy"], sort=True):
+            row = {"N": int(size) if pd.notna(size) else "-", "backend": backend, "strategy": strategy}
             for metric in HERD:
                 match = group[group["metric"] == f"{kind}: {metric}"]
                 row[metric] = spread(*_stats(match)) if len(match) else "-"

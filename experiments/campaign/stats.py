@@ -9,7 +9,8 @@ fixed seed); at small n it is rough, and a difference whose interval contains ze
 distinguishable at n = a/b".
 
 Per-run metrics come from each run's summary (`summary/*.parquet`, written by `summarize`):
-- herd.parquet, per kind of change (join, leave, crash, ...; group formation excluded): requests and
+- herd.parquet, per kind of change (join, leave, crash, ...) made by the scenario's timeline (not the
+  warm-up's first joins nor the teardown's leaves): requests and
   notifications per change, stable after (s), stop-the-world (s), partition-seconds without an owner;
 - phases.parquet, per phase: records lost, max latency (ms), time spent rebalancing (ms);
 - the whole run: double-ownership seconds, duplicates, offset regressions, fenced commits.
@@ -93,13 +94,14 @@ def run_metrics(folder: Path) -> pd.DataFrame:
 
 def _metrics_of(summary: Path) -> list[tuple[str, float]]:
     found: list[tuple[str, float]] = []
+    phases = _read(summary / "phases.parquet")
     herd = _read(summary / "herd.parquet")
     if herd is not None and len(herd):
-        changes = herd[herd["live_before"] > 0]
+        start, end = _scenario_window(phases)
+        changes = herd[(herd["live_before"] > 0) & (herd["t"] >= start) & (herd["t"] < end)]
         for kind, rows in changes.groupby("kind", sort=True):
             for column, label in _HERD_METRICS.items():
                 found.append((f"{kind}: {label}", float(rows[column].mean())))
-    phases = _read(summary / "phases.parquet")
     if phases is not None and len(phases):
         spans = phases[phases["end_s"] > phases["start_s"]]
         for phase, rows in spans.groupby("phase", sort=False):
@@ -114,6 +116,19 @@ def _metrics_of(summary: Path) -> list[tuple[str, float]]:
             if check in counts and counts[check] is not None and not pd.isna(counts[check]):
                 found.append((label, float(counts[check])))
     return [(metric, value) for metric, value in found if not math.isnan(value)]
+
+
+def _scenario_window(phases: pd.DataFrame | None) -> tuple[float, float]:
+    """From the end of the warm-up to the start of the teardown: the changes the scenario's timeline made.
+    The members' first joins (warm-up, several at a time when a host starts) and the last leaves
+    (teardown) are not what a herd experiment measures."""
+    if phases is None or phases.empty:
+        return -math.inf, math.inf
+    timeline = phases[~phases["phase"].isin(["setup", "warmup", "teardown"])]
+    teardown = phases[phases["phase"] == "teardown"]
+    start = float(timeline["start_s"].min()) if len(timeline) else -math.inf
+    end = float(teardown["start_s"].min()) if len(teardown) else math.inf
+    return start, end
 
 
 def _read(path: Path) -> pd.DataFrame | None:
