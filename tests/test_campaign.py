@@ -242,6 +242,7 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
         write_run(run_dir(folder, planned.name), SyntheticRun(name=planned.name, backend=planned.cell.backend,
                                                              seed=planned.seed, anomalies=anomalies))
         manifest.runs[planned.name].status = COMPLETED
+    manifest.runs[campaign.plan()[0].name].git_commit = "0123456789abcdef"   # as if made after a resume
     manifest.write(folder)
     summarize([run_dir(folder, name) for name in manifest.runs], master="local[2]")
     write_statistics(folder)
@@ -258,6 +259,7 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     assert report.html.is_file() and any(image.name == "duplicates.png" for image in report.images)
     page = results_markdown([folder])
     assert "n = 3" in page and "Which differences hold up" in page
+    assert "1 runs from commit `0123456789ab`" in page
 
     # A second campaign folder is pooled run by run: the same cells now have six runs, both campaigns named.
     other = tmp_path / "other"

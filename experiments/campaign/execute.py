@@ -36,6 +36,7 @@ from experiments.campaign.manifest import (
     Manifest,
     RunEntry,
     entry_for,
+    git_commit,
     is_campaign_dir,
 )
 from experiments.campaign.model import Campaign, PlannedRun
@@ -114,6 +115,7 @@ class _Executor:
         self.stopping = threading.Event()
         self.durations: list[float] = []
         self.total = len(manifest.runs)
+        self.commit = git_commit()
 
     def todo(self) -> list[PlannedRun]:
         return [planned for planned in self.campaign.plan()
@@ -138,6 +140,7 @@ class _Executor:
         with self.lock:
             entry.status, entry.reason = RUNNING, ""
             entry.started_ms, entry.ended_ms = int(time.time() * 1000), None
+            entry.git_commit = self.commit
             self.manifest.write(self.folder)
         with open(log, "ab") as output:
             child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,

@@ -42,6 +42,7 @@ class RunEntry:
     reason: str = ""
     started_ms: int | None = None
     ended_ms: int | None = None
+    git_commit: str | None = None     # the code that made this run (a resumed folder may mix commits)
 
     @property
     def seconds(self) -> float | None:
@@ -94,11 +95,11 @@ def is_campaign_dir(path: Path) -> bool:
 
 
 def machine_facts() -> dict:
-    return {"git_commit": _git_commit(), "versions": versions(), "cores": os.cpu_count(),
+    return {"git_commit": git_commit(), "versions": versions(), "cores": os.cpu_count(),
             "memory_bytes": _memory_bytes(), "platform": platform.platform(), "created_ms": int(time.time() * 1000)}
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, text=True,
                              capture_output=True, timeout=10)

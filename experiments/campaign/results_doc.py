@@ -6,6 +6,7 @@ campaign that adds a backend or a size (`kip848`) extends the same tables and co
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -47,9 +48,12 @@ def results_markdown(folders: list[Path]) -> str:
 def _campaign_line(manifest: Manifest) -> str:
     machine = manifest.machine
     completed = sum(entry.status == COMPLETED for entry in manifest.runs.values())
+    later = Counter(entry.git_commit for entry in manifest.runs.values()
+                    if entry.status == COMPLETED and entry.git_commit not in (None, machine.get("git_commit")))
+    resumed = "".join(f", {count} runs from commit `{commit[:12]}`" for commit, count in sorted(later.items()))
     return (f"- campaign `{manifest.campaign['name']}`: {completed} of {len(manifest.runs)} runs completed, "
             f"{manifest.campaign['repetitions']} repetitions per cell, seeds from {manifest.campaign['seed']}; "
-            f"commit `{(machine.get('git_commit') or '?')[:12]}`, {machine.get('cores')} cores, "
+            f"commit `{(machine.get('git_commit') or '?')[:12]}`{resumed}, {machine.get('cores')} cores, "
             f"{(machine.get('memory_bytes') or 0) / 2**30:.0f} GiB")
 
 
