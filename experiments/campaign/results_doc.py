@@ -107,14 +107,19 @@ def _per_cell_section(cells: pd.DataFrame, prefix: str, title: str, metrics) -> 
 
 def _differences(compared: pd.DataFrame) -> list[str]:
     lines = ["## Which differences hold up\n",
-             "Difference of medians (b - a) with a 95% percentile-bootstrap interval; a difference whose "
-             "interval contains zero is not distinguishable at that n.\n"]
+             "Difference of medians (b - a) with a 95% percentile-bootstrap interval. Only the differences whose "
+             "interval excludes zero are listed; the rest are not distinguishable at their n.\n"]
     if compared.empty:
         return [*lines, "_(no pairs of cells to compare)_\n"]
-    table = compared.assign(
-        where=compared["scenario"] + compared["sweep"].map(lambda s: "" if s == "-" else f" ({s})"),
-        pair=compared["a"] + " vs " + compared["b"],
-        difference_ci=[f"{r.difference:,.1f} [{r.ci_low:,.1f}, {r.ci_high:,.1f}]" for r in compared.itertuples()])
+    held = compared[compared["distinguishable"]]
+    lines.append(f"{len(held):,} of {len(compared):,} comparisons hold up. Each campaign folder's "
+                 "`statistics/comparisons.parquet` lists its own comparisons, the indistinguishable ones too.\n")
+    if held.empty:
+        return lines
+    table = held.assign(
+        where=held["scenario"] + held["sweep"].map(lambda s: "" if s == "-" else f" ({s})"),
+        pair=held["a"] + " vs " + held["b"],
+        difference_ci=[f"{r.difference:,.1f} [{r.ci_low:,.1f}, {r.ci_high:,.1f}]" for r in held.itertuples()])
     return [*lines, markdown_table(table[["where", "metric", "pair", "difference_ci", "reading"]])]
 
 
