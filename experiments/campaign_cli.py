@@ -120,6 +120,8 @@ def results_command(
         help="Campaign folders, pooled run by run (for docs/results.md: `results`, then `kip848`).")],
     out: Annotated[Path | None, typer.Option("--out", help="Write here instead of standard output.")] = None,
     master: Annotated[str, typer.Option(help="Spark master for runs not yet summarised.")] = "local[*]",
+    notes: Annotated[Path | None, typer.Option(
+        "--notes", help="A Markdown file of readings placed after the header (docs/results-readings.md).")] = None,
 ) -> None:
     """The results page (Markdown, every figure as median [min-max], n) from campaign folders."""
     from experiments.campaign import is_campaign_dir
@@ -131,7 +133,9 @@ def results_command(
     for folder in folders:
         if not (folder / "statistics" / "runs.parquet").is_file():
             summarize_campaign(folder, master)
-    text = results_markdown(folders)
+    if notes is not None and not notes.is_file():
+        _fail(f"{notes}: no such notes file")
+    text = results_markdown(folders, notes)
     if out:
         out.write_text(text)
         typer.echo(f"wrote {out}", err=True)

@@ -270,3 +270,7 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     pooled = results_markdown([folder, other])
     assert "n = 6" in pooled and "n = 3" not in pooled
     assert "campaign `more`" in pooled and "./lab results runs/" in pooled and "runs/more" in pooled
+    notes = tmp_path / "readings.md"
+    notes.write_text("## Reading the tables\n\nThe legacy duplicates held up.\n")
+    annotated = results_markdown([folder], notes)
+    assert "The legacy duplicates held up." in annotated and f"--notes {notes}" in annotated

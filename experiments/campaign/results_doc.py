@@ -20,9 +20,10 @@ HERD = ("requests per change", "notifications per change", "stable after (s)", "
 ANOMALIES = ("double-ownership (s)", "duplicates", "offset regressions", "fenced commits")
 
 
-def results_markdown(folders: list[Path]) -> str:
+def results_markdown(folders: list[Path], notes: Path | None = None) -> str:
     """The results page from one or more campaign folders whose runs are summarised (the metrics are read
-    from the runs' summaries again, so the page follows the current definitions)."""
+    from the runs' summaries again, so the page follows the current definitions). `notes`: a Markdown file
+    of readings written by hand (which differences held up, and why), placed after the header."""
     runs = pd.concat([run_metrics(folder) for folder in folders], ignore_index=True)
     cells, compared = cell_statistics(runs), comparisons(runs)
     manifests = [Manifest.read(folder) for folder in folders]
@@ -36,8 +37,10 @@ def results_markdown(folders: list[Path]) -> str:
         "```sh\n" + "".join(f"./lab campaign {m.campaign['name']} --out runs/{m.campaign['name']}\n"
                             for m in manifests)
         + "./lab results " + " ".join(f"runs/{m.campaign['name']}" for m in manifests)
-        + " > docs/results.md\n```\n",
+        + (f" --notes {notes}" if notes else "") + " > docs/results.md\n```\n",
     ]
+    if notes:
+        parts.append(notes.read_text().rstrip() + "\n")
     parts += _herd_section(cells)
     parts += _per_cell_section(cells, "split-brain", "Split brain", ANOMALIES)
     parts += _per_cell_section(cells, "churn", "Strategies under churn (seed 002, scenario 2)", None)
