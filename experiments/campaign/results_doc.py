@@ -44,6 +44,7 @@ def results_markdown(folders: list[Path], notes: Path | None = None) -> str:
     parts += _herd_section(cells)
     parts += _per_cell_section(cells, "split-brain", "Split brain", ANOMALIES)
     parts += _per_cell_section(cells, "churn", "Strategies under churn (seed 002, scenario 2)", None)
+    parts += _per_cell_section(cells, OTHER, "Other scenarios", ANOMALIES)
     parts += _differences(compared)
     return "\n".join(parts)
 
@@ -90,8 +91,14 @@ def _herd_section(cells: pd.DataFrame) -> list[str]:
     return lines
 
 
+OTHER = ""   # the prefix of `_per_cell_section` for every scenario that the sections above leave out
+
+
 def _per_cell_section(cells: pd.DataFrame, prefix: str, title: str, metrics) -> list[str]:
-    chosen = cells[cells["scenario"].str.startswith(prefix)]
+    if prefix == OTHER:
+        chosen = cells[~cells["scenario"].str.contains("herd") & ~cells["scenario"].str.startswith(("split-brain", "churn"))]
+    else:
+        chosen = cells[cells["scenario"].str.startswith(prefix)]
     if chosen.empty:
         return []
     lines = [f"## {title}\n"]
