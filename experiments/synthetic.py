@@ -14,6 +14,7 @@ and a log with none planted must pass every check.
 from __future__ import annotations
 
 import argparse
+import importlib
 import random
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -110,18 +111,21 @@ def write_run(run_dir: str | Path, config: SyntheticRun = SyntheticRun()) -> Pat
 
 
 def simulated_backends() -> tuple[str, ...]:
-    """The backends a synthetic log can be written for: every registered one, and kip848 even before
-    its client is registered (its simulation needs no profile)."""
-    return tuple(sorted({*backend_names(), "kip848"}))
+    """The backends a synthetic log can be written for: every registered one."""
+    return backend_names()
+
+
+# Simulations other than the eager classic one, by backend: KIP-848's member-by-member convergence.
+_SIMULATIONS = {"kip848": "experiments.synthetic_kip848:Kip848Simulation"}
 
 
 def simulation_class(backend: str) -> type:
-    """Eager rebalances for the classic protocols; KIP-848's member-by-member convergence for kip848."""
-    if backend == "kip848":
-        from experiments.synthetic_kip848 import Kip848Simulation
-
-        return Kip848Simulation
-    return _Simulation
+    """The simulation of `backend`'s protocol: eager rebalances unless `_SIMULATIONS` names another."""
+    target = _SIMULATIONS.get(backend)
+    if target is None:
+        return _Simulation
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 class _SimulatedClock:
