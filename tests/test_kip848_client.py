@@ -19,6 +19,7 @@ import pytest
 from broker.admin import create_topic
 from kip848.member import Kip848Member
 from modern import errors
+from rebalance import heartbeats
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig, RebalanceListener
 from rebalance.types import TopicPartition
@@ -29,7 +30,6 @@ from tests.test_modern_conformance import PARTITIONS, Worker, complete_and_disjo
 pytestmark = [pytest.mark.broker, pytest.mark.conformance]
 
 SESSION_TIMEOUT_MS = 3_000
-HEARTBEAT_KINDS = {"join", "leave", "ack", "assignment", "steady"}
 
 
 @pytest.fixture
@@ -114,7 +114,7 @@ def test_one_to_three_members_get_a_complete_disjoint_assignment(cluster, names,
     for name in members:
         beats = [e for e in events_of(recorder, name, "coordination_request") if e["op"] == "ConsumerGroupHeartbeat"]
         assert beats[0]["detail"] == "join" and beats[-1]["detail"] == "leave"
-        assert {e["detail"] for e in beats} <= HEARTBEAT_KINDS
+        assert {e["detail"] for e in beats} <= set(heartbeats.DETAILS)
         completed = events_of(recorder, name, "rebalance_completed")
         assert completed and completed[-1]["leader"] is False and completed[-1]["protocol"] == "uniform"
 
