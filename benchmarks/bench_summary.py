@@ -112,12 +112,13 @@ def many_runs(args: argparse.Namespace) -> None:
 
 def one_large_run(args: argparse.Namespace) -> None:
     from experiments.summary import start_spark, summarize_run
+    from experiments.summary.session import SMALL_INPUT_BYTES, input_bytes
 
     events = ensure_log(args.dir, args.events)
     size_mb = sum(p.stat().st_size for p in (args.dir / "events").glob("*.jsonl")) / 1e6
 
     started = time.perf_counter()
-    spark = start_spark(args.master)
+    spark = start_spark(args.master, small_input=input_bytes([args.dir]) < SMALL_INPUT_BYTES)
     session_s = time.perf_counter() - started
     steps: list[tuple[str, float]] = []
     begun = time.perf_counter()

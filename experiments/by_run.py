@@ -1,50 +1,141 @@
-"""Results of a Spark pass over many runs, grouped by `run`, split per run in pandas.
+"""Results of a Spark pass over many runs, grouped by `run`, collected as a batch and split per run.
 
-Every query of the summary is grouped by the `run` column; its small result is collected once and
-split here, so the number of Spark jobs does not depend on the number of runs."""
+Every query of the summary is grouped by the `run` column and its result is small (counts, evidence,
+tables of a few thousand rows), so the number of Spark jobs does not depend on the number of runs.
+On logs of a few megabytes a Spark job costs more in fixed overhead (planning on the driver, then
+scheduling and running its stages) than in work. A `Batch` therefore starts each query as soon as it
+is added, on a small pool of threads, so that the driver plans the next query while the executors run
+the previous ones; `collect()` waits for them all and hands out the results."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-_INTEGRAL = {T.LongType: "int64", T.IntegerType: "int32", T.ShortType: "int16", T.ByteType: "int8",
-             T.BooleanType: "bool"}
+_INTEGRAL = {T.LongType: "int64", T.IntegerType: "int32", T.ShortType: "int16", T.ByteType: "int8"}
+_RANK = "_rank"
+QUERIES_AT_ONCE = 2   # one planning on the driver while one runs: more only queue up on 2 cores
+
+V = TypeVar("V")
 
 
-def split_by_run(frame: DataFrame, runs: Iterable[int]) -> dict[int, pd.DataFrame]:
-    """Collect `frame` (one job) and cut it into one pandas frame per run, without the `run` column,
-    in the frame's row order. A run's part has the dtypes Spark gives that run's rows alone (an
-    integer column is float only in a run that has nulls in it)."""
-    table = frame.toPandas()
-    columns = [name for name in table.columns if name != "run"]
-    wanted = {field.name: _INTEGRAL[type(field.dataType)] for field in frame.schema.fields
-              if type(field.dataType) in _INTEGRAL and field.name in columns}
-    parts = {}
-    groups = dict(iter(table.groupby("run", sort=False))) if len(table) else {}
-    for run in runs:
-        part = groups.get(run)
-        if part is None:
-            parts[run] = table.iloc[0:0][columns].reset_index(drop=True)
-            continue
-        part = part[columns].reset_index(drop=True)
-        for name, dtype in wanted.items():
-            if part[name].dtype != dtype and part[name].notna().all():
-                part[name] = part[name].astype(dtype)
-        parts[run] = part
-    return parts
+class Pending(Generic[V]):
+    """What a query gives once its batch is collected."""
+
+    def __init__(self, describe: str) -> None:
+        self._describe = describe
+        self._value: V | None = None
+        self._ready = False
+
+    def set(self, value: V) -> None:
+        self._value, self._ready = value, True
+
+    @property
+    def value(self) -> V:
+        if not self._ready:
+            raise RuntimeError(f"{self._describe}: read before its batch was collected")
+        return self._value  # type: ignore[return-value]
 
 
-def first_rows_by_run(frame: DataFrame, order: list[str], limit: int, runs: Iterable[int]) -> dict[int, pd.DataFrame]:
-    """Each run's first `limit` rows in `order` (evidence)."""
-    ranked = frame.withColumn("_rank", F.row_number().over(Window.partitionBy("run").orderBy(*order)))
-    return split_by_run(ranked.filter(F.col("_rank") <= limit).orderBy("run", "_rank").drop("_rank"), runs)
+@dataclass
+class _Query:
+    rows: Future
+    finish: Callable[[list[dict]], object]
+    pending: Pending
 
 
-def values_by_run(frame: DataFrame) -> dict[int, dict]:
-    """A frame of one row per run (run plus aggregates) as {run: {column: value}}."""
-    return {row["run"]: row.asDict() for row in frame.collect()}
+class Batch:
+    """Queries over frames with a `run` column, started as they are added, read after `collect()`.
+
+    - `tables(frame, order)`: each run's rows as a pandas frame, in `order`;
+    - `first_rows(frame, order, limit)`: each run's first `limit` rows in `order` (evidence);
+    - `values(frame)`: a frame of one row per run as {run: {column: value}}.
+
+    A run's table has the frame's columns without `run`, with the dtypes Spark would give that run's
+    rows alone (an integer column is float only in a run that has nulls in it). Rows travel as JSON
+    text, so every query has the same one-column result whatever its schema."""
+
+    def __init__(self, runs: Iterable[int]) -> None:
+        self.runs = list(runs)
+        self._queries: list[_Query] = []
+        self._pool = ThreadPoolExecutor(QUERIES_AT_ONCE, thread_name_prefix="summary-query")
+
+    def tables(self, frame: DataFrame, order: Iterable[str] = ()) -> Pending[dict[int, pd.DataFrame]]:
+        order = list(order)
+        schema = _without_run(frame.schema)
+        return self._add(frame, lambda rows: self._split(rows, schema, order), "tables")
+
+    def first_rows(self, frame: DataFrame, order: list[str], limit: int) -> Pending[dict[int, pd.DataFrame]]:
+        ranked = frame.withColumn(_RANK, F.row_number().over(Window.partitionBy("run").orderBy(*order)))
+        schema = _without_run(frame.schema)
+        return self._add(ranked.filter(F.col(_RANK) <= limit),
+                         lambda rows: self._split(rows, schema, [_RANK]), "first rows")
+
+    def values(self, frame: DataFrame) -> Pending[dict[int, dict]]:
+        return self._add(frame, lambda rows: {row.pop("run"): row for row in rows}, "values")
+
+    def collect(self) -> None:
+        """Wait for every query added since the last collect; a failed query raises its error here."""
+        queries, self._queries = self._queries, []
+        try:
+            for query in queries:
+                query.pending.set(query.finish([json.loads(row[0]) for row in query.rows.result()]))
+        finally:
+            for query in queries:
+                query.rows.cancel()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _add(self, frame: DataFrame, finish: Callable[[list[dict]], object], describe: str) -> Pending:
+        pending: Pending = Pending(describe)
+        as_json = frame.select(F.to_json(F.struct(*(F.col(f"`{name}`") for name in frame.columns)),
+                                         {"ignoreNullFields": "false"}))
+        self._queries.append(_Query(self._pool.submit(as_json.collect), finish, pending))
+        return pending
+
+    def _split(self, rows: list[dict], schema: T.StructType, order: list[str]) -> dict[int, pd.DataFrame]:
+        by_run: dict[int, list[dict]] = {run: [] for run in self.runs}
+        for row in rows:
+            by_run.setdefault(row.pop("run"), []).append(row)
+        names = [field.name for field in schema.fields]
+        tables = {}
+        for run in self.runs:
+            table = pd.DataFrame(by_run[run], columns=names + [name for name in order if name not in names])
+            if order and len(table):
+                table = table.sort_values(order, kind="stable", na_position="first")
+            tables[run] = _typed(table[names].reset_index(drop=True), schema)
+        return tables
+
+
+def _without_run(schema: T.StructType) -> T.StructType:
+    return T.StructType([field for field in schema.fields if field.name != "run"])
+
+
+def _typed(table: pd.DataFrame, schema: T.StructType) -> pd.DataFrame:
+    """The dtypes `toPandas` gives: integers as integers unless they hold nulls (then floats), floats
+    as floats (JSON carries NaN and infinities as text), booleans as bool unless they hold nulls."""
+    for field in schema.fields:
+        column, kind = table[field.name], type(field.dataType)
+        has_nulls = bool(column.isna().any())
+        if kind in _INTEGRAL:
+            table[field.name] = column.astype("float64" if has_nulls else _INTEGRAL[kind])
+        elif kind in (T.DoubleType, T.FloatType):
+            table[field.name] = column.astype("float64")
+        elif kind is T.BooleanType and not has_nulls:
+            table[field.name] = column.astype("bool")
+    return table

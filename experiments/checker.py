@@ -13,6 +13,10 @@ since the run's first event):
   again) and `deliveries` (one row per processed record with its latency), all derived from
   offset ranges;
 - `commits` (one row per partition per offsets_committed) and the `control` events.
+
+A check is planned, then read: it adds its queries to a `Batch` (experiments.by_run) and returns a
+function that builds its results once the batch is collected, so every check of every run is
+answered by one Spark action.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from experiments.by_run import first_rows_by_run, values_by_run
+from experiments.by_run import Batch
 from experiments.witness_counts import witness_windows
 from rebalance import events as ev
 
@@ -82,29 +86,34 @@ class CheckInputs:
 
 
 Results = dict[int, CheckResult]
+Reader = Callable[[], Results]   # a planned check's results, once its batch is collected
 
 
 def _found(name: str, count: int, found: str, clean: str, evidence: pd.DataFrame) -> CheckResult:
     return CheckResult(name, Verdict.FALSE if count else Verdict.TRUE, count, found if count else clean, evidence)
 
 
-def double_ownership(inputs: CheckInputs, config: CheckConfig) -> Results:
+def double_ownership(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
     """Exclusive ownership, checked continuously: spans where two or more members owned one partition."""
     windows = (
         inputs.segments.filter((F.size("owners") >= 2) & (F.col("end") - F.col("start") > config.overlap_tolerance_s))
         .select("run", "tp", "start", "end", (F.col("end") - F.col("start")).alias("duration_s"), "owners")
     )
-    stats = values_by_run(windows.groupBy("run").agg(F.count("*").alias("n"), F.sum("duration_s").alias("s")))
-    evidence = first_rows_by_run(windows, ["start", "tp"], config.evidence_rows, inputs.runs)
-    results = {}
-    for run in inputs.runs:
-        count, seconds = stats.get(run, {}).get("n", 0), stats.get(run, {}).get("s") or 0.0
-        results[run] = _found("double-ownership", count, f"{count} windows, {seconds:.2f} s in total",
-                              "every partition had at most one owner", evidence[run])
-    return results
+    stats = batch.values(windows.groupBy("run").agg(F.count("*").alias("n"), F.sum("duration_s").alias("s")))
+    evidence = batch.first_rows(windows, ["start", "tp"], config.evidence_rows)
+
+    def read() -> Results:
+        results = {}
+        for run in inputs.runs:
+            count, seconds = stats.value.get(run, {}).get("n", 0), stats.value.get(run, {}).get("s") or 0.0
+            results[run] = _found("double-ownership", count, f"{count} windows, {seconds:.2f} s in total",
+                                  "every partition had at most one owner", evidence.value[run])
+        return results
+
+    return read
 
 
-def consumption_outside_ownership(inputs: CheckInputs, config: CheckConfig) -> Results:
+def consumption_outside_ownership(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
     """Ownership evidenced by consumption: records a member processed while it was not the sole owner.
 
     Each consumption batch looks up the owners of its partition at its time (the last
@@ -124,56 +133,66 @@ def consumption_outside_ownership(inputs: CheckInputs, config: CheckConfig) -> R
     grouped = outside.groupBy("run", "member", "tp", "owners_then").agg(
         F.min("t").alias("first_t"), F.max("t").alias("last_t"),
         F.count("*").alias("batches"), F.sum("count").alias("records"),
-    ).persist()
-    stats = values_by_run(grouped.groupBy("run").agg(F.count("*").alias("n"), F.sum("records").alias("records")))
-    evidence = first_rows_by_run(grouped, ["first_t", "tp"], config.evidence_rows, inputs.runs)
-    grouped.unpersist()
-    results = {}
-    for run in inputs.runs:
-        count, records = stats.get(run, {}).get("n", 0), stats.get(run, {}).get("records")
-        results[run] = _found("consumed-without-ownership", count,
-                              f"{records} records in {count} spans processed by a member that was not the sole owner",
-                              "every batch was processed by its partition's sole owner", evidence[run])
-    return results
+    )
+    stats = batch.values(grouped.groupBy("run").agg(F.count("*").alias("n"), F.sum("records").alias("records")))
+    evidence = batch.first_rows(grouped, ["first_t", "tp"], config.evidence_rows)
+
+    def read() -> Results:
+        results = {}
+        for run in inputs.runs:
+            count, records = stats.value.get(run, {}).get("n", 0), stats.value.get(run, {}).get("records")
+            results[run] = _found("consumed-without-ownership", count, f"{records} records in {count} spans "
+                                  "processed by a member that was not the sole owner",
+                                  "every batch was processed by its partition's sole owner", evidence.value[run])
+        return results
+
+    return read
 
 
-def lost_records(inputs: CheckInputs, config: CheckConfig) -> Results:
+def lost_records(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
     """Produced and never processed. Records produced in the run's last `latency limit` seconds of
     consumption are only 'unseen': the run may have ended first."""
     lost = inputs.never.filter(~F.col("unseen")).drop("unseen")
-    stats = values_by_run(inputs.never.groupBy("run").agg(
+    stats = batch.values(inputs.never.groupBy("run").agg(
         F.sum((~F.col("unseen")).cast("int")).alias("lost"), F.sum(F.col("unseen").cast("int")).alias("unseen")))
-    evidence = first_rows_by_run(lost, ["t_produce", "tp", "offset"], config.evidence_rows, inputs.runs)
-    results = {}
-    for run in inputs.runs:
-        count, unseen = stats.get(run, {}).get("lost") or 0, stats.get(run, {}).get("unseen") or 0
-        result = _found("lost-records", count, f"{count} records produced and never processed",
-                        "every produced record was processed", evidence[run])
-        if unseen:
-            result = CheckResult(result.check, result.verdict, count,
-                                 result.detail + f" ({unseen} produced at the very end not seen: unseen, not lost)",
-                                 result.evidence)
-        results[run] = result
-    return results
+    evidence = batch.first_rows(lost, ["t_produce", "tp", "offset"], config.evidence_rows)
+
+    def read() -> Results:
+        results = {}
+        for run in inputs.runs:
+            count, unseen = stats.value.get(run, {}).get("lost") or 0, stats.value.get(run, {}).get("unseen") or 0
+            result = _found("lost-records", count, f"{count} records produced and never processed",
+                            "every produced record was processed", evidence.value[run])
+            if unseen:
+                result = CheckResult(result.check, result.verdict, count,
+                                     result.detail + f" ({unseen} produced at the very end not seen: unseen, not lost)",
+                                     result.evidence)
+            results[run] = result
+        return results
+
+    return read
 
 
-def duplicates(inputs: CheckInputs, config: CheckConfig) -> Results:
+def duplicates(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
     """The same (partition, offset) processed more than once, by one member or by several.
     `repeats` holds offset ranges a batch consumed that earlier batches had consumed already;
     the count is of extra deliveries."""
-    by: dict[int, dict[str, int]] = {run: {} for run in inputs.runs}
-    for row in inputs.repeats.groupBy("run", "by").agg(F.sum("records").alias("n")).collect():
-        by[row["run"]][row["by"]] = row["n"]
-    evidence = first_rows_by_run(inputs.repeats, ["t", "tp", "from_offset"], config.evidence_rows, inputs.runs)
-    results = {}
-    for run in inputs.runs:
-        count = int(sum(by[run].values()))
-        results[run] = _found("duplicates", count, ", ".join(f"{n} by {who}" for who, n in sorted(by[run].items())),
-                              "every record was processed once", evidence[run])
-    return results
+    by_whom = batch.tables(inputs.repeats.groupBy("run", "by").agg(F.sum("records").alias("n")), ["by"])
+    evidence = batch.first_rows(inputs.repeats, ["t", "tp", "from_offset"], config.evidence_rows)
+
+    def read() -> Results:
+        results = {}
+        for run in inputs.runs:
+            by = by_whom.value[run]
+            count = int(by["n"].sum())
+            results[run] = _found("duplicates", count, ", ".join(f"{n} by {who}" for who, n in zip(by["by"], by["n"], strict=True)),
+                                  "every record was processed once", evidence.value[run])
+        return results
+
+    return read
 
 
-def offset_regressions(inputs: CheckInputs, config: CheckConfig) -> Results:
+def offset_regressions(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
     """Per partition, a successful commit lower than an earlier one (a zombie's late commit)."""
     earlier = Window.partitionBy("run", "tp").orderBy("t", "seq").rowsBetween(Window.unboundedPreceding, -1)
     regressions = (
@@ -181,37 +200,48 @@ def offset_regressions(inputs: CheckInputs, config: CheckConfig) -> Results:
         .filter(F.col("offset") < F.col("highest_before"))
         .select("run", "tp", "t", "member", "offset", "highest_before")
     )
-    counts = values_by_run(regressions.groupBy("run").count())
-    evidence = first_rows_by_run(regressions, ["t", "tp"], config.evidence_rows, inputs.runs)
-    results = {}
-    for run in inputs.runs:
-        count = counts.get(run, {}).get("count", 0)
-        results[run] = _found("offset-regressions", count, f"{count} commits moved a partition's offset backwards",
-                              "committed offsets never went back", evidence[run])
-    return results
+    counts = batch.values(regressions.groupBy("run").count())
+    evidence = batch.first_rows(regressions, ["t", "tp"], config.evidence_rows)
+
+    def read() -> Results:
+        results = {}
+        for run in inputs.runs:
+            count = counts.value.get(run, {}).get("count", 0)
+            results[run] = _found("offset-regressions", count,
+                                  f"{count} commits moved a partition's offset backwards",
+                                  "committed offsets never went back", evidence.value[run])
+        return results
+
+    return read
 
 
-def slow_records(inputs: CheckInputs, config: CheckConfig) -> Results:
+def slow_records(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
     """Processed later than the latency limit after being produced (seed 002 counts these as lost)."""
     limit = config.latency_limit_ms
     timed = inputs.deliveries.filter(F.col("latency_ms").isNotNull())
-    stats = values_by_run(timed.groupBy("run").agg(
+    stats = batch.values(timed.groupBy("run").agg(
         F.count("*").alias("timed"), F.sum((F.col("latency_ms") > limit).cast("int")).alias("n"),
         F.max("latency_ms").alias("worst")))
     slow = timed.filter(F.col("latency_ms") > limit).select("run", "tp", "offset", "t", "latency_ms", "member")
-    evidence = first_rows_by_run(slow, ["t", "tp", "offset"], config.evidence_rows, inputs.runs)
-    results = {}
-    for run in inputs.runs:
-        row = stats.get(run)
-        if not row or not row["timed"]:
-            results[run] = CheckResult("slow-records", Verdict.UNKNOWN, 0, "no produce timestamps on consumed records")
-            continue
-        results[run] = _found("slow-records", row["n"], f"{row['n']} records over {limit} ms (worst {row['worst']:.0f} ms)",
-                              f"every record within {limit} ms", evidence[run])
-    return results
+    evidence = batch.first_rows(slow, ["t", "tp", "offset"], config.evidence_rows)
+
+    def read() -> Results:
+        results = {}
+        for run in inputs.runs:
+            row = stats.value.get(run)
+            if not row or not row["timed"]:
+                results[run] = CheckResult("slow-records", Verdict.UNKNOWN, 0,
+                                           "no produce timestamps on consumed records")
+                continue
+            results[run] = _found("slow-records", row["n"],
+                                  f"{row['n']} records over {limit} ms (worst {row['worst']:.0f} ms)",
+                                  f"every record within {limit} ms", evidence.value[run])
+        return results
+
+    return read
 
 
-def convergence(inputs: CheckInputs, config: CheckConfig) -> Results:
+def convergence(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
     """Every partition owned by exactly one member at some moment within `bound_s` after `since_t`
     (the last fault's end). Kafka's system tests ask this after killing an owner."""
     name = "convergence"
@@ -229,52 +259,60 @@ def convergence(inputs: CheckInputs, config: CheckConfig) -> Results:
         .join(context, "run")
         .withColumn("until", F.coalesce(F.lead("start").over(in_time), "run_end"))
     )
-    first = values_by_run(good.filter(
+    first = batch.values(good.filter(
         (F.col("good_partitions") == F.col("partitions")) & (F.col("until") > F.col("since_t"))
         & (F.col("start") <= F.col("deadline"))).groupBy("run").agg(F.min("start").alias("first")))
     probe = F.least("deadline", "run_end")
     owners = inputs.segments.join(context, "run").filter((F.col("start") <= probe) & (F.col("end") > probe)).select(
         "run", "tp", probe.alias("t"), "owners").filter(F.size("owners") != 1)
-    counts = values_by_run(owners.groupBy("run").count())
-    evidence = first_rows_by_run(owners, ["tp"], config.evidence_rows, inputs.runs)
-    window = values_by_run(inputs.context)
-    results = {}
-    for run in inputs.runs:
-        partitions, since_t, bound_s, run_end = (window[run][key] for key in ("partitions", "since_t", "bound_s", "run_end"))
-        if partitions == 0:
-            results[run] = CheckResult(name, Verdict.UNKNOWN, 0, "no partitions or no ownership events")
-        elif first.get(run, {}).get("first") is not None:
-            after = max(first[run]["first"] - since_t, 0.0)
-            results[run] = CheckResult(name, Verdict.TRUE, 0, f"all {partitions} partitions had one owner {after:.2f} s "
-                                       f"after t={since_t:.2f} s (bound {bound_s:.0f} s)")
-        elif run_end < since_t + bound_s:
-            results[run] = CheckResult(name, Verdict.UNKNOWN, 0, f"the log ends {since_t + bound_s - run_end:.1f} s "
-                                       "before the bound; not yet converged", evidence[run])
-        else:
-            count = counts.get(run, {}).get("count", 0)
-            results[run] = CheckResult(name, Verdict.FALSE, count, f"{count} partitions without exactly one owner "
-                                       f"{bound_s:.0f} s after t={since_t:.2f} s", evidence[run])
-    return results
+    counts = batch.values(owners.groupBy("run").count())
+    evidence = batch.first_rows(owners, ["tp"], config.evidence_rows)
+    window = batch.values(inputs.context)
+
+    def read() -> Results:
+        results = {}
+        for run in inputs.runs:
+            partitions, since_t, bound_s, run_end = (
+                window.value[run][key] for key in ("partitions", "since_t", "bound_s", "run_end"))
+            if partitions == 0:
+                results[run] = CheckResult(name, Verdict.UNKNOWN, 0, "no partitions or no ownership events")
+            elif first.value.get(run, {}).get("first") is not None:
+                after = max(first.value[run]["first"] - since_t, 0.0)
+                results[run] = CheckResult(name, Verdict.TRUE, 0, f"all {partitions} partitions had one owner "
+                                           f"{after:.2f} s after t={since_t:.2f} s (bound {bound_s:.0f} s)")
+            elif run_end < since_t + bound_s:
+                results[run] = CheckResult(name, Verdict.UNKNOWN, 0, f"the log ends {since_t + bound_s - run_end:.1f}"
+                                           " s before the bound; not yet converged", evidence.value[run])
+            else:
+                count = counts.value.get(run, {}).get("count", 0)
+                results[run] = CheckResult(name, Verdict.FALSE, count, f"{count} partitions without exactly one "
+                                           f"owner {bound_s:.0f} s after t={since_t:.2f} s", evidence.value[run])
+        return results
+
+    return read
 
 
-def fenced_commits(inputs: CheckInputs, config: CheckConfig) -> Results:
+def fenced_commits(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
     """Commits the coordinator refused because the member's generation or id was stale.
     Found means fencing happened: a zombie was stopped from moving offsets back."""
     fenced = inputs.control.filter((F.col("type") == ev.COMMIT_FAILED) & F.col("error").isin(*FENCING_ERRORS)).select(
         "run", "t", "member", "error", F.to_json("offsets").alias("offsets"))
-    by_error: dict[int, dict[str, int]] = {run: {} for run in inputs.runs}
-    for row in fenced.groupBy("run", "error").count().collect():
-        by_error[row["run"]][row["error"]] = row["count"]
-    evidence = first_rows_by_run(fenced, ["t"], config.evidence_rows, inputs.runs)
-    results = {}
-    for run in inputs.runs:
-        count = sum(by_error[run].values())
-        detail = ", ".join(f"{n} {error}" for error, n in sorted(by_error[run].items()))
-        results[run] = _found("fenced-commits", count, detail, "no commit was fenced", evidence[run])
-    return results
+    by_error = batch.tables(fenced.groupBy("run", "error").count(), ["error"])
+    evidence = batch.first_rows(fenced, ["t"], config.evidence_rows)
+
+    def read() -> Results:
+        results = {}
+        for run in inputs.runs:
+            errors = by_error.value[run]
+            count = int(errors["count"].sum())
+            detail = ", ".join(f"{n} {error}" for error, n in zip(errors["error"], errors["count"], strict=True))
+            results[run] = _found("fenced-commits", count, detail, "no commit was fenced", evidence.value[run])
+        return results
+
+    return read
 
 
-def server_witness(inputs: CheckInputs, config: CheckConfig) -> Results:
+def server_witness(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
     """The servers' own count of requests (ZooKeeper's packets, the brokers' group-API counts) against the
     members' logged requests, window by window between the runner's server samples."""
     name = "server-witness"
@@ -283,20 +321,24 @@ def server_witness(inputs: CheckInputs, config: CheckConfig) -> Results:
                          F.lit(config.witness_tolerance_fraction) * F.greatest("server", "client"))
     flagged = windows.filter(F.abs("difference") > allowed).select(
         "run", "start", "end", "from_moment", "to_moment", "server", "client", "difference", "baseline_per_s")
-    stats = values_by_run(windows.groupBy("run").agg(
+    stats = batch.values(windows.groupBy("run").agg(
         F.count("*").alias("windows"), F.sum("server").alias("server"), F.sum("client").alias("client"),
         F.sum((F.abs("difference") > allowed).cast("int")).alias("n")))
-    evidence = first_rows_by_run(flagged, ["start"], config.evidence_rows, inputs.runs)
-    results = {}
-    for run in inputs.runs:
-        row = stats.get(run)
-        if not row or not row["windows"]:
-            results[run] = CheckResult(name, Verdict.UNKNOWN, 0, "no two comparable server samples")
-            continue
-        totals = f"servers {row['server']:.0f}, members {row['client']} requests over {row['windows']} windows"
-        results[run] = _found(name, row["n"], f"{row['n']} windows where they disagree; {totals}",
-                              f"servers and members agree: {totals}", evidence[run])
-    return results
+    evidence = batch.first_rows(flagged, ["start"], config.evidence_rows)
+
+    def read() -> Results:
+        results = {}
+        for run in inputs.runs:
+            row = stats.value.get(run)
+            if not row or not row["windows"]:
+                results[run] = CheckResult(name, Verdict.UNKNOWN, 0, "no two comparable server samples")
+                continue
+            totals = f"servers {row['server']:.0f}, members {row['client']} requests over {row['windows']} windows"
+            results[run] = _found(name, row["n"], f"{row['n']} windows where they disagree; {totals}",
+                                  f"servers and members agree: {totals}", evidence.value[run])
+        return results
+
+    return read
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -306,36 +348,42 @@ class Check:
     name: str
     needs: tuple[str, ...]
     missing: str
-    run: Callable[[CheckInputs, CheckConfig], Results]
+    plan: Callable[[CheckInputs, CheckConfig, Batch], Reader]
 
 
 _OWNERSHIP = (ev.PARTITIONS_ASSIGNED, ev.REBALANCE_COMPLETED)
 CHECKS: tuple[Check, ...] = (
-    Check(name="double-ownership", needs=_OWNERSHIP, missing="no ownership events", run=double_ownership),
+    Check(name="double-ownership", needs=_OWNERSHIP, missing="no ownership events", plan=double_ownership),
     Check(name="consumed-without-ownership", needs=(ev.RECORDS_CONSUMED,), missing="no records consumed",
-          run=consumption_outside_ownership),
+          plan=consumption_outside_ownership),
     Check(name="lost-records", needs=(ev.RECORD_PRODUCED, ev.RECORDS_PRODUCED),
-          missing="no records_produced (or record_produced) events", run=lost_records),
-    Check(name="duplicates", needs=(ev.RECORDS_CONSUMED,), missing="no records consumed", run=duplicates),
+          missing="no records_produced (or record_produced) events", plan=lost_records),
+    Check(name="duplicates", needs=(ev.RECORDS_CONSUMED,), missing="no records consumed", plan=duplicates),
     Check(name="offset-regressions", needs=(ev.OFFSETS_COMMITTED,), missing="no offsets_committed events",
-          run=offset_regressions),
-    Check(name="slow-records", needs=(), missing="", run=slow_records),
-    Check(name="convergence", needs=_OWNERSHIP, missing="no partitions or no ownership events", run=convergence),
-    Check(name="fenced-commits", needs=(), missing="", run=fenced_commits),
+          plan=offset_regressions),
+    Check(name="slow-records", needs=(), missing="", plan=slow_records),
+    Check(name="convergence", needs=_OWNERSHIP, missing="no partitions or no ownership events", plan=convergence),
+    Check(name="fenced-commits", needs=(), missing="", plan=fenced_commits),
     Check(name="server-witness", needs=(ev.SERVER_COUNTERS,), missing="no server samples (the servers' counters "
-          "were not recorded)", run=server_witness),
+          "were not recorded)", plan=server_witness),
 )
 
 
-def run_checks(inputs: CheckInputs, config: CheckConfig) -> dict[int, list[CheckResult]]:
-    """Every check of `CHECKS` over every run, in registry order."""
-    results: dict[int, list[CheckResult]] = {run: [] for run in inputs.runs}
-    for check in CHECKS:
-        found = check.run(inputs, config)
-        for run in inputs.runs:
-            counts = inputs.counts[run]
-            if check.needs and not any(counts.get(kind) for kind in check.needs):
-                results[run].append(CheckResult(check.name, Verdict.UNKNOWN, 0, check.missing))
-            else:
-                results[run].append(found[run])
-    return results
+def plan_checks(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Callable[[], dict[int, list[CheckResult]]]:
+    """Every check of `CHECKS` over every run, planned into `batch`; the returned function gives each
+    run's results in registry order once the batch is collected."""
+    readers = [(check, check.plan(inputs, config, batch)) for check in CHECKS]
+
+    def read() -> dict[int, list[CheckResult]]:
+        results: dict[int, list[CheckResult]] = {run: [] for run in inputs.runs}
+        for check, reader in readers:
+            found = reader()
+            for run in inputs.runs:
+                counts = inputs.counts[run]
+                if check.needs and not any(counts.get(kind) for kind in check.needs):
+                    results[run].append(CheckResult(check.name, Verdict.UNKNOWN, 0, check.missing))
+                else:
+                    results[run].append(found[run])
+        return results
+
+    return read

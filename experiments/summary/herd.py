@@ -40,7 +40,7 @@ def rebalance_metrics(control: DataFrame) -> DataFrame:
         F.avg(F.when(F.col("op") == "SyncGroup", F.col("latency_ms"))).alias("sync-time-avg"),
         F.max(F.when(F.col("op") == "SyncGroup", F.col("latency_ms"))).alias("sync-time-max"),
     )
-    return metrics.join(requests, ["run", "member"], "left").orderBy("run", "member")
+    return metrics.join(requests, ["run", "member"], "left")
 
 
 def group_metrics(table: pd.DataFrame, run_end: float) -> pd.DataFrame:
@@ -101,7 +101,7 @@ def herd_changes(control: DataFrame) -> DataFrame:
               + (F.col("type") == ev.REBALANCE_FAILED).cast("int")).alias("failed_attempts"),
         F.max(F.when(F.col("type").isin(*_SETTLED), F.col("t"))).alias("stable_t"),
     )
-    return changes.join(costs, ["run", "change"], "left").orderBy("run", "t")
+    return changes.join(costs, ["run", "change"], "left")
 
 
 def _leaves(control: DataFrame) -> DataFrame:

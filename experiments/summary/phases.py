@@ -7,7 +7,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from experiments.by_run import split_by_run
+from experiments.by_run import Batch, Pending
 from experiments.checker import CheckConfig, CheckResult
 from rebalance import events as ev
 
@@ -44,14 +44,13 @@ def rebalance_episodes(control: DataFrame) -> DataFrame:
         "reach", F.max("end").over(in_time.rowsBetween(Window.unboundedPreceding, -1))
     ).withColumn("new", F.when(F.col("reach").isNull() | (F.col("start") > F.col("reach")), 1).otherwise(0)).withColumn(
         "episode", F.sum("new").over(in_time.rowsBetween(Window.unboundedPreceding, 0)))
-    return merged.groupBy("run", "episode").agg(F.min("start").alias("start"), F.max("end").alias("end")).orderBy(
-        "run", "start")
+    return merged.groupBy("run", "episode").agg(F.min("start").alias("start"), F.max("end").alias("end"))
 
 
 def phase_measures(produce_times: DataFrame, never: DataFrame, repeats: DataFrame, deliveries: DataFrame,
-                   runs: DataFrame, run_ids: list[int], config: CheckConfig) -> dict[int, pd.DataFrame]:
+                   runs: DataFrame, config: CheckConfig, batch: Batch) -> Pending[dict[int, pd.DataFrame]]:
     """Per run and phase: produced, never processed, over the limit, max and p99 latency, duplicates
-    (one frame, one job). Records belong to the phase in which they were produced."""
+    (one frame). Records belong to the phase in which they were produced."""
     starts = F.broadcast(runs.select("run", "phase_starts"))
 
     def by_phase(frame: DataFrame, column: str, *aggregates: Column) -> DataFrame:
@@ -67,7 +66,7 @@ def phase_measures(produce_times: DataFrame, never: DataFrame, repeats: DataFram
     again = by_phase(repeats, "t", F.sum("records").alias("duplicates"))
     table = made.join(missed, ["run", "phase"], "full").join(late, ["run", "phase"], "full").join(
         again, ["run", "phase"], "full")
-    return split_by_run(table, run_ids)
+    return batch.tables(table, ["phase"])
 
 
 def phase_table(measures: pd.DataFrame, episodes: pd.DataFrame, checks: list[CheckResult], phases: Phases) -> pd.DataFrame:
@@ -118,4 +117,4 @@ def throughput(produce_times: DataFrame, consumed: DataFrame, never: DataFrame, 
         F.count("*").alias("never_processed"))
     keys = ["run", "second"]
     table = processed.join(made, keys, "full").join(late, keys, "full").join(missed, keys, "full")
-    return table.orderBy("run", "second")
+    return table

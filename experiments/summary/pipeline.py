@@ -1,9 +1,10 @@
 """One Spark pass over every run: events in, verdicts and tables out, per run.
 
-Every query is grouped by `run`, so the number of Spark jobs is fixed whatever the number of runs:
-a few small per-run facts are collected first (first and last event, phase marks, partitions), sent
-back as a broadcast table of per-run constants, and every check and aggregate is then computed for
-all runs at once, collected once and split per run in pandas."""
+Every query is grouped by `run`, so the number of Spark jobs is the same whatever the number of
+runs. Three steps: the read (event counts per run and type); the per-run facts (first and last
+event, phase marks, partitions), which go back to Spark as a broadcast table of per-run constants;
+then every check and aggregate for all runs, as one batch of queries (experiments.by_run) whose
+results are split per run in pandas."""
 
 from __future__ import annotations
 
@@ -11,18 +12,19 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from experiments.by_run import split_by_run, values_by_run
-from experiments.checker import CheckConfig, CheckInputs, run_checks
+from experiments.by_run import Batch, Pending
+from experiments.checker import CheckConfig, CheckInputs, plan_checks
 from experiments.summary import herd, phases, records
 from experiments.summary.fault_rules import FAULT_EVENTS, convergence_awaited_from, fault_windows
 from experiments.summary.frames import EventFrames, read_runs
 from experiments.summary.output import write_summary
 from experiments.summary.ownership import ownership, segments
 from experiments.summary.runs import RunSummary, read_lock, run_columns, run_info
-from experiments.summary.session import start_spark
+from experiments.summary.session import SMALL_INPUT_BYTES, input_bytes, start_spark, tuned_for
 from experiments.witness_counts import witness_windows
 from rebalance import events as ev
 from rebalance.member import DEFAULT_SESSION_TIMEOUT_MS  # when lock.json does not say (convergence bound)
@@ -49,7 +51,7 @@ def summarize(run_dirs: list[Path], *, master: str = "local[*]", config: CheckCo
         if not (run_dir / "events").is_dir():
             raise FileNotFoundError(f"{run_dir}: not a run directory (no events/)")
     step("starting Spark")
-    spark = start_spark(master)
+    spark = start_spark(master, small_input=input_bytes(run_dirs) < SMALL_INPUT_BYTES)
     return summarize_runs(spark, run_dirs, config, step=step)
 
 
@@ -59,7 +61,7 @@ def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig 
     return summary
 
 
-def _bounds(frames: EventFrames) -> dict[int, dict]:
+def _bounds(frames: EventFrames, batch: Batch) -> Pending[dict[int, dict]]:
     """Per run: first and last event (ns), first wall time (ms), produced records, the last fault event,
     the last member start and the last consumption (ns)."""
     none = F.lit(None).cast("long")
@@ -76,78 +78,85 @@ def _bounds(frames: EventFrames) -> dict[int, dict]:
                                none.alias("fault_ns"), none.alias("joined_ns"), F.col("ts_ns").alias("consumed_ns")),
     ]
     union = parts[0].unionByName(parts[1]).unionByName(parts[2]).unionByName(parts[3])
-    return values_by_run(union.groupBy("run").agg(
+    return batch.values(union.groupBy("run").agg(
         F.min("ns").alias("first_ns"), F.max("ns").alias("last_ns"), F.min("ms").alias("first_ms"),
         F.sum("records").alias("produced_records"), F.max("fault_ns").alias("fault_ns"),
         F.max("joined_ns").alias("joined_ns"), F.max("consumed_ns").alias("consumed_ns")))
 
 
-def _usual_values(control: DataFrame, runs: list[int]) -> dict[int, dict[str, str]]:
-    """Per run, the backend and the strategy most events name (for runs whose lock.json does not)."""
-    if not runs:
-        return {}
+def _usual_values(control: DataFrame, runs: list[int], batch: Batch) -> Pending[dict[int, pd.DataFrame]]:
+    """Per run, how many events name each backend and each strategy (for runs whose lock.json does not
+    say: `_usual` picks the most named)."""
     named = control.filter(F.col("type").isNotNull() & F.col("run").isin(runs))
     pairs = named.select("run", F.lit("backend").alias("field"), F.col("backend").alias("value")).unionByName(
         named.select("run", F.lit("strategy").alias("field"), F.col("strategy").alias("value")))
-    usual: dict[int, dict[str, tuple[int, str]]] = {run: {} for run in runs}
-    for row in pairs.filter(F.col("value").isNotNull() & (F.col("value") != "")).groupBy(
-            "run", "field", "value").count().collect():
-        best = usual[row["run"]].get(row["field"])
-        if best is None or row["count"] > best[0]:
-            usual[row["run"]][row["field"]] = (row["count"], row["value"])
-    return {run: {name: value for name, (_, value) in fields.items()} for run, fields in usual.items()}
+    return batch.tables(pairs.filter(F.col("value").isNotNull() & (F.col("value") != "")).groupBy(
+        "run", "field", "value").count(), ["field", "value"])
 
 
-def _mentioned_partitions(frames: EventFrames, runs: list[int]) -> dict[int, list[str]]:
-    """Every partition the events of these runs mention (for runs whose lock.json names no topics)."""
-    if not runs:
-        return {}
+def _usual(counts: pd.DataFrame, field: str) -> str | None:
+    named = counts[counts["field"] == field]
+    return None if named.empty else named.sort_values("count", ascending=False, kind="stable")["value"].iloc[0]
+
+
+def _mentioned_partitions(frames: EventFrames, runs: list[int], batch: Batch) -> Pending[dict[int, pd.DataFrame]]:
+    """Every partition each run's events mention (for runs whose lock.json names no topics)."""
     named = frames.control.filter(F.col("type").isNotNull()).select(
         "run", F.explode(F.coalesce("partitions", "assigned")).alias("tp"))
     mentioned = named.union(frames.produced.select("run", "tp")).union(frames.consumed.select("run", "tp"))
-    found: dict[int, list[str]] = {run: [] for run in runs}
-    for row in mentioned.filter(F.col("run").isin(runs)).distinct().collect():
-        found[row["run"]].append(row["tp"])
-    return {run: sorted(tps) for run, tps in found.items()}
+    return batch.tables(mentioned.filter(F.col("run").isin(runs)).distinct(), ["tp"])
 
 
-def _phase_marks(control: DataFrame) -> dict[int, list[tuple[str, int, int]]]:
-    marks: dict[int, list[tuple[str, int, int]]] = {}
-    for row in control.filter(F.col("type") == ev.PHASE).select("run", "name", _ns().alias("ns"), "seq").collect():
-        marks.setdefault(row["run"], []).append((row["name"] or "?", row["ns"], row["seq"]))
-    return marks
+def _phase_marks(control: DataFrame, batch: Batch) -> Pending[dict[int, pd.DataFrame]]:
+    return batch.tables(control.filter(F.col("type") == ev.PHASE).select("run", "name", _ns().alias("ns"), "seq"),
+                        ["ns", "seq"])
 
 
 def summarize_runs(spark: SparkSession, run_dirs: list[Path], config: CheckConfig = DEFAULT_CHECKS,
                    step: Step = lambda _: None, write: bool = True) -> list[RunSummary]:
     run_dirs = [Path(run_dir) for run_dir in run_dirs]
+    with tuned_for(spark, input_bytes(run_dirs)):
+        summaries = _summaries(spark, run_dirs, config, step)
+    if write:
+        step("writing")
+        for summary in summaries:
+            write_summary(summary)
+    return summaries
+
+
+def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, step: Step) -> list[RunSummary]:
     ids = list(range(len(run_dirs)))
     locks = [read_lock(run_dir) for run_dir in run_dirs]
     step("reading events")
     frames = read_runs(spark, run_dirs)
-    bounds = _bounds(frames)
     counts = {run: {kind: n for kind, n in frames.types_by_run[run].items() if kind is not None and n} for run in ids}
     for run in ids:
         if not counts[run]:
             raise ValueError(f"{run_dirs[run]}: the event files hold no readable events")
-    usual = _usual_values(frames.control, [r for r in ids if not (locks[r].get("backend") and locks[r].get("strategy"))])
-    infos = [run_info(run_dirs[r], locks[r], usual_backend=usual.get(r, {}).get("backend"),
-                      usual_strategy=usual.get(r, {}).get("strategy")) for r in ids]
-    mentioned = _mentioned_partitions(frames, [r for r in ids if not infos[r].topics])
+    with Batch(ids) as per_run:   # read first: the per-run constants every later query needs
+        bounds, marks = _bounds(frames, per_run), _phase_marks(frames.control, per_run)
+        unnamed = [r for r in ids if not (locks[r].get("backend") and locks[r].get("strategy"))]
+        untopical = [r for r in ids if not run_info(run_dirs[r], locks[r], usual_backend=None,
+                                                    usual_strategy=None).topics]
+        usual = _usual_values(frames.control, unnamed, per_run) if unnamed else None
+        mentioned = _mentioned_partitions(frames, untopical, per_run) if untopical else None
+        per_run.collect()
+    infos = [run_info(run_dirs[r], locks[r], usual_backend=_usual(usual.value[r], "backend") if usual else None,
+                      usual_strategy=_usual(usual.value[r], "strategy") if usual else None) for r in ids]
     universe = {r: [f"{topic}-{p}" for topic, n in sorted(infos[r].topics.items()) for p in range(n)]
-                if infos[r].topics else mentioned[r] for r in ids}
-    marks = _phase_marks(frames.control)
+                if infos[r].topics else list(mentioned.value[r]["tp"]) for r in ids}
 
     constants, phase_lists = [], {}
     for r in ids:
-        b = bounds[r]
+        b = bounds.value[r]
         t0_ns, t0_ms = b["first_ns"], b["first_ms"]
         seconds = lambda ns, t0=t0_ns: None if ns is None else (ns - t0) / 1e9  # noqa: E731
         run_end = seconds(b["last_ns"])
         last_consume = seconds(b["consumed_ns"]) if counts[r].get(ev.RECORDS_CONSUMED) else None
         tail_start = None if last_consume is None else last_consume - config.latency_limit_ms / 1000
-        ordered = sorted(((name, seconds(ns), seq) for name, ns, seq in marks.get(r, [])), key=lambda m: (m[1], m[2]))
-        phase_lists[r] = phases.phases_of([(name, t) for name, t, _ in ordered], run_end)
+        starts = marks.value[r]
+        phase_lists[r] = phases.phases_of(
+            [(name or "?", seconds(ns)) for name, ns in zip(starts["name"], starts["ns"], strict=True)], run_end)
         since_t = convergence_awaited_from(seconds(b["fault_ns"]), seconds(b["joined_ns"]))
         session_s = (infos[r].session_timeout_ms or DEFAULT_SESSION_TIMEOUT_MS) / 1000
         bound_s = float(config.convergence_bound_s if config.convergence_bound_s is not None else 2 * session_s + 5)
@@ -176,40 +185,41 @@ def summarize_runs(spark: SparkSession, run_dirs: list[Path], config: CheckConfi
     owned = ownership(control, partitions, runs).persist()
     spans = segments(owned, partitions, runs).persist()
 
-    step("checks")
-    checks = run_checks(CheckInputs(
-        runs=ids, counts=counts, control=control, commits=commits, consumed=consumed, segments=spans, never=never,
-        repeats=repeats, deliveries=deliveries,
-        context=runs.select("run", "partitions", "since_t", "bound_s", "run_end")), config)
-
-    step("aggregates")
-    produce_times = records.produce_times(frames.produced, runs)
-    episodes = split_by_run(phases.rebalance_episodes(control), ids)
-    measures = phases.phase_measures(produce_times, never, repeats, deliveries, runs, ids, config)
-    metrics = split_by_run(herd.rebalance_metrics(control), ids)
-    changes = split_by_run(herd.herd_changes(control), ids)
-    witness = split_by_run(witness_windows(control).orderBy("run", "start"), ids)
-    per_second = split_by_run(phases.throughput(produce_times, consumed, never, deliveries, config), ids)
-    intervals = split_by_run(owned.orderBy("run", "tp", "start"), ids)
-    faults = split_by_run(control.filter(F.col("type").isin(*FAULT_EVENTS)).select(
-        "run", "type", "t", "fault_id", "kind", "target", "link").orderBy("run", "t"), ids)
+    step("checks and aggregates")
+    with Batch(ids) as batch:
+        read_checks = plan_checks(CheckInputs(
+            runs=ids, counts=counts, control=control, commits=commits, consumed=consumed, segments=spans, never=never,
+            repeats=repeats, deliveries=deliveries,
+            context=runs.select("run", "partitions", "since_t", "bound_s", "run_end")), config, batch)
+        produce_times = records.produce_times(frames.produced, runs)
+        episodes = batch.tables(phases.rebalance_episodes(control), ["start"])
+        measures = phases.phase_measures(produce_times, never, repeats, deliveries, runs, config, batch)
+        metrics = batch.tables(herd.rebalance_metrics(control), ["member"])
+        changes = batch.tables(herd.herd_changes(control), ["t"])
+        witness = batch.tables(witness_windows(control), ["start"])
+        per_second = batch.tables(phases.throughput(produce_times, consumed, never, deliveries, config), ["second"])
+        intervals = batch.tables(owned, ["tp", "start"])
+        faults = batch.tables(control.filter(F.col("type").isin(*FAULT_EVENTS)).select(
+            "run", "type", "t", "fault_id", "kind", "target", "link"), ["t"])
+        batch.collect()
+    checks = read_checks()
 
     summaries = []
     for r in ids:
         run_end, n_partitions = constants[r][3], constants[r][6]
         tables = {
-            "phases": phases.phase_table(measures[r], episodes[r], checks[r], phase_lists[r]),
-            "rebalance_metrics": herd.group_metrics(metrics[r], run_end),
-            "herd": herd.herd_table(changes[r], intervals[r], n_partitions, witness[r]),
-            "throughput": per_second[r].fillna(0).astype(int),
-            "ownership": intervals[r],
-            "faults": fault_windows(faults[r], run_end),
-            "episodes": episodes[r],
+            "phases": phases.phase_table(measures.value[r], episodes.value[r], checks[r], phase_lists[r]),
+            "rebalance_metrics": herd.group_metrics(metrics.value[r], run_end),
+            "herd": herd.herd_table(changes.value[r], intervals.value[r], n_partitions, witness.value[r]),
+            "throughput": per_second.value[r].fillna(0).astype(int),
+            "ownership": intervals.value[r],
+            "faults": fault_windows(faults.value[r], run_end),
+            "episodes": episodes.value[r],
         }
         facts = {
             "events": sum(counts[r].values()),
             "events_by_type": counts[r],
-            "produced_records": bounds[r]["produced_records"] or 0,
+            "produced_records": bounds.value[r]["produced_records"] or 0,
             "unreadable_lines": frames.types_by_run[r].get(None, 0),
             "duration_s": run_end,
             "t0_ns": constants[r][1],
@@ -226,11 +236,4 @@ def summarize_runs(spark: SparkSession, run_dirs: list[Path], config: CheckConfi
     frames.unpersist()
     for frame in (control, commits, consumed, covered, never, owned, spans):
         frame.unpersist()
-    if write:
-        step("writing")
-        for summary in summaries:
-            write_summary(summary)
     return summaries
-
-
-

@@ -1,10 +1,20 @@
-"""A quiet Spark session for the summary."""
+"""A quiet Spark session for the summary, tuned for the size of what it reads.
+
+A summary of a few megabytes of events (a demo, a campaign of small runs) is almost all fixed cost:
+on 2 cores, the JVM's optimising compiler, the code Spark generates and compiles for each stage,
+and adaptive re-planning after each stage took more time than the work itself. Below
+`SMALL_INPUT_BYTES` the session therefore runs the JVM with its quick compiler only, interprets
+expressions instead of generating code, plans each query once, and shuffles into as many partitions
+as there are cores. Above it, Spark's defaults stand: they pay off on big logs.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -26,8 +36,53 @@ logger.window.level = error
 """
 
 
-def start_spark(master: str = "local[*]", *, driver_memory: str = "4g", shuffle_partitions: int = 8) -> SparkSession:
-    """A quiet session: no UI, no console progress bars, warnings only."""
+SMALL_INPUT_BYTES = 256 * 1024 * 1024
+# Only C1, the quick compiler (which also needs more room for the code it keeps).
+_QUICK_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+
+
+def small_input_settings(parallelism: int) -> dict[str, str]:
+    """The SQL settings of a summary of small logs."""
+    return {
+        "spark.sql.adaptive.enabled": "false",
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",   # expressions interpreted, not compiled
+        "spark.sql.shuffle.partitions": str(max(parallelism, 1)),
+    }
+
+
+def input_bytes(run_dirs: list[Path]) -> int:
+    return sum(path.stat().st_size for run_dir in run_dirs for path in (Path(run_dir) / "events").glob("*.jsonl"))
+
+
+@contextmanager
+def tuned_for(spark: SparkSession, size: int) -> Iterator[None]:
+    """The small-input SQL settings while summarising `size` bytes of events, if that is small; the
+    session's own settings again afterwards."""
+    if size >= SMALL_INPUT_BYTES:
+        yield
+        return
+    wanted = small_input_settings(spark.sparkContext.defaultParallelism)
+    before = {key: spark.conf.get(key, None) for key in wanted}
+    for key, value in wanted.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def start_spark(master: str = "local[*]", *, driver_memory: str = "4g", shuffle_partitions: int = 8,
+                small_input: bool = True, java_options: str | None = None) -> SparkSession:
+    """A quiet session: no UI, no console progress bars, warnings only. `small_input`: the JVM's quick
+    compiler only (a JVM option, so it holds for the session's life). `java_options`: instead of the
+    class archive's (experiments.summary.class_archive)."""
+    from experiments.summary import class_archive  # not at import: it is also run as a script
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     log_config = Path(tempfile.gettempdir()) / "rebalance-lab-log4j2.properties"
     log_config.write_text(_LOG4J2)
@@ -38,7 +93,9 @@ def start_spark(master: str = "local[*]", *, driver_memory: str = "4g", shuffle_
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.debug.maxToStringFields", "200")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config}")
+        .config("spark.driver.extraJavaOptions", " ".join(filter(None, (
+            f"-Dlog4j2.configurationFile={log_config}", _QUICK_JIT if small_input else "",
+            class_archive.java_options() if java_options is None else java_options))))
     )
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "hostname resolves to loopback" warning
