@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_summary.py [--events 10000000] [--master local[2]] [--dir runs/bench-summary]
     .venv/bin/python benchmarks/bench_summary.py --runs 6 --shape demo [--repeat 3] [--master local[2]]
     .venv/bin/python benchmarks/bench_summary.py --runs 100 --shape herd [--repeat 3]
+    .venv/bin/python benchmarks/bench_summary.py --runs 6 --shape demo --compare [--repeat 3]
 
 One large run (the default): generates the log once (kept in --dir and reused while its size and format
 match), then times `summarize_run` end to end (read, checks, aggregates, writing) and prints the figures.
@@ -13,7 +14,9 @@ one per partition per tick), so the log itself holds far fewer lines.
 Many runs (--runs K): writes K synthetic runs of one shape (demo: the size of one run of `./lab demo`,
 about 1.7 MB of events, half of them legacy, every third with anomalies planted; herd: a small group
 growing and shrinking) and times `summarize(run_dirs)` including the Spark session's start, once per
-repetition, each in a fresh process, then prints every figure with the median, min and max.
+repetition, each in a fresh process, then prints every figure with the median, min and max. With --compare
+each repetition also times the same pass with Spark's own settings and no class archive (the session's
+small-input tuning off), the two alternating, and prints the ratio of the medians.
 """
 
 from __future__ import annotations
@@ -84,13 +87,13 @@ def ensure_runs(root: Path, kind: str, count: int) -> list[Path]:
     return runs
 
 
-def time_once(runs_root: Path, master: str) -> None:
+def time_once(runs_root: Path, master: str, tuned: bool = True) -> None:
     """One timing, in this process: summarize every run under runs_root, Spark's start included."""
     from experiments.summary import summarize
 
     run_dirs = sorted(path for path in runs_root.iterdir() if (path / "events").is_dir())
     started = time.perf_counter()
-    summaries = summarize(run_dirs, master=master)
+    summaries = summarize(run_dirs, master=master, tuned=tuned)
     elapsed = time.perf_counter() - started
     print(json.dumps({"seconds": elapsed, "runs": len(summaries)}))
 
@@ -99,15 +102,23 @@ def many_runs(args: argparse.Namespace) -> None:
     root = args.dir if args.dir != DEFAULT_DIR else Path(f"runs/bench-summary-{args.shape}-{args.runs}")
     runs = ensure_runs(root, args.shape, args.runs)
     size_mb = sum(p.stat().st_size for run in runs for p in (run / "events").glob("*.jsonl")) / 1e6
-    figures = []
+    kinds = ("tuned", "defaults") if args.compare else ("tuned",)
+    figures: dict[str, list[float]] = {kind: [] for kind in kinds}
     for _ in range(args.repeat):
-        out = subprocess.run([sys.executable, __file__, "--time-once", str(root), "--master", args.master],
-                             check=True, capture_output=True, text=True).stdout
-        figures.append(json.loads(out.strip().splitlines()[-1])["seconds"])
-        print(f"  {figures[-1]:.1f} s", flush=True)
-    print(f"{args.runs} {args.shape} runs ({size_mb:.1f} MB of events), master {args.master}, Spark start included: "
-          f"median {statistics.median(figures):.1f} s, min {min(figures):.1f} s, max {max(figures):.1f} s, "
-          f"n = {len(figures)}")
+        for kind in kinds:
+            command = [sys.executable, __file__, "--time-once", str(root), "--master", args.master]
+            out = subprocess.run(command + (["--defaults"] if kind == "defaults" else []),
+                                 check=True, capture_output=True, text=True).stdout
+            figures[kind].append(json.loads(out.strip().splitlines()[-1])["seconds"])
+            print(f"  {kind:<8} {figures[kind][-1]:.1f} s", flush=True)
+    for kind, found in figures.items():
+        label = "" if not args.compare else (" (small-input tuning)" if kind == "tuned" else " (Spark's defaults)")
+        print(f"{args.runs} {args.shape} runs ({size_mb:.1f} MB of events), master {args.master}{label}, Spark start "
+              f"included: median {statistics.median(found):.1f} s, min {min(found):.1f} s, max {max(found):.1f} s, "
+              f"n = {len(found)}")
+    if args.compare:
+        print(f"defaults / tuned: {statistics.median(figures['defaults']) / statistics.median(figures['tuned']):.2f}x "
+              "(ratio of the medians)")
 
 
 def one_large_run(args: argparse.Namespace) -> None:
@@ -164,10 +175,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, help="time the summary of this many small runs instead")
     parser.add_argument("--shape", choices=["demo", "herd"], default="demo")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--compare", action="store_true", help="also time Spark's defaults, side by side")
     parser.add_argument("--time-once", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--defaults", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.time_once:
-        time_once(args.time_once, args.master)
+        time_once(args.time_once, args.master, tuned=not args.defaults)
     elif args.runs:
         many_runs(args)
     else:

@@ -96,12 +96,13 @@ def event_files(run_dir: Path) -> list[str]:
 def read_runs(spark: SparkSession, run_dirs: list[Path]) -> EventFrames:
     """One read of every run's files; a file's run is found by its path."""
     files = {path: index for index, run_dir in enumerate(run_dirs) for path in event_files(Path(run_dir))}
-    owners = spark.createDataFrame([(Path(os.path.abspath(p)).as_uri(), run) for p, run in files.items()],
-                                   "file string, run int")
+    # file URI -> run, as a literal map in the expression: no table to join, no broadcast job
+    owners = F.create_map(*(F.lit(value) for path, run in files.items()
+                            for value in (Path(os.path.abspath(path)).as_uri(), run)))
     reader = spark.read.option("mode", "PERMISSIVE")
 
     def tagged(frame: DataFrame) -> DataFrame:
-        return frame.withColumn("file", F.input_file_name()).join(F.broadcast(owners), "file", "left").drop("file")
+        return frame.withColumn("run", owners[F.input_file_name()].cast("int"))
 
     parsed = reader.schema(EVENT_SCHEMA).json(list(files)).withColumn("seq", F.monotonically_increasing_id())
     events = tagged(parsed).persist()

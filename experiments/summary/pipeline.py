@@ -45,14 +45,16 @@ _RUN_CONSTANTS = ("run int, t0_ns long, t0_ms long, run_end double, tail_start d
 
 
 def summarize(run_dirs: list[Path], *, master: str = "local[*]", config: CheckConfig = DEFAULT_CHECKS,
-              step: Step = lambda _: None) -> list[RunSummary]:
-    """Summarise several runs with one Spark session, in one pass."""
+              step: Step = lambda _: None, tuned: bool = True) -> list[RunSummary]:
+    """Summarise several runs with one Spark session, in one pass. `tuned=False`: Spark's own settings
+    whatever the input's size, and no class archive (for comparisons; experiments.summary.session)."""
     for run_dir in run_dirs:
         if not (run_dir / "events").is_dir():
             raise FileNotFoundError(f"{run_dir}: not a run directory (no events/)")
     step("starting Spark")
-    spark = start_spark(master, small_input=input_bytes(run_dirs) < SMALL_INPUT_BYTES)
-    return summarize_runs(spark, run_dirs, config, step=step)
+    small = tuned and input_bytes(run_dirs) < SMALL_INPUT_BYTES
+    spark = start_spark(master, small_input=small, java_options=None if tuned else "")
+    return summarize_runs(spark, run_dirs, config, step=step, tuned=tuned)
 
 
 def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig = DEFAULT_CHECKS,
@@ -113,9 +115,9 @@ def _phase_marks(control: DataFrame, batch: Batch) -> Pending[dict[int, pd.DataF
 
 
 def summarize_runs(spark: SparkSession, run_dirs: list[Path], config: CheckConfig = DEFAULT_CHECKS,
-                   step: Step = lambda _: None, write: bool = True) -> list[RunSummary]:
+                   step: Step = lambda _: None, write: bool = True, tuned: bool = True) -> list[RunSummary]:
     run_dirs = [Path(run_dir) for run_dir in run_dirs]
-    with tuned_for(spark, input_bytes(run_dirs)):
+    with tuned_for(spark, input_bytes(run_dirs), enabled=tuned):
         summaries = _summaries(spark, run_dirs, config, step)
     if write:
         step("writing")

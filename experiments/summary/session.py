@@ -5,7 +5,7 @@ on 2 cores, the JVM's optimising compiler, the code Spark generates and compiles
 and adaptive re-planning after each stage took more time than the work itself. Below
 `SMALL_INPUT_BYTES` the session therefore runs the JVM with its quick compiler only, interprets
 expressions instead of generating code, plans each query once, and shuffles into as many partitions
-as there are cores. Above it, Spark's defaults stand: they pay off on big logs.
+as there are cores, and caches frames without compressing them. Above it, Spark's defaults stand: they pay off on big logs.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ def small_input_settings(parallelism: int) -> dict[str, str]:
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",   # expressions interpreted, not compiled
         "spark.sql.shuffle.partitions": str(max(parallelism, 1)),
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",   # cached frames of a few MB
     }
 
 
@@ -56,10 +57,10 @@ def input_bytes(run_dirs: list[Path]) -> int:
 
 
 @contextmanager
-def tuned_for(spark: SparkSession, size: int) -> Iterator[None]:
-    """The small-input SQL settings while summarising `size` bytes of events, if that is small; the
-    session's own settings again afterwards."""
-    if size >= SMALL_INPUT_BYTES:
+def tuned_for(spark: SparkSession, size: int, enabled: bool = True) -> Iterator[None]:
+    """The small-input SQL settings while summarising `size` bytes of events, if that is small (and
+    `enabled`); the session's own settings again afterwards."""
+    if size >= SMALL_INPUT_BYTES or not enabled:
         yield
         return
     wanted = small_input_settings(spark.sparkContext.defaultParallelism)
