@@ -4,8 +4,9 @@ A summary of a few megabytes of events (a demo, a campaign of small runs) is alm
 on 2 cores, the JVM's optimising compiler, the code Spark generates and compiles for each stage,
 and adaptive re-planning after each stage took more time than the work itself. Below
 `SMALL_INPUT_BYTES` the session therefore runs the JVM with its quick compiler only, interprets
-expressions instead of generating code, plans each query once, and shuffles into as many partitions
-as there are cores, and caches frames without compressing them. Above it, Spark's defaults stand: they pay off on big logs.
+expressions instead of generating code, plans each query once, shuffles into as many partitions as
+there are cores and caches frames without compressing them. Above it, Spark's defaults stand: they
+pay off on big logs (docs/analysis.md, "Performance").
 """
 
 from __future__ import annotations
