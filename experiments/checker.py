@@ -15,8 +15,8 @@ since the run's first event):
 - `commits` (one row per partition per offsets_committed) and the `control` events.
 
 A check is planned, then read: it adds its queries to a `Batch` (experiments.by_run) and returns a
-function that builds its results once the batch is collected, so every check of every run is
-answered by one Spark action.
+function that builds its results once the batch is collected. The batch runs the queries of every
+check while later ones are still being planned, and their number does not depend on the number of runs.
 """
 
 from __future__ import annotations
