@@ -370,6 +370,29 @@ def test_overrides_change_values_before_validation():
     assert caught.value.problems[0].field == "group.members"
 
 
+def test_partitions_per_member_scale_with_the_group_and_overrides_name_a_topic():
+    scaled = BASE.replace("partitions = 6", "partitions_per_member = 2")
+    assert load("", scaled).topics[0].partitions == 8
+    assert load("", scaled, overrides=["group.members=300"]).topics[0].partitions == 600
+    # one way or the other: an override of one replaces the other
+    fixed = load("", scaled, overrides=["group.members=300", "topics.t0.partitions=100"])
+    assert fixed.topics[0].partitions == 100
+    assert load("", overrides=["topics.t0.partitions_per_member=3"]).topics[0].partitions == 12
+    both = BASE.replace("partitions = 6", "partitions = 6\npartitions_per_member = 2")
+    assert "not both" in problems("", both)[0].message
+    with pytest.raises(sc.ScenarioError) as caught:
+        load("", overrides=["topics.t9.partitions=10"])
+    assert "no entry named 't9'" in caught.value.problems[0].message
+
+
+def test_herd_scenarios_give_every_member_and_the_newcomer_work():
+    folder = Path(sc.__file__).parent.parent / "scenarios"
+    for name in ("herd", "demo-herd", "herd-1000"):
+        for members in (8, 32, 100, 1000):
+            scenario = sc.load(folder / f"{name}.toml", overrides=[f"group.members={members}"])
+            assert sum(topic.partitions for topic in scenario.topics) > scenario.group.members + 1, name
+
+
 def test_coordinator_hash_matches_kafka_vectors():
     assert coordinator_partition("") == 0
     assert coordinator_partition("group-id") == 13

@@ -12,6 +12,7 @@ import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 
@@ -133,11 +134,29 @@ def _apply_override(data: dict, override: str, problems: list[Problem]) -> None:
     *parents, last = key.strip().split(".")
     node = data
     for part in parents:
+        if isinstance(node, list):   # an array of tables is addressed by its entries' names: topics.t0
+            named = [entry for entry in node if isinstance(entry, dict) and entry.get("name") == part]
+            if not named:
+                names = ", ".join(str(entry.get("name")) for entry in node if isinstance(entry, dict))
+                problems.append(Problem(key, None, f"no entry named {part!r} (there are: {names or 'none'})"))
+                return
+            node = named[0]
+            continue
         node = node.setdefault(part, {})
-        if not isinstance(node, dict):
+        if not isinstance(node, dict | list):
             problems.append(Problem(key, None, f"cannot set inside {part!r}: it is not a table"))
             return
+    if isinstance(node, list):
+        problems.append(Problem(key, None, f"name an entry of {parents[-1]!r}, e.g. topics.t0.partitions=100"))
+        return
+    # A topic's size is given one way: setting one of the two replaces the other.
+    for one, other in _ALTERNATIVES:
+        if last == one:
+            node.pop(other, None)
     node[last] = value
+
+
+_ALTERNATIVES = (("partitions", "partitions_per_member"), ("partitions_per_member", "partitions"))
 
 
 class _Checker:
@@ -226,6 +245,7 @@ class _Checker:
         topic_names = tuple(topic.name for topic in topics)
         producer = self.producer(self.table(data, "producer"), topic_names)
         group = self.group(self.table(data, "group"), backends, topic_names)
+        topics = self.scaled_topics(topics, group)
         timeline = self.timeline(data, duration or 0.0, cluster)
         return Scenario(
             name=name, description=description, seed=seed, duration=float(duration or 0.0), settle=float(settle),
@@ -268,20 +288,29 @@ class _Checker:
             if not isinstance(table, dict):
                 self.fail(path, "must be a table")
                 continue
-            self.unknown_keys(table, {"name", "partitions"}, path)
+            self.unknown_keys(table, {"name", "partitions", "partitions_per_member"}, path)
             name = self.string(table, "name", path)
             if not name or not re.fullmatch(r"[A-Za-z0-9._\-]+", name):
                 self.fail((*path, "name"), f"a topic name of letters, digits, '.', '_' or '-' is required, got {name!r}")
                 name = f"t{index}"
+            per_member = self.number(table, "partitions_per_member", path, default=None, positive=True, integer=True)
             partitions = self.number(table, "partitions", path, default=None, positive=True, integer=True)
-            if partitions is None:
-                if "partitions" not in table:
-                    self.fail((*path, "partitions"), "missing: the number of partitions")
+            if "partitions" in table and "partitions_per_member" in table:
+                self.fail((*path, "partitions"), "give partitions or partitions_per_member, not both")
+            elif partitions is None and per_member is None:
+                if "partitions" not in table and "partitions_per_member" not in table:
+                    self.fail((*path, "partitions"), "missing: the number of partitions (or partitions_per_member)")
                 partitions = 1
             if name in {topic.name for topic in topics}:
                 self.fail((*path, "name"), f"topic {name!r} declared twice")
-            topics.append(TopicSpec(name=name, partitions=partitions))
+            topics.append(TopicSpec(name=name, partitions=partitions or 0, per_member=per_member))
         return tuple(topics)
+
+    def scaled_topics(self, topics: tuple[TopicSpec, ...], group: GroupSpec) -> tuple[TopicSpec, ...]:
+        """A topic sized per member gets its partition count from the group's size, so that a sweep over
+        N keeps every member, and the one that joins, with work."""
+        return tuple(replace(topic, partitions=topic.per_member * group.members) if topic.per_member else topic
+                     for topic in topics)
 
     def producer(self, table: dict, topics: tuple[str, ...]) -> ProducerSpec:
         path = ("producer",)

@@ -42,6 +42,7 @@ class ClusterSpec:
 class TopicSpec:
     name: str
     partitions: int
+    per_member: int | None = None   # partitions = per_member x group.members, when the file sizes it so
 
 
 @dataclass(frozen=True, kw_only=True)
