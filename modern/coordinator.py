@@ -442,6 +442,10 @@ class CoordinatorExtension:
     async def heartbeat(self, ctx: Any, request: Any) -> Any:
         self.requests_served += 1
         group, error = self._lookup(request.group_id, create=False)
+        if error is errors.COORDINATOR_LOAD_IN_PROGRESS:
+            # Kafka answers a heartbeat blindly while the group loads (GroupCoordinatorService.heartbeat):
+            # the member keeps its rhythm; its next request after the load meets the loaded group.
+            error = errors.NONE
         if error is None and group is None:
             error = errors.UNKNOWN_MEMBER_ID
         if error is None:

@@ -196,3 +196,30 @@ def test_losing_a_partition_while_loading_cancels_the_load():
         await coordinator.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_heartbeat_to_a_loading_coordinator_is_answered_none():
+    """Kafka's coordinator (3.7's GroupCoordinatorService.heartbeat, and trunk's) answers a classic
+    Heartbeat blindly with NONE while the group is still loading: the member keeps its session and
+    its rhythm. Join, sync, commit and fetch are told COORDINATOR_LOAD_IN_PROGRESS."""
+    async def scenario() -> None:
+        broker = StandInBroker(1, {})
+        coordinator = CoordinatorExtension(CoordinatorConfig(group=GroupConfig(initial_rebalance_delay_ms=0),
+                                                             load_delay_ms=300))
+        coordinator.install(broker, HandlerRegistry())
+        await coordinator.start()
+        broker.gain(INDEX)
+        beat = await coordinator.heartbeat(ctx(3), HeartbeatRequest[3](group_id=GROUP, generation_id=1,
+                                                                       member_id="m-1", group_instance_id=None))
+        assert errors.for_code(beat.error_code) is errors.NONE
+        joined = await coordinator.join_group(ctx(5), join_request())
+        assert errors.for_code(joined.error_code) is errors.COORDINATOR_LOAD_IN_PROGRESS
+        committed = await coordinator.offset_commit(ctx(7), commit_request("m-1", 1, 5))
+        assert errors.for_code(committed.topics[0].partitions[0].error_code) is errors.COORDINATOR_LOAD_IN_PROGRESS
+        broker.lose(INDEX, new_leader=2)   # not (or no longer) the coordinator: that is still said
+        beat = await coordinator.heartbeat(ctx(3), HeartbeatRequest[3](group_id=GROUP, generation_id=1,
+                                                                       member_id="m-1", group_instance_id=None))
+        assert errors.for_code(beat.error_code) is errors.NOT_COORDINATOR
+        await coordinator.stop()
+
+    asyncio.run(scenario())
