@@ -365,8 +365,9 @@ class ConsumerGroup:
         if self.assignment_epoch >= self.group_epoch:
             return
         subscriptions = {m.member_id: frozenset(m.subscribed_topics) for m in self.members.values()}
+        instance_ids = {m.member_id: m.instance_id for m in self.members.values() if m.instance_id}
         assignor = ASSIGNORS[self.assignor_name()]
-        target = assignor(subscriptions, self.partition_counts, self.target)
+        target = assignor(subscriptions, self.partition_counts, self.target, instance_ids=instance_ids)
         for member_id, partitions in sorted(target.items()):
             if self.target.get(member_id) != partitions:
                 out.records.append(records.target_member(self.group_id, member_id, partitions))
