@@ -1,7 +1,12 @@
 """`rebalance-lab assign` and `rebalance-lab movement`: the assignors from the command line.
 
     rebalance-lab assign --strategy range --topic t0=3 --topic t1=3 --member C0=t0,t1 --member C1=t0,t1
+    rebalance-lab assign --strategy uniform --topic t0=5 --member C0=t0 --member C1=t0 --owned C0=t0-0,t0-1
     rebalance-lab movement --partitions 10 --from 4 --to 5
+
+Besides the client-side strategies, the KIP-848 coordinator's own assignors: `uniform` (Kafka 4.0's),
+`uniform-4.1` (Kafka 4.1's) and `server-range` (the coordinator's `range`). For them `--owned` is the
+previous target assignment, which is what the coordinator hands its assignor.
 """
 
 from __future__ import annotations
@@ -16,11 +21,15 @@ from rich.table import Table
 from rich.text import Text
 
 from rebalance.assignors import LEGACY_NAMES, cooperative_rounds, get_assignor
+from rebalance.assignors.base import Group
 from rebalance.assignors.legacy import legacy_assign
-from rebalance.assignors.movement import SCENARIO_STRATEGIES, Movement, scale_all
+from rebalance.assignors.movement import SCENARIO_STRATEGIES, Movement, member_names, scale_all
 from rebalance.types import Assignment, Subscription, TopicPartition
 
-CLI_STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky", "legacy-range", "legacy-roundrobin", "optimal")
+# Command-line name -> the KIP-848 coordinator's name for the same server-side assignor.
+SERVER_STRATEGIES = {"uniform": "uniform", "uniform-4.1": "uniform-4.1", "server-range": "range"}
+CLI_STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky", "legacy-range", "legacy-roundrobin", "optimal",
+                  *SERVER_STRATEGIES)
 
 T = TypeVar("T")
 
@@ -38,7 +47,7 @@ def assign_command(
     strategy: Annotated[str, typer.Option(help=f"one of {', '.join(CLI_STRATEGIES)}, or package.module:Class")] = "range",
     topic: Annotated[list[str], typer.Option(help="TOPIC=PARTITIONS, repeatable, e.g. t0=3")] = [],  # noqa: B006
     member: Annotated[list[str], typer.Option(help="MEMBER=TOPIC[,TOPIC...], repeatable, e.g. C0=t0,t1")] = [],  # noqa: B006
-    owned: Annotated[list[str], typer.Option(help="MEMBER=TP[,TP...] it owns now, e.g. C0=t0-0,t1-1")] = [],  # noqa: B006
+    owned: Annotated[list[str], typer.Option(help="MEMBER=TP[,TP...] it owns now (server-side strategies: its previous target), e.g. C0=t0-0,t1-1")] = [],  # noqa: B006
     generation: Annotated[list[str], typer.Option(help="MEMBER=N, the generation its owned partitions are from")] = [],  # noqa: B006
     static: Annotated[list[str], typer.Option(help="MEMBER=INSTANCE_ID (static membership)")] = [],  # noqa: B006
     streams: Annotated[list[str], typer.Option(help="MEMBER=N threads per topic (legacy strategies only)")] = [],  # noqa: B006
@@ -87,17 +96,38 @@ def _run_assign(strategy, topic_args, member_args, owned_args, generation_args, 
         raise InputError("--streams applies to the legacy strategies only")
     if rounds and strategy != "cooperative-sticky":
         raise InputError("--rounds applies to cooperative-sticky only")
+    if generations and strategy in SERVER_STRATEGIES:
+        raise InputError("--generation does not apply to server-side assignors: they read the previous target "
+                         "(--owned), which has no generations")
 
     if strategy in LEGACY_NAMES:
         return [_legacy(strategy, topics, members, stream_counts)]
     subscriptions = {
         m: Subscription(ts, owned.get(m, ()), generations.get(m, -1), None, statics.get(m)) for m, ts in members.items()
     }
+    if strategy in SERVER_STRATEGIES:
+        Group.of(topics, subscriptions)  # the same checks as every strategy: topics, owned partitions, instance ids
+        return [_server(strategy, topics, members, owned, statics)]
     if strategy == "cooperative-sticky":
         played = cooperative_rounds(topics, subscriptions)
         chosen = played if rounds else played[:1]
         return [_plain(r) for r in chosen]
     return [_plain(get_assignor(strategy).assign(topics, subscriptions))]
+
+
+def _server(strategy, topics, members, owned, statics) -> dict[str, list[TopicPartition]]:
+    """One computation of a KIP-848 server-side assignor; `owned` is the previous target."""
+    result = _server_assignor(strategy)(
+        {m: frozenset(ts) for m, ts in members.items()}, topics,
+        {m: frozenset((tp.topic, tp.partition) for tp in tps) for m, tps in owned.items()},
+        instance_ids=statics)
+    return {m: sorted(TopicPartition(t, p) for t, p in result[m]) for m in members}
+
+
+def _server_assignor(strategy: str):
+    from kip848.assignors import ASSIGNORS  # imported when asked for: rebalance/ does not load the backends
+
+    return ASSIGNORS[SERVER_STRATEGIES[strategy]]
 
 
 def _legacy(strategy, topics, members, stream_counts) -> dict[str, list[TopicPartition]]:
@@ -155,7 +185,10 @@ def movement_command(
     try:
         if strategy != "all" and strategy not in CLI_STRATEGIES and ":" not in strategy:
             raise InputError(f"unknown --strategy {strategy!r}; choose all or one of {', '.join(CLI_STRATEGIES)}")
-        movements = scale_all(strategies, partitions=partitions, before=before, after=after)
+        if strategy in SERVER_STRATEGIES:
+            movements = [_server_movement(strategy, partitions=partitions, before=before, after=after)]
+        else:
+            movements = scale_all(strategies, partitions=partitions, before=before, after=after)
     except ValueError as error:
         _fail(error)
     if as_json:
@@ -165,6 +198,24 @@ def movement_command(
     console.print(f"{partitions} partitions, {before} -> {after} members: partitions that change owner")
     for movement in movements:
         console.print(_movement_table(movement))
+
+
+def _server_movement(strategy: str, *, partitions: int, before: int, after: int, topic: str = "t0") -> Movement:
+    """The same scaling as the client-side strategies, C1..Cn on one topic: the group's first target
+    from scratch, then the next one computed from it (the coordinator keeps the previous target)."""
+    if partitions < 0:
+        raise ValueError(f"--partitions must be >= 0, got {partitions}")
+    if before < 1 or after < 1:
+        raise ValueError(f"member counts must be >= 1, got {before} -> {after}")
+    assignor = _server_assignor(strategy)
+    names = member_names(max(before, after))
+    first = assignor({m: frozenset({topic}) for m in names[:before]}, {topic: partitions}, {})
+    second = assignor({m: frozenset({topic}) for m in names[:after]}, {topic: partitions}, first)
+
+    def owners(result) -> dict[str, tuple[TopicPartition, ...]]:
+        return {m: tuple(sorted(TopicPartition(t, p) for t, p in result[m])) for m in sorted(result)}
+
+    return Movement(strategy, owners(first), (owners(second),))
 
 
 def _movement_json(movement: Movement) -> dict:

@@ -156,3 +156,76 @@ def test_installed_command_answers_the_issue_example():
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {"C0": ["t0-0", "t0-1", "t1-0", "t1-1"], "C1": ["t0-2", "t1-2"]}
+
+
+# ---------------------------------------------------------------- the KIP-848 coordinator's assignors
+
+SERVER = ["assign", "--topic", "t0=5", "--member", "C0=t0", "--member", "C1=t0", "--member", "C2=t0"]
+
+
+def test_uniform_keeps_the_previous_target_up_to_each_quota():
+    # C0, C1, C2 is also Kafka's member-map order here: C0 and C1 may keep two, C2 one.
+    out = json_of(*SERVER, "--strategy", "uniform", "--owned", "C0=t0-0,t0-1", "--owned", "C1=t0-2,t0-3")
+    assert out == {"C0": ["t0-0", "t0-1"], "C1": ["t0-2", "t0-3"], "C2": ["t0-4"]}
+
+
+def test_uniform_and_uniform_41_differ_on_who_keeps_the_extra_partition():
+    owned = ["--owned", "C0=t0-0", "--owned", "C1=t0-1,t0-2", "--owned", "C2=t0-3,t0-4"]
+    # Kafka 4.0: the extra partitions belong to C0 and C1, the first two of the walk, so C2 gives one up.
+    assert json_of(*SERVER, "--strategy", "uniform", *owned) == {
+        "C0": ["t0-0", "t0-4"], "C1": ["t0-1", "t0-2"], "C2": ["t0-3"]}
+    # Kafka 4.1: C1 and C2 hold two each and keep them.
+    assert json_of(*SERVER, "--strategy", "uniform-4.1", *owned) == {
+        "C0": ["t0-0"], "C1": ["t0-1", "t0-2"], "C2": ["t0-3", "t0-4"]}
+
+
+def test_server_range_recomputes_and_puts_static_members_first():
+    owned = ["--owned", "C0=t0-4", "--owned", "C2=t0-0,t0-1"]
+    assert json_of(*SERVER, "--strategy", "server-range", *owned) == {
+        "C0": ["t0-0", "t0-1"], "C1": ["t0-2", "t0-3"], "C2": ["t0-4"]}
+    assert json_of(*SERVER, "--strategy", "server-range", "--static", "C2=instance-a") == {
+        "C0": ["t0-2", "t0-3"], "C1": ["t0-4"], "C2": ["t0-0", "t0-1"]}
+
+
+def test_server_strategies_print_the_same_table():
+    result = run(*SERVER, "--strategy", "uniform")
+    assert result.exit_code == 0 and "uniform" in result.stdout and "t0-0 t0-1" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--strategy", "uniform", "--generation", "C0=1"], "--generation does not apply to server-side assignors"),
+        (["--strategy", "uniform", "--owned", "C0=t0-1", "--owned", "C1=t0-1"],
+         "t0-1 is in the previous target of both 'C0' and 'C1'"),
+        (["--strategy", "uniform-4.1", "--owned", "C0=t0-5"], "t0-5, which does not exist"),
+        (["--strategy", "server-range", "--owned", "C0=t7-0"], "unknown topic"),
+        (["--strategy", "server-range", "--member", "C3=t9"], "unknown topic 't9'"),
+        (["--strategy", "uniform", "--static", "C0=i", "--static", "C1=i"], "share instance id 'i'"),
+        (["--strategy", "uniform", "--streams", "C0=2"], "legacy strategies only"),
+        (["--strategy", "kip848-range"], "server-range"),
+    ],
+)
+def test_bad_server_input_is_one_line_and_exit_2(args, message):
+    result = run(*SERVER, *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+
+
+def test_movement_of_the_server_assignors():
+    def moved(strategy):
+        result = run("movement", "--strategy", strategy, "--partitions", "10", "--from", "4", "--to", "5", "--json")
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)[strategy]
+
+    uniform = moved("uniform")
+    # Kafka's walk is C3, C4, C1, C2: C3 and C4 held three, and each gives one to the newcomer.
+    assert uniform["before"] == {"C1": ["t0-6", "t0-7"], "C2": ["t0-8", "t0-9"], "C3": ["t0-0", "t0-1", "t0-2"],
+                                 "C4": ["t0-3", "t0-4", "t0-5"]}
+    assert uniform["changes"] == [{"partition": "t0-2", "from": "C3", "to": "C5"},
+                                  {"partition": "t0-5", "from": "C4", "to": "C5"}]
+    assert moved("server-range")["moved"] == 7   # the same as the classic range: ranges are recomputed
+    picture = run("movement", "--strategy", "uniform-4.1", "--partitions", "10", "--from", "4", "--to", "5")
+    assert picture.exit_code == 0 and "uniform-4.1: 2 moved" in picture.stdout
