@@ -1,20 +1,27 @@
 """What a consumer adds to group membership (Kafka's ConsumerCoordinator): the assignor the
 leader runs, eager or cooperative (KIP-429) revocation, and offsets.
 
-Commits follow Kafka's consumer: none is sent unless the member is stable; auto-commit is
-asynchronous with at most one in flight and none while the coordinator is unknown, so a member
-cut off from its coordinator keeps fetching until it is fenced; a stale-generation answer that
-arrives while the member is already rebalancing means "rebalance in progress", not "fenced".
-The commit before a rejoin and the commit of revoked partitions are retried, with backoff, up
-to the rebalance timeout. Partition changes reach the member through `PartitionHooks`, on the
-polling thread only.
+Commits follow Kafka's consumer (3.7): none is sent unless the member is stable; auto-commit is
+asynchronous with at most one in flight, none while the coordinator is unknown and none while a
+rebalance is pending, and its timer starts again after each join; a member cut off from its
+coordinator keeps fetching until it is fenced. A commit answered ILLEGAL_GENERATION or
+UNKNOWN_MEMBER_ID means "rebalance in progress" only when the generation changed since it was
+sent and the member is preparing a rebalance; otherwise the member is reset and its partitions
+are lost (`OffsetCommitResponseHandler`). FENCED_INSTANCE_ID on a commit of the current
+generation is fatal. The only commit of a rebalance is the one before the rejoin, retried with
+backoff up to the rebalance timeout: eager, on the polling thread, before the revocation (no
+record is handed out meanwhile, as Kafka pauses the partitions); cooperative, on the join
+worker, while records keep flowing. After a cooperative SyncGroup the revoked partitions are
+only handed to the listener, as `onJoinComplete` does: what was consumed since the pre-join
+commit is consumed again by the new owner. Partition changes reach the member through
+`PartitionHooks`, on the polling thread only.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
@@ -30,6 +37,7 @@ from modern.consumer_protocol import (
 )
 from modern.errors import ErrorClass, GroupError
 from modern.group_membership import GroupMembership, JoinOutcome
+from modern.membership import MembershipState
 from modern.settings import ClientSettings
 from rebalance import events as ev
 from rebalance.assignors import get_assignor
@@ -53,9 +61,12 @@ class PartitionHooks(Protocol):
 
     def lose(self, partitions: set[TopicPartition]) -> None: ...     # gone without a chance to commit
 
-    def positions(self) -> dict[TopicPartition, int]: ...            # next offsets to auto-commit ({} when off)
+    def positions(self) -> dict[TopicPartition, int]: ...            # next offsets to auto-commit ({} when off);
+                                                                      # also read from the join worker
 
     def committed(self, offsets: Mapping[TopicPartition, int], error: ErrorClass, generation: int) -> None: ...
+
+    def rebalanced(self) -> None: ...                                  # a join completed: restart the auto-commit timer
 
 
 class ConsumerCoordinator(GroupMembership):
@@ -68,8 +79,9 @@ class ConsumerCoordinator(GroupMembership):
         self.owned: frozenset[TopicPartition] = frozenset()
         self._commit_in_flight: threading.Thread | None = None
 
-    def poll(self) -> None:
-        self.poll_group()
+    def poll(self) -> bool:
+        """Rebalance when needed; True when no rebalance is pending (an auto-commit may go out)."""
+        return self.poll_group()
 
     # ------------------------------------------------------------ rebalance hooks (polling thread)
 
@@ -82,15 +94,23 @@ class ConsumerCoordinator(GroupMembership):
             generation=self.generation.generation_id, group_instance_id=self.settings.group_instance_id))
 
     def _on_join_prepare(self) -> None:
-        if self._release_if_lost():
-            return
-        # Commit what was consumed before rejoining, while still stable (eager and cooperative alike).
-        self._commit_with_retry(self.hooks.positions())
+        if self._release_if_lost() or self.cooperative:
+            return   # cooperative: the pre-join commit runs on the join worker (_prepare_in_background)
+        # Eager: commit what was consumed, while still stable, then give everything up.
+        self._commit_with_retry(self.hooks.positions)
         if self._release_if_lost():  # that commit found the member fenced
             return
-        if not self.cooperative and self.owned:
+        if self.owned:
             revoked, self.owned = set(self.owned), frozenset()
             self.hooks.revoke(revoked)
+
+    def _prepare_in_background(self) -> bool:
+        """Cooperative: the pre-join commit, on the join worker, so that records keep flowing. False when
+        that commit found the member fenced (the polling thread then declares the partitions lost)."""
+        if not self.cooperative or not self.generation.is_valid:
+            return True   # nothing owned to commit for: a first join, or after the partitions were lost
+        self._commit_with_retry(self.hooks.positions)
+        return self.generation.is_valid
 
     def _release_if_lost(self) -> bool:
         """No generation (fenced, removed, left): what we owned is lost, not revoked."""
@@ -107,8 +127,7 @@ class ConsumerCoordinator(GroupMembership):
         revoked, added = owned - assigned, assigned - owned
         if self.cooperative:
             if revoked:
-                positions = self.hooks.positions()
-                self._commit_with_retry({tp: o for tp, o in positions.items() if tp in revoked})
+                # Only the listener, as Kafka's onJoinComplete: the commit was the pre-join one.
                 self.owned = frozenset(owned & assigned)
                 self.hooks.revoke(revoked)
                 # KIP-429: what we gave up goes to its new owner in a follow-up round.
@@ -119,6 +138,7 @@ class ConsumerCoordinator(GroupMembership):
         else:
             self.owned = frozenset(assigned)
             self.hooks.assign(assigned)
+        self.hooks.rebalanced()
         duration_ms = (time.monotonic() - outcome.started) * 1000
         self.metrics.rebalance_completed(duration_ms, time.monotonic())
         generation = outcome.generation
@@ -173,7 +193,8 @@ class ConsumerCoordinator(GroupMembership):
         or the member is not stable. True when a commit went out."""
         with self._lock:
             busy = self._commit_in_flight is not None and self._commit_in_flight.is_alive()
-            if not offsets or busy or not self.coordinator_known or self.membership.generation_if_stable() is None:
+            if not offsets or busy or not self.coordinator_known or self.membership.generation_if_stable() is None \
+                    or self.rejoin_pending:
                 return False
             self._commit_in_flight = threading.Thread(target=self._commit_quietly, args=(dict(offsets),),
                                                       name=f"commit-{self.member_name}", daemon=True)
@@ -187,11 +208,12 @@ class ConsumerCoordinator(GroupMembership):
             self._coordinator_unknown()
             self.hooks.committed(offsets, errors.COORDINATOR_NOT_AVAILABLE, self.generation.generation_id)
 
-    def _commit_with_retry(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
-        """As Kafka's rebalance commits: retried with backoff while the error is retriable, up to
-        the rebalance timeout."""
+    def _commit_with_retry(self, positions: Callable[[], Mapping[TopicPartition, int]]) -> ErrorClass:
+        """As Kafka's pre-join commit: retried with backoff while the error is retriable, up to the
+        rebalance timeout, each try with the positions as they are then."""
         deadline = time.monotonic() + self.settings.effective_rebalance_timeout_ms / 1000
         while True:
+            offsets = positions()
             try:
                 error = self.commit(offsets)
             except ConnectionFailed:
@@ -224,16 +246,29 @@ class ConsumerCoordinator(GroupMembership):
             return errors.COORDINATOR_NOT_AVAILABLE
         codes = {p.error_code for t in response.topics for p in t.partitions}
         error = errors.for_code(max(codes, key=lambda c: c != 0)) if codes else errors.NONE
-        if error in (errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION):
-            with self._lock:
-                if self.membership.rebalancing or self.generation != generation:
-                    return errors.REBALANCE_IN_PROGRESS  # the group moved on while we are joining it anyway
+        return self._commit_answered(error, generation)
+
+    def _commit_answered(self, error: ErrorClass, sent: Any) -> ErrorClass:
+        """What a commit's error means, as Kafka's OffsetCommitResponseHandler reads it; `sent` is the
+        generation the commit carried."""
+        with self._lock:
+            unchanged = self.generation == sent
+            preparing = self.membership.state is MembershipState.PREPARING_REBALANCE
+            if error in (errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION):
+                if not unchanged and preparing:
+                    return errors.REBALANCE_IN_PROGRESS  # a stale commit of a member already joining again
                 self._membership_lost(f"commit: {errors.name_of(error)}",
                                       keep_member_id=error is errors.ILLEGAL_GENERATION)
-        elif error is errors.REBALANCE_IN_PROGRESS:
-            self.request_rejoin("commit: REBALANCE_IN_PROGRESS")
-        elif error in errors.COORDINATOR_ERRORS:
-            self._coordinator_unknown()
+            elif error is errors.FENCED_INSTANCE_ID:
+                if not unchanged:
+                    return errors.REBALANCE_IN_PROGRESS if preparing else error   # CommitFailedException
+                # Another process took this static member's place: fatal, the partitions lost first.
+                self._membership_lost("commit: FENCED_INSTANCE_ID")
+                self._fatal = GroupError(error, "OffsetCommit")
+            elif error is errors.REBALANCE_IN_PROGRESS:
+                self.request_rejoin("commit: REBALANCE_IN_PROGRESS")
+            elif error in errors.COORDINATOR_MOVED:
+                self._coordinator_unknown()   # COORDINATOR_LOAD_IN_PROGRESS: retried at the same broker
         return error
 
     def fetch_committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -259,8 +294,8 @@ class ConsumerCoordinator(GroupMembership):
             if error is errors.NONE:
                 return {TopicPartition(t.name, p.partition_index): p.committed_offset
                         for t in response.topics for p in t.partitions if p.committed_offset >= 0}
-            if error in errors.COORDINATOR_ERRORS:
-                self._coordinator_unknown()
+            if error in errors.COORDINATOR_MOVED:
+                self._coordinator_unknown()   # COORDINATOR_LOAD_IN_PROGRESS: retried at the same broker
             if time.monotonic() > deadline or self._closing.is_set():
                 raise GroupError(error, "OffsetFetch")
             time.sleep(self.settings.retry_backoff_ms / 1000)

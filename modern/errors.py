@@ -35,10 +35,13 @@ STALE_MEMBER_EPOCH: ErrorClass = _kafka.StaleMemberEpochError
 UNRELEASED_INSTANCE_ID: ErrorClass = _kafka.UnreleasedInstanceIdError
 UNSUPPORTED_ASSIGNOR: ErrorClass = _kafka.UnsupportedAssignorError
 
-# Errors after which a client must look the coordinator up again.
+# Errors of a coordinator that is moving or loading: a request that got one may succeed when tried again.
 COORDINATOR_ERRORS: frozenset[ErrorClass] = frozenset(
     {COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS}
 )
+# Of those, the ones after which a client looks the coordinator up again (Kafka's clients mark it
+# unknown). COORDINATOR_LOAD_IN_PROGRESS is retried at the same broker: it is the coordinator, loading.
+COORDINATOR_MOVED: frozenset[ErrorClass] = frozenset({COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR})
 
 
 def for_code(code: int) -> ErrorClass:

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.consumer import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
-from kafka.protocol.metadata import FindCoordinatorRequest
 
 from modern import errors
 from modern.connection import BrokerConnection, ConnectionFailed
+from modern.coordinator_lookup import Coordinator, CoordinatorLookup, ExponentialBackoff
 from modern.errors import ErrorClass, GroupError
 from modern.membership import (
     FATAL_ERRORS,
@@ -52,8 +52,6 @@ JOIN_VERSION = 5            # v4: MEMBER_ID_REQUIRED, v5: group.instance.id
 SYNC_VERSION = 3
 HEARTBEAT_VERSION = 3
 LEAVE_VERSION = 3
-FIND_VERSION = 3
-
 
 
 def now_ms() -> int:
@@ -92,8 +90,12 @@ class GroupMembership:
         self._beat: BrokerConnection | None = None    # heartbeats and LeaveGroup
         self._join_worker: threading.Thread | None = None
         self._joined: JoinOutcome | None = None
-        self._bootstrap_index = 0
         self._closing = threading.Event()
+        self.lookup = CoordinatorLookup(
+            group=settings.group, bootstrap=settings.bootstrap, client_id=settings.client_id,
+            request_timeout_ms=settings.request_timeout_ms, requests=self.requests, stopping=self._closing,
+            backoff=ExponentialBackoff(settings.retry_backoff_ms, settings.retry_backoff_max_ms),
+            connect=lambda host, port: self._connect(host, port))
         self._timer = HeartbeatTimer(settings, now_ms())
         self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{member_name}",
                                                   daemon=True)
@@ -115,6 +117,14 @@ class GroupMembership:
     @property
     def coordinator_known(self) -> bool:
         return self._coordinator_known
+
+    @property
+    def rejoin_pending(self) -> bool:
+        """A rebalance asked for, under way, or finished and not applied yet (Kafka's rejoinNeededOrPending):
+        no auto-commit goes out meanwhile."""
+        with self._lock:
+            worker = self._join_worker is not None and self._join_worker.is_alive()
+            return worker or self._rejoin_reason is not None or self._joined is not None
 
     def _set(self, membership: Membership) -> None:
         with self._lock:
@@ -159,12 +169,13 @@ class GroupMembership:
 
     # ------------------------------------------------------------ the polling thread
 
-    def poll_group(self) -> None:
+    def poll_group(self) -> bool:
         """Called on every consumer poll; never blocks on the group (like Java's poll(timeout)).
 
         It notes the poll (max.poll.interval.ms), applies a join that finished since the last
         poll, and when a rebalance is needed prepares for it here and starts the join in the
-        background.
+        background. True when no rebalance is pending (Kafka's `ConsumerCoordinator.poll` returns
+        false before its auto-commit while a join is needed or under way).
         """
         with self._lock:
             self._timer.polled(now_ms())
@@ -176,6 +187,7 @@ class GroupMembership:
         if finished is not None:
             self._on_join_complete(finished)
         self._maybe_rejoin()
+        return not self.rejoin_pending
 
     def _maybe_rejoin(self) -> None:
         with self._lock:
@@ -197,39 +209,26 @@ class GroupMembership:
     # ------------------------------------------------------------ phase 1: find the coordinator
 
     def ensure_coordinator(self) -> BrokerConnection:
+        """The connection for commits and offset fetches, once the coordinator is known. One lookup per
+        client (`modern.coordinator_lookup`): a thread that needs the coordinator while another looks it
+        up waits for that answer. Connections are replaced only when the answer names another broker;
+        a request in flight on another thread is never cut short by a lookup."""
+        self.lookup.ensure(known=lambda: self._main is not None and self._coordinator_known,
+                           install=self._install_coordinator)
+        return self._main
+
+    def _install_coordinator(self, found: Coordinator) -> None:
         with self._lock:
-            if self._main is not None and self._coordinator_known:
-                return self._main
-        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
-        last_error: Exception | None = None
-        while time.monotonic() < deadline and not self._closing.is_set():
-            host, port = self.settings.bootstrap[self._bootstrap_index % len(self.settings.bootstrap)]
-            self._bootstrap_index += 1
-            probe = self._connect(host, port)
-            try:
-                response = self._send(probe, "FindCoordinator", FindCoordinatorRequest[FIND_VERSION](
-                    key=self.settings.group, key_type=0))
-            except ConnectionFailed as error:
-                last_error = error
-                time.sleep(self.settings.retry_backoff_ms / 1000)
-                continue
-            finally:
-                probe.close()
-            error = errors.for_code(response.error_code)
-            if error is not errors.NONE:
-                last_error = GroupError(error, "FindCoordinator")
-                time.sleep(self.settings.retry_backoff_ms / 1000)
-                continue
-            with self._lock:
-                for connection in (self._main, self._join, self._beat):
+            moved = self.coordinator is None or (self.coordinator[1], self.coordinator[2]) != found.address
+            if moved or self._main is None:
+                old = (self._main, self._join, self._beat)
+                self._main, self._join, self._beat = (self._connect(found.host, found.port) for _ in range(3))
+                for connection in old:
                     if connection is not None:
-                        connection.abort()  # never wait here for a request in flight on the old one
-                self.coordinator = (response.node_id, response.host, response.port)
-                self._main, self._join, self._beat = (self._connect(response.host, response.port) for _ in range(3))
-                self._coordinator_known = True
-                self._timer.reset(now_ms())
-                return self._main
-        raise ConnectionFailed(f"no coordinator found for group {self.settings.group!r}: {last_error}")
+                        connection.abort()   # the old coordinator's: what is in flight there is void
+            self.coordinator = (found.node_id, found.host, found.port)
+            self._coordinator_known = True
+            self._timer.reset(now_ms())
 
     def _connect(self, host: str, port: int) -> BrokerConnection:
         return BrokerConnection(host, port, client_id=self.settings.client_id,
@@ -239,9 +238,12 @@ class GroupMembership:
 
     def _join_until_done(self, metadata: bytes, started: float) -> None:
         """Join and sync, retried until they succeed, the membership is lost (the polling thread then
-        declares the partitions lost and starts a new round), a fatal error, or close."""
+        declares the partitions lost and starts a new round), a fatal error, or close. First the
+        protocol's own preparation that must not hold the polling thread (`_prepare_in_background`)."""
         attempts = 0
         try:
+            if not self._prepare_in_background():
+                return   # the membership was lost meanwhile: the polling thread starts over
             while not self._closing.is_set():
                 attempts += 1
                 try:
@@ -333,8 +335,8 @@ class GroupMembership:
         if error in MEMBERSHIP_ERRORS:
             self._membership_lost(f"{api}: {errors.name_of(error)}",
                                   keep_member_id=error is errors.ILLEGAL_GENERATION)
-        elif error in errors.COORDINATOR_ERRORS:
-            self._coordinator_unknown()
+        elif error in errors.COORDINATOR_MOVED:
+            self._coordinator_unknown()   # COORDINATOR_LOAD_IN_PROGRESS: tried again at the same broker
         raise GroupError(error, api)
 
     # ------------------------------------------------------------ phase 4: heartbeats (own thread)
@@ -407,7 +409,7 @@ class GroupMembership:
                                       keep_member_id=error is errors.ILLEGAL_GENERATION)
                 if error is errors.FENCED_INSTANCE_ID:
                     self._fatal = GroupError(error, "Heartbeat")
-            elif error in errors.COORDINATOR_ERRORS:
+            elif error in errors.COORDINATOR_MOVED:
                 self._timer.failed(now_ms())
                 self._coordinator_known = False
             else:
@@ -454,6 +456,11 @@ class GroupMembership:
 
     def _on_join_prepare(self) -> None:
         """Before a JoinGroup round, on the polling thread."""
+
+    def _prepare_in_background(self) -> bool:
+        """Before a JoinGroup round, on the join worker (the polling thread goes on meanwhile); False when
+        the membership was lost in it."""
+        return True
 
     def _on_join_complete(self, outcome: JoinOutcome) -> None:
         """A finished join and sync, applied on the polling thread."""

@@ -7,7 +7,7 @@ member's name is its client.id, so brokers that advertise per-client-id addresse
 its traffic through that member's fault proxies.
 
 Settings under Kafka names go in `MemberConfig.extra`: heartbeat.interval.ms,
-max.poll.interval.ms, rebalance.timeout.ms, retry.backoff.ms, request.timeout.ms.
+max.poll.interval.ms, rebalance.timeout.ms, retry.backoff.ms, retry.backoff.max.ms, request.timeout.ms.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ EXTRA_SETTINGS = {
     "max.poll.interval.ms": "max_poll_interval_ms",
     "rebalance.timeout.ms": "rebalance_timeout_ms",
     "retry.backoff.ms": "retry_backoff_ms",
+    "retry.backoff.max.ms": "retry_backoff_max_ms",
     "request.timeout.ms": "request_timeout_ms",
 }
 
@@ -103,8 +104,8 @@ class ModernMember:
         with self._lock:
             if self._closed:
                 return []
-            self.coordinator.poll()              # rebalances (and calls our hooks) when needed
-            self._maybe_auto_commit()
+            if self.coordinator.poll():          # rebalances (and calls our hooks) when needed
+                self._maybe_auto_commit()        # never while a rebalance is pending, as Kafka's poll
             if not self._owned:
                 time.sleep(min(timeout_s, 0.05))   # nothing to fetch: do not spin
                 return []
@@ -164,9 +165,15 @@ class ModernMember:
     # ------------------------------------------------------------ PartitionHooks (called inside poll)
 
     def positions(self) -> dict[TopicPartition, int]:
+        """Also read by the join worker (the cooperative pre-join commit): from copies, never the live dict."""
         if not self.config.auto_commit:
             return {}
-        return {tp: o for tp, o in self._positions.items() if tp in self._owned}
+        positions, owned = dict(self._positions), self._owned
+        return {tp: o for tp, o in positions.items() if tp in owned}
+
+    def rebalanced(self) -> None:
+        """A join completed: the auto-commit interval starts again from now (Kafka's onJoinComplete)."""
+        self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
 
     def committed(self, offsets: Mapping[TopicPartition, int], error: ErrorClass, generation: int) -> None:
         rendered = {str(tp): o for tp, o in sorted(offsets.items())}

@@ -18,6 +18,7 @@ class ClientSettings:
     max_poll_interval_ms: int = 300_000          # max.poll.interval.ms (also the rebalance timeout)
     rebalance_timeout_ms: int | None = None      # defaults to max.poll.interval.ms, as Java does
     retry_backoff_ms: int = 100                  # retry.backoff.ms
+    retry_backoff_max_ms: int = 1_000            # retry.backoff.max.ms (the coordinator lookup's backoff cap)
     request_timeout_ms: int = 30_000             # request.timeout.ms
 
     def __post_init__(self) -> None:

@@ -334,3 +334,74 @@ def test_the_revocation_commit_is_retried_until_it_lands(cluster, names, tmp_pat
     events = events_of(path)
     handed_over = [e for e in events if e["type"] == "partitions_assigned" and e["member"] == "second"][-1]
     assert handed_over["committed"] == {tp: 10 for tp in handed_over["partitions"]}
+
+
+def test_cooperative_revocation_commits_nothing_and_the_pre_join_commit_holds_no_records_back(cluster, names, tmp_path):
+    """Kafka's cooperative consumer commits once per rebalance, before the JoinGroup (onJoinPrepare), and
+    keeps handing out records while that commit is out; after the SyncGroup it only tells the listener
+    what was revoked (onJoinComplete). So the new owner of a revoked partition starts at the pre-join
+    commit and consumes again what the old owner consumed after it. Here the pre-join commit takes 1.5 s
+    and the leader takes 1 s to assign, while records keep arriving."""
+    topic, group = names
+    create_topic(cluster.bootstrap, topic, PARTITIONS)
+    path = tmp_path / "events.jsonl"
+    recorder = EventRecorder(path, backend="modern")
+    stop_producing = threading.Event()
+
+    def keep_producing() -> None:
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, linger_ms=5)
+        seq = 0
+        while not stop_producing.is_set():
+            producer.send(topic, json.dumps({"seq": seq, "ts_ms": int(time.time() * 1000)}).encode(),
+                          partition=seq % PARTITIONS)
+            seq += 1
+            time.sleep(0.01)
+        producer.close()
+
+    producing = threading.Thread(target=keep_producing, daemon=True)
+    producing.start()
+    slow = f"{__name__}:SlowCooperativeSticky"
+    window: list[float] = []
+    try:
+        with Members(recorder) as members:
+            first = members.start(member(cluster, topic, group, "first", recorder, strategy=slow,
+                                         commit_interval_ms=600_000, **{"heartbeat.interval.ms": 500}))
+            wait_until(lambda: len(first.assignment()) == PARTITIONS, "the first member to own everything")
+            wait_until(lambda: sum(1 for e in events_of(path) if e["type"] == "records_consumed") >= 20,
+                       "the first member consuming")
+            coordinator = first.coordinator
+            real_send = coordinator._send
+
+            def slow_pre_join_commit(connection, op, request, **kwargs):
+                if op == "OffsetCommit" and not window:
+                    window.append(time.time() * 1000)
+                    time.sleep(1.5)
+                    answer = real_send(connection, op, request, **kwargs)
+                    window.append(time.time() * 1000)
+                    return answer
+                return real_send(connection, op, request, **kwargs)
+
+            coordinator._send = slow_pre_join_commit
+            second = members.start(member(cluster, topic, group, "second", recorder, strategy=slow,
+                                          commit_interval_ms=600_000, **{"heartbeat.interval.ms": 500}))
+            wait_until(lambda: len(first.assignment()) == 2 == len(second.assignment()), "two partitions each")
+    finally:
+        stop_producing.set()
+        producing.join(10)
+    events = events_of(path)
+    assert len(window) == 2
+    during = [e for e in events if e["type"] == "records_consumed" and e["member"] == "first"
+              and window[0] + 100 < e["ts_ms"] < window[1] - 100]
+    assert during, "records were held back while the pre-join commit was out"
+    revoked_at = next(e["ts_ms"] for e in events if e["type"] == "partitions_revoked" and e["member"] == "first")
+    handed = [e for e in events if e["type"] == "partitions_assigned" and e["member"] == "second"]
+    starts = {tp: offset for e in handed for tp, offset in e["committed"].items()}
+    last_seen = {}
+    for e in events:
+        if e["type"] == "records_consumed" and e["member"] == "first" and e["ts_ms"] <= revoked_at:
+            last_seen[f"{e['topic']}-{e['partition']}"] = e["last_offset"]
+    commits_after_join = [e for e in events if e["type"] == "offsets_committed" and e["member"] == "first"
+                          and window[1] < e["ts_ms"] <= revoked_at]
+    assert not commits_after_join, "a commit between the pre-join commit and the revocation"
+    again = {tp: last_seen[tp] + 1 - start for tp, start in starts.items() if tp in last_seen}
+    assert again and any(count > 0 for count in again.values()), (starts, last_seen)

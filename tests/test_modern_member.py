@@ -6,19 +6,28 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
 import pytest
+from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
+from kafka.protocol.metadata import FindCoordinatorResponse
 
 from broker.admin import create_topic
+from modern import errors
+from modern.consumer_coordinator import ConsumerCoordinator
+from modern.consumer_protocol import encode_assignment
+from modern.coordinator_lookup import ExponentialBackoff
+from modern.group_membership import JoinOutcome
 from modern.member import ModernMember, settings_from
-from modern.membership import HeartbeatTimer
+from modern.membership import HeartbeatTimer, Membership, MembershipState
 from modern.settings import ClientSettings
 from rebalance.backends import profile
-from rebalance.events import EventRecorder, read_events
+from rebalance.events import EventRecorder, NullRecorder, read_events
 from rebalance.member import Member, MemberConfig
 from rebalance.metrics import RebalanceMetrics
+from rebalance.types import Assignment, Generation, TopicPartition
 
 BOOT = (("127.0.0.1", 9092),)
 
@@ -81,6 +90,213 @@ def test_backend_registry_builds_a_member():
     member = profile("modern").make(MemberConfig(group="g", topics=("t",), bootstrap="127.0.0.1:1", member_name="x"))
     assert isinstance(member, ModernMember) and isinstance(member, Member)
     assert member.member_id == "x" and member.assignment() == set()
+
+
+# ---------------------------------------------------------------- the client against a scripted coordinator
+#
+# Kafka 3.7's ConsumerCoordinator / AbstractCoordinator rules for commits and the coordinator lookup,
+# each checked against a connection that answers from a script (no broker, no clock to wait on).
+
+TP = TopicPartition("t", 0)
+
+
+class Scripted:
+    """A coordinator connection answering from a script: API name -> answers in order; an answer may be
+    a response, an exception to raise, or a callable giving either."""
+
+    address = "stub:1"
+
+    def __init__(self, **answers) -> None:
+        self.answers = {name: list(script) for name, script in answers.items()}
+        self.sent: list[str] = []
+        self.aborted = 0
+
+    def request(self, request, timeout_s=None):
+        name = type(request).__name__.split("_")[0].removesuffix("Request")
+        self.sent.append(name)
+        answer = self.answers[name].pop(0)
+        answer = answer() if callable(answer) else answer
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def abort(self) -> None:
+        self.aborted += 1
+
+    def close(self) -> None:
+        pass
+
+
+class Hooks:
+    """PartitionHooks that only record what they were told."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def revoke(self, partitions):
+        self.calls.append(("revoke", set(partitions)))
+
+    def assign(self, partitions):
+        self.calls.append(("assign", set(partitions)))
+
+    def lose(self, partitions):
+        self.calls.append(("lose", set(partitions)))
+
+    def positions(self):
+        return {TP: 7}
+
+    def committed(self, offsets, error, generation):
+        self.calls.append(("committed", errors.name_of(error)))
+
+    def rebalanced(self):
+        self.calls.append(("rebalanced", None))
+
+
+def commit_answer(error) -> OffsetCommitResponse:
+    topic = OffsetCommitResponse.OffsetCommitResponseTopic
+    return OffsetCommitResponse[7](throttle_time_ms=0, topics=[topic(name="t", partitions=[
+        topic.OffsetCommitResponsePartition(partition_index=0, error_code=error.errno)])])
+
+
+def find_answer(port: int = 1) -> FindCoordinatorResponse:
+    return FindCoordinatorResponse[3](throttle_time_ms=0, error_code=0, error_message=None, node_id=0,
+                                      host="stub", port=port)
+
+
+def stable_member(connection: Scripted, *, generation: int = 5, **overrides) -> tuple[ConsumerCoordinator, Hooks]:
+    """A member stable in `generation`, owning t-0, whose coordinator connections are `connection`."""
+    hooks = Hooks()
+    member = ConsumerCoordinator(settings(**overrides), hooks, recorder=NullRecorder(), member_name="m")
+    member._main = member._join = member._beat = connection
+    member.coordinator, member._coordinator_known = (0, "stub", 1), True
+    member._set(Membership(state=MembershipState.STABLE, generation=Generation(generation, "m-1", "range")))
+    member._rejoin_reason = None
+    member.owned = frozenset({TP})
+    return member, hooks
+
+
+@pytest.mark.parametrize("error", [errors.ILLEGAL_GENERATION, errors.UNKNOWN_MEMBER_ID])
+@pytest.mark.parametrize("meanwhile, stale", [
+    ("rejoining, same generation", False),       # Kafka: the member is reset (its partitions are lost)
+    ("stable in a newer generation", False),     # reset too: not "rebalance in progress"
+    ("rejoining after a newer generation", True),  # the only case read as "rebalance in progress"
+])
+def test_a_stale_commit_is_rebalance_in_progress_only_if_the_generation_moved_and_the_member_is_rejoining(
+        error, meanwhile, stale):
+    member: ConsumerCoordinator
+
+    def answered():
+        if meanwhile != "rejoining, same generation":   # a newer generation came while the commit was out
+            member._set(Membership(state=MembershipState.STABLE, generation=Generation(6, "m-1", "range")))
+        if meanwhile != "stable in a newer generation":
+            member._set(member.membership.join_sent())
+        return commit_answer(error)
+
+    member, hooks = stable_member(Scripted(OffsetCommit=[answered]))
+    got = member.commit({TP: 7})
+    if stale:
+        assert got is errors.REBALANCE_IN_PROGRESS and member.generation.is_valid
+    else:
+        assert got is error
+        assert member.membership.state is MembershipState.UNJOINED and not member.generation.is_valid
+        assert member.member_id == ("m-1" if error is errors.ILLEGAL_GENERATION else "")
+        member.poll()                                 # the next poll declares the partitions lost, then rejoins
+        assert ("lose", {TP}) in hooks.calls
+
+
+def test_fenced_instance_id_on_a_commit_of_the_current_generation_is_fatal():
+    member, hooks = stable_member(Scripted(OffsetCommit=[commit_answer(errors.FENCED_INSTANCE_ID)]),
+                                  group_instance_id="static-1")
+    assert member.commit({TP: 7}) is errors.FENCED_INSTANCE_ID
+    with pytest.raises(errors.GroupError, match="FENCED_INSTANCE_ID"):
+        member.poll()
+    assert ("lose", {TP}) in hooks.calls            # declared lost before the error surfaces
+
+
+def test_fenced_instance_id_on_a_commit_of_an_older_generation_is_not_fatal():
+    member: ConsumerCoordinator
+
+    def answered():
+        member._set(Membership(state=MembershipState.STABLE, generation=Generation(6, "m-1", "range")))
+        member._set(member.membership.join_sent())
+        return commit_answer(errors.FENCED_INSTANCE_ID)
+
+    member, hooks = stable_member(Scripted(OffsetCommit=[answered]), group_instance_id="static-1")
+    assert member.commit({TP: 7}) is errors.REBALANCE_IN_PROGRESS
+    assert member._fatal is None
+
+
+def test_no_auto_commit_while_a_rejoin_is_pending_and_the_timer_restarts_after_each_join():
+    member, hooks = stable_member(Scripted(OffsetCommit=[]))
+    member.request_rejoin("heartbeat: REBALANCE_IN_PROGRESS")
+    assert member.rejoin_pending
+    assert not member.maybe_commit_async({TP: 7})     # nothing sent: the poll that starts a join commits nothing
+    assert member._main.sent == []
+    member._on_join_complete(JoinOutcome(generation=Generation(6, "m-1", "range"), leader="m-1",
+                                         assignment=encode_assignment(Assignment((TP,))),
+                                         started=time.monotonic(), attempts=1))
+    assert ("rebalanced", None) in hooks.calls      # the member restarts its auto-commit interval
+
+
+def test_coordinator_load_in_progress_is_retried_at_the_same_coordinator():
+    member, _ = stable_member(Scripted(OffsetCommit=[commit_answer(errors.COORDINATOR_LOAD_IN_PROGRESS)]))
+    assert member.commit({TP: 7}) is errors.COORDINATOR_LOAD_IN_PROGRESS
+    assert member.coordinator_known                   # not "unknown": no FindCoordinator follows
+    with pytest.raises(errors.GroupError):
+        member._check_group_error("JoinGroup", errors.COORDINATOR_LOAD_IN_PROGRESS)
+    assert member.coordinator_known
+    member._check_group_error("JoinGroup", errors.NONE)
+    with pytest.raises(errors.GroupError):
+        member._check_group_error("SyncGroup", errors.NOT_COORDINATOR)
+    assert not member.coordinator_known               # NOT_COORDINATOR: look it up again
+
+
+def test_the_coordinator_fetch_also_retries_load_in_progress_at_the_same_coordinator():
+    fetch_topic = OffsetFetchResponse.OffsetFetchResponseTopic
+    answer = OffsetFetchResponse[7](throttle_time_ms=0, error_code=0, topics=[fetch_topic(name="t", partitions=[
+        fetch_topic.OffsetFetchResponsePartition(partition_index=0, committed_offset=3, committed_leader_epoch=-1,
+                                                 metadata="", error_code=0)])])
+    loading = OffsetFetchResponse[7](throttle_time_ms=0, error_code=errors.COORDINATOR_LOAD_IN_PROGRESS.errno,
+                                     topics=[])
+    connection = Scripted(OffsetFetch=[loading, answer])
+    member, _ = stable_member(connection)
+    assert member.fetch_committed([TP]) == {TP: 3}
+    assert connection.sent == ["OffsetFetch", "OffsetFetch"]     # no FindCoordinator in between
+
+
+def test_backoff_doubles_from_retry_backoff_to_its_maximum_with_jitter():
+    backoff = ExponentialBackoff(100, 1000)
+    assert [backoff.backoff_ms(n, 0.5) for n in range(6)] == [100, 200, 400, 800, 1000, 1000]
+    assert backoff.backoff_ms(0, 0.0) == pytest.approx(80) and backoff.backoff_ms(0, 0.999) < 120
+    assert backoff.backoff_ms(3, 0.999) < 1000 and backoff.backoff_ms(4, 0.0) == pytest.approx(800)  # the jitter goes
+    # below the cap: the exponent stops growing at the cap (log2 10), then the draw applies
+    assert max(backoff.backoff_ms(n, 0.999) for n in range(10)) == 1000          # never above the maximum
+    assert ExponentialBackoff(100, 100).backoff_ms(5, 0.9) == 100                 # no room to grow: constant
+
+
+def test_one_coordinator_lookup_serves_every_thread_and_cuts_no_connection_in_use():
+    """The heartbeat thread and the polling thread both find the coordinator unknown: one FindCoordinator
+    goes out, the other thread uses its answer, and the connections (same coordinator) stay as they are."""
+    in_use = Scripted()
+    member, _ = stable_member(in_use)
+    member._coordinator_known = False
+    probes: list[Scripted] = []
+
+    def probe(host, port):
+        def slow_answer():
+            time.sleep(0.3)
+            return find_answer()
+        probes.append(Scripted(FindCoordinator=[slow_answer]))
+        return probes[-1]
+
+    member._connect = probe
+    threads = [threading.Thread(target=member.ensure_coordinator) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert sum(p.sent.count("FindCoordinator") for p in probes) == 1
+    assert member.coordinator_known and member._main is in_use and in_use.aborted == 0
 
 
 # ---------------------------------------------------------------- with brokers
