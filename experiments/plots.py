@@ -2,6 +2,7 @@
 
 - throughput: processed records per second with fault windows shaded (seed 002's chart);
 - ownership: who owned which partition when, double ownership marked;
+  on both, members joining and leaving are membership changes (teal dashed lines), not faults;
 - herd: coordination requests per membership change against group size, log-log; the members' count
   and, where recorded, the server's own (ZooKeeper's packets, the broker's group-API requests).
 """
@@ -22,11 +23,14 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
+from experiments.fault_labels import fault_label, is_membership_change  # noqa: E402
+from experiments.faults.actions import is_membership_phase  # noqa: E402
 from experiments.rundata import RunData, herd_slopes  # noqa: E402
 
 FAULT_COLOR = "#f4a6a6"
 INSTANT_COLOR = "#b22222"
 PHASE_COLOR = "#555555"
+MEMBERSHIP_COLOR = "#1b7f79"
 DOUBLE_COLOR = "#d62728"
 BACKEND_STYLE = {"legacy": ("#d62728", "o"), "modern": ("#1f77b4", "s"), "kip848": ("#2ca02c", "^")}
 OTHER_STYLES = [("#9467bd", "D"), ("#8c564b", "v"), ("#e377c2", "P")]   # backends added later
@@ -51,21 +55,31 @@ def _is_instant(start: float, end: float, span_s: float) -> bool:
 
 
 def _fault_name(fault) -> str:
+    """`m001 cut off (coord)`, `crash m002`, `m004 leaves` (experiments/fault_labels.py); a long list of
+    targets shortened."""
     target = fault.target if isinstance(fault.target, str) and fault.target else ""
     if len(target) > 24:
         target = target[:22] + "..."
-    return f"{fault.kind} {target}".strip()
+    return fault_label(fault.kind, target, getattr(fault, "link", None))
 
 
 def _draw_timeline(ax, run: RunData, span_s: float) -> list[tuple[float, str, str]]:
-    """Phase starts as dotted lines, fault windows shaded, instant faults as markers on the top edge;
-    returns the labels to place (x, text, colour)."""
+    """Phase starts as dotted lines, membership changes (joins, scaling, leaves) as dashed teal lines,
+    fault windows shaded, instant faults as markers on the top edge; returns the labels to place (x, text,
+    colour). A leave is written as a fault that the final heal closes, but the member is gone from its
+    start: it is drawn at its start, not as a window."""
     labels = []
     for phase in run.phases.itertuples():
+        membership = is_membership_phase(phase.phase)
+        color = MEMBERSHIP_COLOR if membership else PHASE_COLOR
         if phase.start_s > 0:
-            ax.axvline(phase.start_s, color=PHASE_COLOR, ls=":", lw=1)
-        labels.append((phase.start_s, phase.phase, PHASE_COLOR))
+            ax.axvline(phase.start_s, color=color, ls="--" if membership else ":", lw=1)
+        labels.append((phase.start_s, phase.phase, color))
     for fault in run.faults.itertuples():
+        if is_membership_change(fault.kind):
+            ax.axvline(fault.start, color=MEMBERSHIP_COLOR, ls="--", lw=1)
+            labels.append((fault.start, _fault_name(fault), MEMBERSHIP_COLOR))
+            continue
         if _is_instant(fault.start, fault.end, span_s):
             ax.axvline(fault.start, color=INSTANT_COLOR, lw=0.8, alpha=0.7)
             ax.plot([fault.start], [1.0], marker="v", ms=8, color=INSTANT_COLOR, clip_on=False,
@@ -115,12 +129,14 @@ def throughput(runs: list[RunData], path: Path) -> Path:
         ax.set_title(run.label, fontsize=10, loc="left")
         ax.grid(alpha=0.3)
         handles, names = ax.get_legend_handles_labels()
-        ax.legend(handles + _fault_handles(), names + ["fault window", "instant fault"], fontsize=7,
+        marks = _timeline_handles(run)
+        ax.legend(handles + [handle for handle, _ in marks], names + [name for _, name in marks], fontsize=7,
                   loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1, 0].set_xlabel("seconds since the run started")
     limit = runs[0].latency_limit_ms / 1000 if runs else 3
-    fig.suptitle(_title("Records processed per second: a dip under a fault (shaded window or red marker) is the "
-                        f"group not consuming, and orange bars are records lost or later than {limit:g} s."),
+    fig.suptitle(_title("Records processed per second: a dip under a fault (shaded window or red marker) or after "
+                        "a membership change (teal dashed line) is the group not consuming, and orange bars are "
+                        f"records lost or later than {limit:g} s."),
                  fontsize=11)
     fig.tight_layout()
     for ax, labels in placed:
@@ -132,9 +148,15 @@ def throughput(runs: list[RunData], path: Path) -> Path:
     return path
 
 
-def _fault_handles() -> list:
-    return [Patch(facecolor=FAULT_COLOR, alpha=0.45),
-            Line2D([], [], color=INSTANT_COLOR, marker="v", ms=7, lw=0.8)]
+def _timeline_handles(run: RunData) -> list[tuple[object, str]]:
+    """Legend entries for the marks `_draw_timeline` makes: the fault window and the instant fault always,
+    the membership change when the run has one."""
+    marks = [(Patch(facecolor=FAULT_COLOR, alpha=0.45), "fault window"),
+             (Line2D([], [], color=INSTANT_COLOR, marker="v", ms=7, lw=0.8), "instant fault")]
+    if any(map(is_membership_phase, run.phases.get("phase", []))) or \
+            any(map(is_membership_change, run.faults.get("kind", []))):
+        marks.append((Line2D([], [], color=MEMBERSHIP_COLOR, ls="--", lw=1), "member joins or leaves"))
+    return marks
 
 
 def ownership(run: RunData, path: Path) -> Path:
@@ -164,7 +186,7 @@ def ownership(run: RunData, path: Path) -> Path:
     if len(members) > 12:
         handles.append(Patch(color="white", label=f"... {len(members) - 12} more members"))
     handles += [Patch(fill=False, edgecolor=DOUBLE_COLOR, hatch="xxx", label="double ownership")]
-    for handle, name in zip(_fault_handles(), ["fault window", "instant fault"], strict=True):
+    for handle, name in _timeline_handles(run):
         handle.set_label(name)
         handles.append(handle)
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))

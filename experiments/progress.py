@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from experiments.faults.actions import SILENCING_KINDS
+from experiments.fault_labels import fault_label, is_membership_change
+from experiments.faults.actions import SILENCING_KINDS, is_membership_phase
 from experiments.scenario import Scenario, Schedule
 from rebalance import events as ev
 
@@ -33,7 +34,11 @@ class _Tail:
 
 @dataclass
 class Progress:
-    """Running counts read by tailing RUN_DIR/events/*.jsonl; also tells the warmup when the group is stable."""
+    """Running counts read by tailing RUN_DIR/events/*.jsonl; also tells the warmup when the group is stable.
+
+    Only what is written after it is made counts: bytes already in the event files belong to an earlier
+    run, and a run's counts never include them. A member leaving (a `leave` written as fault events) and
+    joins and scaling (phases) are membership changes, counted apart from faults."""
 
     events_dir: Path
     scenario: Scenario
@@ -43,10 +48,16 @@ class Progress:
     rebalances: int = 0
     failed_rebalances: int = 0
     faults: int = 0
+    membership_changes: int = 0
     members_up: set = field(default_factory=set)
     owned: dict = field(default_factory=dict)
     tails: dict = field(default_factory=dict)
     recent: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for path in sorted(self.events_dir.glob("*.jsonl")):
+            with contextlib.suppress(OSError):
+                self.tails[path] = _Tail(offset=path.stat().st_size)
 
     def poll(self) -> None:
         for path in sorted(self.events_dir.glob("*.jsonl")):
@@ -85,15 +96,20 @@ class Progress:
             self.owned.setdefault(member, set()).update(event.get("partitions", []))
         elif kind in (ev.PARTITIONS_REVOKED, ev.PARTITIONS_LOST):
             self.owned.setdefault(member, set()).difference_update(event.get("partitions", []))
+        elif kind == ev.FAULT_STARTED and is_membership_change(event.get("kind")):
+            self.membership_changes += 1
         elif kind == ev.FAULT_STARTED:
             self.faults += 1
             if event.get("kind") in SILENCING_KINDS and event.get("emulated"):   # its host writes nothing more for it
                 for crashed in event.get("member_ids") or []:
                     self.members_up.discard(crashed)
                     self.owned.pop(crashed, None)
+        elif kind == ev.PHASE and is_membership_phase(event.get("name")):
+            self.membership_changes += 1
         if kind in (ev.FAULT_STARTED, ev.FAULT_STOPPED, ev.PHASE):
-            label = event.get("name") or f"{event.get('kind')} {event.get('target')}"
-            self.recent = [*self.recent[-4:], f"{kind.replace('_', ' ')}: {label}"]
+            line = _recent_line(event)
+            if line:
+                self.recent = [*self.recent[-4:], line]
 
     def all_partitions(self) -> set[str]:
         return {f"{topic.name}-{index}" for topic in self.scenario.topics
@@ -129,7 +145,10 @@ class Progress:
         table.add_row("records", f"produced {self.produced}   consumed {self.consumed}")
         table.add_row("group", f"members up {len(self.members_up)}   rebalances {self.rebalances}"
                                f"   failed {self.failed_rebalances}")
-        table.add_row("faults", f"{self.faults} started, {len(run.history.active) if run.history else 0} in force")
+        in_force = [started for started in (run.history.active.values() if run.history else ())
+                    if not is_membership_change(started.get("kind"))]
+        table.add_row("faults", f"{self.faults} started, {len(in_force)} in force;"
+                                f"   membership changes {self.membership_changes}")
         for line in self.recent:
             table.add_row("", f"[dim]{line}[/dim]")
         return table
@@ -156,4 +175,18 @@ class Progress:
         Console(stderr=True).print(
             f"[bold]{self.scenario.name}[/bold] on {run.backend}: {status}{': ' + reason if reason else ''}; "
             f"produced {self.produced}, consumed {self.consumed}, rebalances {self.rebalances}, "
-            f"faults {self.faults}; events in {run.events_dir}")
+            f"faults {self.faults}, membership changes {self.membership_changes}; events in {run.events_dir}")
+
+
+def _recent_line(event: dict) -> str | None:
+    """A phase or fault event as one line of the live display: `fault started: m001 cut off (coord)`,
+    `membership change: m004 leaves`, `membership change: join-1`, `phase: heal`. None for the closing
+    of a leave, which is bookkeeping (the member stays gone)."""
+    kind = event.get("type")
+    if kind == ev.PHASE:
+        word = "membership change" if is_membership_phase(event.get("name")) else "phase"
+        return f"{word}: {event.get('name')}"
+    label = fault_label(event.get("kind"), event.get("target"), event.get("link"))
+    if is_membership_change(event.get("kind")):
+        return f"membership change: {label}" if kind == ev.FAULT_STARTED else None
+    return f"{kind.replace('_', ' ')}: {label}"

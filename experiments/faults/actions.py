@@ -14,6 +14,7 @@ channel instead (docs/scenarios.md, "Large groups").
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -90,6 +91,7 @@ class ActionSpec:
     emulated_in_shared_host: bool = False        # on part of a host process: through its control channel
     holds_links_when_emulated: bool = False      # the emulation black-holes both of the member's links
     silences_member: bool = False                # the member writes nothing more: ownership ends here
+    changes_membership: bool = False             # a member joins or leaves on purpose: not a fault to a reader
     seen_by_proxy: bool = False                  # its effect is seen when traffic first meets the toxic
     min_zookeeper_nodes: int = 0                 # the ensemble it needs
     expands_into: Action | None = None           # the resolver turns it into steps of this action
@@ -112,17 +114,18 @@ _KILLED_BROKER = frozenset({Action.BROKER_KILL, Action.COORDINATOR_KILL})
 
 ACTIONS: dict[Action, ActionSpec] = {spec.action: spec for spec in (
     # `count` new members start (default 1).
-    ActionSpec(action=Action.JOIN, target=Target.GROUP, span=Span.NOT_A_FAULT, fields=frozenset({"count"})),
+    ActionSpec(action=Action.JOIN, target=Target.GROUP, span=Span.NOT_A_FAULT, fields=frozenset({"count"}),
+               changes_membership=True),
     # The group grows to `to` (new members) or shrinks to it (the most recently started leave cleanly).
     ActionSpec(action=Action.SCALE, target=Target.GROUP, span=Span.NOT_A_FAULT, fields=frozenset({"to"}),
-               required=("to",)),
+               required=("to",), changes_membership=True),
     # `count` members restarted one after another, `interval` apart: the resolver turns it into RESTARTs.
     ActionSpec(action=Action.ROLLING_RESTART, target=Target.GROUP, span=Span.NOT_A_FAULT,
                fields=frozenset({"count", "interval", "pick"}), expands_into=Action.RESTART),
     # A clean leave: SIGTERM to its own host process, else its shared host closes just it, which is a
     # real clean close too (so never `emulated`). MemberFaults.leave.
     ActionSpec(action=Action.LEAVE, target=Target.MEMBER, span=Span.UNTIL_UNDONE, fields=frozenset({"member"}),
-               required=("member",)),
+               required=("member",), changes_membership=True),
     # SIGKILL of its host process. Emulated: both links black-holed, then the host drops the member
     # without a word; its session expires on the server's clock. MemberFaults.crash.
     ActionSpec(action=Action.CRASH, target=Target.MEMBER, span=Span.UNTIL_UNDONE, fields=frozenset({"member"}),
@@ -174,6 +177,12 @@ def spec_of(action: Action | str) -> ActionSpec:
 # A fault event's `kind` is its action, or for a link fault the fault (`partition`, `latency`, ...).
 SILENCING_KINDS: tuple[str, ...] = tuple(spec.action.value for spec in ACTIONS.values() if spec.silences_member)
 
+# Membership changes are not faults to a reader (charts, counts, the live display), although a leave is
+# written as fault events (a restart undoes it; the final heal closes it). Joins and scaling are phases.
+MEMBERSHIP_KINDS: tuple[str, ...] = tuple(spec.action.value for spec in ACTIONS.values()
+                                          if spec.changes_membership and spec.is_fault)
+_MEMBERSHIP_PHASE = re.compile(r"(join-\d+|scale-to-\d+)")   # as `phase_name` writes them
+
 
 def phase_name(action: Action | str, targets: tuple[str, ...], params: dict) -> str:
     """The phase event a membership change or a mark writes: `join-2`, `scale-to-100`, a named phase."""
@@ -183,3 +192,8 @@ def phase_name(action: Action | str, targets: tuple[str, ...], params: dict) -> 
     if action is Action.SCALE:
         return f"scale-to-{params['to']}"
     return f"{action.value}-{len(targets)}"
+
+
+def is_membership_phase(name: str) -> bool:
+    """Whether a phase event marks a join or a scaling step (`join-2`, `scale-to-100`)."""
+    return bool(_MEMBERSHIP_PHASE.fullmatch(name or ""))
