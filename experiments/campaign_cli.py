@@ -27,7 +27,8 @@ def _fail(message: str, code: int = 2) -> None:
 def campaign_command(
     file: Annotated[str, typer.Argument(help="A campaign file, or the name of a built-in one (see `campaigns`).")],
     out: Annotated[Path | None, typer.Option("--out", help="Campaign folder (default runs/<campaign>-<time>); "
-                                                           "an existing one is resumed.")] = None,
+                                                           "a folder of the same campaign file is resumed, any "
+                                                           "other non-empty folder refused.")] = None,
     parallel: Annotated[int, typer.Option(help="Runs at once (each with its own ZooKeeper and brokers); "
                                                "above 1 on 2 cores, timings stretch.")] = 1,
     zk_provider: Annotated[str, typer.Option("--zk-provider", help="auto, docker or local.")] = "auto",
@@ -37,7 +38,7 @@ def campaign_command(
 ) -> None:
     """Run every cell of a campaign `repetitions` times (interleaved, recorded seeds), then summarise all runs
     in one Spark pass and write statistics (n, median, min-max, interval of the median) and a report."""
-    from experiments.campaign import CampaignMismatch, execute, find_campaign, load_campaign
+    from experiments.campaign import CampaignMismatch, execute, find_campaign, is_campaign_dir, load_campaign
 
     if parallel < 1:
         _fail(f"--parallel {parallel}: at least 1")
@@ -56,8 +57,9 @@ def campaign_command(
     try:
         outcome = execute(campaign, folder, parallel=parallel, zk_provider=zk_provider,
                           say=lambda line: typer.echo(line, err=True))
-    except CampaignMismatch as error:
-        _fail(str(error))
+    except CampaignMismatch as error:   # refused before any run started
+        resumable = "" if is_campaign_dir(folder) else " (--out resumes only a folder a campaign made)"
+        _fail(f"{error}{resumable}")
     counts = outcome.counts
     typer.echo(f"campaign folder: {folder} ({counts.get('completed', 0)} completed, "
                f"{counts.get('failed', 0)} failed, {counts.get('interrupted', 0)} interrupted)")

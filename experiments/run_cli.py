@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Annotated
 
@@ -60,7 +61,9 @@ SetOption = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a value before validation, e.g. --set group.members=50 (repeatable)."),
 ]
-OutOption = Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<scenario>-<time>).")]
+OutOption = Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<scenario>-<time>); "
+                                                            "it must be new or empty, unless --force.")]
+ForceOption = Annotated[bool, typer.Option("--force", help="Delete what an earlier run left in --out first.")]
 ProviderOption = Annotated[str, typer.Option("--zk-provider", help="ZooKeeper provider: auto, docker or local.")]
 QuietOption = Annotated[bool, typer.Option("--no-progress", help="No live display.")]
 
@@ -72,6 +75,7 @@ def run_command(
     overrides: SetOption = None,
     zk_provider: ProviderOption = "auto",
     no_progress: QuietOption = False,
+    force: ForceOption = False,
 ) -> None:
     """Run a scenario on one backend; leaves RUN_DIR/events/ and RUN_DIR/lock.json."""
     if backend not in backend_names():
@@ -82,6 +86,7 @@ def run_command(
     if backend not in loaded.backends:
         _fail(f"scenario {loaded.name!r} is for {', '.join(loaded.backends)} only (its `backends` line)")
     run_dir = out or runner.default_run_dir(loaded)
+    claim_out_folder(run_dir, force=force)
     result = runner.run(loaded, runner.RunOptions(backend=backend, run_dir=run_dir, zk_provider=zk_provider,
                                                   progress=not no_progress))
     console.print(f"run directory: {result.run_dir}")
@@ -95,12 +100,14 @@ def compare_command(
     overrides: SetOption = None,
     zk_provider: ProviderOption = "auto",
     no_progress: QuietOption = False,
+    force: ForceOption = False,
 ) -> None:
     """Run a scenario on each of its backends with the identical schedule: RUN_DIR/<backend> for each."""
     if zk_provider not in ("auto", "docker", "local"):
         _fail(f"--zk-provider {zk_provider!r}: choose auto, docker or local")
     loaded = _load(scenario, overrides)
     run_dir = out or runner.default_run_dir(loaded)
+    claim_out_folder(run_dir, force=force)
     results = runner.compare(loaded, run_dir, zk_provider=zk_provider, progress=not no_progress)
     for result in results:
         console.print(f"{result.run_dir.name}: {result.status}{' (' + result.reason + ')' if result.reason else ''}")
@@ -109,6 +116,68 @@ def compare_command(
         raise typer.Exit(130)
     if any(result.status != "completed" for result in results):
         raise typer.Exit(1)
+
+
+def claim_out_folder(folder: Path, *, force: bool) -> None:
+    """Make sure a run writes into a folder of its own, before anything is started.
+
+    A new or empty folder is taken as it is. A folder with anything in it is refused: a second run there
+    would find the first one's broker data (its topics exist already) and append to its event files.
+    With `force`, a folder that holds a run (its lock.json) or the runs of a compare (a lock.json one
+    level down) is deleted first; any other folder, a campaign's, or one a run is still writing to is
+    refused even then."""
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        _fail(f"--out {folder} is a file; give a folder")
+    if not any(folder.iterdir()):
+        return
+    from experiments.campaign import is_campaign_dir
+
+    if is_campaign_dir(folder):
+        _fail(f"--out {folder} is a campaign folder; resume it with `rebalance-lab campaign FILE --out {folder}`, "
+              "or choose another --out")
+    held = _runs_held(folder)
+    if not force:
+        what = f"holds {held}" if held else "is not empty"
+        _fail(f"--out {folder} {what}; choose another --out, or add --force to delete it and run again")
+    if not held:
+        _fail(f"--out {folder} is not empty and holds no run (no lock.json); --force deletes only a run's folder, "
+              "so choose another --out")
+    cwd = Path.cwd().resolve()
+    if cwd == folder.resolve() or folder.resolve() in cwd.parents:
+        _fail(f"--out {folder} contains the current directory; run from elsewhere to replace it")
+    live = _live_runs(folder)
+    if live:
+        _fail(f"--out {folder}: a run is still writing there (processes {', '.join(map(str, live[:5]))}); "
+              "stop it first, or choose another --out")
+    shutil.rmtree(folder)
+    typer.echo(f"--force: deleted {folder} ({held})", err=True)
+
+
+def _runs_held(folder: Path) -> str:
+    """What the runs in a folder are, in words (`a completed run of herd on modern`, `the runs of a compare:
+    legacy, modern`), or "" when it holds none."""
+    from experiments.runmeta import LOCK_FILE, read_run_meta
+
+    if (folder / LOCK_FILE).is_file():
+        try:
+            meta = read_run_meta(folder)
+        except ValueError:
+            return "a run (its lock.json unreadable)"
+        return f"a {meta.status or 'recorded'} run of {meta.name or '?'} on {meta.backend or '?'}"
+    runs = sorted(child.name for child in folder.iterdir() if (child / LOCK_FILE).is_file())
+    if runs or (folder / "compare.json").is_file():
+        return f"the runs of a compare: {', '.join(runs) or 'none completed'}"
+    return ""
+
+
+def _live_runs(folder: Path) -> list[int]:
+    """Processes started by a run in `folder` (or in one of its compare's folders) that are still alive."""
+    from experiments.faults.process import processes_with_marker
+
+    candidates = [folder, *(child for child in folder.iterdir() if child.is_dir())]
+    return sorted({pid for candidate in candidates for pid in processes_with_marker(str(candidate.resolve()))})
 
 
 def scenarios_command() -> None:
