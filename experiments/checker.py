@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from experiments.by_run import Batch
+from experiments.fault_labels import fault_label
 from experiments.witness_counts import witness_windows
 from rebalance import events as ev
 
@@ -241,9 +242,42 @@ def slow_records(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Read
     return read
 
 
+def awaited_from(since_t: float, last_fault: Mapping | None, heal_t: float | None) -> str:
+    """What `since_t` is, in words: the run's last fault event (a fault applied or ended; a leave counts,
+    as it is written as one) or, in a run without fault events, the last member's start. Faults still in
+    force when the timeline ends are all ended by the runner's final heal, which is then that event."""
+    if not last_fault:
+        return f"the last member started, at t={since_t:.2f} s (no faults)"
+    if last_fault.get("type") == ev.FAULT_STOPPED and heal_t is not None and since_t >= heal_t:
+        return f"the final heal at t={since_t:.2f} s, which ends every fault still in force"
+    label = fault_label(last_fault.get("kind"), last_fault.get("target"), last_fault.get("link"))
+    what = "ended" if last_fault.get("type") == ev.FAULT_STOPPED else "began"
+    return f"the last fault event at t={since_t:.2f} s ({label} {what})"
+
+
+def bound_source(config: CheckConfig) -> str:
+    """Where the allowed time comes from."""
+    return "2 x session timeout + 5 s" if config.convergence_bound_s is None else "--convergence-bound-s"
+
+
+def convergence_detail(verdict: Verdict, *, partitions: int, since: str, bound_s: float, source: str,
+                       after_s: float = 0.0, short_s: float = 0.0, count: int = 0) -> str:
+    """The convergence verdict in words: how long after `since` every partition had exactly one owner, and
+    the time allowed (`bound_s`, from `source`)."""
+    allowed = f"allowed: {bound_s:.0f} s, {source}"
+    if verdict is Verdict.TRUE:
+        return f"all {partitions} partitions had exactly one owner {after_s:.1f} s after {since} ({allowed})"
+    if verdict is Verdict.UNKNOWN:
+        return (f"not every partition had exactly one owner when the log ends, {short_s:.1f} s before the "
+                f"{bound_s:.0f} s allowed after {since} ran out ({source})")
+    return (f"{count} of {partitions} partitions without exactly one owner {bound_s:.0f} s after {since}, and no "
+            f"moment in between when all had one ({allowed})")
+
+
 def convergence(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
-    """Every partition owned by exactly one member at some moment within `bound_s` after `since_t`
-    (the last fault's end). Kafka's system tests ask this after killing an owner."""
+    """Every partition owned by exactly one member at some moment within `bound_s` after `since_t`: the
+    run's last fault event (its start or its end; the final heal ends every fault still in force), or the
+    last member's start in a run without faults. Kafka's system tests ask this after killing an owner."""
     name = "convergence"
     context = F.broadcast(inputs.context.select(
         "run", "partitions", "since_t", "bound_s", "run_end", (F.col("since_t") + F.col("bound_s")).alias("deadline")))
@@ -268,25 +302,34 @@ def convergence(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reade
     counts = batch.values(owners.groupBy("run").count())
     evidence = batch.first_rows(owners, ["tp"], config.evidence_rows)
     window = batch.values(inputs.context)
+    order = F.struct("t", "seq")
+    faults = inputs.control.filter(F.col("type").isin(ev.FAULT_STARTED, ev.FAULT_STOPPED))
+    last_fault = batch.values(faults.groupBy("run").agg(
+        *(F.max_by(column, order).alias(column) for column in ("type", "kind", "target", "link"))))
+    heal = batch.values(inputs.control.filter((F.col("type") == ev.PHASE) & (F.col("name") == "heal"))
+                        .groupBy("run").agg(F.min("t").alias("t")))
+    source = bound_source(config)
 
     def read() -> Results:
         results = {}
         for run in inputs.runs:
             partitions, since_t, bound_s, run_end = (
                 window.value[run][key] for key in ("partitions", "since_t", "bound_s", "run_end"))
+            since = awaited_from(since_t, last_fault.value.get(run), heal.value.get(run, {}).get("t"))
+            words = {"partitions": partitions, "since": since, "bound_s": bound_s, "source": source}
             if partitions == 0:
                 results[run] = CheckResult(name, Verdict.UNKNOWN, 0, "no partitions or no ownership events")
             elif first.value.get(run, {}).get("first") is not None:
                 after = max(first.value[run]["first"] - since_t, 0.0)
-                results[run] = CheckResult(name, Verdict.TRUE, 0, f"all {partitions} partitions had one owner "
-                                           f"{after:.2f} s after t={since_t:.2f} s (bound {bound_s:.0f} s)")
+                results[run] = CheckResult(name, Verdict.TRUE, 0, convergence_detail(Verdict.TRUE, after_s=after,
+                                                                                     **words))
             elif run_end < since_t + bound_s:
-                results[run] = CheckResult(name, Verdict.UNKNOWN, 0, f"the log ends {since_t + bound_s - run_end:.1f}"
-                                           " s before the bound; not yet converged", evidence.value[run])
+                results[run] = CheckResult(name, Verdict.UNKNOWN, 0, convergence_detail(
+                    Verdict.UNKNOWN, short_s=since_t + bound_s - run_end, **words), evidence.value[run])
             else:
                 count = counts.value.get(run, {}).get("count", 0)
-                results[run] = CheckResult(name, Verdict.FALSE, count, f"{count} partitions without exactly one "
-                                           f"owner {bound_s:.0f} s after t={since_t:.2f} s", evidence.value[run])
+                results[run] = CheckResult(name, Verdict.FALSE, count, convergence_detail(
+                    Verdict.FALSE, count=count, **words), evidence.value[run])
         return results
 
     return read
@@ -315,7 +358,6 @@ def fenced_commits(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Re
 def server_witness(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
     """The servers' own count of requests (ZooKeeper's packets, the brokers' group-API counts) against the
     members' logged requests, window by window between the runner's server samples."""
-    name = "server-witness"
     windows = witness_windows(inputs.control).withColumn("difference", F.col("server") - F.col("client"))
     allowed = F.greatest(F.lit(float(config.witness_tolerance_requests)),
                          F.lit(config.witness_tolerance_fraction) * F.greatest("server", "client"))
@@ -323,22 +365,42 @@ def server_witness(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Re
         "run", "start", "end", "from_moment", "to_moment", "server", "client", "difference", "baseline_per_s")
     stats = batch.values(windows.groupBy("run").agg(
         F.count("*").alias("windows"), F.sum("server").alias("server"), F.sum("client").alias("client"),
-        F.sum((F.abs("difference") > allowed).cast("int")).alias("n")))
+        F.sum("served_delta").alias("served"), F.sum((F.abs("difference") > allowed).cast("int")).alias("n")))
     evidence = batch.first_rows(flagged, ["start"], config.evidence_rows)
 
     def read() -> Results:
-        results = {}
-        for run in inputs.runs:
-            row = stats.value.get(run)
-            if not row or not row["windows"]:
-                results[run] = CheckResult(name, Verdict.UNKNOWN, 0, "no two comparable server samples")
-                continue
-            totals = f"servers {row['server']:.0f}, members {row['client']} requests over {row['windows']} windows"
-            results[run] = _found(name, row["n"], f"{row['n']} windows where they disagree; {totals}",
-                                  f"servers and members agree: {totals}", evidence.value[run])
-        return results
+        return {run: witness_result(stats.value.get(run), config, evidence.value[run]) for run in inputs.runs}
 
     return read
+
+
+def witness_tolerance(config: CheckConfig) -> str:
+    """The rule a window is held to, in words."""
+    return (f"a window may differ by {config.witness_tolerance_requests} requests or "
+            f"{config.witness_tolerance_fraction:.0%} of the larger count, whichever is more")
+
+
+def witness_result(row: Mapping | None, config: CheckConfig, evidence: pd.DataFrame | None = None) -> CheckResult:
+    """The server witness's verdict from one run's totals over its windows: `windows`, `server` (the servers'
+    count less the background), `client` (the members' logged requests), `served` (the servers' raw count)
+    and `n` (windows beyond the tolerance). Servers that counted nothing at all saw nothing: unknown, even
+    when every window is within the tolerance (a few member requests are)."""
+    name = "server-witness"
+    evidence = pd.DataFrame() if evidence is None else evidence
+    if not row or not row["windows"]:
+        return CheckResult(name, Verdict.UNKNOWN, 0, "no two comparable server samples")
+    windows, client = row["windows"], int(row["client"] or 0)
+    if not row["served"]:
+        seen = f"while the members logged {client}" if client else "and neither did the members"
+        return CheckResult(name, Verdict.UNKNOWN, 0, f"the servers counted no request in {windows} windows "
+                           f"{seen}: the witness saw nothing to compare")
+    totals = f"servers {row['server']:.0f}, members {client} requests in total"
+    rule = witness_tolerance(config)
+    if row["n"]:
+        return CheckResult(name, Verdict.FALSE, row["n"], f"{row['n']} of {windows} windows differ by more than the "
+                           f"tolerance ({rule}); {totals}", evidence)
+    return CheckResult(name, Verdict.TRUE, 0, f"servers and members agree within the tolerance in all {windows} "
+                       f"windows ({rule}); {totals}", evidence)
 
 
 @dataclass(frozen=True, kw_only=True)

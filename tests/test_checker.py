@@ -83,6 +83,17 @@ def test_non_convergence_is_found(synthetic_runs):
     assert row["tp"] == "t0-4" and len(row["owners"]) == 0
 
 
+def test_convergence_says_from_which_event_it_waited_and_how_long_is_allowed(synthetic_runs):
+    clean = _check(synthetic_runs["clean"], "convergence")
+    assert clean.verdict is Verdict.TRUE
+    assert "partitions had exactly one owner" in clean.detail
+    assert "after the last fault event at t=13.0" in clean.detail and "crash" in clean.detail
+    assert clean.detail.endswith("(allowed: 9 s, --convergence-bound-s)")
+    planted = _check(synthetic_runs["planted"], "convergence")
+    assert planted.detail.startswith("1 of 6 partitions without exactly one owner")
+    assert "2 x session timeout + 5 s" in planted.detail
+
+
 def test_fenced_commit_is_found(synthetic_runs):
     check = _check(synthetic_runs["planted"], "fenced-commits")
     assert check.verdict is Verdict.FALSE and check.count == 1
@@ -94,6 +105,7 @@ def test_servers_and_members_agreeing_pass_the_witness_check(synthetic_runs):
     assert check.verdict is Verdict.TRUE and check.count == 0
     # JoinGroup + SyncGroup per member and rebalance: groups of 3, 5, 3 and 2
     assert "servers 26, members 26 requests" in check.detail
+    assert "a window may differ by 10 requests or 25% of the larger count" in check.detail
 
 
 def test_servers_counting_more_than_the_members_logged_is_flagged(synthetic_runs):
