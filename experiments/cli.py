@@ -24,8 +24,9 @@ COMMAND_MODULES = [
     "broker.cli",              # broker
     "experiments.member_cli",  # member (legacy or modern)
     "experiments.run_cli",     # run, compare
-    "experiments.campaign_cli",  # campaign, campaigns
+    "experiments.campaign_cli",  # campaign, campaigns, results
     "experiments.report_cli",  # summarize, report
+    "experiments.events_cli",  # events
     "experiments.demo",        # demo
 ]
 

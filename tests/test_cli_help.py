@@ -6,7 +6,7 @@ from typer.testing import CliRunner
 from experiments.cli import app
 
 COMMANDS = ["version", "assign", "movement", "broker", "produce", "topic", "member", "run", "compare",
-            "scenarios", "summarize", "report", "zk", "demo"]
+            "scenarios", "summarize", "report", "events", "zk", "demo"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
