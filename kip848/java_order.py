@@ -24,6 +24,7 @@ the insertion order Kafka happened to have.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Iterable
 from typing import TypeVar
@@ -80,11 +81,17 @@ def uuid_sort_key(topic_id: uuid.UUID) -> tuple[int, int]:
     return signed(topic_id.int >> 64), signed(topic_id.int & _MASK64)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _member_id_hashcode(member_id: str) -> int:
+    """A group's member ids come back at every computation: hash each one once."""
+    return java_string_hashcode(member_id)
+
+
 def member_map_order(member_ids: Iterable[str]) -> list[str]:
     """The coordinator's member map (`TargetAssignmentBuilder` fills a `new HashMap<>()` with
     every member, the newcomers last) as the assignor walks it."""
     ids = list(member_ids)
-    return java_order(ids, java_string_hashcode, table_size_after_puts(len(ids)))
+    return java_order(ids, _member_id_hashcode, table_size_after_puts(len(ids)))
 
 
 def partition_set_order(partitions: Iterable[int]) -> list[int]:
@@ -92,4 +99,7 @@ def partition_set_order(partitions: Iterable[int]) -> list[int]:
     target-assignment record. An Integer's hash is its value, so partitions below the table size
     come out ascending; larger ones interleave by remainder."""
     ordered = sorted(partitions)  # ascending stands in for the record's order within a bucket
-    return java_order(ordered, lambda p: p, table_size_for_copy(len(ordered)))
+    size = table_size_for_copy(len(ordered))
+    if not ordered or ordered[-1] < size:
+        return ordered            # one partition per bucket, in bucket order
+    return java_order(ordered, lambda p: p, size)

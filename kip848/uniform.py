@@ -134,7 +134,9 @@ def _held_in_kafka_order(owned: Assignment, counts: Mapping[str, int], topic_id:
     for topic, partition in owned:
         if 0 <= partition < counts.get(topic, 0):
             by_topic.setdefault(topic, []).append(partition)
-    order = java_order(sorted(by_topic), lambda t: uuid_hashcode(topic_id(t)), table_size_after_puts(len(by_topic)))
+    order = sorted(by_topic)
+    if len(order) > 1:
+        order = java_order(order, lambda t: uuid_hashcode(topic_id(t)), table_size_after_puts(len(order)))
     return tuple((topic, tuple(partition_set_order(by_topic[topic]))) for topic in order)
 
 
