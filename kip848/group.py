@@ -181,13 +181,12 @@ class ConsumerGroup:
         return out
 
     def validate_commit(self, member_id: str, member_epoch: int) -> ErrorClass:
-        """OffsetCommit with a member epoch (v9+): only a known member at its current epoch commits."""
+        """OffsetCommit with a member epoch (v9+): only a known member at its current epoch commits; any
+        other epoch, older or newer, is STALE_MEMBER_EPOCH (Kafka's ConsumerGroup.validateMemberEpoch)."""
         member = self.members.get(member_id)
         if member is None:
             return errors.UNKNOWN_MEMBER_ID
-        if member_epoch > member.member_epoch:
-            return errors.FENCED_MEMBER_EPOCH
-        if member_epoch < member.member_epoch:
+        if member_epoch != member.member_epoch:
             return errors.STALE_MEMBER_EPOCH
         return errors.NONE
 
@@ -313,9 +312,10 @@ class ConsumerGroup:
             else:
                 return HeartbeatResult(error=errors.UNKNOWN_MEMBER_ID, member_id=request.member_id)
         if request.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id:
-            # It will come back under the same instance id: keep its partitions until its session ends.
-            self._set_current(replace(member, member_epoch=STATIC_LEAVE_EPOCH, previous_epoch=member.member_epoch),
-                              out)
+            # It will come back under the same instance id: keep its partitions until its session ends;
+            # what it was revoking is released now (Kafka's consumerGroupStaticMemberGroupLeave).
+            self._set_current(replace(member, member_epoch=STATIC_LEAVE_EPOCH, previous_epoch=member.member_epoch,
+                                      pending_revocation=frozenset()), out)
             self.rebalance_deadlines.pop(member.member_id, None)
         else:
             self._remove(member.member_id, out, "member left")

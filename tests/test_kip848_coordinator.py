@@ -134,7 +134,7 @@ def test_commits_and_fetches_carry_the_member_epoch(conn, group_id):
     heartbeat(conn, group_id, "m1", 0)
     heartbeat(conn, group_id, "m2", 0)                   # group epoch 2: m1 must revoke before it moves on
     assert commit(conn, group_id, "m1", 1) is errors.NONE
-    assert commit(conn, group_id, "m1", 2) is errors.FENCED_MEMBER_EPOCH
+    assert commit(conn, group_id, "m1", 2) is errors.STALE_MEMBER_EPOCH   # newer than its epoch: stale too
     assert commit(conn, group_id, "m1", 1, version=8) is errors.UNSUPPORTED_VERSION
     assert commit(conn, group_id, "nobody", 1) is errors.UNKNOWN_MEMBER_ID
     assert fetch(conn, group_id, "m1", 1) == (errors.NONE, 42)

@@ -209,6 +209,31 @@ def test_a_static_member_returning_to_a_changed_group_reconciles():
     sim.assert_disjoint_and_complete(["a3", "b", "c"])
 
 
+def test_a_commit_from_any_other_epoch_is_stale_never_fenced():
+    """Kafka's ConsumerGroup.validateMemberEpoch (3.7 and trunk): a commit whose epoch differs from the
+    member's, older or newer, gets STALE_MEMBER_EPOCH."""
+    sim = Sim()
+    sim.beat("a")
+    epoch = sim.epoch["a"]
+    assert [sim.group.validate_commit("a", e) for e in (epoch - 1, epoch, epoch + 1, epoch + 5)] == [
+        errors.STALE_MEMBER_EPOCH, errors.NONE, errors.STALE_MEMBER_EPOCH, errors.STALE_MEMBER_EPOCH]
+
+
+def test_a_static_member_leaving_while_revoking_releases_what_it_was_revoking():
+    """Kafka's consumerGroupStaticMemberGroupLeave writes the member at epoch -2 with no partitions
+    pending revocation: the member that waits for them gets them without waiting for the session."""
+    sim = Sim()
+    sim.beat("a", instance="i-a")
+    sim.beat("b")                                  # b waits for three of a's partitions
+    sim.beat("a", owned=sim.owned["a"])            # a is told to revoke them
+    pending = sim.group.members["a"].pending_revocation
+    assert len(pending) == 3 and sim.state("b") is MemberState.UNRELEASED_PARTITIONS
+    assert sim.beat("a", epoch=-2, instance="i-a").member_epoch == -2
+    assert sim.group.members["a"].pending_revocation == frozenset()
+    answer = sim.beat("b")
+    assert answer.assignment == pending and sim.state("b") is MemberState.STABLE
+
+
 def test_unreleased_instance_id_while_the_static_member_is_active():
     sim = Sim()
     sim.beat("a", instance="i-a")
@@ -255,7 +280,7 @@ def test_assignor_choice_and_commit_epochs():
     assert sim.owned["a"] == {("t", 0), ("t", 1)}
     assert sim.group.validate_commit("a", sim.epoch["a"]) is errors.NONE
     assert sim.group.validate_commit("a", sim.epoch["a"] - 1) is errors.STALE_MEMBER_EPOCH
-    assert sim.group.validate_commit("a", sim.epoch["a"] + 1) is errors.FENCED_MEMBER_EPOCH
+    assert sim.group.validate_commit("a", sim.epoch["a"] + 1) is errors.STALE_MEMBER_EPOCH
     assert sim.group.validate_commit("zz", 1) is errors.UNKNOWN_MEMBER_ID
 
 
