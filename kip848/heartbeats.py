@@ -14,12 +14,19 @@ declared its partitions lost: only then does it join again, under the same membe
 client keeps its id for its lifetime). The session is the coordinator's: a member cut off keeps its
 partitions, retrying with backoff, until an answer says it was fenced, as Kafka's consumer does.
 
+Errors, as Kafka's AbstractHeartbeatRequestManager reads them: NOT_COORDINATOR and
+COORDINATOR_NOT_AVAILABLE mark the coordinator unknown and reset the backoff, so the next heartbeat
+goes as soon as the lookup answers; COORDINATOR_LOAD_IN_PROGRESS and a broken connection back off
+(exponentially from retry.backoff.ms to retry.backoff.max.ms, with jitter); the lookup is the client's
+one `modern.coordinator_lookup.CoordinatorLookup`, with the same backoff.
+
 Partition callbacks never run here: the polling thread reads `snapshot()` and reconciles, then
 calls `ack_now()` so the change is reported without waiting for the interval.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 import uuid
@@ -28,12 +35,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from kafka.protocol.metadata import FindCoordinatorRequest
-
 from kip848.client_settings import Kip848Settings
 from kip848.messages import ConsumerGroupHeartbeatRequest
 from modern import errors
 from modern.connection import BrokerConnection, ConnectionFailed
+from modern.coordinator_lookup import Coordinator, CoordinatorLookup, ExponentialBackoff
 from modern.errors import GroupError
 from modern.traced_requests import TracedRequests
 from rebalance import events as ev
@@ -43,7 +49,6 @@ from rebalance.topic_ids import topic_id
 from rebalance.types import TopicPartition
 
 HEARTBEAT_VERSION = 1     # v1: the member makes its own id
-FIND_VERSION = 3
 JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
 FENCING_ERRORS = frozenset({errors.FENCED_MEMBER_EPOCH, errors.UNKNOWN_MEMBER_ID})
 
@@ -79,7 +84,6 @@ class GroupHeartbeats:
         self._topic_names = {topic_id(name): name for name in settings.topics}
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
-        self._find_lock = threading.Lock()         # one coordinator lookup at a time
         self._state = State.JOINING
         self._epoch = JOIN_EPOCH
         self._target: frozenset[TopicPartition] | None = None
@@ -90,13 +94,18 @@ class GroupHeartbeats:
         self._ack = False
         self._send_all = True                      # every field in the next heartbeat
         self._last_reported: frozenset[TopicPartition] | None = None
-        self._backoff_ms = settings.retry_backoff_ms
+        self.backoff = ExponentialBackoff(settings.retry_backoff_ms, settings.retry_backoff_max_ms)
+        self._draw = random.Random().random
+        self._failed_attempts = 0                  # heartbeats failed in a row (the backoff's exponent)
         self._coordinator_known = False
         self._main: BrokerConnection | None = None   # commits and offset fetches
         self._beat: BrokerConnection | None = None   # heartbeats only
         self._coordinator: tuple[str, int] | None = None
-        self._bootstrap_index = 0
         self._stopping = threading.Event()
+        self.lookup = CoordinatorLookup(
+            group=settings.group, bootstrap=settings.bootstrap, client_id=settings.client_id,
+            request_timeout_ms=settings.request_timeout_ms, backoff=self.backoff, requests=self.requests,
+            stopping=self._stopping, connect=lambda host, port: self._connect(host, port))
         self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{member_name}", daemon=True)
 
     # ------------------------------------------------------------ what the polling thread uses
@@ -204,7 +213,7 @@ class GroupHeartbeats:
             report = owned if (send_all or changed) else None
             answer = self._heartbeat(self._beat, epoch, send_all=send_all, owned=report)
         except ConnectionFailed:
-            self.coordinator_unknown()
+            self.coordinator_unknown()   # a disconnect: look it up again, after the backoff
             self._retry_later()
             return
         if answer is not None:
@@ -225,26 +234,32 @@ class GroupHeartbeats:
                 if reported is not None:
                     self._last_reported = reported
                 self._send_all = False
-                self._backoff_ms = self.settings.retry_backoff_ms
+                self._failed_attempts = 0
                 self._next_due = time.monotonic() + self._interval_ms / 1000
                 self._set_state(State.MEMBER)
             elif error in FENCING_ERRORS and self._state is State.MEMBER:
                 self._epoch, self._target, self._last_reported = JOIN_EPOCH, None, None
                 self._set_state(State.FENCED)
-            elif error in FENCING_ERRORS or error in errors.COORDINATOR_ERRORS:
-                if error is not errors.COORDINATOR_LOAD_IN_PROGRESS and error in errors.COORDINATOR_ERRORS:
-                    self._coordinator_known = False
+            elif error in errors.COORDINATOR_MOVED:
+                # Kafka: mark the coordinator unknown and reset the backoff, so the next heartbeat goes
+                # as soon as the lookup answers.
+                self._coordinator_known = False
+                self._failed_attempts = 0
+                self._send_all = True
+                self._next_due = time.monotonic()
+            elif error in FENCING_ERRORS or error is errors.COORDINATOR_LOAD_IN_PROGRESS:
                 self._retry_later()
             else:   # UNSUPPORTED_ASSIGNOR, INVALID_REQUEST, GROUP_MAX_SIZE_REACHED, UNRELEASED_INSTANCE_ID, ...
                 self._fatal = GroupError(error, "ConsumerGroupHeartbeat")
                 self._set_state(State.FATAL)
 
     def _retry_later(self) -> None:
-        """Back off (doubling up to retry.backoff.max.ms) and send every field next time."""
+        """Back off (Kafka's: from retry.backoff.ms doubling up to retry.backoff.max.ms, +-20 %) and send
+        every field next time."""
         with self._lock:
             self._send_all = True
-            self._next_due = time.monotonic() + self._backoff_ms / 1000
-            self._backoff_ms = min(self._backoff_ms * 2, self.settings.retry_backoff_max_ms)
+            self._next_due = time.monotonic() + self.backoff.backoff_ms(self._failed_attempts, self._draw()) / 1000
+            self._failed_attempts += 1
             delay = self._next_due - time.monotonic()
         self._stopping.wait(max(0.0, delay))
 
@@ -285,39 +300,20 @@ class GroupHeartbeats:
     # ------------------------------------------------------------ the coordinator
 
     def _find_coordinator(self) -> None:
-        with self._find_lock:
-            if self._coordinator_known and self._main is not None:
-                return
-            deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
-            last_error: Exception | None = None
-            while not self._stopping.is_set() and time.monotonic() < deadline:
-                host, port = self.settings.bootstrap[self._bootstrap_index % len(self.settings.bootstrap)]
-                self._bootstrap_index += 1
-                probe = self._connect(host, port)
-                try:
-                    answer = self.requests.send(probe, "FindCoordinator", FindCoordinatorRequest[FIND_VERSION](
-                        key=self.settings.group, key_type=0))
-                except ConnectionFailed as error:
-                    last_error = error
-                    self._stopping.wait(self.settings.retry_backoff_ms / 1000)
-                    continue
-                finally:
-                    probe.close()
-                error = errors.for_code(answer.error_code)
-                if error is not errors.NONE:
-                    last_error = GroupError(error, "FindCoordinator")
-                    self._stopping.wait(self.settings.retry_backoff_ms / 1000)
-                    continue
-                with self._lock:
-                    for connection in (self._main, self._beat):
-                        if connection is not None:
-                            connection.abort()
-                    self._coordinator = (answer.host, answer.port)
-                    self._main, self._beat = self._connect(answer.host, answer.port), self._connect(answer.host,
-                                                                                                     answer.port)
-                    self._coordinator_known = True
-                return
-            raise ConnectionFailed(f"no coordinator found for group {self.settings.group!r}: {last_error}")
+        """The client's one lookup (heartbeat thread, polling thread and commit thread share it)."""
+        self.lookup.ensure(known=lambda: self._coordinator_known and self._main is not None,
+                           install=self._install_coordinator)
+
+    def _install_coordinator(self, found: Coordinator) -> None:
+        with self._lock:
+            if self._coordinator != found.address or self._main is None:
+                old = (self._main, self._beat)
+                self._main, self._beat = self._connect(found.host, found.port), self._connect(found.host, found.port)
+                for connection in old:
+                    if connection is not None:
+                        connection.abort()   # the old coordinator's: what is in flight there is void
+            self._coordinator = found.address
+            self._coordinator_known = True
 
     def _connect(self, host: str, port: int) -> BrokerConnection:
         return BrokerConnection(host, port, client_id=self.settings.client_id,

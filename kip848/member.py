@@ -5,11 +5,12 @@ The heartbeat thread (`kip848.heartbeats`) keeps the member in the group and hol
 the coordinator last sent; everything the application sees happens here, on the polling thread,
 as Kafka runs rebalance callbacks inside poll():
 
-  1. reconcile: partitions owned but no longer assigned are revoked first (their offsets committed
-     with the member epoch, the listener told exactly those), then the new ones are assigned (their
-     committed offsets fetched with OffsetFetch v9 under the member's id and epoch, the listener
-     told exactly those); each change is acknowledged by an immediate heartbeat. Partitions that
-     stay are never revoked.
+  1. reconcile: with auto-commit on, every consumed position is committed first, synchronously and
+     retried up to the rebalance timeout (Kafka's maybeAutoCommitSyncBeforeRevocation, at the start
+     of every reconciliation); then partitions owned but no longer assigned are revoked (the
+     listener told exactly those), then the new ones are assigned (their committed offsets fetched
+     with OffsetFetch v9 under the member's id and epoch, the listener told exactly those); each
+     change is acknowledged by an immediate heartbeat. Partitions that stay are never revoked.
   2. fenced (FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID): everything owned is lost, without a commit,
      then the member joins again with epoch 0.
   3. auto-commit, asynchronous, one at a time, never while the coordinator is unknown.
@@ -20,6 +21,7 @@ The data side is kafka-python's KafkaConsumer in manual-assignment mode, as in `
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
 import uuid
@@ -166,9 +168,9 @@ class Kip848Member:
         target = seen.target
         if target != self._owned:
             self._open_rebalance("assignment")
+            self._auto_commit_before_reconciliation()
             revoked = set(self._owned - target)
             if revoked:
-                self._commit_sync({tp: o for tp, o in self._positions.items() if tp in revoked})
                 self._revoke(revoked)
                 self.heartbeats.ack_now()
             added = set(target - self._owned)
@@ -247,6 +249,28 @@ class Kip848Member:
         self._commit_in_flight.start()
         self._next_auto_commit = time.monotonic() + self.settings.auto_commit_interval_ms / 1000
 
+    def _auto_commit_before_reconciliation(self) -> ErrorClass:
+        """Kafka's maybeAutoCommitSyncBeforeRevocation: with auto-commit on, all consumed positions
+        (not only the revoked partitions'), retried with backoff up to the rebalance timeout while the
+        error is retriable or STALE_MEMBER_EPOCH with the member still in the group (the retry carries
+        the latest epoch and positions). The reconciliation goes on whatever the outcome."""
+        if not self.settings.auto_commit:
+            return errors.NONE
+        deadline = time.monotonic() + self.settings.rebalance_timeout_ms / 1000
+        attempts = 0
+        while True:
+            offsets = {tp: o for tp, o in self._positions.items() if tp in self._owned}
+            if not offsets:
+                return errors.NONE
+            if self.heartbeats.snapshot().state is not State.MEMBER:
+                return errors.UNKNOWN_MEMBER_ID   # fenced or stopped meanwhile: nothing to commit for
+            error = self._commit_once(offsets)
+            retriable = error in RETRIABLE or error is errors.STALE_MEMBER_EPOCH
+            if not retriable or time.monotonic() >= deadline or self._closed:
+                return error
+            time.sleep(self.heartbeats.backoff.backoff_ms(attempts, random.random()) / 1000)
+            attempts += 1
+
     def _commit_once(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
         epoch = self.heartbeats.member_epoch
         try:
@@ -258,9 +282,9 @@ class Kip848Member:
         return error
 
     def _commit_sync(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
-        """A synchronous commit (before revoking, on close, commit()): retried while the coordinator
-        moves, up to request.timeout.ms, and once more with the newer epoch when the answer is
-        STALE_MEMBER_EPOCH because the epoch moved while the commit was out."""
+        """A synchronous commit (on close, commit()): retried while the coordinator moves, up to
+        request.timeout.ms, and once more with the newer epoch when the answer is STALE_MEMBER_EPOCH
+        because the epoch moved while the commit was out."""
         if not offsets:
             return errors.NONE
         deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
@@ -292,8 +316,8 @@ class Kip848Member:
         answer = self.heartbeats.requests.send(self.heartbeats.ensure_coordinator(), "OffsetCommit", request)
         codes = [p.error_code for t in answer.topics for p in t.partitions if p.error_code]
         error = errors.for_code(codes[0]) if codes else errors.NONE
-        if error in errors.COORDINATOR_ERRORS:
-            self.heartbeats.coordinator_unknown()
+        if error in errors.COORDINATOR_MOVED:
+            self.heartbeats.coordinator_unknown()   # COORDINATOR_LOAD_IN_PROGRESS: retried at the same broker
         return error
 
     def _committed(self, offsets: Mapping[TopicPartition, int], error: ErrorClass, epoch: int) -> None:
@@ -328,7 +352,7 @@ class Kip848Member:
                         for t in group.topics for p in t.partitions if p.committed_offset >= 0}
             if error in FENCING_ERRORS:
                 raise _Fenced(errors.name_of(error))
-            if error in errors.COORDINATOR_ERRORS:
+            if error in errors.COORDINATOR_MOVED:
                 self.heartbeats.coordinator_unknown()
             if time.monotonic() > deadline or self._closed:
                 raise GroupError(error, "OffsetFetch")

@@ -12,12 +12,16 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
+from kafka.protocol.metadata import FindCoordinatorResponse
 
 from broker.admin import create_topic
+from kip848.heartbeats import GroupHeartbeats, State
 from kip848.member import Kip848Member
+from kip848.messages import ConsumerGroupHeartbeatResponse
 from modern import errors
 from rebalance import heartbeats
 from rebalance.events import EventRecorder, read_events
@@ -26,6 +30,7 @@ from rebalance.types import TopicPartition
 from tests.modern_support import produce, wait_until
 from tests.test_kip848_conformance import History, balanced, consumer_worker, describe
 from tests.test_modern_conformance import PARTITIONS, Worker, complete_and_disjoint
+from tests.test_modern_member import Scripted, find_answer
 
 pytestmark = [pytest.mark.broker, pytest.mark.conformance]
 
@@ -242,3 +247,124 @@ def test_a_mixed_group_with_librdkafka_consumers_converges(cluster, names, recor
     assert all(m.member_epoch == described.assignment_epoch for m in described.members)
     for worker in rest:
         assert seen.since(marks, worker.name, "revoked") == set(), f"{worker.name} was revoked"
+
+
+# ---------------------------------------------------------------- against a scripted coordinator
+#
+# Kafka's ConsumerMembershipManager / CommitRequestManager / AbstractHeartbeatRequestManager (trunk,
+# between 3.9 and 4.0), checked without a broker: the member's commits and heartbeats go to stubs.
+
+TP0, TP1, TP2 = (TopicPartition("t", p) for p in range(3))
+
+
+def unit_member(**extra) -> Kip848Member:
+    """A member in the group at epoch 3, owning t-0 (consumed up to 5) and t-1 (up to 9); nothing started."""
+    member = Kip848Member(MemberConfig(group="g", topics=("t",), member_name="m", bootstrap="127.0.0.1:1",
+                                       extra=extra))
+    member.heartbeats._state, member.heartbeats._epoch = State.MEMBER, 3
+    member._owned, member._positions = frozenset({TP0, TP1}), {TP0: 5, TP1: 9}
+    member._assign = lambda partitions: setattr(member, "_owned", member._owned | partitions)  # no fetch here
+    return member
+
+
+def scripted_commits(member: Kip848Member, failing_s: float = 0.0) -> list[tuple[float, dict]]:
+    """Every commit the member sends, with its time; COORDINATOR_NOT_AVAILABLE for the first `failing_s`."""
+    sent: list[tuple[float, dict]] = []
+    until = time.monotonic() + failing_s
+
+    def send_commit(offsets, epoch):
+        sent.append((time.monotonic(), dict(offsets)))
+        return errors.COORDINATOR_NOT_AVAILABLE if time.monotonic() < until else errors.NONE
+
+    member.send_commit = send_commit
+    return sent
+
+
+def test_every_reconciliation_first_commits_every_consumed_position():
+    """maybeAutoCommitSyncBeforeRevocation: at the start of a reconciliation, even one that only adds."""
+    member = unit_member()
+    sent = scripted_commits(member)
+    member.heartbeats._target = frozenset({TP0, TP1, TP2})        # nothing revoked, t-2 added
+    member._reconcile()
+    assert [offsets for _, offsets in sent] == [{TP0: 5, TP1: 9}]
+    assert member._owned == {TP0, TP1, TP2}
+    member = unit_member()
+    sent = scripted_commits(member)
+    member.heartbeats._target = frozenset({TP0})                   # t-1 revoked: still everything committed
+    member._reconcile()
+    assert [offsets for _, offsets in sent] == [{TP0: 5, TP1: 9}]
+    assert member._owned == {TP0}
+
+
+def test_the_commit_before_reconciling_is_retried_up_to_the_rebalance_timeout_not_the_request_timeout():
+    member = unit_member(**{"request.timeout.ms": 200, "max.poll.interval.ms": 20_000})
+    started = time.monotonic()
+    sent = scripted_commits(member, failing_s=0.8)
+    member.heartbeats._target = frozenset({TP0})
+    member._reconcile()
+    assert len(sent) >= 3 and sent[-1][0] - started >= 0.8      # went on past request.timeout.ms
+    assert sent[-1][1] == {TP0: 5, TP1: 9} and member._owned == {TP0}
+
+
+def test_no_commit_before_reconciling_when_auto_commit_is_off():
+    member = Kip848Member(MemberConfig(group="g", topics=("t",), member_name="m", bootstrap="127.0.0.1:1",
+                                       auto_commit=False))
+    member.heartbeats._state, member.heartbeats._epoch = State.MEMBER, 3
+    member._owned, member._positions = frozenset({TP0, TP1}), {TP0: 5, TP1: 9}
+    sent = scripted_commits(member)
+    member.heartbeats._target = frozenset({TP0})
+    member._reconcile()
+    assert sent == [] and member._owned == {TP0}
+
+
+def heartbeat_answer(error, epoch: int = 3) -> ConsumerGroupHeartbeatResponse:
+    return ConsumerGroupHeartbeatResponse[1](throttle_time_ms=0, error_code=error.errno, error_message=None,
+                                             member_id="m", member_epoch=epoch, heartbeat_interval_ms=5000,
+                                             assignment=None)
+
+
+def in_group(**extra) -> GroupHeartbeats:
+    """The heartbeat side of a member at epoch 3 whose coordinator is known; no thread started."""
+    beats = Kip848Member(MemberConfig(group="g", topics=("t",), member_name="m", bootstrap="127.0.0.1:1",
+                                      extra=extra)).heartbeats
+    beats._state, beats._epoch = State.MEMBER, 3
+    beats._main = beats._beat = Scripted()
+    beats._coordinator, beats._coordinator_known = ("stub", 1), True
+    return beats
+
+
+def test_not_coordinator_resets_the_backoff_and_the_heartbeat_follows_the_lookup_at_once():
+    """AbstractHeartbeatRequestManager: NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE mark the coordinator
+    unknown and reset the backoff, so the next heartbeat goes as soon as FindCoordinator answers."""
+    beats = in_group()
+    for _ in range(3):                                   # a loading coordinator: the backoff grows
+        beats._on_answer(heartbeat_answer(errors.COORDINATOR_LOAD_IN_PROGRESS), None)
+    assert beats.coordinator_known                       # loading: the same coordinator, asked again
+    for error in (errors.NOT_COORDINATOR, errors.COORDINATOR_NOT_AVAILABLE):
+        started = time.monotonic()
+        beats._on_answer(heartbeat_answer(error), None)
+        assert time.monotonic() - started < 0.05, f"{errors.name_of(error)}: backed off"
+        assert not beats.coordinator_known and beats._next_due <= time.monotonic()
+        beats._coordinator_known = True
+    beats._coordinator_known = False
+    new = Scripted(ConsumerGroupHeartbeat=[heartbeat_answer(errors.NONE)])
+    lookup = Scripted(FindCoordinator=[find_answer(port=2)])
+    beats._connect = lambda host, port: lookup if port == 1 else new
+    started = time.monotonic()
+    beats._beat_once()
+    assert lookup.sent == ["FindCoordinator"] and new.sent == ["ConsumerGroupHeartbeat"]
+    assert time.monotonic() - started < 0.1 and beats.coordinator_known
+
+
+def test_find_coordinator_backs_off_exponentially():
+    """Three refused lookups wait about 100, 200 and 400 ms (+-20 %), not 3 x retry.backoff.ms."""
+    beats = in_group()
+    beats._coordinator_known = False
+    refused = FindCoordinatorResponse[3](throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE.errno,
+                                         error_message=None, node_id=-1, host="", port=-1)
+    answers = [refused, refused, refused, find_answer(port=1)]
+    beats._connect = lambda host, port: Scripted(FindCoordinator=[answers.pop(0)])
+    started = time.monotonic()
+    beats._find_coordinator()
+    assert beats.coordinator_known and not answers
+    assert 0.8 * 0.7 <= time.monotonic() - started < 1.2 * 0.7 + 0.3
