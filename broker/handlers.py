@@ -7,6 +7,7 @@ Error codes come from kafka-python's one table (`kafka.errors`), never as bare i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 import uuid
@@ -189,23 +190,25 @@ def _append(broker, topic: str, partition: int, records: bytes | None):
     except InvalidBatch:
         return Errors.CorruptRecordError, -1, -1
     if not result.duplicate:
-        broker.notify_appended()
+        broker.notify_appended(topic, partition)
     return Errors.NoError, result.base_offset, log.start_offset
 
 
 async def fetch(ctx: RequestContext, request):
     broker = ctx.broker
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    wanted = [(topic.topic, part.partition) for topic in request.topics for part in topic.partitions]
     while True:
-        waiter = broker.next_append()  # taken before reading, so no append slips in between
+        waiter = broker.next_append(wanted)  # taken before reading, so no append slips in between
         response, size = _fetch_once(broker, ctx.api_version, request)
         remaining = deadline - time.monotonic()
-        if size >= request.min_bytes or remaining <= 0 or _has_errors(response):
-            return response
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), remaining)
-        except TimeoutError:
-            pass
+            if size >= request.min_bytes or remaining <= 0 or _has_errors(response):
+                return response
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(waiter), remaining)
+        finally:
+            broker.forget_waiter(waiter, wanted)
 
 
 def _fetch_once(broker, version: int, request):

@@ -18,7 +18,7 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,8 @@ from rebalance.kafka_frames import (
 log = logging.getLogger(__name__)
 
 LOCK_RETRY_S = 0.05
+
+LISTEN_BACKLOG = 2048     # pending connections the listening socket holds (the kernel caps it at somaxconn)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,7 +97,7 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task] = set()
         self._connections: set[asyncio.Task] = set()
-        self._append_waiter: asyncio.Future | None = None
+        self._append_waiters: dict[tuple[str, int], list[asyncio.Future]] = {}   # delayed fetches by partition
         self._failed: asyncio.Future | None = None  # resolved when a background task fails
         self._stopping = False
         self._zk = None
@@ -109,8 +111,10 @@ class Broker:
         register_core_handlers(self.registry)
         for extension in self.extensions:
             extension.install(self, self.registry)
+        # A deep accept queue: a thousand members connecting at once must not overflow it while the event
+        # loop is busy (an overflowed queue drops SYNs, and the clients' retries back off for seconds).
         self._server = await asyncio.start_server(self._serve_connection, self.config.host, self.config.port,
-                                                  limit=2**16)
+                                                  limit=2**16, backlog=LISTEN_BACKLOG)
         host, port = self._server.sockets[0].getsockname()[:2]
         self.address = (host, port)
         self.cluster.set_own_address(BrokerAddress(self.node_id, *self._default_advertised()))
@@ -186,15 +190,29 @@ class Broker:
             await asyncio.gather(*(self._forward_topic(node, spec) for node in peers))
         return created
 
-    def next_append(self) -> asyncio.Future:
-        """A future resolved at the next append to any partition (long-polling fetches wait on it)."""
-        if self._append_waiter is None or self._append_waiter.done():
-            self._append_waiter = asyncio.get_running_loop().create_future()
-        return self._append_waiter
+    def next_append(self, partitions: Iterable[tuple[str, int]]) -> asyncio.Future:
+        """A future resolved at the next append to one of `partitions`: a long-polling fetch waits on it.
+        Keyed by partition, as Kafka's fetch purgatory is, so an append wakes only the fetches that asked
+        for its partition (with a thousand members waiting, waking all of them at every append is what
+        would load the broker)."""
+        waiter = asyncio.get_running_loop().create_future()
+        for key in partitions:
+            self._append_waiters.setdefault(key, []).append(waiter)
+        return waiter
 
-    def notify_appended(self) -> None:
-        if self._append_waiter is not None and not self._append_waiter.done():
-            self._append_waiter.set_result(None)
+    def notify_appended(self, topic: str, partition: int) -> None:
+        for waiter in self._append_waiters.pop((topic, partition), ()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def forget_waiter(self, waiter: asyncio.Future, partitions: Iterable[tuple[str, int]]) -> None:
+        """Drop a fetch's waiter that timed out, so that a partition nobody writes holds no dead futures."""
+        for key in partitions:
+            waiting = self._append_waiters.get(key)
+            if waiting and waiter in waiting:
+                waiting.remove(waiter)
+                if not waiting:
+                    del self._append_waiters[key]
 
     # -- connections -----------------------------------------------------------------
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

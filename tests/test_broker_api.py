@@ -109,6 +109,35 @@ def test_fetch_long_polls_until_data_arrives(broker, topic):
     assert first_partition(answer).high_watermark == 2 and first_partition(answer).records
 
 
+def test_a_waiting_fetch_is_woken_by_its_own_partitions_only_and_leaves_nothing_behind(broker, unique_topic):
+    broker.run(broker.broker.create_topic(TopicSpec(name=unique_topic, partitions=2)))
+
+    def produce_to(partition: int):
+        data = ProduceRequest.TopicProduceData
+        return ProduceRequest[9](transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+            data(name=unique_topic, partition_data=[data.PartitionProduceData(index=partition, records=batch(1))])])
+
+    async def fetch_across_appends():
+        fetching = asyncio.ensure_future(asyncio.to_thread(
+            ask, broker, fetch_request(unique_topic, 0, max_wait_ms=20_000, min_bytes=1)))
+        await asyncio.sleep(0.3)
+        await asyncio.to_thread(ask, broker, produce_to(1))    # another partition: the fetch keeps waiting
+        await asyncio.sleep(0.3)
+        waiting_after_other = not fetching.done()
+        await asyncio.to_thread(ask, broker, produce_to(0))
+        return waiting_after_other, await fetching
+
+    waiting_after_other, (answer,) = asyncio.run(fetch_across_appends())
+    assert waiting_after_other
+    assert first_partition(answer).high_watermark == 1 and first_partition(answer).records
+    ask(broker, fetch_request(unique_topic, 1, max_wait_ms=100, min_bytes=1))   # times out empty
+    assert broker.run(_waiting_fetches(broker.broker)) == 0
+
+
+async def _waiting_fetches(server) -> int:
+    return sum(len(waiters) for waiters in server._append_waiters.values())
+
+
 def test_fetch_limits_and_offset_errors(broker, topic):
     ask(broker, *(produce_request(topic, batch(100, size=100)) for _ in range(5)))
     (small,) = ask(broker, fetch_request(topic, 0, partition_max=10))
