@@ -1,8 +1,9 @@
 """`LegacyMember`: one Kafka 0.8 high-level consumer (ZookeeperConsumerConnector), as a lab Member.
 
 Threads, as in 0.8: kazoo's own (the connection and the callbacks, which only record a
-reason), one watcher executor (registration after a new session, the synced rebalance,
-auto-commit), and the application's thread calling `poll`.
+reason), one watcher executor (registration after a new session, the synced rebalance), the
+auto-commit scheduler (its own thread, as 0.8's "kafka-consumer-autocommit", so a long rebalance
+never delays a due commit), and the application's thread calling `poll`.
 
 Sessions, reacting only to kazoo's application-level states:
   SUSPENDED  the connection dropped: what I own may be stale, but fetching goes on (a
@@ -28,7 +29,7 @@ from kazoo.protocol.states import KazooState
 
 from legacy_zk.config import LegacyConfig
 from legacy_zk.fetcher import Fetcher
-from legacy_zk.offsets import OffsetCommitter
+from legacy_zk.offsets import AutoCommitter, OffsetCommitter
 from legacy_zk.rebalance import SyncedRebalance, Watches
 from legacy_zk.registry import BROKER_IDS, GroupPaths, consumer_id_string, register, topic_path
 from legacy_zk.subscriptions import Subscription
@@ -89,7 +90,6 @@ class LegacyMember:
         self._link = Link.UP  # changed only by kazoo's state listener
         self._zxid_lock = threading.Lock()
         self._zxid_before_disconnect: int | None = None  # set on a disconnect, taken on the reconnect
-        self._next_auto_commit = 0.0
         self.errors: list[BaseException] = []
 
         self.zk = TracedZooKeeper(
@@ -103,6 +103,9 @@ class LegacyMember:
             emit=self._emit,
         )
         self._committer = OffsetCommitter(self.zk, self.paths, self._emit)
+        self._auto_commit = AutoCommitter(self._committer, lambda: self.fetcher.positions(),
+                                          interval_ms=self.config.auto_commit_interval_ms, name=self.member_id,
+                                          on_error=self._report_error) if self.config.auto_commit_enable else None
         self.rebalancer = SyncedRebalance(
             zk=self.zk,
             paths=self.paths,
@@ -133,9 +136,10 @@ class LegacyMember:
         self.zk.add_listener(self._on_session_state)
         self._register()
         self._arm_watches()
-        self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000.0
         self._trigger.fire(Reason.STARTUP)
         self._executor.start()
+        if self._auto_commit is not None:
+            self._auto_commit.start()
 
     def poll(self, timeout_s: float) -> list[Record]:
         return self.fetcher.poll(timeout_s)
@@ -156,6 +160,8 @@ class LegacyMember:
         self._set_state(LegacyState.CLOSED)
         reason = "close"
         try:
+            if self._auto_commit is not None:
+                self._auto_commit.stop()   # 0.8's shutdown stops the scheduler first
             if started:
                 # Connected: let a rebalance in flight finish. Cut off: its next request would wait
                 # for a connection that may never come; closing the client below ends that wait.
@@ -185,6 +191,8 @@ class LegacyMember:
             if self._state is LegacyState.CLOSED:
                 return
             self._state = LegacyState.CLOSED
+        if self._auto_commit is not None:
+            self._auto_commit.stop(timeout_s=1.0)
         try:
             self.zk.abandon()
         finally:
@@ -258,7 +266,6 @@ class LegacyMember:
             triggers = {reason for reason in reasons if reason in REBALANCE_REASONS}
             if triggers:
                 self.rebalancer.run(trigger=",".join(sorted(reason.value for reason in triggers)))
-        self._maybe_auto_commit(time.monotonic())
 
     def _subscriptions(self) -> list[Subscription]:
         """zkclient's listeners: the ids children, each subscribed topic's data, and /brokers/ids
@@ -315,14 +322,6 @@ class LegacyMember:
             subscription.reason for subscription in self._subscriptions()
             if subscription.rewatch_since(self.zk, since)
         )
-
-    def _maybe_auto_commit(self, now: float) -> None:
-        if not self.config.auto_commit_enable or now < self._next_auto_commit:
-            return
-        self._next_auto_commit = now + self.config.auto_commit_interval_ms / 1000.0
-        positions = self.fetcher.positions()
-        if positions:
-            self._committer.commit(positions)
 
     # -- helpers --------------------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
@@ -83,3 +84,40 @@ class OffsetCommitter:
             if written:
                 self._emit(ev.OFFSETS_COMMITTED, offsets={str(tp): off for tp, off in written.items()}, generation=-1)
         return written
+
+
+class AutoCommitter:
+    """0.8's auto-commit: a scheduler thread of its own ("kafka-consumer-autocommit" on a one-thread
+    KafkaScheduler), first after one interval, then at a fixed rate, committing the consumed positions.
+    It runs beside the watcher executor, so a long rebalance never delays a due commit. An error is
+    reported and the schedule goes on, as 0.8 logged it and let it go. `clock` and `wait` are the
+    monotonic clock and an interruptible sleep (the stop event's), so the schedule itself holds no I/O."""
+
+    def __init__(self, committer: OffsetCommitter, positions, *, interval_ms: int, name: str,
+                 on_error, clock=None) -> None:
+        self._committer = committer
+        self._positions = positions          # () -> {partition: next offset}
+        self._interval_s = interval_ms / 1000.0
+        self._on_error = on_error
+        self._clock = clock or time.monotonic
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"{name}-autocommit", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stopping.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        due = self._clock() + self._interval_s
+        while not self._stopping.wait(max(0.0, due - self._clock())):
+            due += self._interval_s            # fixed rate: a late run does not shift the next ones
+            try:
+                positions = self._positions()
+                if positions:
+                    self._committer.commit(positions)
+            except Exception as error:  # reported (commit_failed already written), then the schedule goes on
+                self._on_error(error)

@@ -3,9 +3,9 @@
 This is 0.8's watcher executor: a flag set under a lock by every ZooKeeper callback, and
 a single thread that waits on it for at most a second at a time, takes every reason that
 piled up meanwhile, and runs one synced rebalance for the whole batch (the coalescing
-that keeps a burst of joins from costing a burst of rebalances). The periodic wake-up
-also drives auto-commit. An exception in the work is reported, never lost, and the
-thread goes on, as 0.8's did.
+that keeps a burst of joins from costing a burst of rebalances). Auto-commit is not its
+job: it has a scheduler thread of its own (`legacy_zk.offsets.AutoCommitter`), as in 0.8.
+An exception in the work is reported, never lost, and the thread goes on, as 0.8's did.
 """
 
 from __future__ import annotations
