@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -172,21 +173,80 @@ def test_registration_json_round_trips_through_json():
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1] / "experiments" / "scenarios"
 LEGACY_SCENARIOS = [path for path in sorted(SCENARIO_DIR.glob("*.toml")) if "legacy" in load_scenario(path).backends]
-# The 0.8 default as each scenario's comment must name it when legacy runs another value.
-SAID_08_DEFAULT = {"auto_commit_interval_ms": "0.8: 60 s", "auto_offset_reset": "0.8: largest",
-                   "zookeeper_session_timeout_ms": "0.8's default was 6 s"}
+# How a scenario's comment must name the 0.8 default of every 0.8 setting it runs with another value.
+# Every setting of LegacyConfig is here except those that name the run rather than tune the consumer.
+SAID_08_DEFAULT = {
+    "auto_commit_interval_ms": "0.8: 60 s",
+    "auto_offset_reset": "0.8: largest",
+    "zookeeper_session_timeout_ms": "0.8's default was 6 s",
+    "zookeeper_connection_timeout_ms": "zookeeper.connection.timeout.ms (0.8: the session timeout)",
+    "zookeeper_sync_time_ms": "zookeeper.sync.time.ms (0.8: 2 s)",
+    "rebalance_max_retries": "rebalance.max.retries (0.8: 4)",
+    "rebalance_backoff_ms": "rebalance.backoff.ms (0.8: zookeeper.sync.time.ms)",
+    "auto_commit_enable": "auto.commit.enable (0.8: true)",
+    "streams_per_topic": "streams per topic (0.8's createMessageStreams: 1)",
+}
+NAMES_THE_RUN = {"group_id", "topics", "zookeeper_connect", "consumer_id", "bootstrap"}
+# The assignor is what a scenario studies, not a default it replaces: it names it as 0.8's.
+STRATEGY_SAID = "the 0.8 {} assignor"
+
+
+def legacy_settings(path: Path) -> LegacyConfig:
+    scenario = load_scenario(path)
+    group = scenario.group
+    return LegacyConfig.from_member_config(MemberConfig(
+        group=group.name, topics=scenario.subscribed_topics, strategy=group.strategy, zk_connect="127.0.0.1:2181",
+        session_timeout_ms=group.session_timeout_ms, extra={**group.extra, **group.legacy},
+    ))
+
+
+def unexplained_08_changes(path: Path) -> list[str]:
+    """Every 0.8 setting the scenario runs with another value than 0.8's without its comment saying so."""
+    runs = legacy_settings(path)
+    defaults = LegacyConfig(group_id="g", topics=("t",), zookeeper_connect="127.0.0.1:2181")
+    comments = " ".join(line.strip("# ") for line in path.read_text().splitlines() if line.startswith("#"))
+    missing = []
+    for field in fields(LegacyConfig):
+        name = field.name
+        if name in NAMES_THE_RUN or getattr(runs, name) == getattr(defaults, name):
+            continue
+        said = STRATEGY_SAID.format(getattr(runs, name)) if name == "partition_assignment_strategy" \
+            else SAID_08_DEFAULT[name]
+        if said not in comments:
+            missing.append(f"{name} = {getattr(runs, name)!r} (say {said!r})")
+    return missing
+
+
+def test_every_tuning_setting_has_its_08_default_words():
+    tuned = {f.name for f in fields(LegacyConfig)} - NAMES_THE_RUN - {"partition_assignment_strategy"}
+    assert set(SAID_08_DEFAULT) == tuned
 
 
 @pytest.mark.parametrize("path", LEGACY_SCENARIOS, ids=lambda path: path.stem)
 def test_each_scenario_says_where_legacy_runs_other_values_than_08(path):
-    scenario = load_scenario(path)
-    group = scenario.group
-    runs = LegacyConfig.from_member_config(MemberConfig(
-        group=group.name, topics=scenario.subscribed_topics, strategy=group.strategy, zk_connect="127.0.0.1:2181",
-        session_timeout_ms=group.session_timeout_ms, extra={**group.extra, **group.legacy},
-    ))
-    defaults = LegacyConfig(group_id="g", topics=("t",), zookeeper_connect="127.0.0.1:2181")
-    comments = " ".join(line.strip("# ") for line in path.read_text().splitlines() if line.startswith("#"))
-    for attr, said in SAID_08_DEFAULT.items():
-        if getattr(runs, attr) != getattr(defaults, attr):
-            assert said in comments, f"{path.name}: legacy runs {attr} = {getattr(runs, attr)} and does not say why"
+    assert not unexplained_08_changes(path), f"{path.name}: legacy runs other values than 0.8's without saying why"
+
+
+@pytest.mark.parametrize("setting, value, field", [
+    ("rebalance.max.retries", 2, "rebalance_max_retries"),
+    ("rebalance.backoff.ms", 200, "rebalance_backoff_ms"),
+    ("zookeeper.sync.time.ms", 200, "zookeeper_sync_time_ms"),
+    ("zookeeper.connection.timeout.ms", 3000, "zookeeper_connection_timeout_ms"),
+    ("auto.commit.enable", "false", "auto_commit_enable"),
+    ("auto.offset.reset", "largest", None),                    # 0.8's own value: nothing to say
+])
+def test_a_scenario_changing_any_08_setting_without_a_word_is_caught(tmp_path, setting, value, field):
+    """Not only the three settings today's scenarios change: any 0.8 setting run with another value."""
+    base = SCENARIO_DIR / "split-brain-a.toml"
+    text = base.read_text().replace("[group.legacy]\n", f"[group.legacy]\n{json.dumps(setting)} = "
+                                                         f"{json.dumps(value) if isinstance(value, str) else value}\n")
+    path = tmp_path / "silent.toml"
+    path.write_text(text)
+    found = unexplained_08_changes(path)
+    if field is None:
+        assert not found
+    else:
+        assert [line.split(" = ")[0] for line in found] == [field]
+        said = SAID_08_DEFAULT[field]
+        path.write_text(f"# Legacy runs {setting} {value}: {said}.\n" + text)
+        assert not unexplained_08_changes(path)
