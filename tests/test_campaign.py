@@ -274,3 +274,18 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     notes.write_text("## Reading the tables\n\nThe legacy duplicates held up.\n")
     annotated = results_markdown([folder], notes)
     assert "The legacy duplicates held up." in annotated and f"--notes {notes}" in annotated
+
+
+def test_the_coordinator_gap_is_a_campaign_metric_when_the_run_has_one(tmp_path):
+    """A run's coordinator_gaps table gives the group's maximum and the lookups made meanwhile."""
+    from experiments.campaign.stats import COORDINATOR_GAP, GAP_LOOKUPS, _metrics_of
+
+    summary = tmp_path / "summary"
+    summary.mkdir()
+    assert COORDINATOR_GAP not in dict(_metrics_of(summary))
+    pd.DataFrame({"fault_id": ["f1"] * 3, "kind": "coordinator_kill", "link": None, "member": ["a", "b", "c"],
+                  "fault_t": 10.0, "answered_t": [21.5, 22.0, None], "gap_s": [11.5, 12.0, None],
+                  "first_answer": "Heartbeat", "find_coordinator_requests": [9, 11, 30]}).to_parquet(
+        summary / "coordinator_gaps.parquet")
+    metrics = dict(_metrics_of(summary))
+    assert metrics[COORDINATOR_GAP] == 12.0 and metrics[GAP_LOOKUPS] == 50

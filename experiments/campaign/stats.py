@@ -13,6 +13,9 @@ Per-run metrics come from each run's summary (`summary/*.parquet`, written by `s
   warm-up's first joins nor the teardown's leaves): requests and
   notifications per change, stable after (s), stop-the-world (s), partition-seconds without an owner;
 - phases.parquet, per phase: records lost, max latency (ms), time spent rebalancing (ms);
+- coordinator_gaps.parquet (runs whose coordinator's broker was killed or a coordination link cut):
+  the group's longest time without a coordinator (`coordinator_gap_s`) and the FindCoordinator
+  requests its members sent meanwhile;
 - the whole run: double-ownership seconds, duplicates, offset regressions, fenced commits.
 """
 
@@ -40,6 +43,8 @@ _PHASE_METRICS = {"records_lost": "records lost", "max_latency_ms": "max latency
                   "rebalance_ms": "rebalancing (ms)"}
 _CHECK_METRICS = {"duplicates": "duplicates", "offset-regressions": "offset regressions",
                   "fenced-commits": "fenced commits"}
+COORDINATOR_GAP = "coordinator gap (s)"                          # the group's maximum, per run
+GAP_LOOKUPS = "FindCoordinator requests without a coordinator"   # summed over the members
 
 
 # -- order statistics and the bootstrap ---------------------------------------------------------
@@ -109,6 +114,10 @@ def _metrics_of(summary: Path) -> list[tuple[str, float]]:
             found.append((f"{phase}: max latency (ms)", float(rows["max_latency_ms"].max())))
             found.append((f"{phase}: rebalancing (ms)", float(rows["rebalance_ms"].sum())))
         found.append(("double-ownership (s)", float(phases["double_ownership_s"].sum())))
+    gaps = _read(summary / "coordinator_gaps.parquet")
+    if gaps is not None and gaps["gap_s"].notna().any():
+        found.append((COORDINATOR_GAP, float(gaps["gap_s"].max())))
+        found.append((GAP_LOOKUPS, float(gaps["find_coordinator_requests"].sum())))
     verdicts = _read(summary / "verdicts.parquet")
     if verdicts is not None:
         counts = dict(zip(verdicts["check"], verdicts["count"], strict=True))

@@ -49,7 +49,7 @@ READ_FIELDS = (
     *ev.REQUIRED_FIELDS, "strategy", "reason", "trigger", "generation", "assigned", "duration_ms", "attempts", "error",
     "outcome", "partitions", "topic", "partition", "first_offset", "last_offset", "count", "produce_ts_ms", "offsets",
     "op", "path", "detail", "latency_ms", "fault_id", "kind", "target", "member_ids", "link", "params", "name",
-    "server", "moment", "served", "nodes",
+    "server", "moment", "served", "nodes", "observed_ts_ns",
 )
 EVENT_SCHEMA = event_schema(READ_TYPES, READ_FIELDS)
 SINGLE_RECORD_SCHEMA = event_schema({ev.RECORD_PRODUCED},

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from experiments.by_run import Batch, Pending
 from experiments.checker import CheckConfig, CheckInputs, plan_checks
-from experiments.summary import herd, phases, records
+from experiments.summary import coordinator_gaps, herd, phases, records
 from experiments.summary.fault_rules import FAULT_EVENTS, convergence_awaited_from, fault_windows
 from experiments.summary.frames import EventFrames, read_runs
 from experiments.summary.output import write_summary
@@ -203,6 +203,7 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
         intervals = batch.tables(owned, ["tp", "start"])
         faults = batch.tables(control.filter(F.col("type").isin(*FAULT_EVENTS)).select(
             "run", "type", "t", "fault_id", "kind", "target", "link"), ["t"])
+        gaps = batch.tables(coordinator_gaps.gap_rows(control), ["fault_t", "member"])
         batch.collect()
     checks = read_checks()
 
@@ -217,6 +218,7 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
             "ownership": intervals.value[r],
             "faults": fault_windows(faults.value[r], run_end),
             "episodes": episodes.value[r],
+            "coordinator_gaps": coordinator_gaps.gap_table(gaps.value[r]),
         }
         facts = {
             "events": sum(counts[r].values()),
@@ -230,6 +232,7 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
             "convergence_since_t": constants[r][7],
             "convergence_bound_s": constants[r][8],
             "latency_limit_ms": config.latency_limit_ms,
+            "coordinator_gap_s": coordinator_gaps.group_gap_s(tables["coordinator_gaps"]),
         }
         info = infos[r]
         if info.members is None:
