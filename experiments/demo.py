@@ -1,6 +1,6 @@
 """`rebalance-lab demo`: the lab in under four minutes.
 
-Runs a herd sweep (N = 8, 16 and 32 by default) and one split-brain scenario, each on the backends its
+Runs a herd sweep (N = 4, 8, 16 and 32 by default, two partitions per member) and one split-brain scenario, each on the backends its
 scenario file names (demo-herd names none, so it runs on every registered backend; demo-split-brain
 names legacy and modern) with the identical fault schedule on each (the schedule is a function of the
 scenario file and its seed); `--backends` narrows or widens that. It summarises every run in one Spark pass, writes one report, and ends with the herd table, its
@@ -85,7 +85,8 @@ def scenario_backends(name: str) -> tuple[str, ...]:
 
 def demo(
     out: Annotated[Path | None, typer.Option(help="Where to put the runs and the report (default runs/demo-<time>).")] = None,
-    sizes: Annotated[str, typer.Option(help="Group sizes of the herd sweep, comma-separated.")] = "8,16,32",
+    sizes: Annotated[str, typer.Option(help="Group sizes of the herd sweep, comma-separated (four or more "
+                                            "give a fitted cost model).")] = "4,8,16,32",
     parallel: Annotated[int, typer.Option(help="Runs at a time (each has its own ZooKeeper and broker).")] = 2,
     zk_provider: Annotated[str, typer.Option("--zk-provider", help="ZooKeeper provider: auto, docker or local.")] = "auto",
     master: Annotated[str, typer.Option(help="Spark master for the summary.")] = "local[*]",
@@ -145,9 +146,10 @@ def demo(
     from experiments.rundata import herd_points, herd_slopes, load_run
     from experiments.verdicts import print_verdicts, read_result
 
-    points = herd_points(swept_runs([load_run(run_dir) for run_dir in run_dirs]))
+    swept = swept_runs([load_run(run_dir) for run_dir in run_dirs])
+    points = herd_points(swept)
     slopes = herd_slopes(points)
-    _print_herd(console, points, slopes)
+    _print_herd(console, swept)
     split = sorted((s for s in summaries if s.info.name == SPLIT_BRAIN_SCENARIO), key=lambda s: s.info.backend)
     print_verdicts(console, "Split brain: one member crashed, another's coordination link cut past its session",
                    [(s.info.backend, [read_result(check) for check in s.checks]) for s in split])
@@ -222,34 +224,47 @@ def _execute(runs: list[DemoRun], parallel: int, zk_provider: str, root: Path, c
     return "; ".join(problems)
 
 
-def _print_herd(console: Console, points, slopes: dict[str, float]) -> None:
-    """Per join or leave: what one membership change cost the group, by backend and N; then the slopes.
-    A table on a terminal; fixed-width plain lines in a pipe or a log (nothing cut or wrapped)."""
-    title = "Herd effect: cost of one membership change (median of the join and the leave)"
-    if points.empty:
+def _print_herd(console: Console, runs) -> None:
+    """Per backend and N: what the join and the leave cost the group; then the fitted cost model, one line
+    per backend. A table on a terminal; fixed-width plain lines in a pipe or a log (nothing cut or wrapped)."""
+    from experiments.herd_model import change_rows, fit_models
+
+    title = "Herd effect: cost of one member joining and one leaving a stable group of N (one run each: n = 1)"
+    rows = change_rows(runs)
+    if rows.empty:
         console.print("herd: no membership change measured", soft_wrap=True)
         return
-    header = ("backend", "N", "changes", "requests / change", "server's count", "notifications / change",
-              "stable after (s)")
-    rows = [(row.backend, str(row.N), str(row.changes), f"{row.requests_per_change:.0f}",
-             _count(getattr(row, "server_requests_per_change", float("nan"))),
-             f"{row.notifications_per_change:.0f}", f"{row.stable_s:.2f}")
-            for row in points.sort_values(["backend", "N"]).itertuples()]
+    header = ("backend", "N", "P", "requests / join", "requests / leave", "members moved (join)",
+              "stable after join (s)")
+    cells = []
+    for (backend, n, p), cell in rows.groupby(["backend", "N", "P"], sort=True):
+        joins, leaves = cell[cell["kind"] == "join"], cell[cell["kind"] == "leave"]
+        cells.append((str(backend), str(n), str(p), _median_of(joins["requests"], "{:.0f}"),
+                      _median_of(leaves["requests"], "{:.0f}"), _median_of(joins["M"], "{:.0f}"),
+                      _median_of(joins["stable_s"], "{:.1f}")))
     if console.is_terminal:
         table = Table(title=title)
         for column in header:
             table.add_column(column, justify="left" if column == "backend" else "right")
-        for row in rows:
+        for row in cells:
             table.add_row(*row)
         console.print(table)
     else:
-        widths = [max(len(cells[i]) for cells in (header, *rows)) for i in range(len(header))]
+        widths = [max(len(row[i]) for row in (header, *cells)) for i in range(len(header))]
         lines = [title, "-" * len(title)]
-        for cells in (header, *rows):
+        for row in (header, *cells):
             lines.append("  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
-                                   for i, (cell, width) in enumerate(zip(cells, widths, strict=True))))
+                                   for i, (cell, width) in enumerate(zip(row, widths, strict=True))))
         console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
-    console.print(slope_line(slopes), soft_wrap=True)
+    console.print("Fitted cost of a join (least squares over the sizes above; N members, P partitions, "
+                  "M members whose assignment changed):", soft_wrap=True)
+    for model in fit_models(rows, kinds=("join",)):
+        console.print(f"  {model.sentence()}", soft_wrap=True, markup=False)
+
+
+def _median_of(values, form: str) -> str:
+    measured = values.dropna()
+    return form.format(measured.median()) if len(measured) else "-"
 
 
 def _count(value: float) -> str:

@@ -25,7 +25,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 from experiments.fault_labels import fault_label, is_membership_change  # noqa: E402
 from experiments.faults.actions import is_membership_phase  # noqa: E402
-from experiments.rundata import RunData, herd_slopes  # noqa: E402
+from experiments.rundata import RunData  # noqa: E402
 
 FAULT_COLOR = "#f4a6a6"
 INSTANT_COLOR = "#b22222"
@@ -211,38 +211,57 @@ def _tp_key(tp: str) -> tuple[str, int]:
     return (topic, int(number)) if number.isdigit() else (tp, -1)
 
 
-def herd(points: pd.DataFrame, path: Path) -> Path | None:
-    """The herd curve, one line per backend in the points (and its server's count where recorded)."""
+def herd(points: pd.DataFrame, path: Path, runs: list[RunData] | None = None) -> Path | None:
+    """The herd curve, one colour per backend: each run's join (filled) and leave (hollow), the fitted
+    model of the join over them where the runs allow one (`runs`), the server's own count where recorded."""
     if points.empty:
         return None
-    fig = herd_figure(points)
+    fig = herd_figure(points, runs)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def herd_figure(points: pd.DataFrame):
+def herd_figure(points: pd.DataFrame, runs: list[RunData] | None = None):
+    from experiments.herd_model import HerdModel, change_rows, curve, fit_models
+
     fig, ax = plt.subplots(figsize=(7.5, 5.4))
-    slopes = herd_slopes(points)
+    rows = change_rows(runs) if runs else pd.DataFrame()
+    models = {model.backend: model for model in fit_models(rows, kinds=("join",))
+              if isinstance(model, HerdModel)} if not rows.empty else {}
     backends = sorted(points["backend"].unique())
     for backend, group in points.groupby("backend"):
         group = group.sort_values("N")
         color, marker = backend_style(backend, backends)
-        slope = f", slope {round(slopes[backend], 1) + 0.0:.1f}" if backend in slopes else ""   # no "-0.0"
-        ax.plot(group["N"], group["requests_per_change"].clip(lower=0.5), marker=marker, color=color, lw=1.6,
-                label=f"{backend}: requests per change{slope}")
+        changes = rows[rows["backend"] == backend] if not rows.empty else rows
+        if not changes.empty:    # each run's join and leave, as measured
+            for kind, filled in (("join", True), ("leave", False)):
+                measured = changes[changes["kind"] == kind].groupby(["N", "run"])["requests"].median().reset_index()
+                if measured.empty:
+                    continue
+                ax.plot(measured["N"], measured["requests"].clip(lower=0.5), ls="none", marker=marker,
+                        color=color, mfc=color if filled else "none", ms=6 if filled else 5,
+                        label=f"{backend}: {kind}, measured" + ("" if filled else " (hollow)"))
+        else:
+            ax.plot(group["N"], group["requests_per_change"].clip(lower=0.5), marker=marker, color=color, lw=1.6,
+                    label=f"{backend}: requests per change")
+        model = models.get(backend)
+        if model is not None:    # the fitted join model, over the sizes measured
+            joins = changes[changes["kind"] == "join"]
+            if "moved" in model.terms:   # M is measured per run, not a function of N: the model at those points
+                at = joins.groupby("N")["M"].median()
+                ax.plot(at.index, curve(model, at.index.to_numpy(dtype=float), 0.0, at.to_numpy()).clip(0.5),
+                        color=color, lw=1.4, label=f"{backend} model: {model.formula}")
+            else:
+                sizes = np.geomspace(joins["N"].min(), joins["N"].max(), 60)
+                per_member = float((joins["P"] / joins["N"]).median())
+                ax.plot(sizes, curve(model, sizes, per_member).clip(0.5), color=color, lw=1.4,
+                        label=f"{backend} model: {model.formula}")
         witnessed = group.dropna(subset=["server_requests_per_change"]) \
             if "server_requests_per_change" in group else group.iloc[0:0]
         if not witnessed.empty:   # the server's own count, beside the members'
             ax.plot(witnessed["N"], witnessed["server_requests_per_change"].clip(lower=0.5), marker=marker,
-                    color=color, lw=1.2, ls="-.", mfc="none", label=f"{backend}: as the server counted them")
-        first = group.iloc[0]
-        span = np.array([group["N"].min(), max(group["N"].max(), group["N"].min() * 2)], dtype=float)
-        base = max(first["requests_per_change"], 0.5)
-        ax.plot(span, base * span / first["N"], color=color, ls=":", lw=1, alpha=0.7)
-        ax.plot(span, base * (span / first["N"]) ** 2, color=color, ls="--", lw=1, alpha=0.5)
-    ax.plot([], [], color="#555555", ls=":", label="guide: grows as N")
-    ax.plot([], [], color="#555555", ls="--", label="guide: grows as N squared")
+                    color=color, lw=1.0, ls="-.", mfc="none", alpha=0.7, label=f"{backend}: as the server counted them")
     ax.set_xscale("log")
     ax.set_yscale("log")
 
@@ -262,9 +281,10 @@ def herd_figure(points: pd.DataFrame):
     ax.yaxis.set_minor_formatter(FuncFormatter(two_and_five))
     ax.set_xlabel("group size N (members before the change)")
     ax.set_ylabel("requests per membership change")
-    ax.set_title(_title("Herd effect: what one member joining or leaving costs as the group grows; the "
-                        "steeper line (larger log-log slope) is the rebalancer whose cost grows faster.", 72), fontsize=10)
+    ax.set_title(_title("Herd effect: what one member joining (filled) or leaving (hollow) costs as the group "
+                        "grows; lines: the fitted cost model of a join (N: members, P: partitions, M: members "
+                        "whose assignment changed).", 72), fontsize=10)
     ax.grid(which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

@@ -26,4 +26,5 @@ PROFILE = BackendProfile(
     member_id=lambda group, name: name,   # its client.id, as modern's; the coordinator's id is a UUID it makes
     commits_carry_generation=True,   # OffsetCommit v9 is fenced by the member epoch
     check=_settings_check, member_class="kip848.member:Kip848Member", broker_env=_broker_env,
+    herd_cost_terms=("moved", "1"),   # only members whose target changed do more than heartbeat
 )

@@ -21,4 +21,5 @@ PROFILE = BackendProfile(
     member_id=lambda group, name: name,   # its client.id: the coordinator's member id is given only at join
     commits_carry_generation=True,   # OffsetCommit is fenced by the generation
     check=_settings_check, member_class="modern.member:ModernMember",
+    herd_cost_terms=("N", "1"),   # every member rejoins and syncs: the group-wide barrier
 )

@@ -59,6 +59,10 @@ class BackendProfile:
     # The brokers' environment for a run: (session timeout ms, native settings) -> variables. Where the
     # protocol puts group timing in the coordinator (KIP-848), this is how a run's session reaches it.
     broker_env: Callable[[int, Mapping[str, object]], Mapping[str, str]] = lambda session_ms, settings: {}
+    # The terms of its herd cost model, requests per membership change = sum of coefficient x term
+    # (experiments.herd_model): "N2" (N squared), "N" (group size), "P" (partitions), "moved" (members
+    # whose assignment changed), "1" (a constant). What the protocol's own steps make the cost grow with.
+    herd_cost_terms: tuple[str, ...] = ("N", "1")
 
     def make(self, config: MemberConfig, **hooks: object) -> Member:
         """A member of this backend; `hooks` are the member's `listener` and `recorder`."""

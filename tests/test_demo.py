@@ -80,26 +80,37 @@ def test_the_published_markdown_has_the_plot_the_slopes_and_the_verdicts_in_word
     assert not replace_block(plain, text) and plain.read_text() == "no markers\n"
 
 
-def test_a_pipe_gets_the_herd_table_as_whole_plain_lines():
+def test_a_pipe_gets_the_herd_table_as_whole_plain_lines_then_the_fitted_model():
     import io
 
     from rich.console import Console
 
     from experiments.demo import _print_herd
+    from experiments.rundata import RunData
 
-    points = pd.DataFrame([{"backend": b, "N": n, "changes": 2, "requests_per_change": r,
-                            "server_requests_per_change": server, "notifications_per_change": 9.0, "stable_s": 0.5}
-                           for b, n, r, server in (("legacy", 8, 211.0, 230.0), ("legacy", 32, 1459.0, float("nan")),
-                                                   ("modern", 8, 28.0, 28.0))])
+    def run(backend: str, n: int, join: int, leave: int) -> RunData:
+        herd = pd.DataFrame([
+            {"t": 1.0, "kind": "join", "live_before": n, "live_after": n + 1, "requests": join, "members_moved": 3,
+             "stable_s": 0.5, "stop_the_world_s": 0.2, "unowned_partition_s": 1.0},
+            {"t": 5.0, "kind": "leave", "live_before": n + 1, "live_after": n, "requests": leave, "members_moved": 2,
+             "stable_s": 0.4, "stop_the_world_s": 0.2, "unowned_partition_s": 1.0}])
+        empty = pd.DataFrame()
+        return RunData(run_dir=Path(f"/runs/{backend}-{n}"), info={"backend": backend, "members": n,
+                       "topics": {"t0": 2 * n}}, facts={"partitions": 2 * n}, verdicts=empty, phases=empty,
+                       throughput=empty, ownership=empty, faults=empty, herd=herd, metrics=empty, evidence={})
+
+    runs = [run("legacy", n, n * n + 20 * n + 7, n * n) for n in (4, 8, 16, 32)] + [run("modern", 8, 28, 20)]
     out = io.StringIO()
-    _print_herd(Console(file=out, width=40, force_terminal=False), points, {"legacy": 1.39})
+    _print_herd(Console(file=out, width=40, force_terminal=False), runs)
     lines = out.getvalue().splitlines()
-    assert lines[2].split() == ["backend", "N", "changes", "requests", "/", "change", "server's", "count",
-                                "notifications", "/", "change", "stable", "after", "(s)"]
-    assert [line.split()[:5] for line in lines[3:6]] == [["legacy", "8", "2", "211", "230"],
-                                                         ["legacy", "32", "2", "1459", "-"],
-                                                         ["modern", "8", "2", "28", "28"]]
-    assert lines[6] == "log-log slope of requests per change against N: legacy 1.39 (between N and N squared)"
+    assert lines[2].split() == ["backend", "N", "P", "requests", "/", "join", "requests", "/", "leave", "members",
+                                "moved", "(join)", "stable", "after", "join", "(s)"]
+    assert [line.split() for line in lines[3:5]] == [["legacy", "4", "8", "103", "16", "3", "0.5"],
+                                                     ["legacy", "8", "16", "231", "64", "3", "0.5"]]
+    assert lines[8].startswith("Fitted cost of a join")
+    assert lines[9].startswith("  legacy: requests per join ≈ 1.00·N² + 20.0·N + 7.00 (4 sizes N = 4, 8, 16, 32")
+    assert "P = 2N in every run" in lines[9]
+    assert lines[10] == "  modern: no model for the join (1 group sizes; a fit needs at least 4)"
 
 
 def test_only_a_swept_scenario_makes_points_of_the_herd_curve():

@@ -45,16 +45,19 @@ def test_herd_points_use_changes_to_a_group_of_n(tmp_path):
     assert path.read_bytes().startswith(PNG)
 
 
-def test_the_herd_plot_draws_a_line_per_backend_in_its_own_style(tmp_path):
+def test_the_herd_plot_draws_each_backends_joins_and_its_fitted_model_in_its_own_style(tmp_path):
     costs = {"legacy": lambda n: n * (n + 2), "modern": lambda n: 2 * n, "kip848": lambda n: 7}
-    points = herd_points([_herd_run(backend, n, cost(n)) for backend, cost in costs.items() for n in (8, 16, 32)])
-    figure = plots.herd_figure(points)
-    lines = {line.get_label().split(":")[0]: line for line in figure.axes[0].get_lines()
-             if ", slope " in line.get_label()}
-    assert sorted(lines) == ["kip848", "legacy", "modern"]
-    assert len({(line.get_color(), line.get_marker()) for line in lines.values()}) == 3
-    assert list(lines["kip848"].get_ydata()) == [7, 7, 7] and lines["kip848"].get_label().endswith("slope 0.0")
-    assert lines["legacy"].get_label().endswith(f"slope {herd_slopes(points)['legacy']:.1f}")
+    runs = [_herd_run(backend, n, cost(n)) for backend, cost in costs.items() for n in (4, 8, 16, 32)]
+    figure = plots.herd_figure(herd_points(runs), runs)
+    labels = {line.get_label(): line for line in figure.axes[0].get_lines()}
+    joins = {label.split(":")[0]: line for label, line in labels.items() if label.endswith("join, measured")}
+    assert sorted(joins) == ["kip848", "legacy", "modern"]
+    assert len({(line.get_color(), line.get_marker()) for line in joins.values()}) == 3
+    assert list(joins["modern"].get_ydata()) == [8, 16, 32, 64]
+    models = [label for label in labels if " model: " in label]
+    assert any(label.startswith("legacy model: 1.00·N² + 2.00·N") for label in models), models
+    assert any(label.startswith("modern model: 2.00·N") for label in models), models
+    assert not any("guide" in label for label in labels)     # the model replaces the guide lines
     assert plots.backend_style("kip848") != plots.backend_style("legacy")
     assert plots.backend_style("new", ["kip848", "new", "other"]) != plots.backend_style("other", ["new", "other"])
 

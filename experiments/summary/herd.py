@@ -67,7 +67,8 @@ def herd_changes(control: DataFrame) -> DataFrame:
     """Per run and membership change (a join, a leave, a crash): what it cost the group until it was stable.
 
     requests: coordination requests (ZooKeeper ops or group APIs, background ones excluded);
-    notifications: watch notifications; stable_t: the last assignment it caused. `herd_table` adds
+    notifications: watch notifications; members_moved: members whose assignment changed (gave partitions
+    up or took some); stable_t: the last assignment it caused. `herd_table` adds
     the time without owners from the ownership intervals."""
     started = control.filter(F.col("type") == ev.MEMBER_STARTED).select(
         "run", "t", "seq", F.lit("join").alias("kind"), F.lit(1).alias("delta"))
@@ -87,10 +88,15 @@ def herd_changes(control: DataFrame) -> DataFrame:
             F.min_by("live_before", F.struct("t", "seq")).alias("live_before"),
             F.max_by("live_after", F.struct("t", "seq")).alias("live_after"))
     )
-    work = herd_requests(control).unionByName(control.filter(F.col("type").isin(*_WORK))).select(
-        "run", "t", "seq", "type", "outcome", F.lit(None).cast("long").alias("change"))
+    # A member whose assignment changed gave partitions up or took new ones (an eager member does both).
+    moved = F.when(F.col("type").isin(ev.PARTITIONS_REVOKED, ev.PARTITIONS_ASSIGNED)
+                   & (F.size(F.coalesce("partitions", F.array())) > 0), F.col("member"))
+    work = herd_requests(control).unionByName(
+        control.filter(F.col("type").isin(*_WORK, ev.PARTITIONS_REVOKED)), allowMissingColumns=True).select(
+        "run", "t", "seq", "type", "outcome", moved.alias("moved"), F.lit(None).cast("long").alias("change"))
     marks = changes.select("run", "t", F.lit(-1).cast("long").alias("seq"), F.lit("change").alias("type"),
-                           F.lit(None).cast("string").alias("outcome"), "change")
+                           F.lit(None).cast("string").alias("outcome"), F.lit(None).cast("string").alias("moved"),
+                           "change")
     attributed = work.unionByName(marks).withColumn(
         "change", F.last("change", ignorenulls=True).over(in_time.rowsBetween(Window.unboundedPreceding, 0))
     ).filter((F.col("type") != "change") & F.col("change").isNotNull())
@@ -100,6 +106,7 @@ def herd_changes(control: DataFrame) -> DataFrame:
         F.sum(((F.col("type") == ev.REBALANCE_ATTEMPT) & (F.col("outcome") != "success")).cast("int")
               + (F.col("type") == ev.REBALANCE_FAILED).cast("int")).alias("failed_attempts"),
         F.max(F.when(F.col("type").isin(*_SETTLED), F.col("t"))).alias("stable_t"),
+        F.count_distinct("moved").alias("members_moved"),
     )
     return changes.join(costs, ["run", "change"], "left")
 
@@ -127,7 +134,7 @@ def herd_table(table: pd.DataFrame, owned_intervals: pd.DataFrame, partitions: i
     `requests` when the servers' counters were sampled (`witness`: the run's `witness_windows`)."""
     if table.empty:
         return table
-    for column in ("requests", "notifications", "failed_attempts"):
+    for column in ("requests", "notifications", "failed_attempts", "members_moved"):
         table[column] = table[column].fillna(0).astype(int)
     table.insert(table.columns.get_loc("requests") + 1, "server_requests",
                  server_per_change(table["t"], witness if witness is not None else pd.DataFrame()))
