@@ -360,7 +360,7 @@ class Run:
                              f"{host_name}.json", address_of=self.member_address, events=self.events_dir /
                              f"{host_name}.jsonl", run_id=self.run_id)
             process = ChildProcess(host_name, argv, log_path=self.run_dir / "logs" / f"{host_name}.log",
-                                   control=len(spec.members) > 1)
+                                   control=len(spec.members) > 1, yields_cpu=True)   # members yield the CPU to the servers
             await process.start()
             self.hosts[host_name] = process
 
