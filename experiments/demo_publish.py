@@ -1,7 +1,7 @@
 """`rebalance-lab demo --publish DIR`: the demo's result as files a README can show.
 
-Writes DIR/herd.png (the report's herd plot) and DIR/demo.md (the plot, the herd table, its slopes and
-the split-brain verdicts in Markdown). When ./README.md has the two marker lines below, the part between
+Writes DIR/herd.png (the report's herd plot) and DIR/demo.md (what the runs show, as the report's
+findings say it; the plot, the herd table and its slopes; the split-brain checks in Markdown). When ./README.md has the two marker lines below, the part between
 them is replaced by the same without the herd table, with the plot linked from DIR, so the project's
 first screen shows the latest demo without hand editing.
 """
@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from experiments.summary import markdown_table
-from experiments.verdicts import read_result
+from experiments.verdicts import Word, question, read_result
 
 BEGIN = "<!-- demo:begin (written by `./lab demo --publish docs/demo`) -->"
 END = "<!-- demo:end -->"
 
 
-def demo_markdown(*, points: pd.DataFrame, slopes: dict[str, float], split, image: str, herd_table: bool = True) -> str:
-    """The herd plot, its table (unless not wanted) and slopes, and the split-brain verdicts (a column per backend)."""
+def demo_markdown(*, points: pd.DataFrame, slopes: dict[str, float], split, image: str, herd_table: bool = True,
+                  findings: Sequence = ()) -> str:
+    """What the runs show (the report's generated findings), then the herd plot, its table (unless not
+    wanted) and slopes, then the split-brain checks: compact words, a column per backend, the checks ok on
+    every backend in one line, and what each shown check looks for under the table."""
     from experiments.demo import slope_line
 
     points = points if "server_requests_per_change" in points else points.assign(server_requests_per_change=None)
@@ -34,19 +38,29 @@ def demo_markdown(*, points: pd.DataFrame, slopes: dict[str, float], split, imag
     readings = {summary.info.backend: {check.check: read_result(check) for check in summary.checks}
                 for summary in split}
     checks = list(dict.fromkeys(name for column in readings.values() for name in column))
+    clean = [name for name in checks if all(column.get(name) is not None and column[name].word is Word.OK
+                                            for column in readings.values())]
+    shown = [name for name in checks if name not in clean]
     verdicts = pd.DataFrame([{"check": name, **{backend: _cell(column.get(name)) for backend, column in
-                                                readings.items()}} for name in checks])
+                                                readings.items()}} for name in shown])
+    meanings = "\n".join(f"- `{name}`: {question(name)}" for name in shown if question(name))
+    folded = (f"Ok on every backend: {', '.join(f'`{name}`' for name in clean)}.\n" if clean else "")
     alt = f"Herd effect: requests per membership change against group size, {_names(points['backend'])}"
     picture = (f"![{alt}]({image})\n" if herd_table   # the README's first screen: a smaller picture
                else f'<img src="{image}" width="560" alt="{alt}">\n')
+    lead = ["**What these runs show** (generated from the runs' summaries):\n",
+            *[f"- **{finding.scenario}** ({finding.ran}): {finding.text}" for finding in findings], ""] if findings else []
     return "\n".join([
+        *lead,
         picture,
         *([markdown_table(herd, digits=1)] if herd_table else []),
         slope_line(slopes) + " (one demo run per backend and N: n = 1).\n",
         "**Split brain**: one member crashed, another's coordination link cut past its session timeout, "
         f"the same schedule on {_names(readings)} (one demo run per backend, n = 1; the spread over repeated runs is in "
         "`docs/results.md`):\n",
-        markdown_table(verdicts),
+        markdown_table(verdicts) if shown else "",
+        *([meanings + "\n"] if meanings else []),
+        folded,
     ])
 
 
@@ -57,9 +71,10 @@ def _names(backends) -> str:
 
 
 def _cell(reading) -> str:
+    """The compact word, bold where something was found."""
     if reading is None:
         return "-"
-    return f"**{reading.label}**: {reading.meaning}" if reading.meaning else f"**{reading.label}**"
+    return reading.label if reading.word is Word.OK else f"**{reading.label}**"
 
 
 def publish_demo(folder: Path, *, report, points: pd.DataFrame, slopes: dict[str, float], split,
@@ -71,11 +86,12 @@ def publish_demo(folder: Path, *, report, points: pd.DataFrame, slopes: dict[str
     if herd_png is not None:
         shutil.copyfile(herd_png, folder / "herd.png")
         written.append(folder / "herd.png")
-    text = demo_markdown(points=points, slopes=slopes, split=split, image="herd.png")
+    findings = getattr(report, "findings", ())
+    text = demo_markdown(points=points, slopes=slopes, split=split, image="herd.png", findings=findings)
     (folder / "demo.md").write_text(text)
     written.append(folder / "demo.md")
     if readme.exists() and replace_block(readme, demo_markdown(
-            points=points, slopes=slopes, split=split, herd_table=False,
+            points=points, slopes=slopes, split=split, herd_table=False, findings=findings,
             image=Path(os.path.relpath(folder / "herd.png", readme.parent)).as_posix())):
         written.append(readme)
     return written

@@ -44,6 +44,17 @@ def _runs_below(folder: Path) -> list[Path]:
     return runs
 
 
+def default_out(arguments: list[Path], runs: list[Path]) -> Path:
+    """Where `report` writes without --out: one run's own folder; the folder given when it is a single
+    folder of runs (a comparison, a demo); else a folder of its own named for the runs, beside them
+    (`report.report_dir`). Never a parent that other reports share."""
+    from experiments.report import report_dir
+
+    if len(arguments) == 1 and arguments[0].is_dir() and not (arguments[0] / "events").is_dir():
+        return arguments[0]
+    return report_dir(runs)
+
+
 def _fail(message: str) -> None:
     Console(stderr=True).print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     raise typer.Exit(2)
@@ -96,7 +107,10 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def report(
         run_dirs: Annotated[list[Path], typer.Argument(help="Run directories (or folders of runs), side by side.")],
-        out: Annotated[Path | None, typer.Option(help="Where to write (default: the run, or the runs' folder).")] = None,
+        out: Annotated[Path | None, typer.Option(help="Where to write. Default: one run's own folder; the folder "
+                                                     "given, when it is one folder of runs; for several, a folder "
+                                                     "of their own beside them, named for them "
+                                                     "(e.g. runs/report-herd-5+herd-10).")] = None,
         master: Annotated[str, typer.Option(help="Spark master for runs not yet summarised.")] = "local[*]",
         resummarize: Annotated[bool, typer.Option(help="Summarise again even if RUN_DIR/summary exists.")] = False,
     ) -> None:
@@ -116,7 +130,7 @@ def register(app: typer.Typer) -> None:
                 write_statistics(run_dirs[0])
                 result = write_campaign_report(run_dirs[0])
             else:
-                result = write_report(runs, out)
+                result = write_report(runs, out or default_out(run_dirs, runs))
         except (typer.BadParameter, FileNotFoundError, ValueError) as error:
             _fail(str(error))
         console = Console(soft_wrap=True)

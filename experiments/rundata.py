@@ -76,6 +76,18 @@ def load_run(run_dir: Path) -> RunData:
                    faults=table("faults"), herd=table("herd"), metrics=table("rebalance_metrics"), evidence=evidence)
 
 
+def from_summary(summary) -> RunData:
+    """A `summary.runs.RunSummary` as the report reads it, before (or without) reading its files back."""
+    empty = pd.DataFrame()
+    info = {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(summary.info).items()}
+    tables = summary.tables
+    return RunData(run_dir=summary.info.run_dir, info=info, facts=summary.facts, verdicts=summary.verdicts(),
+                   phases=tables.get("phases", empty), throughput=tables.get("throughput", empty),
+                   ownership=tables.get("ownership", empty), faults=tables.get("faults", empty),
+                   herd=tables.get("herd", empty), metrics=tables.get("rebalance_metrics", empty),
+                   evidence={check.check: check.evidence for check in summary.checks if len(check.evidence)})
+
+
 def herd_points(runs: list[RunData]) -> pd.DataFrame:
     """One point per run: group size N and the median cost of a change to a group of (about) N."""
     rows = []
@@ -90,11 +102,17 @@ def herd_points(runs: list[RunData]) -> pd.DataFrame:
             "server_requests_per_change": float(changes["server_requests"].median())
             if "server_requests" in changes and changes["server_requests"].notna().any() else float("nan"),
             "notifications_per_change": float(changes["notifications"].median()),
-            "stable_s": float(changes["stable_s"].median()),
-            "stop_the_world_s": float(changes["stop_the_world_s"].median()),
+            "stable_s": _median(changes["stable_s"]),
+            "stop_the_world_s": _median(changes["stop_the_world_s"]),
             "failed_attempts": int(changes["failed_attempts"].sum()),
         })
     return pd.DataFrame(rows)
+
+
+def _median(values: pd.Series) -> float:
+    """The median of what was measured; NaN (quietly) when nothing was, e.g. a change never stable."""
+    measured = values.dropna()
+    return float(measured.median()) if len(measured) else float("nan")
 
 
 def herd_slopes(points: pd.DataFrame) -> dict[str, float]:

@@ -83,6 +83,42 @@ def read_result(result) -> Reading:
     return read(result.check, result.verdict.value, result.count, result.detail)
 
 
+# What each check looks for and what its count counts, stated once per check (a report's row header).
+QUESTION = {
+    "double-ownership": "two or more members owning one partition at once (count: windows)",
+    "consumed-without-ownership": "records processed by a member that was not the partition's sole owner "
+                                  "(count: spans)",
+    "lost-records": "records produced and never processed",
+    "duplicates": "records processed more than once",
+    "offset-regressions": "a commit lower than an earlier one on the same partition",
+    "slow-records": "records processed later than the latency limit after they were produced",
+    "convergence": "every partition with exactly one owner, within the bound after the last fault",
+    "fenced-commits": "a stale member's commit refused by the coordinator: a protection, not an anomaly",
+    "server-witness": "the servers' own request counts against the members' (count: windows that disagree)",
+}
+
+
+def question(check: str) -> str:
+    """What `check` looks for, in a line; "" for a check this table does not know yet."""
+    return QUESTION.get(check, "")
+
+
+def combine(readings: list[Reading]) -> Reading:
+    """Several runs' readings of one check as one: VIOLATED when any run violated it (the counts of those runs
+    added), else protected (likewise), else unknown when any run could not tell, else ok. The meaning lists
+    the runs' own lines, for a tooltip."""
+    if not readings:
+        raise ValueError("combine() needs at least one reading")
+    if len(readings) == 1:
+        return readings[0]
+    for word in (Word.VIOLATED, Word.PROTECTED, Word.UNKNOWN, Word.OK):
+        found = [reading for reading in readings if reading.word is word]
+        if found:
+            return Reading(check=readings[0].check, word=word, count=sum(reading.count for reading in found),
+                           meaning="; ".join(reading.line for reading in readings))
+    raise AssertionError("unreachable")
+
+
 def legend() -> str:
     """One sentence that states the four words, for the head of a verdict table."""
     return ("ok: checked, nothing found; VIOLATED (n): the anomaly happened n times, evidence below; "

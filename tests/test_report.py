@@ -62,8 +62,11 @@ def test_the_herd_plot_draws_each_backends_joins_and_its_fitted_model_in_its_own
     assert plots.backend_style("new", ["kip848", "new", "other"]) != plots.backend_style("other", ["new", "other"])
 
 
-def test_report_dir_is_the_common_folder_of_several_runs():
-    assert report_dir([Path("/r/cmp/legacy"), Path("/r/cmp/modern")]) == Path("/r/cmp")
+def test_a_report_of_several_runs_gets_a_folder_of_its_own_named_for_them():
+    assert report_dir([Path("/r/cmp/legacy"), Path("/r/cmp/modern")]) == Path("/r/cmp/report-legacy+modern")
+    assert report_dir([Path("/r/herd-5"), Path("/r/herd-10")]) == Path("/r/report-herd-5+herd-10")
+    many = report_dir([Path(f"/r/demo/herd-{n}/{b}") for n in (8, 16, 32) for b in ("legacy", "modern")])
+    assert many == Path("/r/demo/report-herd-8-legacy+5-more")
     assert report_dir([Path("/r/one")]) == Path("/r/one")
 
 
@@ -72,14 +75,17 @@ def test_report_puts_runs_side_by_side(synthetic_runs, tmp_path):
     runs = [synthetic_runs["clean"].info.run_dir, synthetic_runs["planted"].info.run_dir]
     report = write_report(runs, tmp_path / "cmp")
     markdown, page = report.markdown.read_text(), report.html.read_text()
-    assert "modern/range" in markdown and "legacy/range" in markdown
-    assert "records lost" in markdown and "max latency, ms" in markdown and "time rebalancing, ms" in markdown
+    assert "## clean" in markdown and "## planted" in markdown       # a section per scenario
+    assert markdown.index("## What these runs show") < markdown.index("## clean") < markdown.index("## planted")
+    assert "records lost" in markdown and "max latency, s" in markdown and "rebalancing, s" in markdown
     assert "VIOLATED (1)" in markdown                    # e.g. the planted duplicate
     assert page.count("data:image/png;base64,") == len(report.images) >= 3
-    assert {p.name for p in report.images} >= {"throughput.png", "ownership-1-modern.png", "ownership-2-legacy.png"}
+    assert {p.name for p in report.images} >= {"throughput-clean.png", "ownership-1-modern.png",
+                                               "ownership-2-legacy.png"}
     assert all(p.read_bytes().startswith(PNG) for p in report.images)
     table = strategy_table([load_run(r) for r in runs])
     assert list(table.columns[:2]) == ["phase", "measure"] and len(table.columns) == 4
+    assert not any(cell.endswith(".000") for cell in table.iloc[:, 2:].to_numpy().ravel())   # 0.1 s, whole ms
 
 
 @pytest.mark.spark
@@ -87,13 +93,30 @@ def test_a_report_of_three_backends_has_a_column_for_each(synthetic_runs, tmp_pa
     runs = [synthetic_runs[name].info.run_dir for name in ("planted", "clean", "kip848-8")]
     loaded = [load_run(run) for run in runs]
     verdicts = verdict_table(loaded)
-    assert list(verdicts.columns) == ["check", "legacy/range", "modern/range", "kip848/uniform"]
-    assert verdicts.set_index("check").loc["server-witness", "kip848/uniform"].startswith("ok")
+    assert list(verdicts.columns) == ["check", "planted legacy", "clean modern", "kip848-8 kip848"]
+    witness = {str(row["check"]): row for _, row in verdicts.iterrows()}["server-witness"]
+    assert str(witness["kip848-8 kip848"]) == "ok"
     points = herd_points(loaded)
     assert set(points["backend"]) == {"legacy", "modern", "kip848"}
     report = write_report(runs, tmp_path / "three")
-    assert "kip848/uniform" in report.markdown.read_text() and "ownership-3-kip848.png" in {
+    assert "## kip848-8" in report.markdown.read_text() and "ownership-3-kip848.png" in {
         p.name for p in report.images}
+
+
+@pytest.mark.spark
+def test_one_scenario_at_several_group_sizes_is_a_sweep_with_the_herd_in_its_finding(synthetic_runs):
+    """The kip848 runs at N = 8 and 16, as one scenario: a column for the backend, the herd cost by N."""
+    from experiments.findings import scenario_finding, scenarios
+
+    loaded = [load_run(synthetic_runs[name].info.run_dir) for name in ("kip848-16", "kip848-8")]
+    for run in loaded:
+        run.info["name"] = "herd"
+    (scenario,) = scenarios(loaded)
+    assert scenario.columns == ["kip848"] and scenario.swept and scenario.sizes == [8, 16]
+    assert [run.group_size for run in scenario.runs] == [8, 16]
+    finding = scenario_finding(scenario)
+    assert finding.ran == "kip848 at N = 8, 16; one run each, n = 1"
+    assert finding.text.startswith("Requests per membership change (median of the join and the leave) at N = 8 / 16")
 
 
 @pytest.mark.spark
@@ -105,6 +128,22 @@ def test_report_command_on_a_folder_of_runs(synthetic_runs, tmp_path):
     result = CliRunner().invoke(app, ["report", str(folder)])
     assert result.exit_code == 0, result.output
     assert (folder / "report.html").exists() and (folder / "report.md").exists()
+
+
+@pytest.mark.spark
+def test_a_report_of_several_runs_never_writes_into_their_parent(synthetic_runs, tmp_path, monkeypatch):
+    parent = tmp_path / "runs"
+    parent.mkdir()
+    for name in ("clean", "planted"):
+        (parent / name).symlink_to(synthetic_runs[name].info.run_dir)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["report", "runs/clean", "runs/planted"])
+    assert result.exit_code == 0, result.output
+    assert (parent / "report-clean+planted" / "report.html").exists()
+    assert not (parent / "report.html").exists() and not list(parent.glob("*.png"))
+    chosen = CliRunner().invoke(app, ["report", "runs/clean", "runs/planted", "--out", "mine"])
+    assert chosen.exit_code == 0, chosen.output
+    assert (tmp_path / "mine" / "report.md").exists()
 
 
 def test_report_rejects_a_missing_directory(tmp_path):

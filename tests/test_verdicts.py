@@ -9,9 +9,10 @@ import pandas as pd
 from rich.console import Console
 
 from experiments.checker import CheckResult, Verdict
-from experiments.report import _html_table, verdict_table
+from experiments.page import table_html
+from experiments.report import verdict_table
 from experiments.rundata import RunData
-from experiments.verdicts import Word, print_verdicts, read, read_result
+from experiments.verdicts import Word, combine, print_verdicts, question, read, read_result
 
 
 def test_nothing_found_reads_ok_with_what_was_checked():
@@ -81,15 +82,31 @@ def _run(verdicts: list[tuple[str, str, int, str]], name: str, backend: str) -> 
                    herd=empty, metrics=empty, evidence={})
 
 
-def test_the_report_table_uses_the_words_and_html_colours_them_by_word():
+def test_the_report_table_has_compact_words_coloured_by_word_with_the_run_s_line_as_tooltip():
     legacy = _run([("double-ownership", "false", 3, "3 windows, 30.00 s in total"),
                    ("fenced-commits", "true", 0, "no commit was fenced")], "split", "legacy")
     modern = _run([("double-ownership", "true", 0, "every partition had at most one owner"),
                    ("fenced-commits", "false", 1, "1 UNKNOWN_MEMBER_ID")], "split", "modern")
-    table = verdict_table([legacy, modern]).set_index("check")
-    assert table.loc["double-ownership", "legacy/range"].startswith("VIOLATED (3): 3 windows")
-    assert table.loc["fenced-commits", "modern/range"].startswith("protected (1): ")
-    assert table.loc["double-ownership", "modern/range"] == "ok: every partition had at most one owner"
-    page = _html_table(table.reset_index())
-    assert "<td class='bad'>VIOLATED (3)" in page and "<td class='protected'>protected (1)" in page
-    assert "<td class='good'>ok: " in page
+    table = verdict_table([legacy, modern])
+    assert list(table.columns) == ["check", "legacy", "modern"]          # one scenario: a column per backend
+    rows = {str(row["check"]): row for _, row in table.iterrows()}
+    assert rows["double-ownership"]["check"].note == question("double-ownership")   # the meaning, once per row
+    assert str(rows["double-ownership"]["legacy"]) == "VIOLATED (3)"
+    assert rows["double-ownership"]["legacy"].title.startswith("VIOLATED (3): 3 windows")
+    assert str(rows["fenced-commits"]["modern"]) == "protected (1)" and str(rows["double-ownership"]["modern"]) == "ok"
+    page = table_html(table)
+    assert "<td class='bad' title='VIOLATED (3): 3 windows" in page and ">VIOLATED (3)</td>" in page
+    assert "<td class='protected' title='protected (1): " in page
+    assert "<td class='good' title='ok: every partition had at most one owner'>ok</td>" in page
+
+
+def test_readings_of_several_runs_combine_into_the_worst_word_with_the_counts_added():
+    ok = read("duplicates", "true", 0, "every record was processed once")
+    found = [read("duplicates", "false", 2, "2 by one member"), read("duplicates", "false", 3, "3 by one member")]
+    assert combine([ok, *found]).label == "VIOLATED (5)"
+    assert combine([ok, read("duplicates", "unknown", 0, "no records consumed")]).word is Word.UNKNOWN
+    assert combine([ok, ok]).label == "ok" and combine([ok]) is ok
+    fenced = read("fenced-commits", "false", 1, "1 UNKNOWN_MEMBER_ID")
+    assert combine([read("fenced-commits", "true", 0, ""), fenced]).label == "protected (1)"
+    assert all(question(check) for check in ("double-ownership", "duplicates", "offset-regressions",
+                                             "fenced-commits", "convergence", "server-witness"))

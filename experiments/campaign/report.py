@@ -2,12 +2,11 @@
 
     herd.png        requests per change against group size, log-log, median with a min-max bar per N
     <metric>.png    strip plots: one dot per run, a bar at the median, per cell (split brain, churn)
-    report.md/.html the per-cell tables as "median [min-max], n" and the differences that hold up
+    report.md/.html what the runs show, then a section per scenario (experiments.campaign_page)
 """
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from experiments.campaign.stats import spread  # noqa: E402
 from experiments.plots import backend_style  # noqa: E402
 
 STRIP_METRICS = ("double-ownership (s)", "duplicates", "offset regressions", "fenced commits")
@@ -46,11 +44,13 @@ def write_campaign_report(folder: Path) -> CampaignReport:
         image = _strip_plot(runs, metric, out)
         if image:
             images.append(image)
+    from experiments.campaign_page import write_campaign_pages
+
     text = (stats / "statistics.md").read_text()
-    markdown = out / "report.md"
-    markdown.write_text(text + "\n## Charts\n\n" + "\n".join(f"![{p.stem}]({p.name})" for p in images) + "\n")
-    page = out / "report.html"
-    page.write_text(_html(text, images, cells))
+    lines = text.splitlines()
+    markdown, page = write_campaign_pages(out, title=lines[0].lstrip("# "), meta=lines[2] if len(lines) > 2 else "",
+                                          cells=cells, compared=pd.read_parquet(stats / "comparisons.parquet"),
+                                          images=images)
     return CampaignReport(markdown=markdown, html=page, images=images)
 
 
@@ -112,16 +112,3 @@ def _strip_plot(runs: pd.DataFrame, metric: str, out: Path) -> Path | None:
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
-
-
-def _html(markdown_text: str, images: list[Path], cells: pd.DataFrame) -> str:
-    table = cells.assign(value=[spread(r.median, r.min, r.max, r.runs) for r in cells.itertuples()])
-    table = table[["scenario", "backend", "strategy", "sweep", "metric", "value", "ci_low", "ci_high", "coverage"]]
-    body = [f"<h1>{html.escape(markdown_text.splitlines()[0].lstrip('# '))}</h1>",
-            *[f'<figure><img src="{html.escape(p.name)}" alt="{html.escape(p.stem)}"></figure>' for p in images],
-            "<h2>Every cell and metric</h2>", table.to_html(index=False, float_format=lambda v: f"{v:,.2f}"),
-            "<h2>Statistics (Markdown)</h2>", f"<pre>{html.escape(markdown_text)}</pre>"]
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>campaign report</title>"
-            "<style>body{font-family:sans-serif;max-width:1100px;margin:auto} table{border-collapse:collapse;"
-            "font-size:12px} td,th{border:1px solid #ccc;padding:2px 6px} img{max-width:100%}</style></head><body>"
-            + "\n".join(body) + "</body></html>\n")

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.checker import Verdict
 from experiments.summary.runs import RunSummary
 
 
@@ -53,18 +52,12 @@ def markdown_table(frame: pd.DataFrame, *, digits: int = 1, limit: int | None = 
 
 
 def summary_markdown(summary: RunSummary) -> str:
+    """summary.md: what the run shows, its checks and key numbers, then the detail (the report's order)."""
+    from experiments.report import run_summary_markdown
+    from experiments.rundata import from_summary
+
     info, facts = summary.info, summary.facts
-    parts = [
-        f"# Summary of {info.name}\n",
-        f"backend **{info.backend}**, strategy **{info.strategy}**, {info.members} members, "
-        f"{facts['partitions']} partitions, {facts['events']:,} events over {facts['duration_s']:.1f} s"
-        + (f", {facts['unreadable_lines']} unreadable lines skipped" if facts["unreadable_lines"] else "") + "\n",
-        "## Checks\n", markdown_table(summary.verdicts()[["check", "result", "meaning"]]),
-        "## Phases\n", markdown_table(summary.tables["phases"]),
-        "## Rebalance metrics (Kafka names, ms)\n", markdown_table(summary.tables["rebalance_metrics"], limit=20),
-        "## Membership changes (herd cost)\n", markdown_table(summary.tables["herd"], digits=3, limit=40),
-    ]
-    for check in summary.checks:
-        if check.verdict is Verdict.FALSE and len(check.evidence):   # violated or protected: where and when
-            parts += [f"## Evidence: {check.check}\n", markdown_table(check.evidence, digits=3, limit=20)]
-    return "\n".join(parts)
+    line = (f"backend **{info.backend}**, strategy **{info.strategy}**, {info.members} members, "
+            f"{facts['partitions']} partitions, {facts['events']:,} events over {facts['duration_s']:.1f} s"
+            + (f", {facts['unreadable_lines']} unreadable lines skipped" if facts["unreadable_lines"] else ""))
+    return run_summary_markdown(from_summary(summary), line)
