@@ -14,7 +14,7 @@ in `coordination_request.op`; FindCoordinator and Metadata are not (any broker a
 answer is any reply but the ones that say there is no coordinator there: a network failure,
 NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and COORDINATOR_LOAD_IN_PROGRESS (a REBALANCE_IN_PROGRESS
 or an UNKNOWN_MEMBER_ID is the new coordinator speaking). Beside each gap: the FindCoordinator
-requests the member sent in it.
+requests the member made in it (each counted by the time it ended, as its event is written then).
 
 `gap_rows` is the Spark query (one row per fault and member hit); `gap_table` turns a run's rows into
 the `coordinator_gaps` table; `group_gap_s` is the run's figure, the group's maximum.
