@@ -110,10 +110,6 @@ class Scenario:
         readings = [reading for reading in readings if reading is not None]
         return combine(readings) if readings else None
 
-    @property
-    def title(self) -> str:
-        return self.name
-
 
 def reading_of(run: RunData, check: str) -> Reading | None:
     if run.verdicts.empty:

@@ -155,10 +155,6 @@ def metrics_table(runs: list[RunData], names_: list[str] | None = None) -> pd.Da
                          **{name: [values.get(metric, "") for metric in metrics] for name, values in columns.items()}})
 
 
-def _timeline_changes(run: RunData) -> pd.DataFrame:
-    return run.herd_changes()
-
-
 def key_numbers(scenario: Scenario) -> pd.DataFrame:
     """The scenario's numbers a reader compares first, a column per backend (the median where a column has
     several runs): records, time rebalancing, latency, double ownership, and what its membership changes cost."""
@@ -170,10 +166,10 @@ def key_numbers(scenario: Scenario) -> pd.DataFrame:
         ("rebalances", count, lambda run: run.phases["rebalances"].sum()),
         ("time rebalancing, s", seconds, lambda run: run.phases["rebalance_ms"].sum() / 1000),
         ("max latency, s", seconds, lambda run: run.phases["max_latency_ms"].max() / 1000),
-        ("stable after a change, s (median)", seconds, lambda run: _timeline_changes(run)["stable_s"].median()),
+        ("stable after a change, s (median)", seconds, lambda run: run.herd_changes()["stable_s"].median()),
         ("partition-seconds unowned", seconds,
-         lambda run: _timeline_changes(run)["unowned_partition_s"].sum()),
-        ("requests per change (median)", count, lambda run: _timeline_changes(run)["requests"].median()),
+         lambda run: run.herd_changes()["unowned_partition_s"].sum()),
+        ("requests per change (median)", count, lambda run: run.herd_changes()["requests"].median()),
     ]
     rows = []
     for title, show, measure in measures:
