@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from modern.connection import parse_address
 from rebalance.member import MemberConfig
 
-SERVER_ASSIGNORS = ("uniform", "range")
+SERVER_ASSIGNORS = ("uniform", "range", "uniform-4.1")   # the coordinator's (kip848.assignors.ASSIGNORS)
 CLASSIC_TO_SERVER = {"range": "range", "roundrobin": "uniform", "sticky": "uniform", "cooperative-sticky": "uniform"}
 STRATEGIES = SERVER_ASSIGNORS + tuple(name for name in CLASSIC_TO_SERVER if name not in SERVER_ASSIGNORS)
 
