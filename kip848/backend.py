@@ -27,4 +27,5 @@ PROFILE = BackendProfile(
     commits_carry_generation=True,   # OffsetCommit v9 is fenced by the member epoch
     check=_settings_check, member_class="kip848.member:Kip848Member", broker_env=_broker_env,
     herd_cost_terms=("moved", "1"),   # only members whose target changed do more than heartbeat
+    server_assignors="kip848.assignors:ASSIGNORS",
 )

@@ -63,10 +63,16 @@ class BackendProfile:
     # (experiments.herd_model): "N2" (N squared), "N" (group size), "P" (partitions), "moved" (members
     # whose assignment changed), "1" (a constant). What the protocol's own steps make the cost grow with.
     herd_cost_terms: tuple[str, ...] = ("N", "1")
+    # "module:attribute" of the assignors its coordinator runs (name -> function), where the protocol puts
+    # the assignment in the coordinator (KIP-848); `assign --strategy uniform` finds them here.
+    server_assignors: str | None = None
 
     def make(self, config: MemberConfig, **hooks: object) -> Member:
         """A member of this backend; `hooks` are the member's `listener` and `recorder`."""
         return _load(self.member_class)(config, **hooks)
+
+    def coordinator_assignors(self) -> Mapping[str, Callable]:
+        return _load(self.server_assignors) if self.server_assignors else {}
 
     def address(self, config: MemberConfig) -> str | None:
         return getattr(config, self.connects_to.config_field)

@@ -125,9 +125,16 @@ def _server(strategy, topics, members, owned, statics) -> dict[str, list[TopicPa
 
 
 def _server_assignor(strategy: str):
-    from kip848.assignors import ASSIGNORS  # imported when asked for: rebalance/ does not load the backends
+    """The coordinator's assignor of that name, from the backend whose profile offers it (loaded when asked
+    for: rebalance/ imports no backend)."""
+    from rebalance.backends import backend_names, profile
 
-    return ASSIGNORS[SERVER_STRATEGIES[strategy]]
+    name = SERVER_STRATEGIES[strategy]
+    for backend in backend_names():
+        assignors = profile(backend).coordinator_assignors()
+        if name in assignors:
+            return assignors[name]
+    raise InputError(f"no backend's coordinator has an assignor named {name!r}")
 
 
 def _legacy(strategy, topics, members, stream_counts) -> dict[str, list[TopicPartition]]:
