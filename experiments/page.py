@@ -107,12 +107,12 @@ p.meta, p.note, .hidden, figcaption { color: #555; font-size: 0.88em; margin: 0.
 #findings { background: #f6f8fa; border: 1px solid #dde3ea; border-radius: 6px; padding: 2px 16px 6px; }
 #findings h2 { margin-top: 0.5em; } #findings p { margin: 0.45em 0; }
 section.scenario { border-top: 2px solid #e3e3e3; margin-top: 1.2em; }
-.pair { display: grid; grid-template-columns: minmax(0, 5fr) minmax(0, 7fr); gap: 8px 28px; align-items: start; }
+.pair { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: 8px 28px; align-items: start; }
 .pair.solo { grid-template-columns: minmax(0, 1fr); }
 @media (max-width: 980px) { .pair { grid-template-columns: minmax(0, 1fr); } }
 .box { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: 0.3em 0 0.4em; font-size: 0.9em; }
-th, td { border: 1px solid #d0d0d0; padding: 3px 9px; text-align: right; vertical-align: top; }
+th, td { border: 1px solid #d0d0d0; padding: 3px 8px; text-align: right; vertical-align: top; }
 th { background: #f2f2f2; } th.row { text-align: left; font-weight: 600; background: #fafafa; }
 th.row small { display: block; font-weight: normal; color: #666; max-width: 30em; }
 td.bad { background: #fbd5d5; font-weight: bold; } td.good { background: #e3f4e1; }

@@ -39,7 +39,7 @@ from experiments.findings import (
 )
 from experiments.page import Block, Cell, Detail, Figure, RowHeader, Section, Table, verdict_cell
 from experiments.rundata import RunData, herd_points, load_run
-from experiments.verdicts import Word, legend, question
+from experiments.verdicts import Word, question
 
 TITLE = "Rebalance Lab report"
 FINDINGS_TITLE = "What these runs show"
@@ -211,7 +211,8 @@ def checks_table(scenario: Scenario) -> Table:
     line = (f"{'All ' if not shown else ''}{len(folded)} check{'s' if len(folded) != 1 else ''} ok on {runs}"
             if folded else "")
     frame = pd.DataFrame(shown, columns=["check", *scenario.columns]) if shown else pd.DataFrame()
-    note = "Point at a cell for what the run found. " + legend() if shown else ""
+    note = ("VIOLATED (n): found n times; protected (n): a protection fired n times; unknown: the log cannot "
+            "tell. Point at a cell for what the run found.") if shown else ""
     return Table(title="Checks", frame=frame, note=note, folded=(line, folded) if folded else None)
 
 
@@ -295,15 +296,18 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> Report:
     out_dir.mkdir(parents=True, exist_ok=True)
     groups = scenarios(runs, _descriptions(runs))
     found = findings(groups)
-    sections = [_section(scenario, runs, out_dir, several=len(groups) > 1) for scenario in groups]
+    sections = [_section(scenario, runs, out_dir, several=len(groups) > 1,
+                         herd_name="herd.png" if sum(group.swept for group in groups) <= 1 else None)
+                for scenario in groups]
     meta = _meta_line(groups)
     paragraphs = [(f"{finding.scenario} ({finding.ran}):", finding.text) for finding in found]
+    title = FINDINGS_TITLE if len(runs) > 1 else "What this run shows"
     markdown = out_dir / "report.md"
-    markdown.write_text("\n".join([f"# {TITLE}\n", meta + "\n", page.findings_markdown(FINDINGS_TITLE, paragraphs),
+    markdown.write_text("\n".join([f"# {TITLE}\n", meta + "\n", page.findings_markdown(title, paragraphs),
                                    *[page.section_markdown(section, out_dir) for section in sections],
                                    _runs_markdown(runs)]))
     html_path = out_dir / "report.html"
-    html_path.write_text(page.page_html(TITLE, meta, page.findings_html(FINDINGS_TITLE, paragraphs),
+    html_path.write_text(page.page_html(TITLE, meta, page.findings_html(title, paragraphs),
                                         [page.section_html(section, out_dir) for section in sections],
                                         tail=_runs_html(runs)))
     images = [figure.path for section in sections for part in (*section.blocks, *section.details)
@@ -320,9 +324,11 @@ def _meta_line(groups: list[Scenario]) -> str:
     return f"{total} run{'s' if total != 1 else ''}: " + "; ".join(parts) + "."
 
 
-def _section(scenario: Scenario, all_runs: list[RunData], out_dir: Path | None, *, several: bool) -> Section:
+def _section(scenario: Scenario, all_runs: list[RunData], out_dir: Path | None, *, several: bool,
+             herd_name: str | None = "herd.png") -> Section:
     """A scenario's section: blocks of tables with their charts, then collapsed detail. Without `out_dir`
-    no chart is drawn (a run's summary.md)."""
+    no chart is drawn (a run's summary.md). The herd chart is `herd_name` (herd.png, which
+    `demo --publish` copies), or named for the scenario where a report has several sweeps."""
     from experiments import plots
 
     suffix = f"-{_slug(scenario.name)}" if several else ""
@@ -344,7 +350,7 @@ def _section(scenario: Scenario, all_runs: list[RunData], out_dir: Path | None, 
     blocks: list[Block] = []
     details: list[Detail] = []
     if scenario.swept:
-        herd_png = plots.herd(herd_points(list(scenario.runs)), out_dir / f"herd{suffix}.png",
+        herd_png = plots.herd(herd_points(list(scenario.runs)), out_dir / (herd_name or f"herd{suffix}.png"),
                               list(scenario.runs)) if out_dir else None
         figures = [Figure(path=herd_png, caption="Requests per join (filled) and leave (hollow) against group size, "
                                                  "log-log, with the fitted model of the join: the steeper line is "
