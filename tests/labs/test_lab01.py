@@ -16,6 +16,7 @@ LAB = Lab("01-assignment-strategies.md")
 
 def test_every_command_runs_clean(walked: Walk) -> None:
     assert [outcome.block.index for outcome in walked.outcomes] == [block.index for block in walked.text.blocks]
+    assert not walked.problems, "\n".join(walked.problems)
 
 
 def test_claim(walked: Walk, claim: Claim) -> None:

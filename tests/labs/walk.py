@@ -44,6 +44,7 @@ LABS = ROOT / "labs"
 VENV_BIN = ROOT / ".venv" / "bin"
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)[ \t]*$")
+_PY_WARNING = re.compile(r"^\S+\.py:\d+: \w*Warning: .*$", re.MULTILINE)   # what Python's warnings module prints
 _COMMENT = re.compile(r"<!--\s*(?P<kind>claim|test):\s*(?P<body>.*?)\s*-->", re.DOTALL)
 
 
@@ -230,6 +231,7 @@ class Walk:
     folder: Path
     ports: dict[str, int] = field(default_factory=dict)
     outcomes: list[Outcome] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -315,26 +317,30 @@ def free_port() -> int:
 
 
 def walk(lab: Lab, folder: Path, *, timeout: float = 1800) -> Walk:
-    """Run every sh block of the lab in order; a block that fails stops the walk with its output."""
+    """Run every sh block of the lab in order. A block that exits otherwise than the lab expects stops the
+    walk (what follows needs it); anything else it printed that a student should not see (an error line, a
+    traceback, a Python warning) is kept in `problems` for the lab's "runs clean" test."""
     result = Walk(text=lab.text(), folder=prepare(folder))
     for block in result.text.blocks:
         outcome = result.run(block, timeout)
-        assert_clean(outcome)
+        if outcome.returncode != block.exit:
+            raise AssertionError(f"block at line {block.line} exited {outcome.returncode}, the lab expects "
+                                 f"{block.exit}:\n" + "\n".join(outcome.commands) + "\n" + _tail(outcome.output))
+        result.problems.extend(problems(outcome))
     return result
 
 
-def assert_clean(outcome: Outcome) -> None:
-    """A command is clean when it exits 0 and prints no traceback and no error line."""
+def problems(outcome: Outcome) -> list[str]:
+    """What a block printed that a student should not meet: a traceback, an error line (unless the lab shows a
+    refusal on purpose), a Python warning."""
     where = f"block at line {outcome.block.line}"
-    shown = "\n".join(outcome.commands)
-    if outcome.returncode != outcome.block.exit:
-        raise AssertionError(f"{where} exited {outcome.returncode}, the lab expects {outcome.block.exit}:\n"
-                             f"{shown}\n{_tail(outcome.output)}")
-    if outcome.block.exit:
-        return   # a refusal the lab shows: its error line is the point
-    for marker in ("Traceback (most recent call last)", "\nerror: "):
-        if marker in "\n" + outcome.output:
-            raise AssertionError(f"{where} printed {marker.strip()!r}:\n{shown}\n{_tail(outcome.output)}")
+    found = []
+    if "Traceback (most recent call last)" in outcome.output:
+        found.append(f"{where} printed a traceback:\n{_tail(outcome.output)}")
+    if not outcome.block.exit:
+        found.extend(f"{where} printed {line!r}" for line in outcome.output.splitlines() if line.startswith("error: "))
+    found.extend(f"{where} printed a Python warning: {line}" for line in _PY_WARNING.findall(outcome.output))
+    return found
 
 
 def _tail(text: str, lines: int = 40) -> str:
