@@ -116,7 +116,19 @@ def test_one_scenario_at_several_group_sizes_is_a_sweep_with_the_herd_in_its_fin
     assert [run.group_size for run in scenario.runs] == [8, 16]
     finding = scenario_finding(scenario)
     assert finding.ran == "kip848 at N = 8, 16; one run each, n = 1"
-    assert finding.text.startswith("Requests per membership change (median of the join and the leave) at N = 8 / 16")
+    assert finding.text.startswith("Requests per join at N = 8 / 16: kip848 7 / 7. Requests per leave at N = 8 / 16: "
+                                   "kip848 4 / 4. No fitted cost model (2 group sizes; a fit needs at least 4).")
+
+
+def test_the_herd_finding_gives_the_join_and_the_leave_by_n_then_the_fitted_model():
+    from experiments.findings import herd_sentence
+
+    runs = [_herd_run("legacy", n, n * n + 2 * n) for n in (4, 8, 16, 32)] + [
+        _herd_run("modern", n, 2 * n + 3) for n in (4, 8, 16, 32)]
+    text = herd_sentence(herd_points(runs), runs=runs)
+    assert text.startswith("Requests per join at N = 4 / 8 / 16 / 32: legacy 24 / 80 / 288 / 1,088; "
+                           "modern 11 / 19 / 35 / 67. Requests per leave at N = 4 / 8 / 16 / 32:"), text
+    assert "Fitted cost of a join: legacy ≈ 1.00·N² + 2.00·N" in text and "modern ≈ 2.00·N + 3.00" in text, text
 
 
 @pytest.mark.spark

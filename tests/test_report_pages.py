@@ -68,7 +68,7 @@ def test_the_demo_report_opens_on_its_findings_and_fits_the_screen(spark, browse
     split, herd = report.findings
     assert split.scenario == "demo-split-brain" and "on all three backends" in split.text
     assert "offset regressions" in split.text.lower() and "only on legacy" in split.text
-    assert "Requests per membership change" in herd.text and "N = 4 / 8" in herd.text
+    assert "Requests per join at N = 4 / 8: legacy" in herd.text and "Requests per leave at N = 4 / 8" in herd.text
     markdown = report.markdown.read_text()
     assert (markdown.index("## What these runs show") < markdown.index("## demo-split-brain")
             < markdown.index("### Checks") < markdown.index("<details>") < markdown.index("## demo-herd"))
