@@ -38,7 +38,7 @@ def server_assignor(strategy: str) -> str:
     if strategy in CLASSIC_TO_SERVER:
         return CLASSIC_TO_SERVER[strategy]
     raise ValueError(f"unknown strategy {strategy!r} for the kip848 backend; the server assignors are "
-                     f"{' and '.join(SERVER_ASSIGNORS)}, and the classic names {', '.join(CLASSIC_TO_SERVER)} "
+                     f"{', '.join(SERVER_ASSIGNORS)}, and the classic names {', '.join(CLASSIC_TO_SERVER)} "
                      f"map onto them")
 
 

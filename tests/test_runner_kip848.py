@@ -23,9 +23,9 @@ def test_classic_strategies_run_unchanged_on_the_server_assignors():
 
     assigned = {name: settings_from(MemberConfig(**{**config.to_json(), "strategy": name}), "c").assignor
                 for name in kip848.strategies}
-    assert assigned == {"uniform": "uniform", "range": "range", "roundrobin": "uniform", "sticky": "uniform",
-                        "cooperative-sticky": "uniform"}
-    with pytest.raises(ValueError, match="server assignors are uniform and range"):
+    assert assigned == {"uniform": "uniform", "range": "range", "uniform-4.1": "uniform-4.1", "roundrobin": "uniform",
+                        "sticky": "uniform", "cooperative-sticky": "uniform"}
+    with pytest.raises(ValueError, match="server assignors are uniform, range, uniform-4.1"):
         kip848.check(MemberConfig(**{**config.to_json(), "strategy": "optimal"}))
     with pytest.raises(ValueError, match="unknown kip848 setting"):
         kip848.check(MemberConfig(**{**config.to_json(), "extra": {"heartbeat.interval.ms": 1000}}))

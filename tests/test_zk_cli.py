@@ -31,7 +31,8 @@ def leftovers(name: str) -> list[str]:
     client = docker.from_env()
     try:
         flt = {"label": f"{LABEL}={name}"}
-        found += [f"container {c.name}" for c in client.containers.list(all=True, filters=flt)]
+        # ignore_removed: a container removed between the listing and its inspection is gone, not an error
+        found += [f"container {c.name}" for c in client.containers.list(all=True, filters=flt, ignore_removed=True)]
         found += [f"network {n.name}" for n in client.networks.list(filters=flt)]
     finally:
         client.close()

@@ -28,7 +28,8 @@ def docker_client(timeout_s: int = 30):
 def labelled(client, name: str) -> tuple[list, list]:
     """The containers and networks of ensemble `name`, by label: all that is left of it, live or not."""
     flt = {"label": f"{LABEL}={name}"}
-    return client.containers.list(all=True, filters=flt), client.networks.list(filters=flt)
+    # ignore_removed: a container removed between the listing and its inspection is gone, not an error
+    return client.containers.list(all=True, filters=flt, ignore_removed=True), client.networks.list(filters=flt)
 
 
 def remove_labelled(client, name: str) -> None:
