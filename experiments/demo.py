@@ -4,7 +4,7 @@ Runs a herd sweep (N = 4, 8, 16 and 32 by default, two partitions per member) an
 scenario file names (demo-herd names none, so it runs on every registered backend; demo-split-brain
 names legacy and modern) with the identical fault schedule on each (the schedule is a function of the
 scenario file and its seed); `--backends` narrows or widens that. It summarises every run in one Spark pass, writes one report, and ends with the herd table, its
-log-log slopes, the split-brain verdicts and the report's path.
+fitted cost model, the split-brain verdicts and the report's path.
 
 Runs go two at a time (`--parallel`), each in a runner process of its own with its own ZooKeeper,
 broker, ports and chroot: on two cores the pair shares the CPU, which stretches timings (stable-after,
@@ -143,12 +143,11 @@ def demo(
                   soft_wrap=True)
 
     from experiments.report import swept_runs
-    from experiments.rundata import herd_points, herd_slopes, load_run
+    from experiments.rundata import herd_points, load_run
     from experiments.verdicts import print_verdicts, read_result
 
     swept = swept_runs([load_run(run_dir) for run_dir in run_dirs])
     points = herd_points(swept)
-    slopes = herd_slopes(points)
     _print_herd(console, swept)
     split = sorted((s for s in summaries if s.info.name == SPLIT_BRAIN_SCENARIO), key=lambda s: s.info.backend)
     print_verdicts(console, "Split brain: one member crashed, another's coordination link cut past its session",
@@ -156,7 +155,7 @@ def demo(
     if publish is not None:
         from experiments.demo_publish import publish_demo
 
-        for path in publish_demo(publish, report=report, points=points, slopes=slopes, split=split):
+        for path in publish_demo(publish, report=report, points=points, split=split):
             console.print(f"published: {path}", soft_wrap=True)
     console.print(f"\nreport: {report.html}", soft_wrap=True)
     console.print(f"        {report.markdown}", soft_wrap=True)
@@ -265,29 +264,6 @@ def _print_herd(console: Console, runs) -> None:
 def _median_of(values, form: str) -> str:
     measured = values.dropna()
     return form.format(measured.median()) if len(measured) else "-"
-
-
-def _count(value: float) -> str:
-    """The server's own count (ZooKeeper packets or broker group requests), '-' where it was not sampled."""
-    return "-" if value != value else f"{value:.0f}"
-
-
-def slope_line(slopes: dict[str, float]) -> str:
-    """The fitted log-log slope of requests per change against N, per backend, in words."""
-    if not slopes:
-        return "slope: needs two group sizes per backend"
-    parts = [f"{backend} {slope:.2f} ({_growth(slope)})" for backend, slope in sorted(slopes.items())]
-    return "log-log slope of requests per change against N: " + ", ".join(parts)
-
-
-def _growth(slope: float) -> str:
-    if slope >= 1.75:
-        return "about N squared"
-    if slope >= 1.25:
-        return "between N and N squared"
-    if slope >= 0.6:
-        return "about N"
-    return "flat"
 
 
 def _fail(message: str) -> None:

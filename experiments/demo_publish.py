@@ -1,7 +1,7 @@
 """`rebalance-lab demo --publish DIR`: the demo's result as files a README can show.
 
 Writes DIR/herd.png (the report's herd plot) and DIR/demo.md (what the runs show, as the report's
-findings say it; the plot, the herd table and its slopes; the split-brain checks in Markdown). When ./README.md has the two marker lines below, the part between
+findings say it, with the fitted herd model; the plot, the herd table; the split-brain checks in Markdown). When ./README.md has the two marker lines below, the part between
 them is replaced by the same without the herd table, with the plot linked from DIR, so the project's
 first screen shows the latest demo without hand editing.
 """
@@ -22,13 +22,10 @@ BEGIN = "<!-- demo:begin (written by `./lab demo --publish docs/demo`) -->"
 END = "<!-- demo:end -->"
 
 
-def demo_markdown(*, points: pd.DataFrame, slopes: dict[str, float], split, image: str, herd_table: bool = True,
-                  findings: Sequence = ()) -> str:
+def demo_markdown(*, points: pd.DataFrame, split, image: str, herd_table: bool = True, findings: Sequence = ()) -> str:
     """What the runs show (the report's generated findings), then the herd plot, its table (unless not
-    wanted) and slopes, then the split-brain checks: compact words, a column per backend, the checks ok on
+    wanted), then the split-brain checks: compact words, a column per backend, the checks ok on
     every backend in one line, and what each shown check looks for under the table."""
-    from experiments.demo import slope_line
-
     points = points if "server_requests_per_change" in points else points.assign(server_requests_per_change=None)
     herd = points.sort_values(["backend", "N"])[
         ["backend", "N", "requests_per_change", "server_requests_per_change", "notifications_per_change",
@@ -54,7 +51,6 @@ def demo_markdown(*, points: pd.DataFrame, slopes: dict[str, float], split, imag
         *lead,
         picture,
         *([markdown_table(herd, digits=1)] if herd_table else []),
-        slope_line(slopes) + " (one demo run per backend and N: n = 1).\n",
         "**Split brain**: one member crashed, another's coordination link cut past its session timeout, "
         f"the same schedule on {_names(readings)} (one demo run per backend, n = 1; the spread over repeated runs is in "
         "`docs/results.md`):\n",
@@ -77,7 +73,7 @@ def _cell(reading) -> str:
     return reading.label if reading.word is Word.OK else f"**{reading.label}**"
 
 
-def publish_demo(folder: Path, *, report, points: pd.DataFrame, slopes: dict[str, float], split,
+def publish_demo(folder: Path, *, report, points: pd.DataFrame, split,
                  readme: Path = Path("README.md")) -> list[Path]:
     """Copy and write the files; returns what was written (README.md only when it has the markers)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -87,11 +83,11 @@ def publish_demo(folder: Path, *, report, points: pd.DataFrame, slopes: dict[str
         shutil.copyfile(herd_png, folder / "herd.png")
         written.append(folder / "herd.png")
     findings = getattr(report, "findings", ())
-    text = demo_markdown(points=points, slopes=slopes, split=split, image="herd.png", findings=findings)
+    text = demo_markdown(points=points, split=split, image="herd.png", findings=findings)
     (folder / "demo.md").write_text(text)
     written.append(folder / "demo.md")
     if readme.exists() and replace_block(readme, demo_markdown(
-            points=points, slopes=slopes, split=split, herd_table=False, findings=findings,
+            points=points, split=split, herd_table=False, findings=findings,
             image=Path(os.path.relpath(folder / "herd.png", readme.parent)).as_posix())):
         written.append(readme)
     return written

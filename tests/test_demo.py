@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.checker import CheckResult, Verdict
-from experiments.demo import HERD_SCENARIO, SPLIT_BRAIN_SCENARIO, plan_runs, slope_line
+from experiments.demo import HERD_SCENARIO, SPLIT_BRAIN_SCENARIO, plan_runs
 from experiments.demo_publish import BEGIN, END, demo_markdown, replace_block
 from experiments.run_cli import find_scenario
 from experiments.scenario import load, resolve
@@ -45,30 +45,24 @@ def test_the_demo_scenarios_give_both_backends_one_schedule_at_every_size():
     assert link.duration * 1000 > split.group.session_timeout_ms   # the cut outlives the session: a zombie
 
 
-def test_the_slope_line_says_how_each_cost_grows():
-    line = slope_line({"legacy": 1.93, "modern": 1.02})
-    assert line == ("log-log slope of requests per change against N: legacy 1.93 (about N squared), "
-                    "modern 1.02 (about N)")
-    assert "two group sizes" in slope_line({})
-
-
 class _Summary:
     def __init__(self, backend: str, checks: list[CheckResult]) -> None:
         self.info = type("Info", (), {"backend": backend})()
         self.checks = checks
 
 
-def test_the_published_markdown_has_the_plot_the_slopes_and_the_verdicts_in_words(tmp_path):
+def test_the_published_markdown_has_the_plot_the_table_and_the_verdicts_in_words(tmp_path):
     points = pd.DataFrame([{"backend": b, "N": n, "requests_per_change": r, "notifications_per_change": 0.0,
                             "stable_s": 1.0} for b, n, r in (("legacy", 4, 30.0), ("legacy", 16, 480.0),
                                                              ("modern", 4, 8.0), ("modern", 16, 32.0))])
     split = [_Summary("legacy", [CheckResult("double-ownership", Verdict.FALSE, 2, "2 windows, 9.00 s in total")]),
              _Summary("modern", [CheckResult("double-ownership", Verdict.TRUE, 0, "every partition had at most one owner")])]
-    text = demo_markdown(points=points, slopes={"legacy": 2.0, "modern": 1.0}, split=split, image="docs/demo/herd.png")
-    assert "](docs/demo/herd.png)" in text and "| legacy | 16 | 480.0 |" in text and "legacy 2.00 (about N squared)" in text
+    text = demo_markdown(points=points, split=split, image="docs/demo/herd.png")
+    assert "](docs/demo/herd.png)" in text and "| legacy | 16 | 480.0 |" in text
+    assert "slope" not in text         # the fitted model, in the findings, replaces the log-log slope
     assert "| double-ownership | **VIOLATED (2)** | ok |" in text           # compact words, a column per backend
     assert "- `double-ownership`: two or more members owning one partition at once" in text   # said once, below
-    short = demo_markdown(points=points, slopes={}, split=split, image="docs/demo/herd.png", herd_table=False)
+    short = demo_markdown(points=points, split=split, image="docs/demo/herd.png", herd_table=False)
     assert short.startswith('<img src="docs/demo/herd.png" width="560"') and "| legacy | 16 |" not in short
     readme = tmp_path / "README.md"
     readme.write_text(f"# T\n{BEGIN}\nold\n{END}\nrest\n")
@@ -134,7 +128,7 @@ def test_the_published_markdown_has_a_column_and_a_line_per_backend():
                             "stable_s": 1.0} for b in ("legacy", "modern", "kip848") for n, r in ((8, 9.0), (16, 9.0))])
     split = [_Summary(backend, [CheckResult("double-ownership", Verdict.TRUE, 0, "every partition had at most one owner")])
              for backend in ("legacy", "modern", "kip848")]
-    text = demo_markdown(points=points, slopes={}, split=split, image="herd.png")
+    text = demo_markdown(points=points, split=split, image="herd.png")
     assert "| kip848 | 16 | 9.0 |" in text and "kip848, legacy and modern" in text
     assert "| check |" not in text and "Ok on every backend: `double-ownership`." in text   # all ok: one line
 
@@ -148,7 +142,7 @@ def test_the_published_markdown_opens_with_what_the_runs_show():
              _Summary("modern", [CheckResult("offset-regressions", Verdict.TRUE, 0, "never went back")])]
     finding = Finding(scenario="demo-split-brain", ran="legacy and modern; one run each, n = 1",
                       text="Offset regressions (3) only on legacy.")
-    text = demo_markdown(points=points, slopes={}, split=split, image="herd.png", findings=[finding])
+    text = demo_markdown(points=points, split=split, image="herd.png", findings=[finding])
     assert text.startswith("**What these runs show**")
     assert text.index("Offset regressions (3) only on legacy.") < text.index("![") < text.index(
         "| offset-regressions | **VIOLATED (3)** | ok |")
