@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.labs.walk import Lab, walk
+from tests.labs.walk import Lab, walk, write_measured
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -31,6 +31,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture(scope="module")
 def walked(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """The module's lab, every sh block run in order in a scratch folder (once per module)."""
+    """The module's lab, every sh block run in order in a scratch folder (once per module); what the checks
+    measured is written to walk/measured.json when the module is done."""
     lab: Lab = request.module.LAB
-    return walk(lab, tmp_path_factory.mktemp(lab.path.stem))
+    result = walk(lab, tmp_path_factory.mktemp(lab.path.stem))
+    yield result
+    write_measured(result)

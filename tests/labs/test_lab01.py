@@ -35,6 +35,7 @@ def _owns(walked: Walk, claim: Claim) -> None:
     """Each member named owns exactly the partitions listed (comma-separated)."""
     args = dict(claim.args)
     got = _assignment(walked, claim, args.pop("table"))
+    walked.note(claim, got)
     assert got == {member: parts.split(",") for member, parts in args.items()}, claim.sentence
 
 
@@ -43,6 +44,7 @@ def _counts(walked: Walk, claim: Claim) -> None:
     """Each member named owns that many partitions."""
     args = dict(claim.args)
     got = _assignment(walked, claim, args.pop("table"))
+    walked.note(claim, {member: len(parts) for member, parts in got.items()})
     assert {member: len(parts) for member, parts in got.items()} == {m: int(n) for m, n in args.items()}, \
         f"{claim.sentence}\nprinted: {got}"
 
@@ -52,6 +54,7 @@ def _refused(walked: Walk, claim: Claim) -> None:
     """The block exited non-zero (its `test: exit`) and its error line says the words given."""
     output = walked.output(claim)
     errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    walked.note(claim, errors[:1])
     assert errors and claim.args["says"] in errors[0], f"{claim.sentence}\nprinted: {output}"
 
 
@@ -60,6 +63,7 @@ def _moved(walked: Walk, claim: Claim) -> None:
     """`movement` printed 'STRATEGY: N moved' with these counts."""
     printed = {name: int(count) for name, count in
                re.findall(r"^([\w-]+): (\d+) moved", walked.output(claim), re.MULTILINE)}
+    walked.note(claim, printed)
     assert printed == {name: int(count) for name, count in claim.args.items()}, claim.sentence
 
 
@@ -72,6 +76,7 @@ def _cooperative(walked: Walk, claim: Claim) -> None:
     owned = {"C0": {"t0-0", "t0-1", "t0-2"}, "C1": {"t0-3", "t0-4", "t0-5"}, "C2": set()}   # the --owned
     expected = {member: parts.split(",") for member, parts in claim.args.items()}
     newcomers = [member for member in expected if not owned[member]]
+    walked.note(claim, {"round 1": first, "round 2": second})
     assert second == expected, claim.sentence
     assert all(first[member] == [] for member in newcomers), f"round 1 gave a newcomer partitions: {first}"
     for member, parts in first.items():

@@ -64,6 +64,7 @@ def _most(walked: Walk, claim: Claim, kind: str) -> None:
         others = max(cost for backend, cost in costs.items() if backend != leader)
         assert costs[leader] >= factor * others, f"{claim.sentence}\nN = {n}: requests per {kind} {costs}"
         ratios.append(costs[leader] / others)
+        walked.measured.setdefault(f"line {claim.line}: {claim.id}", {})[f"N={n}"] = costs
     if claim.args.get("widens") == "yes":
         assert ratios[-1] > ratios[0], f"the gap did not widen from N = {sizes[0]} to {sizes[-1]}: {ratios}"
 
@@ -87,6 +88,7 @@ def _model(walked: Walk, claim: Claim) -> None:
     model = models[claim.args["backend"]]
     assert isinstance(model, HerdModel), f"no model: {model.sentence()}"
     (value,) = [c.median for c in model.coefficients if c.term == claim.args["term"]]
+    walked.note(claim, model.sentence())
     low, high = float(claim.args["low"]), float(claim.args["high"])
     assert low <= value <= high, f"{claim.sentence}\n{model.sentence()}"
 
@@ -97,6 +99,8 @@ def _moved(walked: Walk, claim: Claim) -> None:
     for n in _sizes(walked):
         modern = int(_change(walked, "modern", n, "join")["members_moved"])
         kip848 = int(_change(walked, "kip848", n, "join")["members_moved"])
+        walked.measured.setdefault(f"line {claim.line}: {claim.id}", {})[f"N={n}"] = \
+            {"modern": modern, "kip848": kip848}
         assert modern == n + 1, f"N = {n}: modern's join changed {modern} members of {n + 1}"
         assert 1 <= kip848 <= n + 1, f"N = {n}: kip848's join changed {kip848} members of {n + 1}"
 
@@ -121,6 +125,8 @@ def _notified(walked: Walk, claim: Claim) -> None:
     for change, expected in ((newcomer, old), (leave, old | {_member(newcomer)} - {_member(leave)})):
         # a leaving member deletes its registration just before it logs member_stopped
         told = {_member(e) for e in notifications if abs(e["ts_ns"] - change["ts_ns"]) < 1e9}
+        walked.measured.setdefault(f"line {claim.line}: {claim.id}", {})[change["type"]] = \
+            f"{len(told & expected)} of {len(expected)} notified within 1 s"
         assert told >= expected, f"{claim.sentence}\nnot notified within 1 s of {change['type']}: {sorted(expected - told)}"
 
 
@@ -140,6 +146,7 @@ def _modern_join(walked: Walk, claim: Claim) -> None:
     assert len(members) == n + 1
     for op in claim.args["per_member"].split(","):
         sent = [_member(e) for e in requests if e["op"] == op and not e.get("error")]
+        walked.measured.setdefault(f"line {claim.line}: {claim.id}", {})[op] = f"{len(sent)} from {len(set(sent))} members"
         assert sorted(sent) == sorted(members), f"{op}: sent by {sorted(sent)}, expected each of {sorted(members)} once"
 
 
@@ -152,9 +159,13 @@ def _witness(walked: Walk, claim: Claim) -> None:
         for kind in ("join", "leave"):
             for backend in claim.args["exact"].split(","):
                 change = _change(walked, backend, n, kind)
+                walked.measured.setdefault(f"line {claim.line}: {claim.id}", {})[f"{backend} N={n} {kind}"] = \
+                    f"servers {change['server_requests']:.0f}, members {change['requests']:.0f}"
                 assert abs(change["server_requests"] - change["requests"]) <= within, \
                     f"{backend} N = {n} {kind}: servers {change['server_requests']}, members {change['requests']}"
             change = _change(walked, claim.args["more"], n, kind)
+            walked.measured.setdefault(f"line {claim.line}: {claim.id}", {})[f"{claim.args['more']} N={n} {kind}"] = \
+                f"servers {change['server_requests']:.0f}, members {change['requests']:.0f}"
             assert change["server_requests"] > change["requests"], \
                 f"{claim.args['more']} N = {n} {kind}: servers {change['server_requests']}, members {change['requests']}"
 

@@ -43,6 +43,7 @@ def _cut(run) -> tuple[dict, dict]:
 
 @LAB.check("runs")
 def _ran(walked: Walk, claim: Claim) -> None:
+    walked.note(claim, sorted(_runs(walked)))
     assert sorted(_runs(walked)) == sorted(_names(claim.args["backends"])), claim.sentence
 
 
@@ -54,6 +55,8 @@ def _zombie(walked: Walk, claim: Claim) -> None:
         assert len(hit) == 1 and _is(hit[0], claim.args["member"]), f"{backend}: the cut hit {hit}"
         assert started["link"] == claim.args["link"], f"{backend}: the {started['link']} link was cut"
         seconds = (stopped["ts_ns"] - started["ts_ns"]) / 1e9
+        walked.measured.setdefault(f"line {claim.line}: {claim.id}", {})[backend] = \
+            f"{hit[0]} {started['link']} link cut for {seconds:.1f} s"
         assert abs(seconds - float(claim.args["seconds"])) < 1, f"{backend}: the cut lasted {seconds:.1f} s"
 
 
@@ -63,6 +66,8 @@ def _verdicts(walked: Walk, claim: Claim) -> None:
     check = args.pop("check")
     runs = _runs(walked)
     got = {backend: word(verdicts(runs[backend])[check]["result"]) for backend in args}
+    walked.note(claim, {backend: f'{verdicts(runs[backend])[check]["result"]}: {verdicts(runs[backend])[check]["detail"]}'
+                        for backend in args})
     assert got == args, f"{claim.sentence}\n{check}: {got}"
 
 
@@ -76,6 +81,7 @@ def _regressions_by(walked: Walk, claim: Claim) -> None:
     _, stopped = _cut(run)
     first = min(event["ts_ns"] for event in events(run))
     healed_s = (stopped["ts_ns"] - first) / 1e9
+    walked.note(claim, evidence[["tp", "t", "member", "offset", "highest_before"]].to_dict("records"))
     assert len(evidence), "no offset regression"
     assert all(_is(member, claim.args["member"]) for member in evidence["member"]), evidence.to_string()
     assert (evidence["t"] >= healed_s - 0.5).all(), f"a regression before the heal at {healed_s:.1f} s:\n{evidence}"
@@ -102,6 +108,9 @@ def _story(walked: Walk, claim: Claim) -> None:
         (lost, *_) = [e for e in events(run, "partitions_lost") if _is(e["member"], name)]
         assert 0 <= (lost["ts_ns"] - stopped["ts_ns"]) / 1e9 < 5, f"{backend}: {name} heard of its loss at " \
             f"{(lost['ts_ns'] - stopped['ts_ns']) / 1e9:+.1f} s from the heal"
+        walked.measured.setdefault(f"line {claim.line}: {claim.id}", {})[backend] = (
+            f"took {sorted(held)} {after_s:.1f} s into the cut; heard of the loss "
+            f"{(lost['ts_ns'] - stopped['ts_ns']) / 1e9:.2f} s after the heal")
         processed = [e for e in events(run, "records_consumed")
                      if _is(e["member"], name) and takeover < e["ts_ns"] < lost["ts_ns"] and f"{e['topic']}-{e['partition']}" in held]
         assert processed, f"{backend}: {name} processed nothing of {sorted(held)} after it was taken"
@@ -116,6 +125,8 @@ def _refused(walked: Walk, claim: Claim) -> None:
         run = _runs(walked)[backend]
         started, _ = _cut(run)
         failed = events(run, "commit_failed")
+        walked.measured.setdefault(f"line {claim.line}: {claim.id}", {})[backend] = \
+            [f"{event['member']} {event['error']}" for event in failed]
         assert failed, f"{backend}: no commit was refused"
         for event in failed:
             assert _is(event["member"], claim.args["member"]), f"{backend}: {event['member']}'s commit refused"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.labs.terminals import Terminal, Tmux
-from tests.labs.walk import VENV_BIN, Claim, Lab, Walk, prepare
+from tests.labs.walk import _PY_WARNING, VENV_BIN, Claim, Lab, Walk, prepare, write_measured
 
 pytestmark = [pytest.mark.labs, pytest.mark.timeout(1200),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="the three-terminal walk needs tmux")]
@@ -185,6 +185,7 @@ def walked(tmp_path_factory: pytest.TempPathFactory):
         _drive(walk, tmux)
         yield walk
     finally:
+        write_measured(walk)
         tmux.close()
         leftovers = _own_processes(folder)
         for pid in leftovers:
@@ -196,7 +197,8 @@ def walked(tmp_path_factory: pytest.TempPathFactory):
 def test_every_step_runs_clean(walked: ThreeTerminals) -> None:
     for name, terminal in walked.terminals.items():
         shown = [text for _, text in terminal.lines()]
-        bad = [text for text in shown if text.startswith("error:") or "Traceback" in text]
+        bad = [text for text in shown if text.startswith("error:") or "Traceback" in text
+               or _PY_WARNING.match(text)]
         assert not bad, f"terminal {name} printed:\n" + "\n".join(bad)
 
 
@@ -208,6 +210,7 @@ def test_claim(walked: ThreeTerminals, claim: Claim) -> None:
 def _shares(walked: ThreeTerminals, claim: Claim) -> None:
     step = walked.steps["started"]
     got = {name: walked.owns(name, until=step.ended)[-1][1] for name in claim.args}
+    walked.note(claim, got)
     assert got == {name: _split(parts) for name, parts in claim.args.items()}, claim.sentence
 
 
@@ -221,6 +224,8 @@ def _leave_splits(walked: ThreeTerminals, claim: Claim) -> None:
         assert lines, f"{name} printed no change after carol's Ctrl-C"
         assert lines[-1][1] == _split(parts), f"{claim.sentence}\n{name} ended with {lines[-1][1]}"
         took = lines[-1][0] - step.moments["ctrl-c"]
+        walked.measured.setdefault(f"line {claim.line}: {claim.id}", {})[name] = \
+            f"{lines[-1][1]} {took:.1f} s after Ctrl-C"
         assert took <= within, f"{name} took {took:.1f} s after Ctrl-C to settle (the lab says a few seconds)"
         before = walked.owns(name, until=step.moments["ctrl-c"])
         assert lines[-1][2] > before[-1][2] > 0, f"{name}'s record count did not grow: {before[-1]} {lines[-1]}"
@@ -235,6 +240,8 @@ def _crash(walked: ThreeTerminals, claim: Claim) -> None:
         lines = walked.owns(name, since=step.moments["ctrl-z"], until=step.ended)
         assert lines, f"{name} printed no change after carol was killed"
         first = lines[0][0] - step.moments["ctrl-z"]
+        walked.measured.setdefault(f"line {claim.line}: {claim.id}", {})[name] = \
+            f"first change {first:.1f} s after Ctrl-Z, ended with {lines[-1][1]}"
         assert first >= at_least, f"{name} changed {first:.1f} s after Ctrl-Z: before carol's session could end"
         assert lines[-1][1] == _split(parts), f"{claim.sentence}\n{name} ended with {lines[-1][1]}"
 
@@ -247,6 +254,7 @@ def _cooperative(walked: ThreeTerminals, claim: Claim) -> None:
     alice = walked.owns("alice", since=step.started, until=step.ended)
     first = next(index for index, (_, owned, _) in enumerate(alice) if owned)
     after = [owned for _, owned, _ in alice[first:]]
+    walked.note(claim, {"alice": after, **{name: walked.owns(name, until=step.ended)[-1][1] for name in claim.args}})
     assert all(after), f"alice owned nothing during a cooperative rebalance: {after}"
     assert [len(owned) for owned in after] == [6, 3, 2], f"alice's partitions went {after}"
     for earlier, later in zip(after, after[1:], strict=False):

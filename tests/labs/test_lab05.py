@@ -50,6 +50,7 @@ def _join_window(run: Path) -> tuple[dict, int]:
 @LAB.check("moved")
 def _moved(walked: Walk, claim: Claim) -> None:
     moved = int(_change(walked, claim.args["run"])["members_moved"])
+    walked.note(claim, moved)
     if "members" in claim.args:
         assert moved == int(claim.args["members"]), f"{claim.sentence}\n{claim.args['run']}: {moved} moved"
     else:
@@ -60,11 +61,14 @@ def _moved(walked: Walk, claim: Claim) -> None:
 def _cheaper(walked: Walk, claim: Claim) -> None:
     names = claim.args["runs"].split(",")
     costs = [int(_change(walked, name)["requests"]) for name in names]
+    walked.note(claim, dict(zip(names, costs, strict=True)))
     assert costs == sorted(costs) and len(set(costs)) == len(costs), f"{claim.sentence}\n{dict(zip(names, costs, strict=True))}"
 
 
 @LAB.check("stop-the-world")
 def _stop_the_world(walked: Walk, claim: Claim) -> None:
+    walked.note(claim, {name: float(_change(walked, name)["stop_the_world_s"]) for name in
+                        ("three-8/legacy", "three-8/modern", "three-8/kip848", "kip848-uniform-8")})
     for name in claim.args["zero"].split(","):
         assert _change(walked, name)["stop_the_world_s"] == 0, f"{name}: {_change(walked, name)}"
     for name in ("three-8/legacy", "three-8/modern", "three-8/kip848", "kip848-uniform-8"):
@@ -82,6 +86,7 @@ def _busy(walked: Walk, claim: Claim) -> None:
     busy = {e["member"] for e in within if e["type"] == "coordination_request"
             and e["op"] == "ConsumerGroupHeartbeat" and e.get("detail") != "steady"}
     changed = {e["member"] for e in within if e["type"] in ("partitions_revoked", "partitions_assigned")}
+    walked.note(claim, {"not steady": sorted(busy), "partitions changed": sorted(changed)})
     assert busy == changed, f"{claim.sentence}\nnot steady: {sorted(busy)}; partitions changed: {sorted(changed)}"
     assert newcomer["member"] in busy
     assert len(busy) == int(_change(walked, claim.args["run"])["members_moved"])
@@ -93,4 +98,5 @@ def _steady(walked: Walk, claim: Claim) -> None:
     steady = sum(1 for e in events(run, "coordination_request") if e.get("detail") == "steady")
     changes = int(_change(walked, claim.args["run"], "join")["requests"]) \
         + int(_change(walked, claim.args["run"], "leave")["requests"])
+    walked.note(claim, {"steady": steady, "join + leave requests": changes})
     assert steady >= float(claim.args["times"]) * changes, f"{claim.sentence}\nsteady {steady}, changes {changes}"

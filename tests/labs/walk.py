@@ -28,6 +28,7 @@ started outside it ($LAB_STATE_DIR is the scratch folder's too).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -232,6 +233,11 @@ class Walk:
     ports: dict[str, int] = field(default_factory=dict)
     outcomes: list[Outcome] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    measured: dict[str, object] = field(default_factory=dict)    # claim id -> what its check measured
+
+    def note(self, claim: Claim, value: object) -> None:
+        """Keep what a check measured for a claim; the walk writes them to walk/measured.json at its end."""
+        self.measured[f"line {claim.line}: {claim.id}"] = value
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -290,6 +296,13 @@ class Walk:
             if outcome.block.index == claim.after_block:
                 return outcome.output
         raise AssertionError(f"line {claim.line}: block {claim.after_block} was not run")
+
+
+def write_measured(result: Walk) -> None:
+    """What the checks measured, by claim: walk/measured.json in the scratch folder."""
+    out = result.folder / "walk"
+    out.mkdir(exist_ok=True)
+    (out / "measured.json").write_text(json.dumps(result.measured, indent=1, default=str) + "\n")
 
 
 def prepare(folder: Path) -> Path:
