@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,11 +54,27 @@ class RunData:
         return self.evidence.get("double-ownership", pd.DataFrame(columns=["tp", "start", "end", "duration_s"]))
 
     def herd_changes(self) -> pd.DataFrame:
-        """Changes to a group of the run's size N (its join and leave), not its formation or shutdown."""
+        """Changes to a group of the run's size N (its join and leave) made by the scenario's timeline: not
+        its formation, nor the teardown's leaves (a host of members stopping at once)."""
         herd = self.herd
         if herd.empty or self.group_size is None:
             return herd
-        return herd[(herd["live_before"] >= self.group_size) & (herd["live_after"] > 0)]
+        start, end = scenario_window(self.phases)
+        return herd[(herd["live_before"] >= self.group_size) & (herd["live_after"] > 0)
+                    & (herd["t"] >= start) & (herd["t"] < end)]
+
+
+def scenario_window(phases: pd.DataFrame | None) -> tuple[float, float]:
+    """From the end of the warm-up to the start of the teardown: the changes the scenario's timeline made.
+    The members' first joins (warm-up, several at a time when a host starts) and the last leaves
+    (teardown) are not what a herd experiment measures."""
+    if phases is None or phases.empty or "phase" not in phases:
+        return -math.inf, math.inf
+    timeline = phases[~phases["phase"].isin(["setup", "warmup", "teardown"])]
+    teardown = phases[phases["phase"] == "teardown"]
+    start = float(timeline["start_s"].min()) if len(timeline) else -math.inf
+    end = float(teardown["start_s"].min()) if len(teardown) else math.inf
+    return start, end
 
 
 def load_run(run_dir: Path) -> RunData:

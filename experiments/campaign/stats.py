@@ -30,6 +30,7 @@ import pandas as pd
 
 from experiments.campaign.execute import run_dir
 from experiments.campaign.manifest import COMPLETED, Manifest
+from experiments.rundata import scenario_window
 from experiments.summary import markdown_table
 
 LEVEL = 0.95
@@ -102,7 +103,7 @@ def _metrics_of(summary: Path) -> list[tuple[str, float]]:
     phases = _read(summary / "phases.parquet")
     herd = _read(summary / "herd.parquet")
     if herd is not None and len(herd):
-        start, end = _scenario_window(phases)
+        start, end = scenario_window(phases)
         changes = herd[(herd["live_before"] > 0) & (herd["t"] >= start) & (herd["t"] < end)]
         for kind, rows in changes.groupby("kind", sort=True):
             for column, label in _HERD_METRICS.items():
@@ -125,19 +126,6 @@ def _metrics_of(summary: Path) -> list[tuple[str, float]]:
             if check in counts and counts[check] is not None and not pd.isna(counts[check]):
                 found.append((label, float(counts[check])))
     return [(metric, value) for metric, value in found if not math.isnan(value)]
-
-
-def _scenario_window(phases: pd.DataFrame | None) -> tuple[float, float]:
-    """From the end of the warm-up to the start of the teardown: the changes the scenario's timeline made.
-    The members' first joins (warm-up, several at a time when a host starts) and the last leaves
-    (teardown) are not what a herd experiment measures."""
-    if phases is None or phases.empty:
-        return -math.inf, math.inf
-    timeline = phases[~phases["phase"].isin(["setup", "warmup", "teardown"])]
-    teardown = phases[phases["phase"] == "teardown"]
-    start = float(timeline["start_s"].min()) if len(timeline) else -math.inf
-    end = float(teardown["start_s"].min()) if len(teardown) else math.inf
-    return start, end
 
 
 def _read(path: Path) -> pd.DataFrame | None:
