@@ -254,7 +254,7 @@ def _cooperative(walked: ThreeTerminals, claim: Claim) -> None:
     alice = walked.owns("alice", since=step.started, until=step.ended)
     first = next(index for index, (_, owned, _) in enumerate(alice) if owned)
     after = [owned for _, owned, _ in alice[first:]]
-    walked.note(claim, {"alice": after, **{name: walked.owns(name, until=step.ended)[-1][1] for name in claim.args}})
+    walked.note(claim, {"alice in turn": after, **{name: walked.owns(name, until=step.ended)[-1][1] for name in claim.args}})
     assert all(after), f"alice owned nothing during a cooperative rebalance: {after}"
     assert [len(owned) for owned in after] == [6, 3, 2], f"alice's partitions went {after}"
     for earlier, later in zip(after, after[1:], strict=False):
