@@ -22,8 +22,12 @@ import pytest
 from tests.labs.terminals import Terminal, Tmux
 from tests.labs.walk import _PY_WARNING, VENV_BIN, Claim, Lab, Walk, prepare, write_measured
 
-pytestmark = [pytest.mark.labs, pytest.mark.timeout(1200),
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="the three-terminal walk needs tmux")]
+pytestmark = [pytest.mark.labs, pytest.mark.timeout(1200)]
+
+
+@pytest.fixture(autouse=True)
+def _tmux():
+    assert shutil.which("tmux"), "the three-terminal walk needs tmux (scripts/setup installs it)"
 
 LAB = Lab("04-three-terminals.md")
 NAMES = ("alice", "bob", "carol")
