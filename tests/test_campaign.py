@@ -26,32 +26,9 @@ from experiments.campaign import Manifest, load_campaign
 from experiments.campaign.stats import comparisons, median_interval, write_statistics
 from experiments.faults.process import processes_with_marker
 from experiments.scenario import ScenarioError
+from tests.fixtures.scenarios import tiny_join
 
-SCENARIO = """\
-name = "tiny-join"
-seed = 1
-duration = 8
-settle = 2
-
-[cluster]
-zookeeper_nodes = 1
-brokers = 1
-
-[[topics]]
-name = "t0"
-partitions = 4
-
-[producer]
-rate = 20
-
-[group]
-members = 2
-session_timeout_ms = 6000
-
-[[timeline]]
-at = 2
-action = "join"
-"""
+SCENARIO = tiny_join("tiny-join")
 
 CAMPAIGN = """\
 name = "tiny"

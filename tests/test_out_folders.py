@@ -24,37 +24,14 @@ from experiments.progress import Progress
 from experiments.runmeta import RunMeta, write_run_meta
 from experiments.scenario import load, resolve
 from rebalance import events as ev
+from tests.fixtures.scenarios import tiny_join
 
-SCENARIO = """\
-name = "tiny"
-seed = 1
-duration = 8
-settle = 2
-
-[cluster]
-zookeeper_nodes = 1
-brokers = 1
-
-[[topics]]
-name = "t0"
-partitions = 4
-
-[producer]
-rate = 20
-
-[group]
-members = 2
-session_timeout_ms = 6000
-
-[[timeline]]
-at = 2
-action = "join"
-
+SCENARIO = tiny_join("tiny", timeline_extra="""
 [[timeline]]
 at = 5
 action = "leave"
 member = 2
-"""
+""")
 
 CAMPAIGN = """\
 name = "tiny-campaign"

@@ -18,6 +18,7 @@ import pytest
 
 from experiments.page_check import Browser
 from experiments.synthetic import Anomaly, Change, SyntheticRun, write_run
+from tests.fixtures.scenarios import tiny_join
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
@@ -114,31 +115,7 @@ def test_a_campaign_report_opens_on_its_findings_and_fits_the_screen(spark, brow
     _look(browser, report.html, "campaign-report", 2)
 
 
-SCENARIO = """\
-name = "small-herd"
-seed = 1
-duration = 8
-settle = 2
-
-[cluster]
-zookeeper_nodes = 1
-brokers = 1
-
-[[topics]]
-name = "t0"
-partitions = 4
-
-[producer]
-rate = 20
-
-[group]
-members = 2
-session_timeout_ms = 6000
-
-[[timeline]]
-at = 2
-action = "join"
-"""
+SCENARIO = tiny_join("small-herd")
 
 CAMPAIGN = """\
 name = "pages"
