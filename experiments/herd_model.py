@@ -167,9 +167,11 @@ def fit_one(backend: str, kind: str, rows: pd.DataFrame) -> HerdModel | NoFit:
                      residuals=first_residuals)
 
 
-def curve(model: HerdModel, sizes: np.ndarray, partitions_per_member: float, moved: np.ndarray | None = None) -> np.ndarray:
-    """The model's requests at group sizes `sizes` (P = partitions_per_member x N; M = `moved`, or N)."""
-    values = {"N2": sizes ** 2, "N": sizes, "P": partitions_per_member * sizes,
+def curve(model: HerdModel, sizes: np.ndarray, *, partitions: np.ndarray | float | None = None,
+          moved: np.ndarray | None = None) -> np.ndarray:
+    """The model's requests at group sizes `sizes`, with `partitions` (P; for a folded model, none is needed)
+    and `moved` (M; N where not given)."""
+    values = {"N2": sizes ** 2, "N": sizes, "P": partitions if partitions is not None else np.zeros_like(sizes),
               "moved": moved if moved is not None else sizes, "1": np.ones_like(sizes)}
     return sum(c.median * values[c.term] for c in model.coefficients)
 

@@ -248,20 +248,26 @@ def herd_figure(points: pd.DataFrame, runs: list[RunData] | None = None):
         model = models.get(backend)
         if model is not None:    # the fitted join model, over the sizes measured
             joins = changes[changes["kind"] == "join"]
+            label = f"{backend} model: {model.formula}"
             if "moved" in model.terms:   # M is measured per run, not a function of N: the model at those points
                 at = joins.groupby("N")["M"].median()
-                ax.plot(at.index, curve(model, at.index.to_numpy(dtype=float), 0.0, at.to_numpy()).clip(0.5),
-                        color=color, lw=1.4, label=f"{backend} model: {model.formula}")
-            else:
+                ax.plot(at.index, curve(model, at.index.to_numpy(dtype=float), moved=at.to_numpy()).clip(0.5),
+                        color=color, lw=1.4, label=label)
+            elif "P" in model.terms:     # a grid of fixed partition counts: one curve per P, over its sizes
+                for index, (partitions, cell) in enumerate(joins.groupby("P")):
+                    sizes = np.geomspace(cell["N"].min(), max(cell["N"].max(), cell["N"].min() * 1.01), 60)
+                    ax.plot(sizes, curve(model, sizes, partitions=float(partitions)).clip(0.5), color=color, lw=1.4,
+                            ls=("-", "--", ":")[index % 3], label=f"{label} (P = {partitions})")
+            else:                        # P in step with N (folded into the N term)
                 sizes = np.geomspace(joins["N"].min(), joins["N"].max(), 60)
-                per_member = float((joins["P"] / joins["N"]).median())
-                ax.plot(sizes, curve(model, sizes, per_member).clip(0.5), color=color, lw=1.4,
-                        label=f"{backend} model: {model.formula}")
+                ax.plot(sizes, curve(model, sizes).clip(0.5), color=color, lw=1.4, label=label)
         witnessed = group.dropna(subset=["server_requests_per_change"]) \
             if "server_requests_per_change" in group else group.iloc[0:0]
-        if not witnessed.empty:   # the server's own count, beside the members'
+        if not witnessed.empty:   # the server's own count, beside the members' (a line only with one run a size)
+            one_per_size = witnessed["N"].is_unique
             ax.plot(witnessed["N"], witnessed["server_requests_per_change"].clip(lower=0.5), marker=marker,
-                    color=color, lw=1.0, ls="-.", mfc="none", alpha=0.7, label=f"{backend}: as the server counted them")
+                    color=color, lw=1.0, ls="-." if one_per_size else "none", mfc="none", alpha=0.7,
+                    label=f"{backend}: as the server counted them")
     ax.set_xscale("log")
     ax.set_yscale("log")
 

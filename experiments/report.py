@@ -248,7 +248,8 @@ def herd_detail(scenario: Scenario) -> pd.DataFrame:
                 ("failed attempts", "failed_attempts", count)]
     rows = []
     for size in sorted(points["N"].unique()):
-        at = points[points["N"] == size].set_index("backend")
+        # several runs of one backend at one size (repetitions, or several partition counts): their median
+        at = points[points["N"] == size].groupby("backend").median(numeric_only=True)
         for title, column, show in measures:
             row: dict[str, object] = {"N": f"N = {int(size)}", "measure": title}
             for backend in scenario.columns:

@@ -43,7 +43,7 @@ def test_kip848_costs_what_the_moved_members_cost_and_modern_what_every_member_c
     assert {c.term: round(c.median, 6) for c in kip.coefficients} == {"moved": 6.0, "1": 2.0}
     modern = fit_one("modern", "join", rows("modern", lambda n, p, m: 4 * n + 3, grid))
     assert {c.term: round(c.median, 6) for c in modern.coefficients} == {"N": 4.0, "1": 3.0}
-    assert curve(modern, np.array([50.0]), 2.0)[0] == pytest.approx(203.0)
+    assert curve(modern, np.array([50.0]), partitions=100.0)[0] == pytest.approx(203.0)
 
 
 def test_spread_is_over_one_fit_per_repetition():
