@@ -20,7 +20,12 @@ import argparse
 import statistics
 import time
 
-from kip848.group import ConsumerGroup, ConsumerGroupConfig, HeartbeatRequest, MemberState
+from modern.coordinator.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    HeartbeatRequest,
+    MemberState,
+)
 
 
 class Members:

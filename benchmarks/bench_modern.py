@@ -37,7 +37,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 
 from broker.admin import create_topic
 from broker.cluster import start_cluster
-from modern.consumer_protocol import decode_subscription, encode_assignment, encode_subscription
+from modern.classic.consumer_protocol import decode_subscription, encode_assignment, encode_subscription
 from rebalance.assignors import get_assignor
 from rebalance.kafka_frames import response_class
 from rebalance.types import Subscription

@@ -16,7 +16,7 @@ import typer
 
 from broker.advertise import parse_host_port
 
-COORDINATOR = "modern.coordinator:CoordinatorExtension"
+COORDINATOR = "modern.coordinator.service:CoordinatorExtension"
 READY_LINE = "READY"  # printed on stdout once the broker listens: "READY <node id> <host>:<port>"
 
 log = logging.getLogger("broker")

@@ -17,8 +17,8 @@ from rebalance.member import Member, MemberConfig
 # Backend name -> "module:attribute" of its profile.
 _PROFILES: dict[str, str] = {
     "legacy": "legacy_zk.backend:PROFILE",
-    "modern": "modern.backend:PROFILE",
-    "kip848": "kip848.backend:PROFILE",
+    "modern": "modern.classic.backend:PROFILE",
+    "kip848": "modern.kip848.backend:PROFILE",
 }
 
 
@@ -60,7 +60,7 @@ class BackendProfile:
     # protocol puts group timing in the coordinator (KIP-848), this is how a run's session reaches it.
     broker_env: Callable[[int, Mapping[str, object]], Mapping[str, str]] = lambda session_ms, settings: {}
     # The terms of its herd cost model, requests per membership change = sum of coefficient x term
-    # (experiments.herd_model): "N2" (N squared), "N" (group size), "P" (partitions), "moved" (members
+    # (experiments.summary.herd_model): "N2" (N squared), "N" (group size), "P" (partitions), "moved" (members
     # whose assignment changed), "1" (a constant). What the protocol's own steps make the cost grow with.
     herd_cost_terms: tuple[str, ...] = ("N", "1")
     # "module:attribute" of the assignors its coordinator runs (name -> function), where the protocol puts

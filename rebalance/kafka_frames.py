@@ -48,7 +48,7 @@ RESPONSE_CLASSES: dict[int, type] = {}
 
 def register_messages() -> None:
     """Add every request and response class kafka-python knows, by API key. Messages defined outside
-    kafka-python (this project's KIP-848 APIs, kip848.messages) call this once their classes exist."""
+    kafka-python (this project's KIP-848 APIs, modern.common.consumer_group_messages) call this once their classes exist."""
     pending = list(ApiMessage.__subclasses__())
     while pending:
         cls = pending.pop()

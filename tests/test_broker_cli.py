@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from broker.workload import ProducerWorkload, TokenBucket, WorkloadConfig
-from experiments.cli import app
+from experiments.cli.app import app
 from rebalance.events import read_events
 
 pytestmark = pytest.mark.broker
@@ -32,7 +32,7 @@ def test_bad_input_is_one_clear_line(arguments, complaint):
 
 
 def test_broker_process_starts_and_stops_on_sigterm(tmp_path):
-    process = subprocess.Popen([sys.executable, "-m", "experiments.cli", "broker", "--id", "3", "--port", "0",
+    process = subprocess.Popen([sys.executable, "-m", "experiments.cli.app", "broker", "--id", "3", "--port", "0",
                                 "--data-dir", str(tmp_path), "--no-coordinator"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -23,9 +23,9 @@ import pandas as pd
 import pytest
 
 from experiments.campaign import Manifest, load_campaign
-from experiments.campaign.stats import comparisons, median_interval, write_statistics
 from experiments.faults.process import processes_with_marker
 from experiments.scenario import ScenarioError
+from experiments.summary.campaign_stats import comparisons, median_interval, write_statistics
 from tests.fixtures.scenarios import tiny_join
 
 SCENARIO = tiny_join("tiny-join")
@@ -117,7 +117,7 @@ def test_the_median_interval_is_the_order_statistic_interval(n, k_low, coverage)
 def test_a_herd_metric_counts_only_the_changes_of_the_scenario_timeline(tmp_path):
     """The warm-up's first joins (a host's members at once) and the teardown's leaves are not the change a
     herd experiment measures: only the changes between the end of the warm-up and the teardown count."""
-    from experiments.campaign.stats import _metrics_of
+    from experiments.summary.campaign_stats import _metrics_of
 
     summary = tmp_path / "summary"
     summary.mkdir()
@@ -160,7 +160,7 @@ def _manifest_statuses(folder: Path) -> dict[str, str]:
 def test_a_campaign_survives_a_sigkill_and_resumes(tmp_path):
     path = write_campaign(tmp_path)
     folder = (tmp_path / "out").resolve()
-    command = [sys.executable, "-m", "experiments.cli", "campaign", str(path), "--out", str(folder), "--no-summarize"]
+    command = [sys.executable, "-m", "experiments.cli.app", "campaign", str(path), "--out", str(folder), "--no-summarize"]
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 240
     while list(_manifest_statuses(folder).values()).count("completed") < 1:
@@ -206,10 +206,10 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     reduced to statistics: per cell n, median, spread; backends compared; report and results page written."""
     from experiments.campaign.execute import open_folder, run_dir
     from experiments.campaign.manifest import COMPLETED
-    from experiments.campaign.report import write_campaign_report
-    from experiments.campaign.results_doc import results_markdown
+    from experiments.report.campaign_report import write_campaign_report
+    from experiments.report.results_doc import results_markdown
+    from experiments.run.synthetic import Anomaly, SyntheticRun, write_run
     from experiments.summary import summarize
-    from experiments.synthetic import Anomaly, SyntheticRun, write_run
 
     campaign = load_campaign(write_campaign(tmp_path, CAMPAIGN.replace("repetitions = 2", "repetitions = 3")))
     folder = tmp_path / "out"
@@ -255,7 +255,7 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
 
 def test_the_coordinator_gap_is_a_campaign_metric_when_the_run_has_one(tmp_path):
     """A run's coordinator_gaps table gives the group's maximum and the lookups made meanwhile."""
-    from experiments.campaign.stats import COORDINATOR_GAP, GAP_LOOKUPS, _metrics_of
+    from experiments.summary.campaign_stats import COORDINATOR_GAP, GAP_LOOKUPS, _metrics_of
 
     summary = tmp_path / "summary"
     summary.mkdir()

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from experiments.checker import (
+from experiments.summary.checker import (
     CheckConfig,
     Verdict,
     awaited_from,

@@ -3,7 +3,7 @@
 import pytest
 from typer.testing import CliRunner
 
-from experiments.cli import app
+from experiments.cli.app import app
 
 COMMANDS = ["version", "assign", "movement", "broker", "produce", "topic", "member", "run", "compare",
             "scenarios", "summarize", "report", "events", "zk", "demo"]

@@ -19,12 +19,12 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 
 from broker.embedded import EmbeddedBroker
 from broker.server import BrokerConfig
-from modern import errors
-from modern.connection import BrokerConnection, parse_address
-from modern.consumer_protocol import encode_subscription
-from modern.coordinator import OFFSETS_TOPIC, CoordinatorConfig, CoordinatorExtension
-from modern.group import GroupConfig
-from modern.offsets_log import GroupRecord, OffsetRecord, decode_record
+from modern.classic.consumer_protocol import encode_subscription
+from modern.common import errors
+from modern.common.connection import BrokerConnection, parse_address
+from modern.coordinator.classic_group import GroupConfig
+from modern.coordinator.offsets_log import GroupRecord, OffsetRecord, decode_record
+from modern.coordinator.service import OFFSETS_TOPIC, CoordinatorConfig, CoordinatorExtension
 from rebalance.javahash import coordinator_partition
 from rebalance.types import Subscription
 

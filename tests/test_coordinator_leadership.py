@@ -21,9 +21,9 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 from broker.log import PartitionLog
 from broker.registry import HandlerRegistry
 from broker.view import LeadershipChange
-from modern import errors
-from modern.coordinator import OFFSETS_TOPIC, CoordinatorConfig, CoordinatorExtension
-from modern.group import GroupConfig
+from modern.common import errors
+from modern.coordinator.classic_group import GroupConfig
+from modern.coordinator.service import OFFSETS_TOPIC, CoordinatorConfig, CoordinatorExtension
 from rebalance.javahash import coordinator_partition
 
 GROUP = "leadership-group"

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.checker import CheckResult, Verdict
-from experiments.demo import HERD_SCENARIO, SPLIT_BRAIN_SCENARIO, plan_runs
-from experiments.demo_publish import BEGIN, END, demo_markdown, replace_block
-from experiments.run_cli import find_scenario
+from experiments.cli.demo import HERD_SCENARIO, SPLIT_BRAIN_SCENARIO, plan_runs
+from experiments.cli.run import find_scenario
+from experiments.report.demo_page import BEGIN, END, demo_markdown, replace_block
 from experiments.scenario import load, resolve
+from experiments.summary.checker import CheckResult, Verdict
 from rebalance.backends import backend_names
 
 
@@ -79,8 +79,8 @@ def test_a_pipe_gets_the_herd_table_as_whole_plain_lines_then_the_fitted_model()
 
     from rich.console import Console
 
-    from experiments.demo import _print_herd
-    from experiments.rundata import RunData
+    from experiments.cli.demo import _print_herd
+    from experiments.summary.rundata import RunData
 
     def run(backend: str, n: int, join: int, leave: int) -> RunData:
         herd = pd.DataFrame([
@@ -108,8 +108,8 @@ def test_a_pipe_gets_the_herd_table_as_whole_plain_lines_then_the_fitted_model()
 
 
 def test_only_a_swept_scenario_makes_points_of_the_herd_curve():
-    from experiments.report import swept_runs
-    from experiments.rundata import RunData
+    from experiments.report.run_report import swept_runs
+    from experiments.summary.rundata import RunData
 
     def run(name: str, n: int) -> RunData:
         empty = pd.DataFrame()
@@ -134,7 +134,7 @@ def test_the_published_markdown_has_a_column_and_a_line_per_backend():
 
 
 def test_the_published_markdown_opens_with_what_the_runs_show():
-    from experiments.findings import Finding
+    from experiments.report.findings import Finding
 
     points = pd.DataFrame([{"backend": "legacy", "N": n, "requests_per_change": 9.0, "notifications_per_change": 0.0,
                             "stable_s": 1.0} for n in (8, 16)])

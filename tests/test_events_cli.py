@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from experiments.cli import app
-from experiments.events_cli import DETAILS, partitions_text
-from experiments.synthetic import SyntheticRun, write_run
+from experiments.cli.app import app
+from experiments.cli.events import DETAILS, partitions_text
+from experiments.run.synthetic import SyntheticRun, write_run
 from rebalance import events as ev
 from rebalance.events import EventRecorder
 

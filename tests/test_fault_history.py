@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from experiments.faults.actions import ACTIONS, SILENCING_KINDS, Action, Span
 from experiments.faults.history import FaultHistory
 from experiments.scenario import Step
+from experiments.scenario.actions import ACTIONS, SILENCING_KINDS, Action, Span
 from rebalance.events import EventRecorder, read_events
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.herd_model import HerdModel, NoFit, curve, fit_models, fit_one
+from experiments.summary.herd_model import HerdModel, NoFit, curve, fit_models, fit_one
 
 
 def rows(backend: str, cost, grid, repetitions: int = 1, noise: float = 0.0, kind: str = "join") -> pd.DataFrame:

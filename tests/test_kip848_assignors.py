@@ -19,8 +19,8 @@ import uuid
 
 import pytest
 
-from kip848.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, range_
-from kip848.java_order import (
+from modern.coordinator.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, range_
+from modern.coordinator.java_order import (
     java_order,
     member_map_order,
     partition_set_order,
@@ -29,7 +29,7 @@ from kip848.java_order import (
     uuid_hashcode,
     uuid_sort_key,
 )
-from kip848.uniform import (
+from modern.coordinator.uniform import (
     _Group,
     _homogeneous,
     _quotas_in_walk_order,

@@ -1,4 +1,4 @@
-"""The lab's own KIP-848 member (`kip848.member.Kip848Member`) against the lab's broker, alone and
+"""The lab's own KIP-848 member (`modern.kip848.member.Kip848Member`) against the lab's broker, alone and
 beside librdkafka consumers with `group.protocol=consumer`.
 
 Members poll in threads of their own and record what their rebalance listener was told; tests wait
@@ -19,10 +19,10 @@ import pytest
 from kafka.protocol.metadata import FindCoordinatorResponse
 
 from broker.admin import create_topic
-from kip848.heartbeats import GroupHeartbeats, State
-from kip848.member import Kip848Member
-from kip848.messages import ConsumerGroupHeartbeatResponse
-from modern import errors
+from modern.common import errors
+from modern.common.consumer_group_messages import ConsumerGroupHeartbeatResponse
+from modern.kip848.heartbeats import GroupHeartbeats, State
+from modern.kip848.member import Kip848Member
 from rebalance import heartbeats
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig, RebalanceListener
@@ -147,7 +147,7 @@ def test_a_leaving_member_moves_only_its_partitions(cluster, names, recorder):
 
 _STALLABLE = """
 import sys, time
-from kip848.member import Kip848Member
+from modern.kip848.member import Kip848Member
 from rebalance.events import EventRecorder
 from rebalance.member import MemberConfig
 bootstrap, topic, group, events = sys.argv[1:5]

@@ -13,13 +13,13 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from broker.admin import create_topic
 from broker.embedded import EmbeddedBroker
 from broker.server import BrokerConfig
-from kip848.group import ConsumerGroupConfig
-from kip848.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
-from modern import errors
-from modern.connection import BrokerConnection, parse_address
-from modern.consumer_protocol import encode_subscription
-from modern.coordinator import CoordinatorConfig, CoordinatorExtension
-from modern.group import GroupConfig
+from modern.classic.consumer_protocol import encode_subscription
+from modern.common import errors
+from modern.common.connection import BrokerConnection, parse_address
+from modern.common.consumer_group_messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from modern.coordinator.classic_group import GroupConfig
+from modern.coordinator.consumer_group import ConsumerGroupConfig
+from modern.coordinator.service import CoordinatorConfig, CoordinatorExtension
 from rebalance.javahash import coordinator_partition
 from rebalance.topic_ids import topic_id
 from rebalance.types import Subscription

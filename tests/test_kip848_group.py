@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from kip848 import records
-from kip848.assignors import range_, uniform
-from kip848.group import (
+from modern.common import errors
+from modern.coordinator import consumer_group_records as records
+from modern.coordinator.assignors import range_, uniform
+from modern.coordinator.consumer_group import (
     ConsumerGroup,
     ConsumerGroupConfig,
     GroupState,
     HeartbeatRequest,
     MemberState,
 )
-from modern import errors
 
 TOPICS = {"t": 6}
 
@@ -302,7 +302,7 @@ def test_range_splits_each_topic_in_member_order():
 
 
 def test_records_replay_into_the_same_group():
-    from kip848.offsets_log import encode, is_consumer_group_record, replay
+    from modern.coordinator.consumer_group_log import encode, is_consumer_group_record, replay
     from rebalance.topic_ids import topic_id
 
     sim = Sim(topics={"t": 6, "u": 2})

@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from broker.counters import group_requests, read_counters
-from kip848.messages import ConsumerGroupHeartbeatRequest
-from modern.connection import parse_address
+from modern.common.connection import parse_address
+from modern.common.consumer_group_messages import ConsumerGroupHeartbeatRequest
 from rebalance import heartbeats
 from rebalance.topic_ids import topic_id
 from tests.test_kip848_coordinator import TOPIC, conn, embedded, group_id, heartbeat  # noqa: F401 - fixtures

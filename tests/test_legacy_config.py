@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from experiments.cli import app
+from experiments.cli.app import app
 from experiments.scenario import load as load_scenario
 from legacy_zk.config import LegacyConfig
 from legacy_zk.registry import GroupPaths, consumer_id_string, parse_registration, registration_json

@@ -213,7 +213,7 @@ def parts(*numbers: int, topic: str = "t") -> set[TopicPartition]:
 
 def member_process(zk_connect: str, group: str, topic: str, name: str, events: Path, *extra: str,
                    session_ms: int = SESSION_MS) -> subprocess.Popen:
-    args = [sys.executable, "-m", "experiments.cli", "member", "--backend", "legacy", "--zk", zk_connect,
+    args = [sys.executable, "-m", "experiments.cli.app", "member", "--backend", "legacy", "--zk", zk_connect,
             "--group", group, "--topic", topic, "--id", name, "--session-timeout-ms", str(session_ms),
             "--events", str(events), "--run-id", "test"]
     for key, value in FAST.items():

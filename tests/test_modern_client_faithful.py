@@ -19,9 +19,10 @@ from kafka.protocol.consumer import LeaveGroupRequest
 from broker.admin import create_topic
 from experiments.faults.proxy import ProxyHub, Toxic
 from experiments.scenario import LinkFault
-from modern import errors
-from modern.connection import BrokerConnection, ConnectionFailed, parse_address
-from modern.member import CommitFailedError, ModernMember, settings_from
+from modern.classic.member import ModernMember, settings_from
+from modern.common import errors
+from modern.common.connection import BrokerConnection, ConnectionFailed, parse_address
+from modern.common.fetched import CommitFailedError
 from rebalance.assignors import CooperativeStickyAssignor, RangeAssignor
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig

@@ -17,9 +17,9 @@ from kafka.protocol.consumer import HeartbeatRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from broker.admin import create_topic
-from modern import errors
-from modern.connection import BrokerConnection, parse_address
-from modern.member import ModernMember
+from modern.classic.member import ModernMember
+from modern.common import errors
+from modern.common.connection import BrokerConnection, parse_address
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig, RebalanceListener
 from rebalance.types import TopicPartition

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from modern import errors
-from modern.group import (
+from modern.common import errors
+from modern.coordinator.classic_group import (
     TRANSITIONS,
     ClassicGroup,
     CommitResult,

@@ -15,14 +15,14 @@ from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
 from kafka.protocol.metadata import FindCoordinatorResponse
 
 from broker.admin import create_topic
-from modern import errors
-from modern.consumer_coordinator import ConsumerCoordinator
-from modern.consumer_protocol import encode_assignment
-from modern.coordinator_lookup import ExponentialBackoff
-from modern.group_membership import JoinOutcome
-from modern.member import ModernMember, settings_from
-from modern.membership import HeartbeatTimer, Membership, MembershipState
-from modern.settings import ClientSettings
+from modern.classic.consumer_coordinator import ConsumerCoordinator
+from modern.classic.consumer_protocol import encode_assignment
+from modern.classic.group_membership import JoinOutcome
+from modern.classic.member import ModernMember, settings_from
+from modern.classic.membership import HeartbeatTimer, Membership, MembershipState
+from modern.classic.settings import ClientSettings
+from modern.common import errors
+from modern.common.coordinator_lookup import ExponentialBackoff
 from rebalance.backends import profile
 from rebalance.events import EventRecorder, NullRecorder, read_events
 from rebalance.member import Member, MemberConfig
@@ -359,7 +359,7 @@ def test_member_cli_runs_a_modern_member_and_leaves_on_sigterm(cluster, tmp_path
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     create_topic(cluster.bootstrap, topic, 3)
     events = tmp_path / "cli.jsonl"
-    command = [sys.executable, "-m", "experiments.cli", "member", "--backend", "modern", "--bootstrap",
+    command = [sys.executable, "-m", "experiments.cli.app", "member", "--backend", "modern", "--bootstrap",
                cluster.bootstrap, "--group", group, "--topic", topic, "--strategy", "cooperative-sticky",
                "--id", "cli-member", "--instance-id", "cli-instance", "--events", str(events),
                "--config", "heartbeat.interval.ms=500"]
@@ -385,7 +385,7 @@ def test_member_cli_runs_a_modern_member_and_leaves_on_sigterm(cluster, tmp_path
 
 
 def test_membership_moves_only_along_its_table():
-    from modern.membership import IllegalMembershipTransition, Membership, MembershipState
+    from modern.classic.membership import IllegalMembershipTransition, Membership, MembershipState
     from rebalance.types import Generation
 
     joined = Membership().join_sent().member_id_given("m-1").joined(Generation(4, "m-1", "range"))

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import itertools
 
-from modern import errors
-from modern.consumer_protocol import (
+from modern.classic.consumer_protocol import (
     decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
 )
-from modern.group import (
+from modern.common import errors
+from modern.coordinator.classic_group import (
     ClassicGroup,
     GroupConfig,
     GroupState,
@@ -20,7 +20,7 @@ from modern.group import (
     OffsetAndMetadata,
     SyncGroup,
 )
-from modern.offsets_log import (
+from modern.coordinator.offsets_log import (
     GroupRecord,
     OffsetRecord,
     compact,
@@ -142,7 +142,7 @@ def test_replay_of_an_emptied_group_and_a_deleted_one():
     first = group_metadata_record(group)
     group.handle_leave([], 0)
     for member_id in list(group.members):
-        from modern.group import LeavingMember
+        from modern.coordinator.classic_group import LeavingMember
         group.handle_leave([LeavingMember(member_id=member_id)], 1)
     assert group.state is GroupState.EMPTY
     emptied = group_metadata_record(group)

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from experiments import runner
-from experiments.cli import app
-from experiments.progress import Progress
-from experiments.runmeta import RunMeta, write_run_meta
+from experiments.cli.app import app
+from experiments.run import runner
+from experiments.run.progress import Progress
+from experiments.run.runmeta import RunMeta, write_run_meta
 from experiments.scenario import load, resolve
 from rebalance import events as ev
 from tests.fixtures.scenarios import tiny_join

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from experiments import plots
-from experiments.cli import app
-from experiments.report import report_dir, strategy_table, verdict_table, write_report
-from experiments.rundata import RunData, herd_points, herd_slopes, load_run
+from experiments.cli.app import app
+from experiments.report import plots
+from experiments.report.run_report import report_dir, strategy_table, verdict_table, write_report
+from experiments.summary.rundata import RunData, herd_points, herd_slopes, load_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 pytestmark = pytest.mark.timeout(900)  # the first Spark test pays for the shared runs
@@ -106,7 +106,7 @@ def test_a_report_of_three_backends_has_a_column_for_each(synthetic_runs, tmp_pa
 @pytest.mark.spark
 def test_one_scenario_at_several_group_sizes_is_a_sweep_with_the_herd_in_its_finding(synthetic_runs):
     """The kip848 runs at N = 8 and 16, as one scenario: a column for the backend, the herd cost by N."""
-    from experiments.findings import scenario_finding, scenarios
+    from experiments.report.findings import scenario_finding, scenarios
 
     loaded = [load_run(synthetic_runs[name].info.run_dir) for name in ("kip848-16", "kip848-8")]
     for run in loaded:
@@ -121,7 +121,7 @@ def test_one_scenario_at_several_group_sizes_is_a_sweep_with_the_herd_in_its_fin
 
 
 def test_the_herd_finding_gives_the_join_and_the_leave_by_n_then_the_fitted_model():
-    from experiments.findings import herd_sentence
+    from experiments.report.findings import herd_sentence
 
     runs = [_herd_run("legacy", n, n * n + 2 * n) for n in (4, 8, 16, 32)] + [
         _herd_run("modern", n, 2 * n + 3) for n in (4, 8, 16, 32)]

@@ -6,7 +6,7 @@ findings ("What these runs show") are on the first screen; and no table outside 
 has more columns than the backends plus two. A screenshot of each first screen is kept in
 .lab/artefacts/report-pages/ (the path is printed).
 
-The inputs are synthetic runs (experiments.synthetic) laid out as the demo and a campaign lay out real
+The inputs are synthetic runs (experiments.run.synthetic) laid out as the demo and a campaign lay out real
 ones, summarised by Spark, so the test takes seconds rather than the demo's minutes.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.page_check import Browser
-from experiments.synthetic import Anomaly, Change, SyntheticRun, write_run
+from experiments.report.page_check import Browser
+from experiments.run.synthetic import Anomaly, Change, SyntheticRun, write_run
 from tests.fixtures.scenarios import tiny_join
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
@@ -46,8 +46,8 @@ def _look(browser: Browser, page: Path, name: str, columns: int) -> None:
 
 
 def test_the_demo_report_opens_on_its_findings_and_fits_the_screen(spark, browser, tmp_path):
-    from experiments.demo import plan_runs
-    from experiments.report import write_report
+    from experiments.cli.demo import plan_runs
+    from experiments.report.run_report import write_report
     from experiments.summary import summarize_runs
 
     root = tmp_path / "demo"
@@ -77,7 +77,7 @@ def test_the_demo_report_opens_on_its_findings_and_fits_the_screen(spark, browse
 
 
 def test_a_single_run_report_opens_on_its_findings_and_fits_the_screen(synthetic_runs, browser, tmp_path):
-    from experiments.report import write_report
+    from experiments.report.run_report import write_report
 
     report = write_report([synthetic_runs["planted"].info.run_dir], tmp_path / "one")
     assert "VIOLATED (" in report.html.read_text()
@@ -88,9 +88,9 @@ def test_a_campaign_report_opens_on_its_findings_and_fits_the_screen(spark, brow
     from experiments.campaign import load_campaign
     from experiments.campaign.execute import open_folder, run_dir
     from experiments.campaign.manifest import COMPLETED
-    from experiments.campaign.report import write_campaign_report
-    from experiments.campaign.stats import write_statistics
+    from experiments.report.campaign_report import write_campaign_report
     from experiments.summary import summarize_runs
+    from experiments.summary.campaign_stats import write_statistics
 
     (tmp_path / "small-herd.toml").write_text(SCENARIO)
     (tmp_path / "pages.toml").write_text(CAMPAIGN)

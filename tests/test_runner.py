@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from experiments import runner
-from experiments.cli import app
+from experiments.cli.app import app
 from experiments.faults.process import processes_with_marker
+from experiments.run import runner
 from experiments.scenario import load
 from rebalance.events import read_events
 
@@ -168,7 +168,7 @@ def start_run_until_timeline(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     path.write_text(SCENARIO.replace("duration = 24", "duration = 120").replace(
         "at = 8\naction", "at = 60\naction"))
     run_dir = (tmp_path / "run").resolve()
-    process = subprocess.Popen([sys.executable, "-m", "experiments.cli", "run", str(path), "--backend", "modern",
+    process = subprocess.Popen([sys.executable, "-m", "experiments.cli.app", "run", str(path), "--backend", "modern",
                                 "--out", str(run_dir), "--no-progress"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 180

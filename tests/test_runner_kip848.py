@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments import runner
+from experiments.run import runner
 from experiments.scenario import load
-from modern.coordinator import CoordinatorConfig
+from modern.coordinator.service import CoordinatorConfig
 from rebalance.backends import profile
 from rebalance.member import MemberConfig
 
@@ -19,7 +19,7 @@ def test_classic_strategies_run_unchanged_on_the_server_assignors():
     kip848 = profile("kip848")
     assert set(profile("modern").strategies) <= set(kip848.strategies)   # every scenario's strategy is accepted
     config = MemberConfig(group="g", topics=("t",), bootstrap="127.0.0.1:1")
-    from kip848.client_settings import settings_from
+    from modern.kip848.client_settings import settings_from
 
     assigned = {name: settings_from(MemberConfig(**{**config.to_json(), "strategy": name}), "c").assignor
                 for name in kip848.strategies}

@@ -32,8 +32,8 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from experiments import runner
 from experiments.faults.process import processes_with_marker
+from experiments.run import runner
 from experiments.scenario import load
 from rebalance.events import read_events
 
@@ -278,7 +278,7 @@ def lock_teardown_ns(runner_events: list[dict]) -> int:
 def test_the_member_command_checks_per_member_addresses():
     from typer.testing import CliRunner
 
-    from experiments.cli import app
+    from experiments.cli.app import app
 
     def run(*args: str):
         return CliRunner().invoke(app, ["member", "--group", "g", "--topic", "t", *args])
@@ -296,7 +296,7 @@ def test_the_member_command_checks_per_member_addresses():
 def test_the_member_command_takes_its_members_configs_as_one_json_file(tmp_path):
     from typer.testing import CliRunner
 
-    from experiments.cli import app
+    from experiments.cli.app import app
     from rebalance.member import MemberConfig
 
     config = MemberConfig(group="g", topics=("t",), member_name="h000-0", bootstrap="a:1",
@@ -355,7 +355,7 @@ def test_the_host_control_channel_acts_on_single_members(zk, tmp_path):
 
     async def play() -> None:
         process = ChildProcess("h000", [
-            sys.executable, "-m", "experiments.cli", "member", "--backend", "legacy", "--zk", connect,
+            sys.executable, "-m", "experiments.cli.app", "member", "--backend", "legacy", "--zk", connect,
             "--group", "g", "--topic", "t", "--id", "h000", "--count", "2", "--session-timeout-ms", "30000",
             "--events", str(events), "--run-id", "test"], log_path=tmp_path / "h000.log", control=True)
         await process.start()

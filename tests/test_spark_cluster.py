@@ -68,7 +68,7 @@ def spark_cluster(tmp_path):
 
 def _summarize(run_dirs: list[Path], master: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}   # the driver on loopback too
-    return subprocess.run([sys.executable, "-m", "experiments.cli", "summarize", *map(str, run_dirs),
+    return subprocess.run([sys.executable, "-m", "experiments.cli.app", "summarize", *map(str, run_dirs),
                            "--master", master], capture_output=True, text=True, timeout=600, env=env)
 
 
@@ -76,7 +76,7 @@ def _summarize(run_dirs: list[Path], master: str) -> subprocess.CompletedProcess
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_standalone_cluster_summarises_like_local(tmp_path, spark_cluster):
-    from experiments.synthetic import Anomaly, SyntheticRun, write_run
+    from experiments.run.synthetic import Anomaly, SyntheticRun, write_run
 
     local_runs = [write_run(tmp_path / "local" / "clean", SyntheticRun(name="clean", seed=1)),
                   write_run(tmp_path / "local" / "planted", SyntheticRun(name="planted", backend="legacy", seed=2,

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from experiments.cli import app
+from experiments.cli.app import app
+from experiments.run.synthetic import Anomaly, SyntheticRun, write_run
 from experiments.summary import markdown_table
-from experiments.synthetic import Anomaly, SyntheticRun, write_run
 from rebalance.events import EVENT_TYPES, REQUIRED_FIELDS, read_events
 from tests.fixtures.spark import SERVER_EXTRA
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.rundata import herd_points, load_run
+from experiments.summary.rundata import herd_points, load_run
 from rebalance import heartbeats
 from rebalance.events import read_events
 from tests.fixtures.spark import KIP848_JOIN_S, KIP848_LEAVE_S

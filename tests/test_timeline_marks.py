@@ -15,11 +15,11 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from experiments import plots
-from experiments.fault_labels import fault_label, is_membership_change
-from experiments.faults.actions import MEMBERSHIP_KINDS, is_membership_phase, phase_name
-from experiments.progress import Progress, _recent_line
+from experiments.report import plots
+from experiments.run.progress import Progress, _recent_line
 from experiments.scenario import load, resolve
+from experiments.scenario.actions import MEMBERSHIP_KINDS, is_membership_phase, phase_name
+from experiments.scenario.labels import fault_label, is_membership_change
 from rebalance import events as ev
 
 SCENARIO = """\

@@ -8,11 +8,11 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from experiments.checker import CheckResult, Verdict
-from experiments.page import table_html
-from experiments.report import verdict_table
-from experiments.rundata import RunData
-from experiments.verdicts import Word, combine, print_verdicts, question, read, read_result
+from experiments.report.page import table_html
+from experiments.report.run_report import verdict_table
+from experiments.summary.checker import CheckResult, Verdict
+from experiments.summary.rundata import RunData
+from experiments.summary.verdicts import Word, combine, print_verdicts, question, read, read_result
 
 
 def test_nothing_found_reads_ok_with_what_was_checked():

@@ -13,7 +13,7 @@ from broker.cli import load_extensions
 from broker.counters import GROUP_APIS, group_requests, read_counters
 from broker.embedded import EmbeddedBroker
 from broker.server import BrokerConfig
-from experiments.witness import ZK_COUNTERS, BrokerWitness, ZooKeeperWitness
+from experiments.run.witness import ZK_COUNTERS, BrokerWitness, ZooKeeperWitness
 
 READS = 40
 
@@ -102,8 +102,8 @@ def test_herd_points_and_plot_carry_the_servers_count(tmp_path):
 
     import pandas as pd
 
-    from experiments import plots
-    from experiments.rundata import RunData, herd_points
+    from experiments.report import plots
+    from experiments.summary.rundata import RunData, herd_points
 
     def run(backend: str, n: int, requests: int, server: float | None) -> RunData:
         herd = pd.DataFrame([{"t": 10.0, "kind": "join", "live_before": n, "live_after": n + 1, "requests": requests,

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.zk]
 
 def lab(*args: str, state: Path, env: dict[str, str] | None = None, timeout_s: float = 180):
     environment = {**os.environ, "LAB_STATE_DIR": str(state), "COLUMNS": "120", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "experiments.cli", *args], env=environment,
+    return subprocess.run([sys.executable, "-m", "experiments.cli.app", *args], env=environment,
                           capture_output=True, text=True, timeout=timeout_s)
 
 

@@ -132,7 +132,7 @@ class _Executor:
             shutil.move(str(target), str(aside))
         log = self.folder / "logs" / f"{planned.name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "experiments.cli", "run", str(planned.cell.scenario_path),
+        argv = [sys.executable, "-m", "experiments.cli.app", "run", str(planned.cell.scenario_path),
                 "--backend", planned.cell.backend, "--out", str(target), "--no-progress",
                 "--zk-provider", self.zk_provider]
         for override in entry.overrides:

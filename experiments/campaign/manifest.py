@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from experiments.campaign.model import Campaign, PlannedRun
-from experiments.provenance import versions
+from experiments.run.provenance import versions
 
 MANIFEST = "manifest.json"
 PENDING, RUNNING, COMPLETED, FAILED, INTERRUPTED = "pending", "running", "completed", "failed", "interrupted"

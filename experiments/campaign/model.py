@@ -27,7 +27,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.member_configs import check_member_settings
+from experiments.run.member_configs import check_member_settings
 from experiments.scenario import Problem, Scenario, ScenarioError, find_file, load
 from experiments.scenario.loader import LineIndex
 from rebalance.backends import profile

@@ -4,7 +4,7 @@ event stream as the members' own events.
 It keeps what is in force and when each fault's effect was observed, and closes each fault exactly
 once: at its heal (a timed fault), at once (an instant one), by the action that undoes it (a
 restart after a crash or a kill, `healed_by` naming it), or at the final heal before the run
-settles (`healed_by = "final-heal"`). Which of these applies to an action: experiments/faults/actions.py.
+settles (`healed_by = "final-heal"`). Which of these applies to an action: experiments/scenario/actions.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 
-from experiments.faults.actions import Span, Target, spec_of
+from experiments.scenario.actions import Span, Target, spec_of
 from experiments.scenario.model import Step
 from rebalance import events as ev
 from rebalance.events import EventRecorder

@@ -2,11 +2,11 @@
 
 A step whose targets are every member of their host process gets real signals on that process
 (SIGKILL, SIGSTOP/SIGCONT, SIGTERM). A step on part of a shared host process goes, one member at a
-time, through the host's control channel (experiments/member_host.py): an emulated crash
+time, through the host's control channel (experiments/run/member_host.py): an emulated crash
 black-holes both of the member's links, then the host drops it without a word; an emulated pause
 black-holes them and the host stops polling it until the heal; a leave is the host closing just that
 member; a restart heals a crashed member's links and has the host start a fresh instance under the
-same name. Which of these an action is, and whether it is emulated: experiments/faults/actions.py.
+same name. Which of these an action is, and whether it is emulated: experiments/scenario/actions.py.
 
 Each call returns the monotonic time its effect was observed (the process reaped or in state T, the
 host's acknowledgment), or None when it was not seen in time.
@@ -19,9 +19,9 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
-from experiments.faults.actions import LinkFault
 from experiments.faults.process import ChildProcess
 from experiments.faults.proxy import ProxyHub, Toxic
+from experiments.scenario.actions import LinkFault
 from experiments.scenario.model import Schedule
 
 STOP_TIMEOUT_S = 20.0

@@ -2,7 +2,7 @@
 
 A member host process may also have a control channel (`control=True`): a socket pair, the child's
 end passed as `--control-fd N`, carrying per-member commands one JSON object per line and a reply
-per command (see experiments/member_host.py); `command()` sends one and waits for its reply.
+per command (see experiments/run/member_host.py); `command()` sends one and waits for its reply.
 
 Every child starts in its own session (its own process group: a Ctrl-C in the terminal reaches only
 the runner, which then stops the children in order) and with a parent-death signal, so that even

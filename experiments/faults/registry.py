@@ -1,9 +1,9 @@
 """Which call carries out each timeline action: a `start` and, for a timed fault, a `heal`.
 
-A handler acts on the run (`experiments.runner.Run`): its member faults (`run.members`), its
+A handler acts on the run (`experiments.run.runner.Run`): its member faults (`run.members`), its
 proxies (`run.proxies`) and its server faults (`run.servers`), and returns when the effect was
 observed; the run's fault history writes the events. What each action is (its fields, its span, what
-undoes it) is declared in experiments/faults/actions.py; every action there except the ones the
+undoes it) is declared in experiments/scenario/actions.py; every action there except the ones the
 resolver expands has exactly one handler here. Registering two handlers for one action is an error,
 so actions compose by name without silently replacing each other.
 """
@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.faults.actions import ACTIONS, Action, Direction, LinkFault, Span
 from experiments.faults.members import MemberFaults
 from experiments.faults.proxy import Toxic
 from experiments.faults.server import ServerFaults
+from experiments.scenario.actions import ACTIONS, Action, Direction, LinkFault, Span
 from experiments.scenario.model import Step
 
 Handler = Callable[[Any, Step], Awaitable[int | None]]   # (run, step) -> observed monotonic ns or None

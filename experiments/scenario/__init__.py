@@ -4,10 +4,10 @@
     loader      TOML in, a checked Scenario out; every problem names its field and line
     resolver    the timeline as concrete steps, every "random" target picked with the seed
 
-What each action is and does: experiments/faults/actions.py. The file format: docs/scenarios.md.
+What each action is and does: experiments/scenario/actions.py. The file format: docs/scenarios.md.
 """
 
-from experiments.faults.actions import Action, Direction, Link, LinkFault
+from experiments.scenario.actions import Action, Direction, Link, LinkFault
 from experiments.scenario.loader import find_file, load, loads
 from experiments.scenario.model import (
     BACKENDS,

@@ -16,7 +16,7 @@ from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 
-from experiments.faults.actions import ACTIONS, Action, Direction, Link, LinkFault, Target
+from experiments.scenario.actions import ACTIONS, Action, Direction, Link, LinkFault, Target
 from experiments.scenario.model import (
     BACKENDS,
     ClusterSpec,

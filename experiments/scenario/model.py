@@ -3,7 +3,7 @@
 A `Scenario` is what one TOML file says (experiments.scenario.loader builds and checks it); a
 `Schedule` is its timeline turned into concrete `Step`s (experiments.scenario.resolver). The action
 vocabulary (`Action`, `Link`, `LinkFault`, `Direction`) and everything about each action live in
-experiments/faults/actions.py.
+experiments/scenario/actions.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
-from experiments.faults.actions import Action, Direction, Link, LinkFault, Target, spec_of
+from experiments.scenario.actions import Action, Direction, Link, LinkFault, Target, spec_of
 from rebalance.backends import backend_names, profile
 from rebalance.member import DEFAULT_SESSION_TIMEOUT_MS
 

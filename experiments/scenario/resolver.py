@@ -4,7 +4,7 @@ followed by its heal. Deterministic in the scenario and its seed, so two runs of
 `legacy` and on `modern`, get the same steps at the same times on the same targets.
 
 One method per action on `_Resolver`; what each action is (its target, its span, what undoes it,
-whether it is emulated on part of a shared host) comes from experiments/faults/actions.py.
+whether it is emulated on part of a shared host) comes from experiments/scenario/actions.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
-from experiments.faults.actions import ACTIONS, Action, Link, LinkFault, Target
+from experiments.scenario.actions import ACTIONS, Action, Link, LinkFault, Target
 from experiments.scenario.model import (
     Host,
     Problem,

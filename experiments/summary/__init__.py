@@ -3,21 +3,20 @@
 `summarize` reads every run's RUN_DIR/events/*.jsonl in one pass, with a schema built from the event
 vocabulary, into frames tagged with each row's `run` (`frames`); derives what the checks need
 (consumed and lost offset ranges in `records`, ownership intervals and per-partition owner spans in
-`ownership`); runs every check of `experiments.checker.CHECKS`; computes per-phase aggregates
+`ownership`); runs every check of `experiments.summary.checker.CHECKS`; computes per-phase aggregates
 (`phases`), Kafka's rebalance metrics and the herd cost of each membership change (`herd`), all grouped
-by run (`pipeline`); and writes each run's RUN_DIR/summary/ as Parquet files plus summary.md
-(`output`). Small results travel as pandas frames; the heavy lifting (records, joins, windows) stays
+by run (`pipeline`); and writes each run's RUN_DIR/summary/ as Parquet files and run.json (`output`);
+the report stage adds summary.md. Small results travel as pandas frames; the heavy lifting (records, joins, windows) stays
 in Spark, so `--master` can point at a cluster for big logs.
 """
 
 from experiments.summary.frames import EVENT_SCHEMA, EventFrames, read_events, read_runs
-from experiments.summary.output import markdown_table, summary_markdown, write_summary
+from experiments.summary.output import markdown_table, write_summary
 from experiments.summary.pipeline import DEFAULT_CHECKS, summarize, summarize_run, summarize_runs
 from experiments.summary.runs import RunInfo, RunSummary, read_lock
 from experiments.summary.session import start_spark
 
 __all__ = [
     "DEFAULT_CHECKS", "EVENT_SCHEMA", "EventFrames", "RunInfo", "RunSummary", "markdown_table", "read_events",
-    "read_lock", "read_runs", "start_spark", "summarize", "summarize_run", "summarize_runs", "summary_markdown",
-    "write_summary",
+    "read_lock", "read_runs", "start_spark", "summarize", "summarize_run", "summarize_runs", "write_summary",
 ]

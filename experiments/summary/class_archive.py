@@ -19,14 +19,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pyspark
 
-_RECORD = "--record"
 # The JVM's class-sharing messages (a stale archive refused, classes it cannot archive) go to stdout.
-_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 def _java() -> Path | None:
@@ -49,24 +47,7 @@ def java_options() -> str:
     path = archive_path()
     if path is None or not path.is_file():
         return ""
-    return f"-XX:SharedArchiveFile={path} {_QUIET}"
-
-
-def _record(target: Path) -> None:
-    """Summarise a small synthetic run in a JVM that writes the classes it loaded to `target` at exit."""
-    from experiments.summary import summarize_run
-    from experiments.summary.session import start_spark
-    from experiments.synthetic import Anomaly, SyntheticRun, write_run
-
-    with tempfile.TemporaryDirectory() as scratch:
-        run_dir = Path(scratch) / "run"
-        write_run(run_dir, SyntheticRun(name="class-archive", anomalies=frozenset(Anomaly)))
-        spark = start_spark("local[2]", java_options=f"-XX:ArchiveClassesAtExit={target} {_QUIET}")
-        summarize_run(spark, run_dir, write=False)
-        jvm = spark.sparkContext._gateway.proc   # the JVM writes the archive as it exits: wait for that
-        spark.stop()
-        jvm.stdin.close()
-        jvm.wait(timeout=300)
+    return f"-XX:SharedArchiveFile={path} {QUIET}"
 
 
 def ensure() -> Path | None:
@@ -77,7 +58,7 @@ def ensure() -> Path | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.partial")
     try:
-        subprocess.run([sys.executable, "-m", "experiments.summary.class_archive", _RECORD, str(partial)], check=True)
+        subprocess.run([sys.executable, "-m", "experiments.summary.class_archive_recorder", str(partial)], check=True)
         if partial.is_file() and partial.stat().st_size:
             partial.replace(path)
     finally:
@@ -86,9 +67,6 @@ def ensure() -> Path | None:
 
 
 def main(argv: list[str]) -> None:
-    if argv[:1] == [_RECORD]:
-        _record(Path(argv[1]))
-        return
     if argv[:1] == ["--check"]:
         path = archive_path()
         sys.exit(0 if path is None or path.is_file() else 1)

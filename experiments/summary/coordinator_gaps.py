@@ -28,7 +28,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from experiments.faults.actions import Action, Link, LinkFault
+from experiments.scenario.actions import Action, Link, LinkFault
 from rebalance import events as ev
 from rebalance import heartbeats
 

@@ -9,7 +9,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from experiments.faults.actions import SILENCING_KINDS
+from experiments.scenario.actions import SILENCING_KINDS
 from rebalance import events as ev
 
 # A restart stops the member cleanly: its own events end its ownership. A member silenced by a fault

@@ -6,8 +6,8 @@ import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from experiments.run.witness_counts import herd_requests
 from experiments.summary.fault_rules import faults_that_end_ownership
-from experiments.witness_counts import herd_requests
 from rebalance import events as ev
 from rebalance import heartbeats
 

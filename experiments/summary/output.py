@@ -1,4 +1,5 @@
-"""A run's summary on disk: Parquet tables, evidence, run.json and summary.md."""
+"""A run's summary on disk: Parquet tables, evidence and run.json (its summary.md is the report's:
+`experiments.report.run_report.write_summary_markdown`)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ def write_summary(summary: RunSummary) -> Path:
             path.unlink()
     info = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(summary.info).items()}
     (out / "run.json").write_text(json.dumps({"info": info, "facts": summary.facts}, indent=2, default=str) + "\n")
-    (out / "summary.md").write_text(summary_markdown(summary))
     return out
 
 
@@ -49,15 +49,3 @@ def markdown_table(frame: pd.DataFrame, *, digits: int = 1, limit: int | None = 
     if limit is not None and len(frame) > limit:
         lines.append(f"\n_{len(frame) - limit} more rows in the Parquet file_")
     return "\n".join(lines) + "\n"
-
-
-def summary_markdown(summary: RunSummary) -> str:
-    """summary.md: what the run shows, its checks and key numbers, then the detail (the report's order)."""
-    from experiments.report import run_summary_markdown
-    from experiments.rundata import from_summary
-
-    info, facts = summary.info, summary.facts
-    line = (f"backend **{info.backend}**, strategy **{info.strategy}**, {info.members} members, "
-            f"{facts['partitions']} partitions, {facts['events']:,} events over {facts['duration_s']:.1f} s"
-            + (f", {facts['unreadable_lines']} unreadable lines skipped" if facts["unreadable_lines"] else ""))
-    return run_summary_markdown(from_summary(summary), line)

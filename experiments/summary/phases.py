@@ -7,8 +7,8 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from experiments.by_run import Batch, Pending
-from experiments.checker import CheckConfig, CheckResult
+from experiments.summary.by_run import Batch, Pending
+from experiments.summary.checker import CheckConfig, CheckResult
 from rebalance import events as ev
 
 Phases = list[tuple[str, float, float]]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.checker import CheckResult
-from experiments.runmeta import read_run_meta
+from experiments.run.runmeta import read_run_meta
+from experiments.summary.checker import CheckResult
 
 
 def read_lock(run_dir: Path) -> dict:
@@ -81,8 +81,8 @@ class RunSummary:
 
     def verdicts(self) -> pd.DataFrame:
         """One row per check: the checker's verdict, count and detail, and the same in words (`result`,
-        e.g. `VIOLATED (3)`, and its one-line `meaning`; experiments.verdicts)."""
-        from experiments.verdicts import read_result
+        e.g. `VIOLATED (3)`, and its one-line `meaning`; experiments.summary.verdicts)."""
+        from experiments.summary.verdicts import read_result
 
         rows = []
         for check in self.checks:

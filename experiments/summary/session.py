@@ -20,6 +20,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from experiments.summary import class_archive
+
 # Spark's own log configuration: warnings only, and none for what is expected here (no native
 # Hadoop library; time-ordered windows over small frames that run in one partition on purpose).
 _LOG4J2 = """\
@@ -83,8 +85,6 @@ def start_spark(master: str = "local[*]", *, driver_memory: str = "4g", shuffle_
     """A quiet session: no UI, no console progress bars, warnings only. `small_input`: the JVM's quick
     compiler only (a JVM option, so it holds for the session's life). `java_options`: instead of the
     class archive's (experiments.summary.class_archive)."""
-    from experiments.summary import class_archive  # not at import: it is also run as a script
-
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     log_config = Path(tempfile.gettempdir()) / "rebalance-lab-log4j2.properties"
     log_config.write_text(_LOG4J2)

@@ -1,6 +1,6 @@
 """Lab 2 (the herd effect), walked: the herd sweep on the three rebalancers at four group sizes, its report and
 the events it points at; the claims checked against the same change table and cost model the report prints
-(`experiments.rundata`, `experiments.herd_model`)."""
+(`experiments.summary.rundata`, `experiments.summary.herd_model`)."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def _run(walked: Walk, n: int, backend: str) -> Path:
 
 def _rows(walked: Walk):
     """The report's change table: one row per join or leave of a group of N, every run of the sweep."""
-    from experiments.herd_model import change_rows
-    from experiments.rundata import load_run
+    from experiments.summary.herd_model import change_rows
+    from experiments.summary.rundata import load_run
 
     runs = [load_run(run) for n in _sizes(walked) for run in runs_of(walked.folder / "runs" / f"herd-{n}").values()]
     return change_rows(runs)
@@ -82,7 +82,7 @@ def _leave_costs(walked: Walk, claim: Claim) -> None:
 @LAB.check("model")
 def _model(walked: Walk, claim: Claim) -> None:
     """The fitted model of the join (the report's), its coefficient of that term within [low, high]."""
-    from experiments.herd_model import HerdModel, fit_models
+    from experiments.summary.herd_model import HerdModel, fit_models
 
     models = {model.backend: model for model in fit_models(_rows(walked), kinds=("join",))}
     model = models[claim.args["backend"]]

@@ -1,0 +1,146 @@
+"""`rebalance-lab campaign FILE --out DIR` and `rebalance-lab campaigns`: repeated runs with their spread."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from experiments.scenario import ScenarioError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("campaign")(campaign_command)
+    app.command("campaigns")(campaigns_command)
+    app.command("results")(results_command)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def campaign_command(
+    file: Annotated[str, typer.Argument(help="A campaign file, or the name of a built-in one (see `campaigns`).")],
+    out: Annotated[Path | None, typer.Option("--out", help="Campaign folder (default runs/<campaign>-<time>); "
+                                                           "a folder of the same campaign file is resumed, any "
+                                                           "other non-empty folder refused.")] = None,
+    parallel: Annotated[int, typer.Option(help="Runs at once (each with its own ZooKeeper and brokers); "
+                                               "above 1 on 2 cores, timings stretch.")] = 1,
+    zk_provider: Annotated[str, typer.Option("--zk-provider", help="auto, docker or local.")] = "auto",
+    master: Annotated[str, typer.Option(help="Spark master for the summary, e.g. local[2] or spark://h:7077.")] = "local[*]",
+    summarize: Annotated[bool, typer.Option(help="Summarise and report when the runs are done.")] = True,
+    check: Annotated[bool, typer.Option("--check", help="Validate the campaign and print its plan; run nothing.")] = False,
+) -> None:
+    """Run every cell of a campaign `repetitions` times (interleaved, recorded seeds), then summarise all runs
+    in one Spark pass and write statistics (n, median, min-max, interval of the median) and a report."""
+    from experiments.campaign import CampaignMismatch, execute, find_campaign, is_campaign_dir, load_campaign
+
+    if parallel < 1:
+        _fail(f"--parallel {parallel}: at least 1")
+    if zk_provider not in ("auto", "docker", "local"):
+        _fail(f"--zk-provider {zk_provider!r}: choose auto, docker or local")
+    try:
+        campaign = load_campaign(find_campaign(file))
+    except ScenarioError as error:
+        for line in error.lines():
+            typer.echo(f"error: {line}", err=True)
+        raise typer.Exit(2) from None
+    if check:
+        _print_plan(campaign)
+        return
+    folder = out or Path("runs") / f"{campaign.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        outcome = execute(campaign, folder, parallel=parallel, zk_provider=zk_provider,
+                          say=lambda line: typer.echo(line, err=True))
+    except CampaignMismatch as error:   # refused before any run started
+        resumable = "" if is_campaign_dir(folder) else " (--out resumes only a folder a campaign made)"
+        _fail(f"{error}{resumable}")
+    counts = outcome.counts
+    typer.echo(f"campaign folder: {folder} ({counts.get('completed', 0)} completed, "
+               f"{counts.get('failed', 0)} failed, {counts.get('interrupted', 0)} interrupted)")
+    if outcome.interrupted:
+        typer.echo(f"stopped; run the same command again to resume: rebalance-lab campaign {file} --out {folder}",
+                   err=True)
+        raise typer.Exit(130)
+    if summarize and counts.get("completed"):
+        report = summarize_campaign(folder, master)
+        typer.echo(f"statistics: {folder / 'statistics' / 'statistics.md'}")
+        typer.echo(f"report: {report.html}")
+    if counts.get("failed"):
+        raise typer.Exit(1)
+
+
+def summarize_campaign(folder: Path, master: str = "local[*]"):
+    """Summarise every completed run not yet summarised (one Spark session), then statistics and report."""
+    from experiments.campaign import completed_run_dirs
+    from experiments.report.campaign_report import write_campaign_report
+    from experiments.report.run_report import write_summary_markdown
+    from experiments.summary import summarize
+    from experiments.summary.campaign_stats import write_statistics
+
+    runs = completed_run_dirs(folder)
+    pending = [run for run in runs if not (run / "summary" / "verdicts.parquet").is_file()]
+    if pending:
+        typer.echo(f"summarising {len(pending)} runs", err=True)
+        write_summary_markdown(summarize(pending, master=master))
+    write_statistics(folder)
+    return write_campaign_report(folder)
+
+
+def _print_plan(campaign) -> None:
+    table = Table("cell", "scenario", "backend", "strategy", "sweep", title=f"campaign {campaign.name}: "
+                  f"{len(campaign.cells)} cells x {campaign.repetitions} repetitions (seeds {campaign.seed}.."
+                  f"{campaign.seed + campaign.repetitions - 1})")
+    for cell in campaign.cells:
+        table.add_row(cell.key, cell.scenario, cell.backend, cell.strategy,
+                      ", ".join(f"{k}={v}" for k, v in cell.sweep) or "-")
+    Console(width=200).print(table)
+
+
+def campaigns_command() -> None:
+    """List the built-in campaign files."""
+    from experiments.campaign import builtin_names, find_campaign, load_campaign
+
+    table = Table("name", "cells", "repetitions", "runs", "description")
+    for name in builtin_names():
+        try:
+            campaign = load_campaign(find_campaign(name))
+        except ScenarioError as error:
+            table.add_row(name, "-", "-", "-", f"invalid: {error.problems[0].message}")
+            continue
+        table.add_row(name, str(len(campaign.cells)), str(campaign.repetitions),
+                      str(len(campaign.cells) * campaign.repetitions), campaign.description)
+    Console(width=200).print(table)
+
+
+def results_command(
+    folders: Annotated[list[Path], typer.Argument(
+        help="Campaign folders, pooled run by run (for docs/results.md: `results`, then `kip848`).")],
+    out: Annotated[Path | None, typer.Option("--out", help="Write here instead of standard output.")] = None,
+    master: Annotated[str, typer.Option(help="Spark master for runs not yet summarised.")] = "local[*]",
+    notes: Annotated[Path | None, typer.Option(
+        "--notes", help="A Markdown file of readings placed after the header (docs/results-readings.md).")] = None,
+) -> None:
+    """The results page (Markdown, every figure as median [min-max], n) from campaign folders."""
+    from experiments.campaign import is_campaign_dir
+    from experiments.report.results_doc import results_markdown
+
+    for folder in folders:
+        if not is_campaign_dir(folder):
+            _fail(f"{folder}: not a campaign folder (no manifest.json)")
+    for folder in folders:
+        if not (folder / "statistics" / "runs.parquet").is_file():
+            summarize_campaign(folder, master)
+    if notes is not None and not notes.is_file():
+        _fail(f"{notes}: no such notes file")
+    text = results_markdown(folders, notes)
+    if out:
+        out.write_text(text)
+        typer.echo(f"wrote {out}", err=True)
+    else:
+        typer.echo(text, nl=False)

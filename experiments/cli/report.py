@@ -1,0 +1,143 @@
+"""`rebalance-lab summarize RUN_DIR...` and `rebalance-lab report RUN_DIR...`.
+
+A campaign folder (it has manifest.json) stands for its completed runs; for it, `summarize` also writes
+the cross-run statistics and `report` the campaign report with the spread of every figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from experiments.campaign import completed_run_dirs, is_campaign_dir
+
+
+def expand_run_dirs(paths: list[Path]) -> list[Path]:
+    """Each path is a run directory (it has events/), or a folder of runs at any depth (a comparison, a demo)."""
+    runs: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            raise typer.BadParameter(f"{path}: no such directory")
+        if (path / "events").is_dir():
+            runs.append(path)
+            continue
+        if is_campaign_dir(path):
+            runs.extend(completed_run_dirs(path))
+            continue
+        children = _runs_below(path)
+        if not children:
+            raise typer.BadParameter(f"{path}: not a run directory (no events/) and holds no runs")
+        runs.extend(children)
+    return runs
+
+
+def _runs_below(folder: Path) -> list[Path]:
+    """Run directories at any depth below `folder`, following links; a run's own subfolders are not searched."""
+    runs = []
+    for child in sorted(folder.iterdir()):
+        if child.is_dir():
+            runs.extend([child] if (child / "events").is_dir() else _runs_below(child))
+    return runs
+
+
+def default_out(arguments: list[Path], runs: list[Path]) -> Path:
+    """Where `report` writes without --out: one run's own folder; the folder given when it is a single
+    folder of runs (a comparison, a demo); else a folder of its own named for the runs, beside them
+    (`report.report_dir`). Never a parent that other reports share."""
+    from experiments.report.run_report import report_dir
+
+    if len(arguments) == 1 and arguments[0].is_dir() and not (arguments[0] / "events").is_dir():
+        return arguments[0]
+    return report_dir(runs)
+
+
+def _fail(message: str) -> None:
+    Console(stderr=True).print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _summarize(run_dirs: list[Path], master: str, latency_limit_ms: int, convergence_bound_s: float | None):
+    from experiments.report.run_report import write_summary_markdown
+    from experiments.summary import summarize
+    from experiments.summary.checker import CheckConfig
+
+    config = CheckConfig(latency_limit_ms=latency_limit_ms, convergence_bound_s=convergence_bound_s)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True),
+                  transient=True) as progress:
+        task = progress.add_task("summarising", total=None)
+        summaries = summarize(run_dirs, master=master, config=config,
+                              step=lambda text: progress.update(task, description=f"summarising: {text}"))
+    write_summary_markdown(summaries)
+    return summaries
+
+
+def print_verdict_table(console: Console, summaries) -> None:
+    """The checks of every summarised run in words (experiments.summary.verdicts), one column per run."""
+    from experiments.summary.verdicts import print_verdicts, read_result
+
+    columns = [(f"{summary.info.name} {summary.info.backend}/{summary.info.strategy}",
+                [read_result(check) for check in summary.checks]) for summary in summaries]
+    print_verdicts(console, "Checks", columns)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def summarize(
+        run_dirs: Annotated[list[Path], typer.Argument(help="Run directories (or folders of runs).")],
+        master: Annotated[str, typer.Option(help="Spark master URL, e.g. local[2] or spark://host:7077.")] = "local[*]",
+        latency_limit_ms: Annotated[int, typer.Option(help="A record processed later than this counts as lost.")] = 3000,
+        convergence_bound_s: Annotated[float | None, typer.Option(help="Default: 2 x session timeout + 5 s.")] = None,
+    ) -> None:
+        """Check runs for anomalies with Spark; write RUN_DIR/summary/ (Parquet + Markdown)."""
+        try:
+            runs = expand_run_dirs(run_dirs)
+            summaries = _summarize(runs, master, latency_limit_ms, convergence_bound_s)
+        except (typer.BadParameter, FileNotFoundError, ValueError) as error:
+            _fail(str(error))
+        console = Console()
+        print_verdict_table(console, summaries)
+        for summary in summaries:
+            console.print(f"summary: {summary.info.run_dir / 'summary' / 'summary.md'}", soft_wrap=True)
+        for folder in filter(is_campaign_dir, run_dirs):
+            from experiments.summary.campaign_stats import write_statistics
+
+            console.print(f"statistics: {write_statistics(folder) / 'statistics.md'}", soft_wrap=True)
+
+    @app.command()
+    def report(
+        run_dirs: Annotated[list[Path], typer.Argument(help="Run directories (or folders of runs), side by side.")],
+        out: Annotated[Path | None, typer.Option(help="Where to write. Default: one run's own folder; the folder "
+                                                     "given, when it is one folder of runs; for several, a folder "
+                                                     "of their own beside them, named for them "
+                                                     "(e.g. runs/report-herd-5+herd-10).")] = None,
+        master: Annotated[str, typer.Option(help="Spark master for runs not yet summarised.")] = "local[*]",
+        resummarize: Annotated[bool, typer.Option(help="Summarise again even if RUN_DIR/summary exists.")] = False,
+    ) -> None:
+        """Write report.html, report.md and PNG charts for one or several runs."""
+        from experiments.report.run_report import write_report
+
+        try:
+            runs = expand_run_dirs(run_dirs)
+            pending = [run for run in runs if resummarize or not (run / "summary" / "run.json").exists()]
+            if pending:
+                summaries = _summarize(pending, master, 3000, None)
+                print_verdict_table(Console(), summaries)
+            if len(run_dirs) == 1 and is_campaign_dir(run_dirs[0]):
+                from experiments.report.campaign_report import write_campaign_report
+                from experiments.summary.campaign_stats import write_statistics
+
+                write_statistics(run_dirs[0])
+                result = write_campaign_report(run_dirs[0])
+            else:
+                result = write_report(runs, out or default_out(run_dirs, runs))
+        except (typer.BadParameter, FileNotFoundError, ValueError) as error:
+            _fail(str(error))
+        console = Console(soft_wrap=True)
+        console.print(f"report: {result.html}")
+        console.print(f"        {result.markdown}")
+        for image in result.images:
+            console.print(f"        {image}")

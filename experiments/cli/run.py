@@ -1,0 +1,198 @@
+"""`rebalance-lab run | compare | scenarios`: scenario files on one backend, on both, and the built-in list."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from experiments.run import runner
+from experiments.run.member_configs import check_member_settings
+from experiments.scenario import Scenario, ScenarioError, find_file, load
+from rebalance.backends import backend_names, profile
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+console = Console(highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run_command)
+    app.command("compare")(compare_command)
+    app.command("scenarios")(scenarios_command)
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def find_scenario(name: str) -> Path:
+    """A path, or the name of a built-in scenario (with or without .toml)."""
+    found = find_file(name, SCENARIO_DIR)
+    if found is not None:
+        return found
+    _fail(f"no scenario file {name!r} (and no built-in scenario of that name; see `rebalance-lab scenarios`)")
+    raise AssertionError  # unreachable
+
+
+def _load(name: str, overrides: list[str] | None, backends: tuple[str, ...] | None = None) -> Scenario:
+    try:
+        scenario = load(find_scenario(name), overrides=overrides or [])
+        for backend in backends or scenario.backends:
+            if backend in scenario.backends:
+                check_member_settings(scenario, profile(backend))
+        return scenario
+    except ScenarioError as error:
+        _report(error)
+        raise AssertionError from None  # unreachable
+
+
+def _report(error: ScenarioError) -> None:
+    for line in error.lines():
+        typer.echo(f"error: {line}", err=True)
+    raise typer.Exit(2)
+
+
+ScenarioArgument = Annotated[str, typer.Argument(help="A scenario file, or the name of a built-in one.")]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a value before validation, e.g. --set group.members=50 (repeatable)."),
+]
+OutOption = Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<scenario>-<time>); "
+                                                            "it must be new or empty, unless --force.")]
+ForceOption = Annotated[bool, typer.Option("--force", help="Delete what an earlier run left in --out first.")]
+ProviderOption = Annotated[str, typer.Option("--zk-provider", help="ZooKeeper provider: auto, docker or local.")]
+QuietOption = Annotated[bool, typer.Option("--no-progress", help="No live display.")]
+
+
+def _check_provider(zk_provider: str) -> None:
+    if zk_provider not in ("auto", "docker", "local"):
+        _fail(f"--zk-provider {zk_provider!r}: choose auto, docker or local")
+
+
+def run_command(
+    scenario: ScenarioArgument,
+    backend: Annotated[str, typer.Option(help=f"One of: {', '.join(backend_names())}.")],
+    out: OutOption = None,
+    overrides: SetOption = None,
+    zk_provider: ProviderOption = "auto",
+    no_progress: QuietOption = False,
+    force: ForceOption = False,
+) -> None:
+    """Run a scenario on one backend; leaves RUN_DIR/events/ and RUN_DIR/lock.json."""
+    if backend not in backend_names():
+        _fail(f"--backend {backend!r}: choose one of {', '.join(backend_names())}")
+    _check_provider(zk_provider)
+    loaded = _load(scenario, overrides, (backend,))
+    if backend not in loaded.backends:
+        _fail(f"scenario {loaded.name!r} is for {', '.join(loaded.backends)} only (its `backends` line)")
+    run_dir = out or runner.default_run_dir(loaded)
+    claim_out_folder(run_dir, force=force)
+    result = runner.run(loaded, runner.RunOptions(backend=backend, run_dir=run_dir, zk_provider=zk_provider,
+                                                  progress=not no_progress))
+    console.print(f"run directory: {result.run_dir}")
+    if result.status != "completed":
+        raise typer.Exit(130 if result.status == "interrupted" else 1)
+
+
+def compare_command(
+    scenario: ScenarioArgument,
+    out: OutOption = None,
+    overrides: SetOption = None,
+    zk_provider: ProviderOption = "auto",
+    no_progress: QuietOption = False,
+    force: ForceOption = False,
+) -> None:
+    """Run a scenario on each of its backends with the identical schedule: RUN_DIR/<backend> for each."""
+    _check_provider(zk_provider)
+    loaded = _load(scenario, overrides)
+    run_dir = out or runner.default_run_dir(loaded)
+    claim_out_folder(run_dir, force=force)
+    results = runner.compare(loaded, run_dir, zk_provider=zk_provider, progress=not no_progress)
+    for result in results:
+        console.print(f"{result.run_dir.name}: {result.status}{' (' + result.reason + ')' if result.reason else ''}")
+    console.print(f"run directory: {run_dir}")
+    if any(result.status == "interrupted" for result in results):
+        raise typer.Exit(130)
+    if any(result.status != "completed" for result in results):
+        raise typer.Exit(1)
+
+
+def claim_out_folder(folder: Path, *, force: bool) -> None:
+    """Make sure a run writes into a folder of its own, before anything is started.
+
+    A new or empty folder is taken as it is. A folder with anything in it is refused: a second run there
+    would find the first one's broker data (its topics exist already) and append to its event files.
+    With `force`, a folder that holds a run (its lock.json) or the runs of a compare (a lock.json one
+    level down) is deleted first; any other folder, a campaign's, or one a run is still writing to is
+    refused even then."""
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        _fail(f"--out {folder} is a file; give a folder")
+    if not any(folder.iterdir()):
+        return
+    from experiments.campaign import is_campaign_dir
+
+    if is_campaign_dir(folder):
+        _fail(f"--out {folder} is a campaign folder; resume it with `rebalance-lab campaign FILE --out {folder}`, "
+              "or choose another --out")
+    held = _runs_held(folder)
+    if not force:
+        what = f"holds {held}" if held else "is not empty"
+        _fail(f"--out {folder} {what}; choose another --out, or add --force to delete it and run again")
+    if not held:
+        _fail(f"--out {folder} is not empty and holds no run (no lock.json); --force deletes only a run's folder, "
+              "so choose another --out")
+    cwd = Path.cwd().resolve()
+    if cwd == folder.resolve() or folder.resolve() in cwd.parents:
+        _fail(f"--out {folder} contains the current directory; run from elsewhere to replace it")
+    live = _live_runs(folder)
+    if live:
+        _fail(f"--out {folder}: a run is still writing there (processes {', '.join(map(str, live[:5]))}); "
+              "stop it first, or choose another --out")
+    shutil.rmtree(folder)
+    typer.echo(f"--force: deleted {folder} ({held})", err=True)
+
+
+def _runs_held(folder: Path) -> str:
+    """What the runs in a folder are, in words (`a completed run of herd on modern`, `the runs of a compare:
+    legacy, modern`), or "" when it holds none."""
+    from experiments.run.runmeta import LOCK_FILE, read_run_meta
+
+    if (folder / LOCK_FILE).is_file():
+        try:
+            meta = read_run_meta(folder)
+        except ValueError:
+            return "a run (its lock.json unreadable)"
+        return f"a {meta.status or 'recorded'} run of {meta.name or '?'} on {meta.backend or '?'}"
+    runs = sorted(child.name for child in folder.iterdir() if (child / LOCK_FILE).is_file())
+    if runs or (folder / "compare.json").is_file():
+        return f"the runs of a compare: {', '.join(runs) or 'none completed'}"
+    return ""
+
+
+def _live_runs(folder: Path) -> list[int]:
+    """Processes started by a run in `folder` (or in one of its compare's folders) that are still alive."""
+    from experiments.faults.process import processes_with_marker
+
+    candidates = [folder, *(child for child in folder.iterdir() if child.is_dir())]
+    return sorted({pid for candidate in candidates for pid in processes_with_marker(str(candidate.resolve()))})
+
+
+def scenarios_command() -> None:
+    """List the built-in scenario files."""
+    table = Table("name", "backends", "members", "duration", "description")
+    for path in sorted(SCENARIO_DIR.glob("*.toml")):
+        try:
+            scenario = load(path)
+        except ScenarioError as error:
+            table.add_row(path.stem, "-", "-", "-", f"[red]invalid: {error.problems[0].message}[/red]")
+            continue
+        table.add_row(path.stem, ", ".join(scenario.backends), str(scenario.group.members),
+                      f"{scenario.duration:.0f} s", scenario.description)
+    console.print(table)

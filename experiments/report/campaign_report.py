@@ -1,0 +1,114 @@
+"""A campaign's report: the spread of every metric across repetitions, drawn and tabulated.
+
+    herd.png        requests per change against group size, log-log, median with a min-max bar per N
+    <metric>.png    strip plots: one dot per run, a bar at the median, per cell (split brain, churn)
+    report.md/.html what the runs show, then a section per scenario (experiments.report.campaign_page)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from experiments.report.plots import backend_style  # noqa: E402
+
+STRIP_METRICS = ("double-ownership (s)", "duplicates", "offset regressions", "fenced commits")
+
+
+@dataclass
+class CampaignReport:
+    markdown: Path
+    html: Path
+    images: list[Path]
+
+
+def write_campaign_report(folder: Path) -> CampaignReport:
+    stats = folder / "statistics"
+    runs = pd.read_parquet(stats / "runs.parquet")
+    cells = pd.read_parquet(stats / "cells.parquet")
+    out = folder / "report"
+    out.mkdir(exist_ok=True)
+    images = []
+    herd = _herd_plot(runs, out)
+    if herd:
+        images.append(herd)
+    for metric in [*STRIP_METRICS, *sorted(m for m in runs["metric"].unique() if m.endswith(": records lost"))]:
+        image = _strip_plot(runs, metric, out)
+        if image:
+            images.append(image)
+    from experiments.report.campaign_page import write_campaign_pages
+
+    text = (stats / "statistics.md").read_text()
+    lines = text.splitlines()
+    markdown, page = write_campaign_pages(out, title=lines[0].lstrip("# "), meta=lines[2] if len(lines) > 2 else "",
+                                          cells=cells, compared=pd.read_parquet(stats / "comparisons.parquet"),
+                                          images=images)
+    return CampaignReport(markdown=markdown, html=page, images=images)
+
+
+def _herd_plot(runs: pd.DataFrame, out: Path) -> Path | None:
+    wanted = runs[runs["metric"].str.endswith(": requests per change") & runs["n"].notna()]
+    if wanted.empty or wanted["n"].nunique() < 2:
+        return None
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    backends = sorted(wanted["backend"].unique())
+    kinds = sorted({metric.split(":")[0] for metric in wanted["metric"]})
+    for (backend, metric), rows in wanted.groupby(["backend", "metric"]):
+        color, marker = backend_style(backend, backends)
+        dashes = ("-", "--", ":", "-.")[kinds.index(metric.split(":")[0]) % 4]    # join and leave apart
+        by_n = rows.groupby("n")["value"]
+        ns = np.array(sorted(by_n.groups), dtype=float)
+        median = by_n.median().reindex(ns).to_numpy()
+        low, high = by_n.min().reindex(ns).to_numpy(), by_n.max().reindex(ns).to_numpy()
+        counts = by_n.count().reindex(ns).to_numpy()
+        slope = np.polyfit(np.log(ns), np.log(np.maximum(median, 1e-9)), 1)[0]
+        axis.errorbar(ns, median, yerr=[median - low, high - median], marker=marker, color=color, ls=dashes, capsize=4,
+                      label=f"{backend}, {metric.split(':')[0]} (slope {slope:.2f}, n = {int(counts.min())}-{int(counts.max())})")
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("group size N")
+    axis.set_ylabel("coordination requests per change")
+    axis.set_title("Herd effect: how one change's cost grows with N, per backend (the steeper line grows faster)\n"
+                   "(median of the repetitions, bars from min to max)", fontsize=10)
+    axis.legend(fontsize=8)
+    axis.grid(True, which="both", alpha=0.3)
+    path = out / "herd.png"
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def _strip_plot(runs: pd.DataFrame, metric: str, out: Path) -> Path | None:
+    rows = runs[runs["metric"] == metric]
+    if rows.empty or not rows["value"].any():   # nothing to see where every run has zero
+        return None
+    rows = rows.assign(cell=rows["scenario"] + "\n" + rows["backend"] + "/" + rows["strategy"]
+                       + rows["sweep"].map(lambda s: "" if s == "-" else f"\n{s}"))
+    cells = list(dict.fromkeys(rows["cell"]))
+    figure, axis = plt.subplots(figsize=(max(5, 1.3 * len(cells) + 2), 4))
+    rng = np.random.default_rng(0)
+    labels = []
+    for index, cell in enumerate(cells):
+        values = rows[rows["cell"] == cell]["value"].to_numpy(dtype=float)
+        axis.scatter(index + rng.uniform(-0.12, 0.12, len(values)), values, s=22, alpha=0.8)
+        axis.hlines(np.median(values), index - 0.3, index + 0.3, color="black", linewidth=2)
+        labels.append(f"{cell}\nn = {len(values)}")
+    axis.set_xticks(range(len(cells)), labels, fontsize=7)
+    axis.set_ylabel(metric)
+    axis.set_title(f"{metric} in each run (dots) and the median (bar): where the cells' dots do not overlap, "
+                   "the difference is real", fontsize=9, wrap=True)
+    axis.grid(True, axis="y", alpha=0.3)
+    path = out / (re.sub(r"[^A-Za-z0-9]+", "-", metric).strip("-").lower() + ".png")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

@@ -1,0 +1,498 @@
+"""What a set of runs shows, in sentences generated from their summaries (never written by hand).
+
+A report opens with one short paragraph per scenario. It says what differs between backends, with the
+numbers and n:
+
+- a scenario run once per backend (split brain, churn): each check that found something, grouped by
+  the backends it found it on ("on all three backends", "only on legacy"), with the count or the
+  seconds; then protections that fired, checks that could not tell, and how many checks were ok
+  everywhere;
+- a scenario swept over group sizes (the herd): requests per membership change by N per backend,
+  the log-log slope, and the fitted cost model's terms (`herd_model_sentence`); then the checks as above;
+- a campaign (`campaign_findings`): the same sentences over the campaign's statistics, every number as
+  `median [min-max]` with its n, and the differences between backends that hold up.
+
+`Scenario` groups a report's runs: one per scenario name, a column per backend (per backend and
+strategy when one scenario ran several strategies), one run per column and group size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from experiments.summary.rundata import RunData, herd_points, herd_slopes
+from experiments.summary.verdicts import Reading, Word, combine, read
+
+# -- numbers in words --------------------------------------------------------------------------
+
+
+def count(value: float | None) -> str:
+    """A count: whole, with thousands separators; "-" where there is none."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:,.0f}"
+
+
+def seconds(value: float | None) -> str:
+    """Seconds to 0.1."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:,.1f}"
+
+
+def names(items: Iterable[str]) -> str:
+    """"legacy", "legacy and modern", "kip848, legacy and modern"."""
+    items = list(items)
+    return " and ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+_NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+
+# Columns go oldest protocol first, as the lab tells the story; a backend not listed follows, by name.
+GENERATIONS = ("legacy", "modern", "kip848")
+
+
+def backend_order(backend: str) -> tuple[int, str]:
+    return (GENERATIONS.index(backend) if backend in GENERATIONS else len(GENERATIONS), backend)
+
+
+# -- a report's scenarios ----------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    """The runs of one scenario, as a report section shows them: a column per backend (or backend and
+    strategy), a row per group size when the scenario was swept over several."""
+
+    name: str
+    description: str
+    runs: tuple[RunData, ...]
+    by_strategy: bool      # columns are backend/strategy: one backend ran several strategies here
+
+    def column(self, run: RunData) -> str:
+        return run.short_label if self.by_strategy else run.backend
+
+    @property
+    def columns(self) -> list[str]:
+        return list(dict.fromkeys(self.column(run) for run in self.runs))
+
+    @property
+    def sizes(self) -> list[int]:
+        return sorted({run.group_size for run in self.runs if run.group_size is not None})
+
+    @property
+    def swept(self) -> bool:
+        """Run at two or more group sizes: a herd curve, not a side-by-side."""
+        return len(self.sizes) >= 2
+
+    def runs_of(self, column: str) -> list[RunData]:
+        return [run for run in self.runs if self.column(run) == column]
+
+    @property
+    def runs_per_cell(self) -> int:
+        """The n behind each number: runs per column (and per group size when swept); the smallest."""
+        cells: dict[tuple, int] = {}
+        for run in self.runs:
+            key = (self.column(run), run.group_size if self.swept else None)
+            cells[key] = cells.get(key, 0) + 1
+        return min(cells.values()) if cells else 0
+
+    def checks(self) -> list[str]:
+        """Every check any run of the scenario answered, in the checker's order."""
+        return list(dict.fromkeys(check for run in self.runs for check in run.verdicts.get("check", [])))
+
+    def reading(self, check: str, column: str) -> Reading | None:
+        """The column's runs' readings of `check`, combined (`verdicts.combine`); None when none answered it."""
+        readings = [reading_of(run, check) for run in self.runs_of(column)]
+        readings = [reading for reading in readings if reading is not None]
+        return combine(readings) if readings else None
+
+
+def reading_of(run: RunData, check: str) -> Reading | None:
+    if run.verdicts.empty:
+        return None
+    rows = run.verdicts[run.verdicts["check"] == check]
+    if rows.empty:
+        return None
+    row = rows.iloc[0]
+    return read(check, row["verdict"], row["count"], row["detail"])
+
+
+def scenarios(runs: list[RunData], descriptions: dict[str, str] | None = None) -> list[Scenario]:
+    """The runs grouped by scenario name, in the order the names first appear; within a scenario the runs
+    sorted by column (backends in the order they first appear) and group size."""
+    descriptions = descriptions or {}
+    grouped: dict[str, list[RunData]] = {}
+    for run in runs:
+        grouped.setdefault(run.info.get("name") or run.run_dir.name, []).append(run)
+    found = []
+    for name, members in grouped.items():
+        strategies: dict[str, set] = {}
+        for run in members:
+            strategies.setdefault(run.backend, set()).add(run.info.get("strategy"))
+        by_strategy = any(len(values) > 1 for values in strategies.values())
+        ordered = sorted(members, key=lambda run: (backend_order(run.backend), run.info.get("strategy") or "",
+                                                   run.group_size or 0))
+        found.append(Scenario(name=name, description=descriptions.get(name, ""), runs=tuple(ordered),
+                              by_strategy=by_strategy))
+    return found
+
+
+# -- what the checks found ---------------------------------------------------------------------
+
+# How a finding of each check is named in a sentence, and which number it carries.
+_NOUN = {
+    "double-ownership": "double ownership",
+    "consumed-without-ownership": "records processed by a member that did not own them alone",
+    "lost-records": "lost records",
+    "duplicates": "duplicates",
+    "offset-regressions": "offset regressions",
+    "slow-records": "records later than the latency limit",
+    "convergence": "partitions not converged within the bound",
+    "fenced-commits": "stale commits refused by the coordinator",
+    "server-witness": "server and member request counts apart",
+}
+
+
+def _amount(check: str, runs: list[RunData]) -> str:
+    """The number a finding carries, for one column's runs (the median when there are several): seconds
+    of double ownership, records for the record checks, the check's count otherwise."""
+    values = []
+    for run in runs:
+        reading = reading_of(run, check)
+        if reading is None or reading.word in (Word.OK, Word.UNKNOWN):
+            continue
+        evidence = run.evidence.get(check)
+        if check == "double-ownership" and evidence is not None and "duration_s" in evidence and len(evidence):
+            values.append(("s", float(evidence["duration_s"].sum())))
+        elif check == "consumed-without-ownership" and evidence is not None and "records" in evidence and len(evidence):
+            values.append(("", float(evidence["records"].sum())))
+        else:
+            values.append(("", float(reading.count)))
+    if not values:
+        return ""
+    unit = values[0][0]
+    middle = float(pd.Series([value for _, value in values]).median())
+    return f"{seconds(middle)} s" if unit == "s" else count(middle)
+
+
+def _where(chosen: list[str], columns: list[str]) -> str:
+    if len(columns) == 1:
+        return f"on {chosen[0]}"
+    if len(chosen) == len(columns):
+        return f"on all {_NUMBER_WORDS.get(len(columns), len(columns))} backends" if len(columns) > 2 else "on both backends"
+    return f"only on {names(chosen)}"
+
+
+def _range(amounts: list[str]) -> str:
+    """"10.4-23.5 s" from ["23.5 s", "10.4 s", "19.1 s"]; counts likewise."""
+    unit = " s" if amounts[0].endswith(" s") else ""
+    numbers = sorted(float(a.removesuffix(" s").replace(",", "")) for a in amounts)
+    show = seconds if unit else count
+    low, high = show(numbers[0]), show(numbers[-1])
+    return (low if low == high else f"{low}-{high}") + unit
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def check_sentences(scenario: Scenario) -> list[str]:
+    """The checks of a scenario in sentences: findings grouped by where they happened, then protections,
+    then checks that could not tell, then the count of checks ok everywhere."""
+    columns = scenario.columns
+    found: dict[tuple[str, ...], list[str]] = {}
+    protected: list[str] = []
+    unknown: dict[str, list[tuple[str, str]]] = {}
+    clean = 0
+    for check in scenario.checks():
+        readings = {column: scenario.reading(check, column) for column in columns}
+        words = {column: reading.word for column, reading in readings.items() if reading is not None}
+        violated = [column for column in columns if words.get(column) is Word.VIOLATED]
+        guarded = [column for column in columns if words.get(column) is Word.PROTECTED]
+        untold = [column for column in columns if words.get(column) is Word.UNKNOWN]
+        if not violated and not guarded and not untold:
+            clean += 1
+            continue
+        noun = _NOUN.get(check, check)
+        if violated:
+            amounts = [_amount(check, scenario.runs_of(column)) for column in violated]
+            if len(violated) == 1 or len(columns) == 1:
+                shown = amounts[0]
+            elif len(violated) == len(columns):
+                shown = _range(amounts)
+            else:
+                shown = ", ".join(f"{column} {amount}" for column, amount in zip(violated, amounts, strict=True))
+            found.setdefault(tuple(violated), []).append(f"{noun} ({shown})" if shown else noun)
+        if guarded:
+            amounts = [_amount(check, scenario.runs_of(column)) for column in guarded]
+            protected.append(f"{noun} on {names(guarded)} ({', '.join(amounts)})")
+        for column in untold:
+            for run in scenario.runs_of(column):
+                reading = reading_of(run, check)
+                if reading is not None and reading.word is Word.UNKNOWN:
+                    where = f"{column} at N = {run.group_size}" if scenario.swept else column
+                    unknown.setdefault(where, []).append((check, reading.meaning))
+    sentences = []
+    for where, nouns in sorted(found.items(), key=lambda item: (-len(item[0]), [columns.index(c) for c in item[0]])):
+        sentences.append(f"Found: {names(nouns)}." if len(columns) == 1 else
+                         _sentence(f"{names(nouns)} {_where(list(where), columns)}."))
+    if protected:
+        sentences.append("Protection: " + "; ".join(protected) + ".")
+    for where, untold_checks in unknown.items():
+        if len(untold_checks) == 1:
+            check, meaning = untold_checks[0]
+            sentences.append(_sentence(f"{check}: unknown on {where}" + (f" ({meaning})." if meaning else ".")))
+        else:
+            sentences.append(f"{len(untold_checks)} checks unknown on {where} (the log lacks what they need: "
+                             f"{untold_checks[0][1]}, ...).")
+    total = len(scenario.checks())
+    runs = " on every run" if len(scenario.runs) > 1 else ""
+    if total and clean == total:
+        sentences.append(f"All {total} checks ok{runs}.")
+    elif clean:
+        sentences.append(f"{clean} other check{'s' if clean != 1 else ''} ok{runs}.")
+    return sentences
+
+
+# -- the herd ---------------------------------------------------------------------------------
+
+def herd_costs(runs: Sequence[RunData]) -> pd.DataFrame:
+    """Requests per change by backend, group size N and kind of change (join, leave): the median over a
+    run's changes of that kind to a group of its size, then over the runs of the same backend and N."""
+    rows = []
+    for run in runs:
+        changes = run.herd_changes()
+        if run.group_size is None or changes.empty:
+            continue
+        for kind, group in changes.groupby("kind"):
+            rows.append({"backend": run.backend, "N": int(run.group_size), "kind": str(kind),
+                         "requests": float(group["requests"].median())})
+    if not rows:
+        return pd.DataFrame(columns=["backend", "N", "kind", "requests"])
+    return pd.DataFrame(rows).groupby(["backend", "N", "kind"], as_index=False)["requests"].median()
+
+
+def herd_sentence(points: pd.DataFrame, *, n: int | None = None, runs: Sequence[RunData] = ()) -> str:
+    """The herd's finding: requests per join and per leave by group size and backend (from `runs`; the
+    median of the two, from `points`, without them), then the fitted cost model (`herd_model_sentence`),
+    or the log-log slopes where there is none. `points` is `rundata.herd_points`."""
+    if points.empty:
+        return "No membership change was measured."
+    sizes = sorted(points["N"].unique())
+    at = f"at N = {' / '.join(str(int(size)) for size in sizes)}"
+    costs = herd_costs(runs)
+    sentences = []
+    kinds = [kind for kind in ("join", "leave") if kind in set(costs["kind"])]
+    for kind in kinds:
+        mine = costs[costs["kind"] == kind]
+        parts = [f"{backend} " + " / ".join(count(group.set_index("N")["requests"].get(size)) for size in sizes)
+                 for backend, group in sorted(mine.groupby("backend"), key=lambda item: backend_order(str(item[0])))]
+        sentences.append(f"Requests per {kind} {at}: {'; '.join(parts)}.")
+    if not kinds:
+        parts = []
+        for backend, group in sorted(points.groupby("backend"), key=lambda item: backend_order(str(item[0]))):
+            by_n = group.groupby("N")["requests_per_change"].median()
+            parts.append(f"{backend} " + " / ".join(count(by_n.get(size)) for size in sizes))
+        sentences.append(f"Requests per membership change (median of the join and the leave) {at}: "
+                         f"{'; '.join(parts)}.")
+    model = herd_model_sentence(points, runs)
+    slopes = herd_slopes(points)
+    if model:
+        sentences.append(model)
+    elif slopes:
+        ordered = sorted(slopes.items(), key=lambda item: backend_order(item[0]))
+        sentences.append("Log-log slope " + ", ".join(f"{backend} {slope:.1f}" for backend, slope in ordered)
+                         + " (1: grows as N, 2: as N squared).")
+    text = " ".join(sentences)
+    return text[:-1] + f" (n = {n} per backend and N)." if n else text
+
+
+def herd_model_sentence(points: pd.DataFrame, runs: Sequence[RunData] = ()) -> str | None:
+    """The fitted cost model of a join per backend (`experiments.summary.herd_model`, the terms each backend's profile
+    names), in a sentence; None without runs. A model that could not be fitted is said once, with why.
+
+    The hook takes the herd points (as `herd_sentence` and the herd chart do) and the runs whose changes
+    the model is fitted to."""
+    del points   # the model fits the runs' individual changes, not the medians of the points
+    if not runs:
+        return None
+    from experiments.summary.herd_model import TERM_MEANING, HerdModel, NoFit, change_rows, fit_models
+
+    models = fit_models(change_rows(list(runs)), kinds=("join",))
+    fitted = sorted((model for model in models if isinstance(model, HerdModel)),
+                    key=lambda model: backend_order(model.backend))
+    reasons = sorted({model.reason for model in models if isinstance(model, NoFit)})
+    if not fitted:
+        return f"No fitted cost model ({'; '.join(reasons)})." if reasons else None
+    fits = min(model.fits for model in fitted)
+    terms = sorted({coefficient.term for model in fitted for coefficient in model.coefficients} - {"1", "N2", "N"})
+    legend = "".join(f", {'M' if term == 'moved' else term}: {TERM_MEANING[term]}" for term in terms)
+    return ("Fitted cost of a join: " + "; ".join(f"{model.backend} ≈ {model.formula}" for model in fitted)
+            + f" (least squares over {len(fitted[0].sizes)} group sizes, n = {fits} fit{'s' if fits != 1 else ''}"
+            + f"{legend}).")
+
+
+# -- a report's findings ------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One scenario's paragraph: its name, what ran (backends, sizes, n), and what the runs show."""
+
+    scenario: str
+    ran: str
+    text: str
+
+    @property
+    def line(self) -> str:
+        return f"{self.scenario} ({self.ran}): {self.text}"
+
+
+def scenario_finding(scenario: Scenario) -> Finding:
+    """What a scenario's runs show: the herd sentence when it was swept, then its checks in sentences."""
+    n = scenario.runs_per_cell
+    each = ("one run" if len(scenario.runs) == 1 else "one run each") if n == 1 else f"{n} runs each"
+    sizes = f" at N = {', '.join(map(str, scenario.sizes))}" if scenario.swept else ""
+    ran = f"{names(scenario.columns)}{sizes}; {each}, n = {n}"
+    lead = herd_sentence(herd_points(list(scenario.runs)), runs=scenario.runs) if scenario.swept else ""
+    return Finding(scenario=scenario.name, ran=ran,
+                   text=" ".join(part for part in (lead, *check_sentences(scenario)) if part))
+
+
+def findings(scenarios_: list[Scenario]) -> list[Finding]:
+    """One finding per scenario, in report order."""
+    return [scenario_finding(scenario) for scenario in scenarios_]
+
+
+# -- a campaign's findings --------------------------------------------------------------------
+
+# The campaign statistics' per-run metrics that are checks' counts, and how a sentence names them.
+CAMPAIGN_CHECKS = {"double-ownership (s)": "double ownership", "duplicates": "duplicates",
+                   "offset regressions": "offset regressions", "fenced commits": "stale commits refused by the coordinator"}
+PROTECTION_METRICS = frozenset({"fenced commits"})
+
+
+def spread_text(median: float, low: float, high: float, *, unit: str = "") -> str:
+    """`18.0 [17.8-20.8] s`: the median and the range of the repetitions, in the metric's precision."""
+    show = seconds if unit == "s" else count if all(float(v).is_integer() for v in (median, low, high)) else seconds
+    suffix = f" {unit}" if unit in ("s", "ms") else ""
+    if unit == "ms":
+        show = count
+    middle = show(median)
+    return (f"{middle}{suffix}" if low == high == median else f"{middle} [{show(low)}-{show(high)}]{suffix}")
+
+
+def metric_unit(metric: str) -> str:
+    return "s" if metric.endswith("(s)") else "ms" if metric.endswith("(ms)") else ""
+
+
+def cell_column(row) -> str:
+    """A campaign cell's column: its backend, with the strategy where one scenario ran several."""
+    return getattr(row, "column", None) or row.backend
+
+
+def campaign_columns(cells: pd.DataFrame) -> pd.DataFrame:
+    """`cells` with a `column` per row: the backend, or backend/strategy in scenarios that ran several
+    strategies on one backend."""
+    cells = cells.copy()
+    several = cells.groupby(["scenario", "backend"])["strategy"].transform("nunique") > 1
+    by_scenario = several.groupby(cells["scenario"]).transform("any")
+    cells["column"] = cells["backend"].where(~by_scenario, cells["backend"] + "/" + cells["strategy"])
+    return cells
+
+
+def _sizes(frame: pd.DataFrame) -> list[int]:
+    return sorted({int(size) for size in frame["group_size"].dropna()})
+
+
+def campaign_finding(scenario: str, cells: pd.DataFrame, compared: pd.DataFrame) -> Finding:
+    """One scenario of a campaign in sentences: the herd's cost by N, then the checks' counts, every
+    number `median [min-max]`, then the backend differences that hold up at the campaign's n."""
+    cells = cells[cells["scenario"] == scenario]
+    columns = sorted(dict.fromkeys(cells["column"]), key=lambda column: backend_order(column.split("/")[0]))
+    runs = cells["runs"]
+    n = f"n = {int(runs.min())}" if runs.min() == runs.max() else f"n = {int(runs.min())}-{int(runs.max())}"
+    sizes = _sizes(cells)
+    swept = len(sizes) >= 2
+    sentences = []
+    if swept:
+        for kind in ("join", "leave"):
+            metric = f"{kind}: requests per change"
+            rows = cells[cells["metric"] == metric]
+            if rows.empty:
+                continue
+            parts = []
+            for column in columns:
+                mine = rows[rows["column"] == column]
+                if mine.empty:
+                    continue
+                by_size = {int(r.group_size): spread_text(r.median, r.min, r.max) for r in mine.itertuples()
+                           if not pd.isna(r.group_size)}
+                parts.append(f"{column} " + " / ".join(by_size.get(size, "-") for size in sizes))
+            sentences.append(f"Requests per {kind} at N = {' / '.join(map(str, sizes))}: {'; '.join(parts)}.")
+        model = herd_model_sentence(_campaign_points(cells))
+        if model:
+            sentences.append(model)
+    found: dict[tuple[str, ...], list[str]] = {}
+    protected, clean = [], []
+    for metric, noun in CAMPAIGN_CHECKS.items():
+        rows = cells[cells["metric"] == metric]
+        if rows.empty:
+            continue
+        unit = metric_unit(metric)
+        where, amounts = [], []
+        for column in columns:
+            mine = rows[rows["column"] == column]
+            if len(mine) and mine["max"].max() > 0:
+                worst = mine.loc[mine["median"].idxmax()]
+                where.append(column)
+                amounts.append(spread_text(worst["median"], worst["min"], worst["max"], unit=unit))
+        if not where:
+            clean.append(noun)
+            continue
+        shown = ", ".join(f"{column} {amount}" for column, amount in zip(where, amounts, strict=True)) \
+            if len(where) > 1 else amounts[0]
+        if metric in PROTECTION_METRICS:
+            protected.append(f"{noun} on {names(where)} ({shown})")
+        else:
+            found.setdefault(tuple(where), []).append(f"{noun} ({shown})")
+    for where, nouns in sorted(found.items(), key=lambda item: -len(item[0])):
+        sentences.append(f"Found: {names(nouns)}." if len(columns) == 1 else
+                         _sentence(f"{names(nouns)} {_where(list(where), columns)}."))
+    if protected:
+        sentences.append("Protection: " + "; ".join(protected) + ".")
+    if clean:
+        listed = clean[0] if len(clean) == 1 else ", ".join(clean[:-1]) + " or " + clean[-1]
+        sentences.append(_sentence(f"no {listed} on any run."))
+    held = compared[(compared["scenario"] == scenario) & (compared["compares"] == "backend")
+                    & compared["distinguishable"]] if len(compared) else compared
+    held = held[held["metric"].isin([*CAMPAIGN_CHECKS, "join: requests per change", "leave: requests per change"])] \
+        if len(held) else held
+    if len(held):
+        readings = [f"{r.metric}{'' if r.sweep == '-' else ' at ' + str(r.sweep).replace('group.members=', 'N = ')}: "
+                    f"{r.reading}" for r in held.itertuples()]
+        sentences.append(f"Differences that hold up ({len(readings)}): " + "; ".join(readings[:4])
+                         + ("; ..." if len(readings) > 4 else "."))
+    elif len(compared):
+        sentences.append("No difference between backends holds up at this n.")
+    ran = f"{names(columns)}{' at N = ' + ', '.join(map(str, sizes)) if swept else ''}; {n} per cell"
+    return Finding(scenario=scenario, ran=ran, text=" ".join(sentences) or "Nothing measured.")
+
+
+def _campaign_points(cells: pd.DataFrame) -> pd.DataFrame:
+    """The herd points of a campaign's cells, in `rundata.herd_points`' shape (for the fitted model)."""
+    rows = cells[cells["metric"].isin(["join: requests per change", "leave: requests per change"])]
+    if rows.empty:
+        return pd.DataFrame(columns=["backend", "N", "requests_per_change"])
+    points = rows.groupby(["backend", "group_size"], as_index=False)["median"].median()
+    return points.rename(columns={"group_size": "N", "median": "requests_per_change"})
+
+
+def campaign_findings(cells: pd.DataFrame, compared: pd.DataFrame) -> list[Finding]:
+    """One finding per scenario of a campaign's statistics (`statistics/cells.parquet` and
+    `comparisons.parquet`)."""
+    cells = campaign_columns(cells)
+    return [campaign_finding(scenario, cells, compared) for scenario in dict.fromkeys(cells["scenario"])]

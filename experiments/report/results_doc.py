@@ -1,0 +1,138 @@
+"""docs/results.md from campaign folders: every figure as `median [min-max], n`, with the differences
+between backends and strategies that hold up at the campaigns' n (`rebalance-lab results DIR [DIR ...]`).
+
+Several folders are pooled run by run: the statistics are computed again over every folder's runs, so a
+campaign that adds a backend or a size (`kip848`) extends the same tables and comparisons."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.campaign.manifest import COMPLETED, Manifest
+from experiments.summary import markdown_table
+from experiments.summary.campaign_stats import cell_statistics, comparisons, run_metrics, spread
+
+HERD = ("requests per change", "notifications per change", "stable after (s)", "stop-the-world (s)",
+        "partition-seconds unowned")
+ANOMALIES = ("double-ownership (s)", "duplicates", "offset regressions", "fenced commits")
+
+
+def results_markdown(folders: list[Path], notes: Path | None = None) -> str:
+    """The results page from one or more campaign folders whose runs are summarised (the metrics are read
+    from the runs' summaries again, so the page follows the current definitions). `notes`: a Markdown file
+    of readings written by hand (which differences held up, and why), placed after the header."""
+    runs = pd.concat([run_metrics(folder) for folder in folders], ignore_index=True)
+    cells, compared = cell_statistics(runs), comparisons(runs)
+    manifests = [Manifest.read(folder) for folder in folders]
+    parts = [
+        "# Results measured on this machine\n",
+        "Every figure is `median [min-max], n = runs`. Request and anomaly counts vary little between runs; "
+        "timings vary a lot on two shared cores, and more when a campaign runs two cells at a time "
+        "(`--parallel 2`, see docs/campaigns.md).\n",
+        *(_campaign_line(manifest) for manifest in manifests),
+        "\nRegenerate this page from the campaign folders:\n",
+        "```sh\n" + "".join(f"./lab campaign {m.campaign['name']} --out runs/{m.campaign['name']}\n"
+                            for m in manifests)
+        + "./lab results " + " ".join(f"runs/{m.campaign['name']}" for m in manifests)
+        + (f" --notes {notes}" if notes else "") + " > docs/results.md\n```\n",
+    ]
+    if notes:
+        parts.append(notes.read_text().rstrip() + "\n")
+    parts += _herd_section(cells)
+    parts += _per_cell_section(cells, "split-brain", "Split brain", ANOMALIES)
+    parts += _per_cell_section(cells, "churn", "Strategies under churn (seed 002, scenario 2)", None)
+    parts += _per_cell_section(cells, OTHER, "Other scenarios", ANOMALIES)
+    parts += _differences(compared)
+    return "\n".join(parts)
+
+
+def _campaign_line(manifest: Manifest) -> str:
+    machine = manifest.machine
+    completed = sum(entry.status == COMPLETED for entry in manifest.runs.values())
+    later = Counter(entry.git_commit for entry in manifest.runs.values()
+                    if entry.status == COMPLETED and entry.git_commit not in (None, machine.get("git_commit")))
+    resumed = "".join(f", {count} runs from commit `{commit[:12]}`" for commit, count in sorted(later.items()))
+    return (f"- campaign `{manifest.campaign['name']}`: {completed} of {len(manifest.runs)} runs completed, "
+            f"{manifest.campaign['repetitions']} repetitions per cell, seeds from {manifest.campaign['seed']}; "
+            f"commit `{(machine.get('git_commit') or '?')[:12]}`{resumed}, {machine.get('cores')} cores, "
+            f"{(machine.get('memory_bytes') or 0) / 2**30:.0f} GiB")
+
+
+def _cell_label(row) -> str:
+    label = f"{row.backend}" + (f" {row.strategy}" if row.strategy != "range" else "")
+    return label
+
+
+def _herd_section(cells: pd.DataFrame) -> list[str]:
+    herd = cells[cells["scenario"].str.contains("herd") & cells["metric"].str.contains(": ")]
+    if herd.empty:
+        return []
+    lines = ["## Herd effect: cost of one membership change\n",
+             "A stable group of N, then one member joins and later one leaves. Per change: coordination "
+             "requests, watch notifications, time until the last assignment, stop-the-world time and "
+             "partition-seconds without an owner. Only the changes the scenario's timeline makes count, not "
+             "the warm-up's first joins nor the teardown. A request is a ZooKeeper operation (legacy), a group "
+             "request other than Heartbeat and OffsetCommit (modern), or a FindCoordinator, OffsetFetch or "
+             "ConsumerGroupHeartbeat that joined, left, acknowledged or changed an assignment (kip848; "
+             "docs/analysis.md). Herd runs use 50 partitions: from N = 50 on, a newcomer may get nothing.\n"]
+    kinds = {metric.split(": ")[0] for metric in herd["metric"] if metric.split(": ", 1)[1] in HERD}
+    for kind in sorted(kinds):
+        rows = []
+        for (size, backend, strategy), group in herd.groupby(["group_size", "backend", "strategy"], sort=True):
+            row = {"N": int(size) if pd.notna(size) else "-", "backend": backend, "strategy": strategy}
+            for metric in HERD:
+                match = group[group["metric"] == f"{kind}: {metric}"]
+                row[metric] = spread(*_stats(match)) if len(match) else "-"
+            rows.append(row)
+        lines += [f"### {kind}\n", markdown_table(pd.DataFrame(rows))]
+    return lines
+
+
+OTHER = ""   # the prefix of `_per_cell_section` for every scenario that the sections above leave out
+
+
+def _per_cell_section(cells: pd.DataFrame, prefix: str, title: str, metrics) -> list[str]:
+    if prefix == OTHER:
+        chosen = cells[~cells["scenario"].str.contains("herd") & ~cells["scenario"].str.startswith(("split-brain", "churn"))]
+    else:
+        chosen = cells[cells["scenario"].str.startswith(prefix)]
+    if chosen.empty:
+        return []
+    lines = [f"## {title}\n"]
+    for scenario, group in chosen.groupby("scenario", sort=True):
+        wanted = metrics or [m for m in dict.fromkeys(group["metric"]) if ": records lost" in m
+                             or ": max latency" in m] + ["duplicates", "double-ownership (s)"]
+        columns = {}
+        for row in group.itertuples():
+            if row.metric in wanted:
+                columns.setdefault(_cell_label(row), {})[row.metric] = spread(row.median, row.min, row.max, row.runs)
+        table = pd.DataFrame(columns).reindex([m for m in wanted if any(m in c for c in columns.values())])
+        table.index.name = "metric"
+        lines += [f"### {scenario}\n", markdown_table(table.reset_index().fillna("-"))]
+    return lines
+
+
+def _differences(compared: pd.DataFrame) -> list[str]:
+    lines = ["## Which differences hold up\n",
+             "Difference of medians (b - a) with a 95% percentile-bootstrap interval. Only the differences whose "
+             "interval excludes zero are listed; the rest are not distinguishable at their n.\n"]
+    if compared.empty:
+        return [*lines, "_(no pairs of cells to compare)_\n"]
+    held = compared[compared["distinguishable"]]
+    lines.append(f"{len(held):,} of {len(compared):,} comparisons hold up. Each campaign folder's "
+                 "`statistics/comparisons.parquet` lists its own comparisons, the indistinguishable ones too.\n")
+    if held.empty:
+        return lines
+    table = held.assign(
+        where=held["scenario"] + held["sweep"].map(lambda s: "" if s == "-" else f" ({s})"),
+        pair=held["a"] + " vs " + held["b"],
+        difference_ci=[f"{r.difference:,.1f} [{r.ci_low:,.1f}, {r.ci_high:,.1f}]" for r in held.itertuples()])
+    return [*lines, markdown_table(table[["where", "metric", "pair", "difference_ci", "reading"]])]
+
+
+def _stats(rows: pd.DataFrame) -> tuple[float, float, float, int]:
+    row = rows.iloc[0]
+    return row["median"], row["min"], row["max"], int(row["runs"])

@@ -1,0 +1,49 @@
+"""A scenario's group as each member sees it: one `MemberConfig` per member, checked by the backend's
+profile before anything starts, and handed to each member host as one JSON file."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from experiments.scenario import Problem, Scenario, ScenarioError
+from rebalance.backends import BackendProfile, Server
+from rebalance.member import MemberConfig
+
+
+def native_settings(scenario: Scenario, profile: BackendProfile) -> Mapping[str, object]:
+    """[group.extra] overlaid with the backend's own section ([group.legacy], [group.modern], [group.kip848])."""
+    group = scenario.group
+    return {**group.extra, **getattr(group, profile.settings_section)}
+
+
+def member_config(scenario: Scenario, profile: BackendProfile, name: str, address: str | None) -> MemberConfig:
+    group = scenario.group
+    return MemberConfig(group=group.name, topics=scenario.subscribed_topics, strategy=group.strategy,
+                        member_name=name, group_instance_id=name if group.static else None,
+                        session_timeout_ms=group.session_timeout_ms, extra=native_settings(scenario, profile),
+                        **{profile.connects_to.config_field: address})
+
+
+def check_member_settings(scenario: Scenario, profile: BackendProfile) -> None:
+    """The backend's own check of the group's settings, before anything starts: a typo in
+    [group.legacy] fails here, naming its line, not later in a member process."""
+    placeholder = "127.0.0.1:2181" if profile.connects_to is Server.ZOOKEEPER else "127.0.0.1:9092"
+    try:
+        profile.check(member_config(scenario, profile, "m000", placeholder))
+    except (ValueError, TypeError) as error:
+        section = profile.settings_section
+        line = scenario.line_of("group", section) or scenario.line_of("group", "extra") or scenario.line_of("group")
+        raise ScenarioError(scenario.source, [Problem(f"group.{section}", line, str(error))]) from None
+
+
+def host_argv(scenario: Scenario, profile: BackendProfile, members: tuple[str, ...], *, config_path: Path,
+              address_of: Callable[[str], str | None], events: Path, run_id: str) -> list[str]:
+    """The command of one member host process; writes its members' configs to `config_path` first."""
+    configs = [member_config(scenario, profile, name, address_of(name)).to_json() for name in members]
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    config_path.write_text(json.dumps(configs, indent=1))
+    return [sys.executable, "-m", "experiments.cli.app", "member", "--backend", profile.name,
+            "--member-configs", str(config_path), "--events", str(events), "--run-id", run_id]

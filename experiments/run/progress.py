@@ -1,0 +1,192 @@
+"""The runner's live display and warm-up gauge: running counts read by tailing RUN_DIR/events/*.jsonl."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from experiments.scenario import Scenario, Schedule
+from experiments.scenario.actions import SILENCING_KINDS, is_membership_phase
+from experiments.scenario.labels import fault_label, is_membership_change
+from rebalance import events as ev
+
+
+class Run(Protocol):
+    """What the display reads of the run it shows."""
+
+    backend: str
+    run_dir: Path
+    events_dir: Path
+    phase: str
+    t0_ns: int | None
+    history: Any
+
+@dataclass
+class _Tail:
+    offset: int = 0
+    partial: bytes = b""
+
+
+@dataclass
+class Progress:
+    """Running counts read by tailing RUN_DIR/events/*.jsonl; also tells the warmup when the group is stable.
+
+    Only what is written after it is made counts: bytes already in the event files belong to an earlier
+    run, and a run's counts never include them. A member leaving (a `leave` written as fault events) and
+    joins and scaling (phases) are membership changes, counted apart from faults."""
+
+    events_dir: Path
+    scenario: Scenario
+    schedule: Schedule
+    produced: int = 0
+    consumed: int = 0
+    rebalances: int = 0
+    failed_rebalances: int = 0
+    faults: int = 0
+    membership_changes: int = 0
+    members_up: set = field(default_factory=set)
+    owned: dict = field(default_factory=dict)
+    tails: dict = field(default_factory=dict)
+    recent: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for path in sorted(self.events_dir.glob("*.jsonl")):
+            with contextlib.suppress(OSError):
+                self.tails[path] = _Tail(offset=path.stat().st_size)
+
+    def poll(self) -> None:
+        for path in sorted(self.events_dir.glob("*.jsonl")):
+            tail = self.tails.setdefault(path, _Tail())
+            try:
+                with open(path, "rb") as handle:
+                    handle.seek(tail.offset)
+                    chunk = handle.read()
+            except OSError:
+                continue
+            tail.offset += len(chunk)
+            lines = (tail.partial + chunk).split(b"\n")
+            tail.partial = lines.pop()
+            for raw in lines:
+                with contextlib.suppress(ValueError):
+                    self.feed(json.loads(raw))
+
+    def feed(self, event: dict) -> None:
+        kind, member = event.get("type"), event.get("member", "")
+        if kind == ev.RECORDS_CONSUMED:
+            self.consumed += int(event.get("count", 0))
+        elif kind == ev.RECORD_PRODUCED:
+            self.produced += 1
+        elif kind == ev.RECORDS_PRODUCED:
+            self.produced += int(event.get("count", 0))
+        elif kind == ev.REBALANCE_COMPLETED:
+            self.rebalances += 1
+        elif kind == ev.REBALANCE_FAILED:
+            self.failed_rebalances += 1
+        elif kind == ev.MEMBER_STARTED:
+            self.members_up.add(member)
+        elif kind == ev.MEMBER_STOPPED:
+            self.members_up.discard(member)
+            self.owned.pop(member, None)
+        elif kind == ev.PARTITIONS_ASSIGNED:
+            self.owned.setdefault(member, set()).update(event.get("partitions", []))
+        elif kind in (ev.PARTITIONS_REVOKED, ev.PARTITIONS_LOST):
+            self.owned.setdefault(member, set()).difference_update(event.get("partitions", []))
+        elif kind == ev.FAULT_STARTED and is_membership_change(event.get("kind")):
+            self.membership_changes += 1
+        elif kind == ev.FAULT_STARTED:
+            self.faults += 1
+            if event.get("kind") in SILENCING_KINDS and event.get("emulated"):   # its host writes nothing more for it
+                for crashed in event.get("member_ids") or []:
+                    self.members_up.discard(crashed)
+                    self.owned.pop(crashed, None)
+        elif kind == ev.PHASE and is_membership_phase(event.get("name")):
+            self.membership_changes += 1
+        if kind in (ev.FAULT_STARTED, ev.FAULT_STOPPED, ev.PHASE):
+            line = _recent_line(event)
+            if line:
+                self.recent = [*self.recent[-4:], line]
+
+    def all_partitions(self) -> set[str]:
+        return {f"{topic.name}-{index}" for topic in self.scenario.topics
+                if topic.name in self.scenario.subscribed_topics for index in range(topic.partitions)}
+
+    def stable(self, members: int) -> bool:
+        """Every subscribed partition owned by exactly one member, and every member up."""
+        if len(self.members_up) < members:
+            return False
+        claims = [partition for partitions in self.owned.values() for partition in partitions]
+        return len(claims) == len(set(claims)) and set(claims) == self.all_partitions()
+
+    def ownership_summary(self) -> dict:
+        claims = [partition for partitions in self.owned.values() for partition in partitions]
+        return {"members_up": len(self.members_up), "owned": len(set(claims)),
+                "double_owned": len(claims) - len(set(claims)), "partitions": len(self.all_partitions())}
+
+    # ---- display
+
+    def render(self, run: Run):
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        elapsed = (time.monotonic_ns() - run.t0_ns) / 1e9 if run.t0_ns else 0.0
+        clock = f"{elapsed:5.1f} / {self.scenario.duration:.0f} s" if run.t0_ns else "-"
+        table.add_row("run", f"{self.scenario.name} on {run.backend}  [dim]{run.run_dir}[/dim]")
+        table.add_row("phase", f"{run.phase}   timeline {clock}")
+        upcoming = [step for step in self.schedule.steps if not run.t0_ns or step.at > elapsed][:3]
+        table.add_row("next", "; ".join(f"{step.at:.0f}s {step.op} {step.action} {','.join(step.targets)}"
+                                        for step in upcoming) or "-")
+        table.add_row("records", f"produced {self.produced}   consumed {self.consumed}")
+        table.add_row("group", f"members up {len(self.members_up)}   rebalances {self.rebalances}"
+                               f"   failed {self.failed_rebalances}")
+        in_force = [started for started in (run.history.active.values() if run.history else ())
+                    if not is_membership_change(started.get("kind"))]
+        table.add_row("faults", f"{self.faults} started, {len(in_force)} in force;"
+                                f"   membership changes {self.membership_changes}")
+        for line in self.recent:
+            table.add_row("", f"[dim]{line}[/dim]")
+        return table
+
+    async def show(self, run: Run, *, live: bool) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        console = Console(stderr=True)
+        if not (live and console.is_terminal):
+            while True:          # keep counting for the warmup and the final line
+                self.poll()
+                await asyncio.sleep(0.5)
+        with Live(self.render(run), console=console, refresh_per_second=4, transient=False) as display:
+            while True:
+                self.poll()
+                display.update(self.render(run))
+                await asyncio.sleep(0.5)
+
+    def final(self, run: Run, status: str, reason: str) -> None:
+        self.poll()
+        from rich.console import Console
+
+        Console(stderr=True).print(
+            f"[bold]{self.scenario.name}[/bold] on {run.backend}: {status}{': ' + reason if reason else ''}; "
+            f"produced {self.produced}, consumed {self.consumed}, rebalances {self.rebalances}, "
+            f"faults {self.faults}, membership changes {self.membership_changes}; events in {run.events_dir}")
+
+
+def _recent_line(event: dict) -> str | None:
+    """A phase or fault event as one line of the live display: `fault started: m001 cut off (coord)`,
+    `membership change: m004 leaves`, `membership change: join-1`, `phase: heal`. None for the closing
+    of a leave, which is bookkeeping (the member stays gone)."""
+    kind = event.get("type")
+    if kind == ev.PHASE:
+        word = "membership change" if is_membership_phase(event.get("name")) else "phase"
+        return f"{word}: {event.get('name')}"
+    label = fault_label(event.get("kind"), event.get("target"), event.get("link"))
+    if is_membership_change(event.get("kind")):
+        return f"membership change: {label}" if kind == ev.FAULT_STARTED else None
+    return f"{kind.replace('_', ' ')}: {label}"

@@ -1,0 +1,482 @@
+"""The runner: one scenario on one backend, from an empty machine to RUN_DIR/events and RUN_DIR/lock.json.
+`Run.main` calls one method per phase, in this order (the phase events carry the names on the left):
+
+    setup      ZooKeeper (when the cluster has it), brokers, topics, fault proxies
+    warmup     members start; wait until the group owns every partition, each exactly once
+    timeline   (`play`) the producer starts; the resolved schedule is applied step by step (t = 0 here)
+    heal       every fault still in force is undone (links, pauses, servers)
+    settle     the group gets `settle` seconds to converge
+    teardown   members leave (SIGTERM), producer, brokers, ZooKeeper and proxies stop
+
+Teardown always runs: after Ctrl-C, SIGTERM, an error, or the unexpected death of any part (a member,
+the producer or a broker exiting without being told to). Every child process has its own process
+group and dies with the runner (parent-death signal), so nothing is orphaned. Events written so far
+stay in RUN_DIR/events/; lock.json says how the run ended.
+
+What the backend needs (ZooKeeper, a coordinator in the brokers), how its members connect and what
+their ids are is its profile's answer (rebalance.backends). Each member host gets its members' configs
+as one JSON file (experiments.run.member_configs). Link faults need the member's traffic to pass proxies of
+its own (experiments.run.member_links); in a shared host process (per_process > 1) each member has proxies
+and a connect string / bootstrap list of its own.
+
+Faults: what each action is, `experiments/scenario/actions.py`; who carries it out, `experiments/faults/
+registry.py` (member faults in `members.py`, server faults in `server.py`, links through the proxies);
+its fault_started / fault_stopped events, `experiments/faults/history.py`.
+
+Witnesses: the servers' own counters (`experiments/run/witness.py`: ZooKeeper's `mntr`, or the brokers'
+request counts when they host the coordinator) are recorded as `server_counters` events at every
+phase boundary, at the start and end of the warm-up's quiet window (the baseline of background
+traffic), just before each membership step (join, leave, crash, restart, pause; a phase of its own
+for joins and scaling) and `AFTER_CHANGE_S` after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.faults import registry
+from experiments.faults.history import FaultHistory
+from experiments.faults.members import STOP_TIMEOUT_S, MemberFaults
+from experiments.faults.process import RUN_MARKER_ENV, ChildProcess
+from experiments.faults.proxy import ProxyHub
+from experiments.faults.server import ServerFaults
+from experiments.run.member_configs import check_member_settings, host_argv, native_settings
+from experiments.run.member_links import MemberLinks
+from experiments.run.progress import Progress
+from experiments.run.record import describe_run
+from experiments.run.runmeta import write_run_meta
+from experiments.run.witness import BrokerWitness, ZooKeeperWitness
+from experiments.scenario import Scenario, Schedule, Step, resolve
+from experiments.scenario.actions import Target, phase_name, spec_of
+from rebalance import events as ev
+from rebalance.backends import profile
+from rebalance.events import EventRecorder
+
+STABLE_QUIET_S = 2.0
+AFTER_CHANGE_S = 5.0    # the servers' counters are read again this long after a membership step
+
+
+class Aborted(Exception):
+    """The run ends early: interrupted, or a part died."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    backend: str
+    run_dir: Path
+    run_id: str = ""
+    zk_provider: str = "auto"
+    progress: bool = True
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: str                 # completed | interrupted | failed
+    reason: str = ""
+
+
+def default_run_dir(scenario: Scenario, root: Path = Path("runs")) -> Path:
+    return root / f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run(scenario: Scenario, options: RunOptions, *, schedule: Schedule | None = None) -> RunResult:
+    """Run one scenario on one backend (blocking). `schedule` lets `compare` share one resolution."""
+    return asyncio.run(Run(scenario, options, schedule or resolve(scenario)).main())
+
+
+def compare(scenario: Scenario, run_dir: Path, *, zk_provider: str = "auto", progress: bool = True,
+            backends: tuple[str, ...] | None = None) -> list[RunResult]:
+    """Both backends, one after the other, with the identical schedule, into RUN_DIR/<backend>."""
+    schedule = resolve(scenario)
+    for backend in backends or scenario.backends:
+        check_member_settings(scenario, profile(backend))   # both checked before either starts
+    results = []
+    for backend in backends or scenario.backends:
+        result = run(scenario, RunOptions(backend=backend, run_dir=run_dir / backend, zk_provider=zk_provider,
+                                          progress=progress), schedule=schedule)
+        results.append(result)
+        if result.status == "interrupted":
+            break
+    (run_dir / "compare.json").write_text(json.dumps({
+        "scenario": scenario.name, "seed": scenario.seed, "schedule": schedule.to_json(),
+        "runs": [{"backend": result.run_dir.name, "status": result.status, "reason": result.reason}
+                 for result in results],
+    }, indent=2))
+    return results
+
+
+class Run:
+    def __init__(self, scenario: Scenario, options: RunOptions, schedule: Schedule) -> None:
+        if options.backend not in scenario.backends:
+            raise ValueError(f"scenario {scenario.name!r} is for {', '.join(scenario.backends)}, "
+                             f"not {options.backend!r}")
+        self.profile = profile(options.backend)
+        check_member_settings(scenario, self.profile)
+        self.scenario = scenario
+        self.schedule = schedule
+        self.backend = options.backend
+        self.options = options
+        self.run_dir = options.run_dir.resolve()
+        self.events_dir = self.run_dir / "events"
+        self.run_id = options.run_id or f"{scenario.name}-{options.backend}-{uuid.uuid4().hex[:8]}"
+        self.recorder: EventRecorder | None = None
+        self.proxies = ProxyHub(seed=scenario.seed)
+        self.servers = ServerFaults(None, None)
+        self.witness: BrokerWitness | ZooKeeperWitness | None = None
+        self.ensemble = None
+        self.zk_connect: str | None = None    # with the run's chroot
+        self.cluster = None
+        self.hosts: dict[str, ChildProcess] = {}
+        self.producer: ChildProcess | None = None
+        self.phase = "setup"
+        self.t0_ns: int | None = None
+        self.started_ms = int(time.time() * 1000)
+        self.applied: list[dict] = []
+        self.history: FaultHistory | None = None   # once the recorder is open
+        self.members = MemberFaults(schedule=schedule, hosts=self.hosts, proxies=self.proxies,
+                                    start_hosts=self.start_members)
+        self.target_tasks: dict[str, asyncio.Future] = {}
+        self.step_tasks: list[asyncio.Future] = []
+        self.witness_tasks: list[asyncio.Future] = []
+        self.links = MemberLinks(self.profile, self.proxies, self.run_dir / "advertise.json")
+        self.members_proxied = self.links.proxied
+        self._abort = asyncio.Event()
+        self._abort_reason = ""
+        self.progress = Progress(self.events_dir, scenario, schedule)
+
+    # ------------------------------------------------------------------ the whole run
+
+    async def main(self) -> RunResult:
+        self.events_dir.mkdir(parents=True, exist_ok=True)
+        outer_marker = os.environ.get(RUN_MARKER_ENV)
+        os.environ[RUN_MARKER_ENV] = str(self.run_dir)   # every descendant carries it: the final sweep finds them
+        self.recorder = EventRecorder(self.events_dir / "runner.jsonl", run_id=self.run_id, backend=self.backend,
+                                      process="runner")
+        self.history = FaultHistory(self.recorder, self.member_id)
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, self.abort, f"interrupted ({signal.Signals(signum).name})")
+        self.write_lock("running")
+        display = asyncio.ensure_future(self.progress.show(self, live=self.options.progress))
+        status, reason = "completed", ""
+        try:
+            await self.setup()
+            await self.warmup()
+            await self.play()
+            await self.heal()
+            await self.settle()
+        except Aborted:
+            status = "interrupted" if self._abort_reason.startswith("interrupted") else "failed"
+            reason = self._abort_reason
+        except Exception as error:  # noqa: BLE001 - recorded, then everything is stopped
+            status, reason = "failed", f"{type(error).__name__}: {error}"
+            (self.run_dir / "runner-error.txt").write_text(traceback.format_exc())
+        finally:
+            await asyncio.shield(self.teardown(status))
+            display.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await display
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+            self.write_lock(status, reason)
+            self.recorder.close()
+            if outer_marker is None:
+                os.environ.pop(RUN_MARKER_ENV, None)
+            else:
+                os.environ[RUN_MARKER_ENV] = outer_marker
+        self.progress.final(self, status, reason)
+        return RunResult(self.run_dir, status, reason)
+
+    def abort(self, reason: str) -> None:
+        if not self._abort.is_set():
+            self._abort_reason = reason
+            self._abort.set()
+
+    def check_abort(self) -> None:
+        if self._abort.is_set():
+            raise Aborted(self._abort_reason)
+
+    async def sleep_until(self, deadline_ns: int) -> None:
+        """Wait until a monotonic deadline, or raise Aborted at once when the run is ended."""
+        remaining = (deadline_ns - time.monotonic_ns()) / 1e9
+        if remaining > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._abort.wait(), remaining)
+        self.check_abort()
+
+    async def enter_phase(self, name: str, **fields: object) -> None:
+        self.phase = name
+        self.recorder.emit(ev.PHASE, name=name, **fields)
+        await self.witness_sample(f"phase {name}")
+
+    async def witness_sample(self, moment: str) -> None:
+        """Record the servers' own counters now (nothing before the servers run)."""
+        if self.witness is None:
+            return
+        try:
+            sample = await asyncio.to_thread(self.witness.sample)
+        except Exception as error:  # noqa: BLE001 - a witness that cannot answer must not end the run
+            self.note(f"reading the servers' counters at {moment!r} failed: {error!r}")
+            return
+        self.recorder.emit(ev.SERVER_COUNTERS, moment=moment, **sample.fields())
+
+    async def witness_after(self, step: Step) -> None:
+        with contextlib.suppress(Aborted):
+            await self.sleep_until(time.monotonic_ns() + int(AFTER_CHANGE_S * 1e9))
+            await self.witness_sample(f"after {step.fault_id}")
+
+    # ------------------------------------------------------------------ setup
+
+    async def setup(self) -> None:
+        await self.enter_phase("setup")
+        await self.start_zookeeper()
+        await self.start_proxies()    # before the brokers: they read the advertise map at start
+        await self.start_brokers()
+        await self.create_topics()
+        self.write_lock("running")
+        self.watchdog = asyncio.ensure_future(self.watch_parts())
+
+    async def start_zookeeper(self) -> None:
+        nodes = self.scenario.cluster.zookeeper_nodes
+        if nodes:
+            import zkensemble
+
+            self.ensemble = await asyncio.to_thread(zkensemble.start, nodes=nodes, provider=self.options.zk_provider,
+                                                    owner_pid=os.getpid())
+            self.zk_connect = self.ensemble.chroot(f"run-{self.run_id}")
+            self.check_abort()
+
+    async def start_proxies(self) -> None:
+        proxied = set(self.schedule.proxied_members())
+        await self.links.add_proxies(
+            [member for host in self.schedule.hosts for member in host.members if member in proxied],
+            zk_nodes=self.scenario.cluster.zookeeper_nodes, brokers=self.scenario.cluster.brokers,
+            zk_upstream=self.zk_address, broker_upstream=self.broker_address)
+        self.links.write_advertise_map()
+
+    async def start_brokers(self) -> None:
+        from broker.cluster import FailoverTiming, start_cluster
+
+        cluster = self.scenario.cluster
+        failover = FailoverTiming(broker_session_timeout_ms=cluster.broker_session_timeout_ms,
+                                  fail_back_delay_ms=cluster.fail_back_delay_ms,
+                                  coordinator_load_delay_ms=cluster.coordinator_load_delay_ms)
+        self.cluster = await asyncio.to_thread(
+            start_cluster, cluster.brokers, zk=self.zk_connect if self.profile.needs_zookeeper else None,
+            data_dir=self.run_dir / "brokers" / "data", log_dir=self.run_dir / "logs",
+            advertise_map=self.links.advertise_map, coordinator=self.profile.coordinator_in_brokers,
+            failover=failover, env=self.profile.broker_env(self.scenario.group.session_timeout_ms,
+                                                           native_settings(self.scenario, self.profile)),
+        )
+        self.servers = ServerFaults(self.ensemble, self.cluster)
+        if self.profile.coordinator_in_brokers:
+            self.witness = BrokerWitness(lambda: [self.broker_address(i) for i, broker in
+                                                  enumerate(self.cluster.brokers) if broker.alive])
+        elif self.ensemble is not None:
+            self.witness = ZooKeeperWitness(lambda: [self.zk_address(i) for i in range(len(self.ensemble.nodes))])
+        self.check_abort()
+
+    async def create_topics(self) -> None:
+        from broker.admin import create_topic
+
+        for topic in self.scenario.topics:
+            await asyncio.to_thread(create_topic, self.cluster.bootstrap, topic.name, topic.partitions)
+            self.check_abort()
+
+    def zk_address(self, index: int) -> tuple[str, int]:
+        host, _, port = self.ensemble.nodes[index].client_address.rpartition(":")
+        return host, int(port)
+
+    def broker_address(self, index: int) -> tuple[str, int]:
+        broker = self.cluster.brokers[index]
+        return broker.host, broker.port
+
+    # ------------------------------------------------------------------ warm-up and play
+
+    async def warmup(self) -> None:
+        await self.enter_phase("warmup", members=len(self.schedule.initial_members))
+        await self.start_members(self.schedule.initial_members)
+        deadline = time.monotonic() + self.scenario.group.warmup_timeout
+        stable_since = None
+        while time.monotonic() < deadline:
+            await self.sleep_until(time.monotonic_ns() + 200_000_000)
+            self.progress.poll()
+            if self.progress.stable(len(self.schedule.initial_members)):
+                if stable_since is None:
+                    stable_since = time.monotonic()
+                    await self.witness_sample("quiet start")
+                if time.monotonic() - stable_since >= STABLE_QUIET_S:
+                    await self.witness_sample("quiet end")
+                    return
+            else:
+                stable_since = None
+        self.recorder.emit(ev.PHASE, name="warmup-timeout", detail=self.progress.ownership_summary())
+
+    async def play(self) -> None:
+        self.t0_ns = time.monotonic_ns()
+        await self.enter_phase("timeline", duration_s=self.scenario.duration)
+        self.write_lock("running")
+        await self.start_producer()
+        for step in self.schedule.steps:
+            await self.sleep_until(self.t0_ns + int(step.at * 1e9))
+            await self.apply(step)
+        await self.sleep_until(self.t0_ns + int(self.scenario.duration * 1e9))
+
+    async def start_producer(self) -> None:
+        producer = self.scenario.producer
+        if producer.rate <= 0:
+            return
+        topic = next(t for t in self.scenario.topics if t.name == self.scenario.producer_topic)
+        duration = producer.duration or self.scenario.duration
+        self.producer = ChildProcess("producer", [
+            sys.executable, "-m", "experiments.cli.app", "produce", "--bootstrap", self.cluster.bootstrap,
+            "--topic", topic.name, "--partitions", str(topic.partitions), "--rate", str(producer.rate),
+            "--duration", str(duration), "--events", str(self.events_dir / "producer.jsonl"),
+            "--run-id", self.run_id,
+        ], log_path=self.run_dir / "logs" / "producer.log")
+        await self.producer.start()
+
+    # ------------------------------------------------------------------ members
+
+    def member_address(self, member: str) -> str | None:
+        return self.links.address(member, zk_connect=self.zk_connect,
+                                  bootstrap=self.cluster.bootstrap if self.cluster else None)
+
+    async def start_members(self, members) -> None:
+        for host_name in dict.fromkeys(self.schedule.host_of(member).name for member in members):
+            spec = next(host for host in self.schedule.hosts if host.name == host_name)
+            argv = host_argv(self.scenario, self.profile, spec.members, config_path=self.run_dir / "members" /
+                             f"{host_name}.json", address_of=self.member_address, events=self.events_dir /
+                             f"{host_name}.jsonl", run_id=self.run_id)
+            process = ChildProcess(host_name, argv, log_path=self.run_dir / "logs" / f"{host_name}.log",
+                                   control=len(spec.members) > 1, yields_cpu=True)   # members yield the CPU to the servers
+            await process.start()
+            self.hosts[host_name] = process
+
+    # ------------------------------------------------------------------ timeline steps
+
+    async def apply(self, step: Step) -> None:
+        """Start a step without holding up the timeline (a confirmation may take seconds); steps on
+        the same target still run in schedule order."""
+        self.applied.append({"fault_id": step.fault_id, "op": step.op, "at": step.at,
+                             "offset_s": round((time.monotonic_ns() - self.t0_ns) / 1e9, 3)})
+        keys = step.targets or ("",)
+        previous = [task for task in dict.fromkeys(self.target_tasks.get(key) for key in keys) if task]
+        task = asyncio.ensure_future(self._apply(step, previous))
+        for key in keys:
+            self.target_tasks[key] = task
+        self.step_tasks.append(task)
+
+    async def _apply(self, step: Step, previous: list[asyncio.Future]) -> None:
+        if previous:
+            await asyncio.wait(previous)
+        try:
+            await self._apply_now(step)
+        except Exception as error:  # noqa: BLE001 - a failed step ends the run, it does not vanish
+            self.abort(f"step {step.fault_id} ({step.action} {','.join(step.targets)}) failed: "
+                       f"{type(error).__name__}: {error}")
+
+    async def _apply_now(self, step: Step) -> None:
+        handler = registry.handler_for(step.action)
+        membership = spec_of(step.action).target in (Target.GROUP, Target.MEMBER)
+        if membership and spec_of(step.action).is_fault:
+            await self.witness_sample(f"before {step.fault_id}")   # a join's phase mark reads them already
+        if not spec_of(step.action).is_fault:
+            await self.enter_phase(phase_name(step.action, step.targets, step.params), fault_id=step.fault_id,
+                                   targets=list(step.targets))
+            await handler.start(self, step)
+        elif step.op == "heal":
+            await self.history.heal(step, lambda: handler.heal(self, step))
+        else:
+            await self.history.start(step, lambda: handler.start(self, step))
+        if membership:
+            self.witness_tasks.append(asyncio.ensure_future(self.witness_after(step)))   # holds nothing up
+
+    def member_id(self, name: str) -> str:
+        """The id a member's own events carry (legacy: 0.8's `<group>_<consumer.id>`)."""
+        return self.profile.member_id(self.scenario.group.name, name)
+
+    # ------------------------------------------------------------------ heal, settle, teardown
+
+    async def heal(self) -> None:
+        await self.enter_phase("heal")
+        if self.step_tasks:
+            await asyncio.wait(self.step_tasks)
+        self.check_abort()
+        self.proxies.heal_all()
+        await self.members.heal_all()
+        await self.servers.heal_all()
+        self.history.final_heal(time.monotonic_ns())
+
+    async def settle(self) -> None:
+        """The group gets the scenario's `settle` seconds to converge, with every fault healed."""
+        await self.enter_phase("settle")
+        await self.sleep_until(time.monotonic_ns() + int(self.scenario.settle * 1e9))
+
+    async def teardown(self, status: str) -> None:
+        self.phase = "teardown"
+        if self.recorder is not None:
+            self.recorder.emit(ev.PHASE, name="teardown", status=status)
+            await self.witness_sample("phase teardown")
+        watchdog = getattr(self, "watchdog", None)
+        if watchdog is not None:
+            watchdog.cancel()
+        for task in (*self.step_tasks, *self.witness_tasks):
+            task.cancel()
+        self.proxies.heal_all()     # members leave cleanly only if they can reach their servers
+        stops = [process.stop(STOP_TIMEOUT_S) for process in self.hosts.values()]
+        if self.producer is not None:
+            stops.append(self.producer.stop(STOP_TIMEOUT_S))
+        for outcome in await asyncio.gather(*stops, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                self.note(f"stopping a child failed: {outcome!r}")
+        if self.cluster is not None:
+            try:
+                await asyncio.to_thread(self.cluster.stop)
+            except Exception as error:  # noqa: BLE001 - keep tearing down
+                self.note(f"stopping the brokers failed: {error!r}")
+        if self.ensemble is not None:
+            try:
+                await asyncio.to_thread(self.ensemble.stop)
+            except Exception as error:  # noqa: BLE001
+                self.note(f"stopping ZooKeeper failed: {error!r}")
+        await self.proxies.stop()
+        for process in self.hosts.values():
+            process.kill_now()
+
+    async def watch_parts(self) -> None:
+        """Any part that exits without being told to ends the run."""
+        while True:
+            await asyncio.sleep(0.5)
+            for name, process in self.hosts.items():
+                if not process.running and not process.expected_exit:
+                    self.abort(f"member host {name} exited by itself (code {process.process.returncode}); "
+                               f"see {process.log_path}")
+            if self.producer and not self.producer.running and self.producer.process.returncode not in (0, None):
+                if not self.producer.expected_exit:
+                    self.abort(f"the producer failed (code {self.producer.process.returncode}); "
+                               f"see {self.producer.log_path}")
+            if self.cluster is not None:
+                for broker in self.cluster.brokers:
+                    if not broker.alive and broker.node_id not in self.servers.brokers_killed:
+                        self.abort(f"broker {broker.node_id} exited by itself; see {broker.log_path}")
+
+    def note(self, text: str) -> None:
+        with open(self.run_dir / "runner-notes.txt", "a") as notes:
+            notes.write(text + "\n")
+
+    # ------------------------------------------------------------------ lock file
+
+    def write_lock(self, status: str, reason: str = "") -> None:
+        write_run_meta(self.run_dir, describe_run(self, status, reason))

@@ -1,0 +1,25 @@
+"""The modern backend's profile: the classic group protocol, with its coordinator inside the brokers."""
+
+from __future__ import annotations
+
+from rebalance.backends import BackendProfile, Server
+from rebalance.member import MemberConfig
+
+# The Kafka client strategies a member may name in JoinGroup.
+STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
+
+
+def _settings_check(config: MemberConfig) -> None:
+    from modern.classic.member import settings_from
+
+    settings_from(config, client_id=config.member_name or "check")
+
+
+PROFILE = BackendProfile(
+    name="modern", summary="the classic coordinator protocol", settings_section="modern", strategies=STRATEGIES,
+    needs_zookeeper=False, coordinator_in_brokers=True, connects_to=Server.BROKERS,
+    member_id=lambda group, name: name,   # its client.id: the coordinator's member id is given only at join
+    commits_carry_generation=True,   # OffsetCommit is fenced by the generation
+    check=_settings_check, member_class="modern.classic.member:ModernMember",
+    herd_cost_terms=("N", "1"),   # every member rejoins and syncs: the group-wide barrier
+)

@@ -1,0 +1,190 @@
+"""`ModernMember`: a consumer-group member coordinated by the group coordinator.
+
+The group side is `modern.classic.consumer_coordinator.ConsumerCoordinator` (membership in
+`modern.classic.group_membership`, its states in `modern.classic.membership`); the data side is kafka-python's KafkaConsumer in manual-assignment
+mode (group_id=None, assign + seek), fetching exactly what the coordinator gave us. The
+member's name is its client.id, so brokers that advertise per-client-id addresses route
+its traffic through that member's fault proxies.
+
+Settings under Kafka names go in `MemberConfig.extra`: heartbeat.interval.ms,
+max.poll.interval.ms, rebalance.timeout.ms, retry.backoff.ms, retry.backoff.max.ms, request.timeout.ms.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+
+from kafka import KafkaConsumer
+
+from modern.classic.consumer_coordinator import ConsumerCoordinator
+from modern.classic.settings import ClientSettings
+from modern.common import errors
+from modern.common.connection import ConnectionFailed, parse_address
+from modern.common.errors import ErrorClass
+from modern.common.fetched import FetchingMember
+from rebalance import events as ev
+from rebalance.events import EventRecorder, NullRecorder
+from rebalance.member import MemberConfig, RebalanceListener
+from rebalance.types import Record, TopicPartition
+
+# MemberConfig.extra keys this backend understands (anything else is a typo: fail loudly).
+EXTRA_SETTINGS = {
+    "heartbeat.interval.ms": "heartbeat_interval_ms",
+    "max.poll.interval.ms": "max_poll_interval_ms",
+    "rebalance.timeout.ms": "rebalance_timeout_ms",
+    "retry.backoff.ms": "retry_backoff_ms",
+    "retry.backoff.max.ms": "retry_backoff_max_ms",
+    "request.timeout.ms": "request_timeout_ms",
+}
+
+
+def settings_from(config: MemberConfig, client_id: str) -> ClientSettings:
+    if not config.bootstrap:
+        raise ValueError("the modern backend needs a bootstrap address (HOST:PORT[,HOST:PORT])")
+    unknown = sorted(set(config.extra) - set(EXTRA_SETTINGS))
+    if unknown:
+        raise ValueError(f"unknown modern setting(s) {', '.join(unknown)}; known: {', '.join(sorted(EXTRA_SETTINGS))}")
+    extra = {EXTRA_SETTINGS[key]: int(value) for key, value in config.extra.items()}
+    return ClientSettings(
+        group=config.group,
+        topics=tuple(config.topics),
+        bootstrap=tuple(parse_address(a) for a in config.bootstrap.split(",") if a.strip()),
+        client_id=client_id,
+        strategy=config.strategy,
+        group_instance_id=config.group_instance_id,
+        session_timeout_ms=config.session_timeout_ms,
+        **extra,
+    )
+
+
+class ModernMember(FetchingMember):
+    def __init__(self, config: MemberConfig, *, listener: RebalanceListener | None = None,
+                 recorder: EventRecorder | None = None) -> None:
+        self.config = config
+        self.member_id = config.member_name or f"member-{uuid.uuid4().hex[:8]}"
+        self.listener = listener or RebalanceListener()
+        self.recorder = recorder or NullRecorder()
+        self.settings = settings_from(config, client_id=self.member_id)
+        self.coordinator = ConsumerCoordinator(self.settings, self, recorder=self.recorder, member_name=self.member_id)
+        self._consumer: KafkaConsumer | None = None
+        self._positions: dict[TopicPartition, int] = {}     # next offset to consume, per owned partition
+        self._owned: frozenset[TopicPartition] = frozenset()
+        self._next_auto_commit = 0.0
+        self._lock = threading.RLock()                     # poll/commit/close come from the caller's threads
+        self._closed = False
+
+    # ------------------------------------------------------------ Member
+
+    def start(self) -> None:
+        self._start_fetching(self.config.strategy)
+        self.coordinator.start()
+        with self._lock:
+            self.coordinator.poll()  # starts the first join in the background
+        self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+
+    def poll(self, timeout_s: float) -> list[Record]:
+        with self._lock:
+            if self._closed:
+                return []
+            if self.coordinator.poll():          # rebalances (and calls our hooks) when needed
+                self._maybe_auto_commit()        # never while a rebalance is pending, as Kafka's poll
+            return self._fetch(timeout_s, self.coordinator.generation.generation_id)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            reason = "close"
+            try:
+                if self._owned:
+                    if self.config.auto_commit:
+                        self._commit_offsets(dict(self._positions))
+                    owned = set(self._owned)
+                    self._owned = frozenset()
+                    self.recorder.emit(ev.PARTITIONS_REVOKED, self.member_id, partitions=sorted(map(str, owned)))
+                    self._call_listener("on_partitions_revoked", owned)
+                self.recorder.emit(ev.METRICS, self.member_id, **self.coordinator.metrics.snapshot(time.monotonic()))
+            except Exception as error:  # closing must finish; the reason says what went wrong
+                reason = f"error: {error}"
+            finally:
+                self.coordinator.close(leave=True)
+                if self._consumer is not None:
+                    self._consumer.close()
+                self.recorder.emit(ev.MEMBER_STOPPED, self.member_id, reason=reason)
+
+    def abandon(self) -> None:
+        """Drop this member as SIGKILL would: no commit, no revocation, no LeaveGroup (the
+        coordinator removes it when its session times out). Used to emulate the crash of one member
+        among several in a process; the caller stops writing its events."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.coordinator.close(leave=False)
+        if self._consumer is not None:
+            self._consumer.close(autocommit=False)
+
+    def metrics(self) -> dict[str, float]:
+        return self.coordinator.metrics.snapshot(time.monotonic())
+
+    # ------------------------------------------------------------ PartitionHooks (called inside poll)
+
+    def positions(self) -> dict[TopicPartition, int]:
+        """Also read by the join worker (the cooperative pre-join commit): from copies, never the live dict."""
+        if not self.config.auto_commit:
+            return {}
+        positions, owned = dict(self._positions), self._owned
+        return {tp: o for tp, o in positions.items() if tp in owned}
+
+    def rebalanced(self) -> None:
+        """A join completed: the auto-commit interval starts again from now (Kafka's onJoinComplete)."""
+        self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+
+    def committed(self, offsets: Mapping[TopicPartition, int], error: ErrorClass, generation: int) -> None:
+        rendered = {str(tp): o for tp, o in sorted(offsets.items())}
+        if error is errors.NONE:
+            self.recorder.emit(ev.OFFSETS_COMMITTED, self.member_id, offsets=rendered, generation=generation)
+        else:
+            self.recorder.emit(ev.COMMIT_FAILED, self.member_id, offsets=rendered, error=errors.name_of(error),
+                               generation=generation)
+
+    def revoke(self, partitions: set[TopicPartition]) -> None:
+        self._drop(partitions)
+        self.recorder.emit(ev.PARTITIONS_REVOKED, self.member_id, partitions=sorted(map(str, partitions)))
+        self._call_listener("on_partitions_revoked", partitions)
+
+    def lose(self, partitions: set[TopicPartition]) -> None:
+        self._drop(partitions)
+        self.recorder.emit(ev.PARTITIONS_LOST, self.member_id, partitions=sorted(map(str, partitions)))
+        self._call_listener("on_partitions_lost", partitions)
+
+    def assign(self, partitions: set[TopicPartition]) -> None:
+        committed = self.coordinator.fetch_committed(partitions)
+        self._owned = frozenset(self._owned | partitions)
+        self._fetch_from(committed)
+        self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.member_id, partitions=sorted(map(str, partitions)),
+                           committed={str(tp): o for tp, o in committed.items()})
+        self._call_listener("on_partitions_assigned", partitions)
+
+    # ------------------------------------------------------------ helpers
+
+    def _commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
+        try:
+            return self.coordinator.commit(offsets)
+        except ConnectionFailed:
+            self.committed(offsets, errors.COORDINATOR_NOT_AVAILABLE, self.coordinator.generation.generation_id)
+            return errors.COORDINATOR_NOT_AVAILABLE
+
+    def _maybe_auto_commit(self) -> None:
+        """Asynchronous, as Kafka's auto-commit: polling goes on while the commit is in flight."""
+        if not self.config.auto_commit or time.monotonic() < self._next_auto_commit:
+            return
+        if self.coordinator.maybe_commit_async(self.positions()):
+            self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+
+    def _call_listener(self, method: str, partitions: set[TopicPartition]) -> None:
+        getattr(self.listener, method)(set(partitions))

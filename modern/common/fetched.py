@@ -1,0 +1,104 @@
+"""What both group clients do alike once their group has given them partitions: fetch exactly those with
+kafka-python's consumer (which has no group of its own), turn the batches into the lab's records and log
+them, commit on demand, and report the assignment (the modern and kip848 members)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Mapping, MutableMapping, Set
+
+from kafka import KafkaConsumer
+from kafka.structs import TopicPartition as KafkaTopicPartition
+
+from modern.common import errors
+from modern.common.errors import ErrorClass
+from rebalance import events as ev
+from rebalance.events import EventRecorder
+from rebalance.member import MemberConfig
+from rebalance.records import produce_ts_ms
+from rebalance.types import Record, TopicPartition
+
+
+class CommitFailedError(errors.GroupError):
+    """Kafka's CommitFailedException: the commit was refused (the group moved on, or the member is stale or
+    fenced)."""
+
+
+class FetchingMember:
+    """The half of a `Member` that is the same in both group clients; the group half supplies
+    `_commit_offsets` and the generation (or member epoch) its records are fetched under."""
+
+    config: MemberConfig
+    member_id: str
+    recorder: EventRecorder
+    _consumer: KafkaConsumer | None
+    _owned: frozenset[TopicPartition]
+    _positions: dict[TopicPartition, int]
+    _lock: threading.RLock
+
+    def _start_fetching(self, strategy: str) -> None:
+        self._consumer = KafkaConsumer(bootstrap_servers=self.config.bootstrap.split(","), client_id=self.member_id,
+                                       group_id=None, enable_auto_commit=False,
+                                       auto_offset_reset=self.config.auto_offset_reset)
+        self.recorder.emit(ev.MEMBER_STARTED, self.member_id, group=self.config.group, strategy=strategy,
+                           topics=list(self.config.topics), group_instance_id=self.config.group_instance_id,
+                           pid=os.getpid())
+
+    def _fetch(self, timeout_s: float, generation: int) -> list[Record]:
+        if not self._owned:
+            time.sleep(min(timeout_s, 0.05))   # nothing to fetch: do not spin
+            return []
+        batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
+        return take_batches(batches, self._owned, self._positions, self.recorder, self.member_id, generation)
+
+    def _fetch_from(self, committed: Mapping[TopicPartition, int]) -> None:
+        """Fetch the owned partitions, each from its position, else its committed offset (else the reset
+        policy decides)."""
+        self._consumer.assign([KafkaTopicPartition(tp.topic, tp.partition) for tp in sorted(self._owned)])
+        for tp in sorted(self._owned):
+            position = self._positions.get(tp, committed.get(tp))
+            if position is not None:
+                self._consumer.seek(KafkaTopicPartition(tp.topic, tp.partition), position)
+
+    def _drop(self, partitions: set[TopicPartition]) -> None:
+        """Stop fetching `partitions` and forget their positions; the rest go on from where they were."""
+        self._owned = frozenset(self._owned - partitions)
+        for tp in partitions:
+            self._positions.pop(tp, None)
+        if self._consumer is not None:
+            self._consumer.assign([KafkaTopicPartition(tp.topic, tp.partition) for tp in sorted(self._owned)])
+            for tp, position in self._positions.items():
+                self._consumer.seek(KafkaTopicPartition(tp.topic, tp.partition), position)
+
+    def _commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
+        raise NotImplementedError
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Commit next offsets (None: current positions); raises CommitFailedError when refused."""
+        with self._lock:
+            error = self._commit_offsets(dict(self._positions if offsets is None else offsets))
+            if error is not errors.NONE:
+                raise CommitFailedError(error, "OffsetCommit")
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._owned)
+
+
+def take_batches(batches: Mapping, owned: Set[TopicPartition], positions: MutableMapping[TopicPartition, int],
+                 recorder: EventRecorder, member_id: str, generation: int) -> list[Record]:
+    """The records of `batches` (KafkaConsumer.poll's answer) for partitions still `owned`, in partition
+    order; advances `positions` and logs one `records_consumed` event per batch with the generation (or
+    member epoch) the member held while it fetched. A batch of a partition given up meanwhile is dropped."""
+    records: list[Record] = []
+    for ktp, batch in sorted(batches.items()):
+        tp = TopicPartition(ktp.topic, ktp.partition)
+        if tp not in owned or not batch:
+            continue
+        records.extend(Record(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp) for r in batch)
+        positions[tp] = batch[-1].offset + 1
+        recorder.emit(ev.RECORDS_CONSUMED, member_id, topic=tp.topic, partition=tp.partition,
+                      first_offset=batch[0].offset, last_offset=batch[-1].offset, count=len(batch),
+                      produce_ts_ms=[produce_ts_ms(r.value) for r in batch], generation=generation)
+    return records

@@ -1,0 +1,338 @@
+"""The member's side of ConsumerGroupHeartbeat: finding the coordinator, the heartbeat thread,
+the member epoch and the assignment the coordinator last sent.
+
+States (changed only through `_set_state`):
+
+    JOINING  --answer-->  MEMBER  --FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID-->  FENCED
+    FENCED   --rejoin() (the polling thread let its partitions go)-->  JOINING
+    any      --leave() / stop()-->  STOPPED;  any --refusal no retry can cure-->  FATAL
+
+A JOINING member sends epoch 0 and every field; a MEMBER sends its epoch, and only the fields that
+changed (its owned partitions when they changed), as Kafka's consumer does; after any failed
+heartbeat every field is sent again. A FENCED member sends nothing until the polling thread has
+declared its partitions lost: only then does it join again, under the same member id (Kafka 4's
+client keeps its id for its lifetime). The session is the coordinator's: a member cut off keeps its
+partitions, retrying with backoff, until an answer says it was fenced, as Kafka's consumer does.
+
+Errors, as Kafka's AbstractHeartbeatRequestManager reads them: NOT_COORDINATOR and
+COORDINATOR_NOT_AVAILABLE mark the coordinator unknown and reset the backoff, so the next heartbeat
+goes as soon as the lookup answers; COORDINATOR_LOAD_IN_PROGRESS and a broken connection back off
+(exponentially from retry.backoff.ms to retry.backoff.max.ms, with jitter); the lookup is the client's
+one `modern.common.coordinator_lookup.CoordinatorLookup`, with the same backoff.
+
+Partition callbacks never run here: the polling thread reads `snapshot()` and reconciles, then
+calls `ack_now()` so the change is reported without waiting for the interval.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from modern.common import errors
+from modern.common.connection import BrokerConnection, ConnectionFailed
+from modern.common.consumer_group_messages import ConsumerGroupHeartbeatRequest
+from modern.common.coordinator_lookup import Coordinator, CoordinatorLookup, ExponentialBackoff
+from modern.common.errors import GroupError
+from modern.common.traced_requests import TracedRequests
+from modern.kip848.client_settings import Kip848Settings
+from rebalance import events as ev
+from rebalance import heartbeats
+from rebalance.events import EventRecorder
+from rebalance.topic_ids import topic_id
+from rebalance.types import TopicPartition
+
+HEARTBEAT_VERSION = 1     # v1: the member makes its own id
+JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
+FENCING_ERRORS = frozenset({errors.FENCED_MEMBER_EPOCH, errors.UNKNOWN_MEMBER_ID})
+
+
+class State(Enum):
+    JOINING = "joining"
+    MEMBER = "member"
+    FENCED = "fenced"
+    STOPPED = "stopped"
+    FATAL = "fatal"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the polling thread reconciles against, read in one go."""
+
+    state: State
+    member_epoch: int
+    target: frozenset[TopicPartition] | None   # the last assignment the coordinator sent (None: none yet)
+    target_seq: int                            # bumped by every answer that carried an assignment
+    fatal: BaseException | None
+
+
+class GroupHeartbeats:
+    def __init__(self, settings: Kip848Settings, *, recorder: EventRecorder, member_name: str,
+                 owned: Callable[[], frozenset[TopicPartition]]) -> None:
+        self.settings = settings
+        self.recorder = recorder
+        self.member_name = member_name
+        self.member_id = str(uuid.uuid4())
+        self.requests = TracedRequests(recorder, member_name=member_name, group=settings.group)
+        self._owned = owned
+        self._topic_names = {topic_id(name): name for name in settings.topics}
+        self._lock = threading.RLock()
+        self._wake = threading.Condition(self._lock)
+        self._state = State.JOINING
+        self._epoch = JOIN_EPOCH
+        self._target: frozenset[TopicPartition] | None = None
+        self._target_seq = 0
+        self._fatal: BaseException | None = None
+        self._interval_ms = 1_000                  # until the coordinator says
+        self._next_due = 0.0
+        self._ack = False
+        self._send_all = True                      # every field in the next heartbeat
+        self._last_reported: frozenset[TopicPartition] | None = None
+        self.backoff = ExponentialBackoff(settings.retry_backoff_ms, settings.retry_backoff_max_ms)
+        self._draw = random.Random().random
+        self._failed_attempts = 0                  # heartbeats failed in a row (the backoff's exponent)
+        self._coordinator_known = False
+        self._main: BrokerConnection | None = None   # commits and offset fetches
+        self._beat: BrokerConnection | None = None   # heartbeats only
+        self._coordinator: tuple[str, int] | None = None
+        self._stopping = threading.Event()
+        self.lookup = CoordinatorLookup(
+            group=settings.group, bootstrap=settings.bootstrap, client_id=settings.client_id,
+            request_timeout_ms=settings.request_timeout_ms, backoff=self.backoff, requests=self.requests,
+            stopping=self._stopping, connect=lambda host, port: self._connect(host, port))
+        self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{member_name}", daemon=True)
+
+    # ------------------------------------------------------------ what the polling thread uses
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            return Snapshot(self._state, self._epoch, self._target, self._target_seq, self._fatal)
+
+    @property
+    def member_epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def coordinator_known(self) -> bool:
+        return self._coordinator_known
+
+    def ack_now(self) -> None:
+        """The owned partitions changed: report them with the next heartbeat, now."""
+        with self._lock:
+            self._ack = True
+            self._wake.notify_all()
+
+    def rejoin(self) -> None:
+        """After fencing, once the partitions were declared lost: join again with epoch 0."""
+        with self._lock:
+            if self._state is State.FENCED:
+                self._epoch, self._target, self._send_all = JOIN_EPOCH, None, True
+                self._set_state(State.JOINING)
+                self._wake.notify_all()
+
+    def leave(self) -> None:
+        """Stop heartbeating and tell the coordinator: epoch -1, or -2 for a static member."""
+        with self._lock:
+            was_member = self._state is State.MEMBER
+        self.stop()
+        if not was_member or self._coordinator is None:
+            return
+        epoch = STATIC_LEAVE_EPOCH if self.settings.instance_id else LEAVE_EPOCH
+        try:
+            connection = self._connect(*self._coordinator)
+            try:
+                self._heartbeat(connection, epoch, send_all=False, owned=None)
+            finally:
+                connection.close()
+        except ConnectionFailed:
+            pass   # the coordinator will find out when the session ends
+
+    def stop(self) -> None:
+        """Stop at once and send nothing more (a crash, or the first half of leave)."""
+        self._stopping.set()
+        with self._lock:
+            if self._state is not State.FATAL:
+                self._set_state(State.STOPPED)
+            self._wake.notify_all()
+        for connection in (self._beat, self._main):
+            if connection is not None:
+                connection.abort()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=10)
+        for connection in (self._beat, self._main):
+            if connection is not None:
+                connection.close()
+
+    def coordinator_unknown(self) -> None:
+        with self._lock:
+            self._coordinator_known = False
+
+    def ensure_coordinator(self) -> BrokerConnection:
+        """The connection for commits and offset fetches, looking the coordinator up if needed."""
+        self._find_coordinator()
+        return self._main
+
+    # ------------------------------------------------------------ the heartbeat thread
+
+    def _loop(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                with self._wake:
+                    if self._state in (State.FENCED, State.FATAL, State.STOPPED):
+                        self._wake.wait(0.1)
+                        continue
+                    wait_s = self._next_due - time.monotonic()
+                    if wait_s > 0 and not self._ack and self._state is State.MEMBER:
+                        self._wake.wait(wait_s)
+                        continue
+                    self._ack = False
+                self._beat_once()
+        except BaseException as error:  # never vanish: the next poll raises it
+            with self._lock:
+                self._fatal = error
+                self._set_state(State.FATAL)
+
+    def _beat_once(self) -> None:
+        try:
+            self._find_coordinator()
+            with self._lock:
+                joining = self._state is State.JOINING
+                epoch = JOIN_EPOCH if joining else self._epoch
+                send_all = self._send_all or joining
+                owned = frozenset() if joining else self._owned()
+                changed = owned != self._last_reported
+            report = owned if (send_all or changed) else None
+            answer = self._heartbeat(self._beat, epoch, send_all=send_all, owned=report)
+        except ConnectionFailed:
+            self.coordinator_unknown()   # a disconnect: look it up again, after the backoff
+            self._retry_later()
+            return
+        if answer is not None:
+            self._on_answer(answer, report)
+
+    def _on_answer(self, answer: Any, reported: frozenset[TopicPartition] | None) -> None:
+        error = errors.for_code(answer.error_code)
+        with self._lock:
+            if self._state not in (State.JOINING, State.MEMBER):
+                return   # stopped meanwhile: the answer is void
+            if error is errors.NONE:
+                self._epoch = answer.member_epoch
+                if answer.heartbeat_interval_ms > 0:
+                    self._interval_ms = answer.heartbeat_interval_ms
+                if answer.assignment is not None:
+                    self._target = self._decode(answer.assignment)
+                    self._target_seq += 1
+                if reported is not None:
+                    self._last_reported = reported
+                self._send_all = False
+                self._failed_attempts = 0
+                self._next_due = time.monotonic() + self._interval_ms / 1000
+                self._set_state(State.MEMBER)
+            elif error in FENCING_ERRORS and self._state is State.MEMBER:
+                self._epoch, self._target, self._last_reported = JOIN_EPOCH, None, None
+                self._set_state(State.FENCED)
+            elif error in errors.COORDINATOR_MOVED:
+                # Kafka: mark the coordinator unknown and reset the backoff, so the next heartbeat goes
+                # as soon as the lookup answers.
+                self._coordinator_known = False
+                self._failed_attempts = 0
+                self._send_all = True
+                self._next_due = time.monotonic()
+            elif error in FENCING_ERRORS or error is errors.COORDINATOR_LOAD_IN_PROGRESS:
+                self._retry_later()
+            else:   # UNSUPPORTED_ASSIGNOR, INVALID_REQUEST, GROUP_MAX_SIZE_REACHED, UNRELEASED_INSTANCE_ID, ...
+                self._fatal = GroupError(error, "ConsumerGroupHeartbeat")
+                self._set_state(State.FATAL)
+
+    def _retry_later(self) -> None:
+        """Back off (Kafka's: from retry.backoff.ms doubling up to retry.backoff.max.ms, +-20 %) and send
+        every field next time."""
+        with self._lock:
+            self._send_all = True
+            self._next_due = time.monotonic() + self.backoff.backoff_ms(self._failed_attempts, self._draw()) / 1000
+            self._failed_attempts += 1
+            delay = self._next_due - time.monotonic()
+        self._stopping.wait(max(0.0, delay))
+
+    def _heartbeat(self, connection: BrokerConnection, epoch: int, *, send_all: bool,
+                   owned: frozenset[TopicPartition] | None) -> Any:
+        """One ConsumerGroupHeartbeat, recorded with what it was for (join, leave, ack, assignment, steady),
+        decided by `rebalance.heartbeats.detail` from the same facts the coordinator counts it by: the
+        request's epoch and owned partitions, the answer's assignment against the last one received."""
+        request = ConsumerGroupHeartbeatRequest[HEARTBEAT_VERSION](
+            group_id=self.settings.group, member_id=self.member_id, member_epoch=epoch,
+            instance_id=self.settings.instance_id if (send_all or epoch < 0) else None, rack_id=None,
+            rebalance_timeout_ms=self.settings.rebalance_timeout_ms if send_all else -1,
+            subscribed_topic_names=list(self.settings.topics) if send_all else None, subscribed_topic_regex=None,
+            server_assignor=self.settings.assignor if send_all else None, client_assignors=None,
+            topic_partitions=None if owned is None else self._encode(owned))
+        started = time.monotonic()
+        try:
+            answer = connection.request(request)
+        except ConnectionFailed:
+            self._record(started, self._detail(epoch, owned, None), error="NETWORK_EXCEPTION")
+            raise
+        assignment = None if answer.assignment is None else self._decode(answer.assignment)
+        self._record(started, self._detail(epoch, owned, assignment), error=errors.name_of(answer.error_code),
+                     broker=connection.address)
+        return answer
+
+    def _detail(self, epoch: int, owned: frozenset[TopicPartition] | None, assignment: frozenset | None) -> str:
+        with self._lock:
+            held = self._target
+        return heartbeats.detail(member_epoch=epoch, owned_reported=owned is not None, assignment=assignment,
+                                 held=held)
+
+    def _record(self, started: float, detail: str, **fields: object) -> None:
+        self.recorder.emit(ev.COORDINATION_REQUEST, self.member_name, op=heartbeats.API,
+                           group=self.settings.group, latency_ms=round((time.monotonic() - started) * 1000, 3),
+                           detail=detail, **fields)
+
+    # ------------------------------------------------------------ the coordinator
+
+    def _find_coordinator(self) -> None:
+        """The client's one lookup (heartbeat thread, polling thread and commit thread share it)."""
+        self.lookup.ensure(known=lambda: self._coordinator_known and self._main is not None,
+                           install=self._install_coordinator)
+
+    def _install_coordinator(self, found: Coordinator) -> None:
+        with self._lock:
+            if self._coordinator != found.address or self._main is None:
+                old = (self._main, self._beat)
+                self._main, self._beat = self._connect(found.host, found.port), self._connect(found.host, found.port)
+                for connection in old:
+                    if connection is not None:
+                        connection.abort()   # the old coordinator's: what is in flight there is void
+            self._coordinator = found.address
+            self._coordinator_known = True
+
+    def _connect(self, host: str, port: int) -> BrokerConnection:
+        return BrokerConnection(host, port, client_id=self.settings.client_id,
+                                timeout_s=self.settings.request_timeout_ms / 1000)
+
+    # ------------------------------------------------------------ helpers
+
+    def _set_state(self, state: State) -> None:
+        self._state = state
+        self._wake.notify_all()
+
+    def _decode(self, assignment: Any) -> frozenset[TopicPartition]:
+        return frozenset(TopicPartition(self._topic_names[t.topic_id], p) for t in assignment.topic_partitions
+                         if t.topic_id in self._topic_names for p in t.partitions)
+
+    @staticmethod
+    def _encode(owned: frozenset[TopicPartition]) -> list[Any]:
+        by_topic: dict[str, list[int]] = {}
+        for tp in sorted(owned):
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        cls = ConsumerGroupHeartbeatRequest.TopicPartitions
+        return [cls(topic_id=topic_id(name), partitions=indexes) for name, indexes in by_topic.items()]

@@ -1,0 +1,320 @@
+"""`Kip848Member`: a consumer-group member speaking KIP-848's ConsumerGroupHeartbeat, as Kafka 4's
+consumer and librdkafka do with `group.protocol=consumer`.
+
+The heartbeat thread (`modern.kip848.heartbeats`) keeps the member in the group and holds the assignment
+the coordinator last sent; everything the application sees happens here, on the polling thread,
+as Kafka runs rebalance callbacks inside poll():
+
+  1. reconcile: with auto-commit on, every consumed position is committed first, synchronously and
+     retried up to the rebalance timeout (Kafka's maybeAutoCommitSyncBeforeRevocation, at the start
+     of every reconciliation); then partitions owned but no longer assigned are revoked (the
+     listener told exactly those), then the new ones are assigned (their committed offsets fetched
+     with OffsetFetch v9 under the member's id and epoch, the listener told exactly those); each
+     change is acknowledged by an immediate heartbeat. Partitions that stay are never revoked.
+  2. fenced (FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID): everything owned is lost, without a commit,
+     then the member joins again with epoch 0.
+  3. auto-commit, asynchronous, one at a time, never while the coordinator is unknown.
+
+The data side is kafka-python's KafkaConsumer in manual-assignment mode, as in `modern.classic.member`.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+
+from kafka import KafkaConsumer
+from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
+
+from modern.common import errors
+from modern.common.connection import ConnectionFailed
+from modern.common.errors import ErrorClass, GroupError
+from modern.common.fetched import FetchingMember
+from modern.kip848.client_settings import settings_from
+from modern.kip848.heartbeats import FENCING_ERRORS, GroupHeartbeats, State
+from rebalance import events as ev
+from rebalance.events import EventRecorder, NullRecorder
+from rebalance.member import MemberConfig, RebalanceListener
+from rebalance.metrics import RebalanceMetrics
+from rebalance.types import Record, TopicPartition
+
+OFFSETS_VERSION = 9      # OffsetCommit and OffsetFetch carrying the member id and epoch
+RETRIABLE = errors.COORDINATOR_ERRORS
+
+
+class _Fenced(Exception):
+    """An offset fetch found the member no longer in the group: the heartbeat will say so too."""
+
+
+class Kip848Member(FetchingMember):
+    def __init__(self, config: MemberConfig, *, listener: RebalanceListener | None = None,
+                 recorder: EventRecorder | None = None) -> None:
+        self.config = config
+        self.member_id = config.member_name or f"member-{uuid.uuid4().hex[:8]}"   # its client.id, as modern's
+        self.listener = listener or RebalanceListener()
+        self.recorder = recorder or NullRecorder()
+        self.settings = settings_from(config, client_id=self.member_id)
+        self.heartbeats = GroupHeartbeats(self.settings, recorder=self.recorder, member_name=self.member_id,
+                                          owned=lambda: self._owned)
+        self.metrics = RebalanceMetrics()
+        self._consumer: KafkaConsumer | None = None
+        self._owned: frozenset[TopicPartition] = frozenset()
+        self._positions: dict[TopicPartition, int] = {}
+        self._rebalance_started: float | None = None      # an open reconciliation (monotonic seconds)
+        self._steps = 0                                   # revocations and assignments in it
+        self._next_auto_commit = 0.0
+        self._commit_in_flight: threading.Thread | None = None
+        self._lock = threading.RLock()
+        self._closed = False
+
+    @property
+    def group_member_id(self) -> str:
+        """The id the coordinator knows this member by (a UUID the client made)."""
+        return self.heartbeats.member_id
+
+    # ------------------------------------------------------------ Member
+
+    def start(self) -> None:
+        self._start_fetching(self.settings.assignor)
+        self._open_rebalance("join")
+        self.heartbeats.start()
+        self._next_auto_commit = time.monotonic() + self.settings.auto_commit_interval_ms / 1000
+
+    def poll(self, timeout_s: float) -> list[Record]:
+        with self._lock:
+            if self._closed:
+                return []
+            self._reconcile()
+            self._maybe_auto_commit()
+            return self._fetch(timeout_s, self.heartbeats.member_epoch)
+
+    def close(self) -> None:
+        """Commit, revoke (listener), then leave with epoch -1 (-2 for a static member)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            reason = "close"
+            try:
+                if self._owned and self.config.auto_commit:
+                    self._commit_offsets({tp: o for tp, o in self._positions.items() if tp in self._owned})
+                if self._owned:
+                    self._revoke(set(self._owned))
+                self.recorder.emit(ev.METRICS, self.member_id, **self.metrics.snapshot(time.monotonic()))
+            except Exception as error:  # closing must finish; the reason says what went wrong
+                reason = f"error: {error}"
+            finally:
+                self.heartbeats.leave()
+                if self._consumer is not None:
+                    self._consumer.close(autocommit=False)
+                self.recorder.emit(ev.MEMBER_STOPPED, self.member_id, reason=reason)
+
+    def abandon(self) -> None:
+        """As SIGKILL: no commit, no revocation, no leave heartbeat; the session ends it."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.heartbeats.stop()
+        if self._consumer is not None:
+            self._consumer.close(autocommit=False)
+
+    # ------------------------------------------------------------ reconciliation (polling thread)
+
+    def _reconcile(self) -> None:
+        seen = self.heartbeats.snapshot()
+        if seen.fatal is not None:
+            if self._owned:
+                self._lose(set(self._owned))
+            raise seen.fatal
+        if seen.state is State.FENCED:
+            if self._owned:
+                self._lose(set(self._owned))
+            self._open_rebalance("fenced")
+            self.heartbeats.rejoin()
+            return
+        if seen.state is not State.MEMBER or seen.target is None:
+            return
+        target = seen.target
+        if target != self._owned:
+            self._open_rebalance("assignment")
+            self._auto_commit_before_reconciliation()
+            revoked = set(self._owned - target)
+            if revoked:
+                self._revoke(revoked)
+                self.heartbeats.ack_now()
+            added = set(target - self._owned)
+            if added:
+                try:
+                    self._assign(added)
+                except _Fenced:
+                    self.heartbeats.ack_now()   # a heartbeat now learns the fencing; nothing was assigned
+                    return
+                self.heartbeats.ack_now()
+        if self._owned == target and self._rebalance_started is not None:
+            self._complete_rebalance(seen.member_epoch)
+
+    def _open_rebalance(self, trigger: str) -> None:
+        if self._rebalance_started is None:
+            self._rebalance_started, self._steps = time.monotonic(), 0
+            self.recorder.emit(ev.REBALANCE_STARTED, self.member_id, trigger=trigger, group=self.config.group)
+
+    def _complete_rebalance(self, epoch: int) -> None:
+        duration_ms = (time.monotonic() - self._rebalance_started) * 1000
+        self._rebalance_started = None
+        self.metrics.rebalance_completed(duration_ms, time.monotonic())
+        self.recorder.emit(ev.REBALANCE_COMPLETED, self.member_id, generation=epoch,
+                           assigned=sorted(map(str, self._owned)), duration_ms=round(duration_ms, 3),
+                           attempts=max(1, self._steps), protocol=self.settings.assignor, leader=False,
+                           member_id=self.heartbeats.member_id)
+
+    def _revoke(self, partitions: set[TopicPartition]) -> None:
+        self._drop(partitions)
+        self._steps += 1
+        self.recorder.emit(ev.PARTITIONS_REVOKED, self.member_id, partitions=sorted(map(str, partitions)))
+        self.listener.on_partitions_revoked(set(partitions))
+
+    def _lose(self, partitions: set[TopicPartition]) -> None:
+        self._drop(partitions)
+        self.recorder.emit(ev.PARTITIONS_LOST, self.member_id, partitions=sorted(map(str, partitions)))
+        self.listener.on_partitions_lost(set(partitions))
+
+    def _assign(self, partitions: set[TopicPartition]) -> None:
+        committed = self._fetch_committed(partitions)
+        self._owned = frozenset(self._owned | partitions)
+        self._steps += 1
+        self._fetch_from(committed)
+        self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.member_id, partitions=sorted(map(str, partitions)),
+                           committed={str(tp): o for tp, o in sorted(committed.items())})
+        self.listener.on_partitions_assigned(set(partitions))
+
+    # ------------------------------------------------------------ offsets
+
+    def _maybe_auto_commit(self) -> None:
+        """Kafka's auto-commit: asynchronous, at most one in flight, only while the coordinator is
+        known and the member is in the group; a refused one is not retried (the next one carries
+        the newer epoch)."""
+        if not self.settings.auto_commit or time.monotonic() < self._next_auto_commit:
+            return
+        positions = {tp: o for tp, o in self._positions.items() if tp in self._owned}
+        busy = self._commit_in_flight is not None and self._commit_in_flight.is_alive()
+        if not positions or busy or not self.heartbeats.coordinator_known \
+                or self.heartbeats.snapshot().state is not State.MEMBER:
+            return
+        self._commit_in_flight = threading.Thread(target=self._commit_once, args=(positions,),
+                                                  name=f"commit-{self.member_id}", daemon=True)
+        self._commit_in_flight.start()
+        self._next_auto_commit = time.monotonic() + self.settings.auto_commit_interval_ms / 1000
+
+    def _auto_commit_before_reconciliation(self) -> ErrorClass:
+        """Kafka's maybeAutoCommitSyncBeforeRevocation: with auto-commit on, all consumed positions
+        (not only the revoked partitions'), retried with backoff up to the rebalance timeout while the
+        error is retriable or STALE_MEMBER_EPOCH with the member still in the group (the retry carries
+        the latest epoch and positions). The reconciliation goes on whatever the outcome."""
+        if not self.settings.auto_commit:
+            return errors.NONE
+        deadline = time.monotonic() + self.settings.rebalance_timeout_ms / 1000
+        attempts = 0
+        while True:
+            offsets = {tp: o for tp, o in self._positions.items() if tp in self._owned}
+            if not offsets:
+                return errors.NONE
+            if self.heartbeats.snapshot().state is not State.MEMBER:
+                return errors.UNKNOWN_MEMBER_ID   # fenced or stopped meanwhile: nothing to commit for
+            error = self._commit_once(offsets)
+            retriable = error in RETRIABLE or error is errors.STALE_MEMBER_EPOCH
+            if not retriable or time.monotonic() >= deadline or self._closed:
+                return error
+            time.sleep(self.heartbeats.backoff.backoff_ms(attempts, random.random()) / 1000)
+            attempts += 1
+
+    def _commit_once(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
+        epoch = self.heartbeats.member_epoch
+        try:
+            error = self.send_commit(offsets, epoch)
+        except ConnectionFailed:
+            self.heartbeats.coordinator_unknown()
+            error = errors.COORDINATOR_NOT_AVAILABLE
+        self._committed(offsets, error, epoch)
+        return error
+
+    def _commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
+        """A synchronous commit (on close, commit()): retried while the coordinator moves, up to
+        request.timeout.ms, and once more with the newer epoch when the answer is STALE_MEMBER_EPOCH
+        because the epoch moved while the commit was out."""
+        if not offsets:
+            return errors.NONE
+        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
+        while True:
+            if self.heartbeats.snapshot().state is not State.MEMBER:
+                error = errors.UNKNOWN_MEMBER_ID   # not sent: the member is not in the group
+                self._committed(offsets, error, self.heartbeats.member_epoch)
+                return error
+            sent_epoch = self.heartbeats.member_epoch
+            error = self._commit_once(offsets)
+            if error is errors.STALE_MEMBER_EPOCH and self.heartbeats.member_epoch != sent_epoch:
+                continue
+            if error not in RETRIABLE or time.monotonic() >= deadline:
+                return error
+            time.sleep(self.settings.retry_backoff_ms / 1000)
+
+    def send_commit(self, offsets: Mapping[TopicPartition, int], epoch: int) -> ErrorClass:
+        """One OffsetCommit v9 with this member's id and the given epoch; the error it got."""
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for tp, offset in sorted(offsets.items()):
+            by_topic.setdefault(tp.topic, []).append((tp.partition, offset))
+        topic_cls = OffsetCommitRequest.OffsetCommitRequestTopic
+        request = OffsetCommitRequest[OFFSETS_VERSION](
+            group_id=self.settings.group, generation_id_or_member_epoch=epoch,
+            member_id=self.heartbeats.member_id, group_instance_id=self.settings.instance_id, retention_time_ms=-1,
+            topics=[topic_cls(name=topic, partitions=[topic_cls.OffsetCommitRequestPartition(
+                partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata="")
+                for p, o in parts]) for topic, parts in by_topic.items()])
+        answer = self.heartbeats.requests.send(self.heartbeats.ensure_coordinator(), "OffsetCommit", request)
+        codes = [p.error_code for t in answer.topics for p in t.partitions if p.error_code]
+        error = errors.for_code(codes[0]) if codes else errors.NONE
+        if error in errors.COORDINATOR_MOVED:
+            self.heartbeats.coordinator_unknown()   # COORDINATOR_LOAD_IN_PROGRESS: retried at the same broker
+        return error
+
+    def _committed(self, offsets: Mapping[TopicPartition, int], error: ErrorClass, epoch: int) -> None:
+        rendered = {str(tp): o for tp, o in sorted(offsets.items())}
+        if error is errors.NONE:
+            self.recorder.emit(ev.OFFSETS_COMMITTED, self.member_id, offsets=rendered, generation=epoch)
+        else:
+            self.recorder.emit(ev.COMMIT_FAILED, self.member_id, offsets=rendered, error=errors.name_of(error),
+                               generation=epoch)
+
+    def _fetch_committed(self, partitions: set[TopicPartition]) -> dict[TopicPartition, int]:
+        """Committed next offsets by OffsetFetch v9 under the member's id and epoch (none: left out)."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in sorted(partitions):
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        group_cls = OffsetFetchRequest.OffsetFetchRequestGroup
+        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
+        while True:
+            request = OffsetFetchRequest[OFFSETS_VERSION](groups=[group_cls(
+                group_id=self.settings.group, member_id=self.heartbeats.member_id,
+                member_epoch=self.heartbeats.member_epoch,
+                topics=[group_cls.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()])],
+                require_stable=False)
+            try:
+                answer = self.heartbeats.requests.send(self.heartbeats.ensure_coordinator(), "OffsetFetch", request)
+                group = answer.groups[0]
+                error = errors.for_code(group.error_code)
+            except ConnectionFailed:
+                error = errors.COORDINATOR_NOT_AVAILABLE
+            if error is errors.NONE:
+                return {TopicPartition(t.name, p.partition_index): p.committed_offset
+                        for t in group.topics for p in t.partitions if p.committed_offset >= 0}
+            if error in FENCING_ERRORS:
+                raise _Fenced(errors.name_of(error))
+            if error in errors.COORDINATOR_MOVED:
+                self.heartbeats.coordinator_unknown()
+            if time.monotonic() > deadline or self._closed:
+                raise GroupError(error, "OffsetFetch")
+            time.sleep(self.settings.retry_backoff_ms / 1000)
+

@@ -1,0 +1,93 @@
+"""docs/architecture.md is true: every package it names exists, imports point one way between
+packages, no module circle, and the coordinator and the clients do not import each other."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TOP = ("rebalance", "legacy_zk", "modern", "broker", "zkensemble", "experiments")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(path): path for top in TOP for path in (ROOT / top).rglob("*.py")}
+
+
+def _imports() -> nx.DiGraph:
+    """Module -> module, for every import of a project module (top-level or inside a function)."""
+    modules = _modules()
+    graph = nx.DiGraph()
+    for name, path in modules.items():
+        graph.add_node(name)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    graph.add_edge(name, target)
+    return graph
+
+
+def _package(module: str, packages: set[str]) -> str:
+    while module not in packages:
+        module = module.rpartition(".")[0]
+    return module
+
+
+def test_every_package_the_page_names_exists():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`([a-z_0-9]+(?:/[a-z_0-9]+)*)/`", text))
+    assert len(named) >= 10
+    missing = [name for name in sorted(named) if not (ROOT / name / "__init__.py").is_file()]
+    assert not missing, f"docs/architecture.md names packages that do not exist: {missing}"
+
+
+def test_no_import_circle():
+    graph = _imports()
+    circles = [sorted(component) for component in nx.strongly_connected_components(graph) if len(component) > 1]
+    assert not circles, f"modules importing each other: {circles}"
+
+
+def test_no_two_way_tie_between_packages():
+    graph = _imports()
+    packages = {name for name, path in _modules().items() if path.name == "__init__.py"}
+    ties = nx.DiGraph()
+    for source, target in graph.edges:
+        a, b = _package(source, packages), _package(target, packages)
+        # a package may import its own subpackages (its __init__ re-exports them), not a sibling that imports it back
+        if a != b and not b.startswith(a + ".") and not a.startswith(b + "."):
+            ties.add_edge(a, b)
+    two_way = sorted({tuple(sorted(edge)) for edge in ties.edges if ties.has_edge(edge[1], edge[0])})
+    assert not two_way, f"packages importing each other: {two_way}"
+
+
+@pytest.mark.parametrize(("package", "forbidden"), [
+    ("modern.coordinator", ("modern.classic", "modern.kip848")),
+    ("modern.classic", ("modern.coordinator", "modern.kip848")),
+    ("modern.kip848", ("modern.coordinator", "modern.classic")),
+    ("modern.common", ("modern.coordinator", "modern.classic", "modern.kip848")),
+])
+def test_the_coordinator_and_the_clients_do_not_import_each_other(package, forbidden):
+    graph = _imports()
+    wrong = sorted((source, target) for source, target in graph.edges
+                   if source.startswith(package) and target.startswith(forbidden))
+    assert not wrong, wrong
