@@ -2,7 +2,8 @@
 
 - the loader reports every problem with its line, and validates every cell's scenario before anything runs;
 - the plan interleaves cells and gives every backend of one repetition the same seed;
-- the order-statistic interval of the median has its textbook coverage; equal samples are not distinguishable;
+- the order-statistic interval of the median has its textbook coverage; a comparison needs 5 runs a side and an
+  exact test, and a declared claim gets one verdict;
 - end to end (real ZooKeeper, brokers, members): one scenario x 2 backends x 2 repetitions; the campaign is
   SIGKILLed after its first run, nothing of that run is left running, a resume skips the completed run and
   finishes the rest, and the statistics carry n, median and spread per cell.
@@ -41,6 +42,16 @@ backends = ["legacy", "modern"]
 """
 
 
+CLAIM = """
+[[claims]]
+says = "legacy duplicates more than modern"
+scenario = "tiny-join"
+metric = "duplicates"
+higher = ["legacy"]
+lower = ["modern"]
+"""
+
+
 def write_campaign(folder: Path, text: str = CAMPAIGN) -> Path:
     (folder / "tiny-join.toml").write_text(SCENARIO)
     path = folder / "tiny.toml"
@@ -56,6 +67,32 @@ def test_the_plan_interleaves_cells_and_shares_seeds_across_backends(tmp_path):
     assert [run.seed for run in plan] == [40, 40, 41, 41, 42, 42]
     scenario = campaign.scenario_of(plan[2])
     assert scenario.seed == 41 and list(scenario.backends) == ["legacy"]
+
+
+def test_the_block_repetitions_and_the_default_of_five(tmp_path):
+    text = CAMPAIGN.replace("repetitions = 2\n", "").replace('backends = ["legacy", "modern"]', 'backends = ["legacy"]')
+    text += '\n[[matrix]]\nscenario = "tiny-join.toml"\nbackends = ["modern"]\nrepetitions = 7\n'
+    campaign = load_campaign(write_campaign(tmp_path, text))
+    counts = {cell.backend: cell.repetitions for cell in campaign.cells}
+    assert counts == {"legacy": 5, "modern": 7} and len(campaign.plan()) == 12
+    assert [run.cell.backend for run in campaign.plan()][-2:] == ["modern", "modern"]   # interleaved, then the rest
+
+
+def test_a_folder_of_runs_from_another_commit_is_refused_unless_mixing_is_allowed(tmp_path):
+    from experiments.campaign.execute import CampaignMismatch, open_folder
+    from experiments.campaign.manifest import COMPLETED
+
+    campaign = load_campaign(write_campaign(tmp_path))
+    folder = tmp_path / "out"
+    manifest = open_folder(campaign, folder)
+    first = manifest.runs[next(iter(manifest.runs))]
+    first.status, first.git_commit = COMPLETED, "0123456789abcdef0123"
+    manifest.write(folder)
+    (folder / "runs" / first.run).mkdir(parents=True)
+    (folder / "runs" / first.run / "lock.json").write_text('{"status": "completed"}')
+    with pytest.raises(CampaignMismatch, match="--allow-mixed-commits"):
+        open_folder(campaign, folder)
+    assert open_folder(campaign, folder, allow_mixed_commits=True).runs[first.run].status == COMPLETED
 
 
 def test_a_folder_gains_the_runs_its_campaign_plans_since(tmp_path):
@@ -136,15 +173,21 @@ def test_a_herd_metric_counts_only_the_changes_of_the_scenario_timeline(tmp_path
     assert metrics["leave: requests per change"] == 10
 
 
-def test_a_difference_is_distinguishable_only_when_its_interval_excludes_zero():
+def test_a_difference_needs_five_runs_a_side_and_the_exact_test():
     def rows(backend, values):
         return [{"scenario": "s", "backend": backend, "strategy": "range", "sweep": "-", "n": 4,
                  "metric": "m", "value": v} for v in values]
 
-    same = comparisons(pd.DataFrame(rows("legacy", [10, 11, 12]) + rows("modern", [11, 10, 12])))
-    assert not same["distinguishable"].any() and same["reading"].iloc[0] == "not distinguishable at n = 3/3"
+    few = comparisons(pd.DataFrame(rows("legacy", [100, 104, 98]) + rows("modern", [10, 12, 11])))
+    assert not few["difference"].any() and few["reading"].iloc[0] == "too few runs (n = 3/3; needs 5)"
+    same = comparisons(pd.DataFrame(rows("legacy", [10, 11, 12, 10, 13]) + rows("modern", [11, 10, 12, 13, 10])))
+    assert not same["difference"].any() and same["reading"].iloc[0].startswith("no difference shown at n = 5/5")
     apart = comparisons(pd.DataFrame(rows("legacy", [100, 104, 98, 101, 99]) + rows("modern", [10, 12, 11, 9, 10])))
-    assert apart["distinguishable"].all() and apart["difference"].iloc[0] == -90.0
+    row = apart.iloc[0]
+    assert row["difference"] and row["shift"] == -90.0 and row["p"] == pytest.approx(2 / 252)
+    assert (row["ci_low"], row["ci_high"]) == (-94.0, -87.0) and row["coverage"] == pytest.approx(244 / 252)
+    fixed = comparisons(pd.DataFrame(rows("legacy", [7] * 5) + rows("modern", [7] * 5)))
+    assert fixed["reading"].iloc[0] == "identical in all 5/5 runs" and np.isnan(fixed["p"].iloc[0])
 
 
 def _manifest_statuses(folder: Path) -> dict[str, str]:
@@ -211,7 +254,8 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     from experiments.run.synthetic import Anomaly, SyntheticRun, write_run
     from experiments.summary import summarize
 
-    campaign = load_campaign(write_campaign(tmp_path, CAMPAIGN.replace("repetitions = 2", "repetitions = 3")))
+    claimed = CAMPAIGN.replace("repetitions = 2", "repetitions = 5") + CLAIM
+    campaign = load_campaign(write_campaign(tmp_path, claimed))
     folder = tmp_path / "out"
     manifest = open_folder(campaign, folder)
     for planned in campaign.plan():
@@ -226,16 +270,22 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
 
     cells = pd.read_parquet(folder / "statistics" / "cells.parquet")
     duplicates = cells[cells["metric"] == "duplicates"].set_index("backend")
-    assert duplicates.loc["legacy", "runs"] == 3 and duplicates.loc["modern", "runs"] == 3
+    assert duplicates.loc["legacy", "runs"] == 5 and duplicates.loc["modern", "runs"] == 5
     assert duplicates.loc["modern", "max"] == 0 and duplicates.loc["legacy", "min"] > 0
-    assert duplicates.loc["legacy", "coverage"] == pytest.approx(0.75)
+    assert duplicates.loc["legacy", "coverage"] == pytest.approx(0.9375)
     compared = pd.read_parquet(folder / "statistics" / "comparisons.parquet")
     row = compared[(compared["metric"] == "duplicates") & (compared["compares"] == "backend")].iloc[0]
-    assert row["distinguishable"] and row["a"] == "legacy" and row["difference"] < 0
+    assert row["a"] == "legacy" and row["shift"] < 0
+    assert row["difference"] or row["status"] == "constant"
+    claims = pd.read_parquet(folder / "statistics" / "claims.parquet")
+    assert list(claims["verdict"]) == ["supported"] and claims["n"].iloc[0] == "5/5"
+    statistics = (folder / "statistics" / "statistics.md").read_text()
+    assert "Claims declared before the runs" in statistics and "94% interval of the median, n = 5" in statistics
     report = write_campaign_report(folder)
     assert report.html.is_file() and any(image.name == "duplicates.png" for image in report.images)
     page = results_markdown([folder])
-    assert "n = 3" in page and "Which differences hold up" in page
+    assert "n = 5" in page and "Which differences hold up" in page
+    assert page.index("legacy duplicates more than modern") < page.index("Which differences hold up")
     assert "1 runs from commit `0123456789ab`" in page
 
     # A second campaign folder is pooled run by run: the same cells now have six runs, both campaigns named.
@@ -245,7 +295,7 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     copied["campaign"]["name"] = "more"
     (other / "manifest.json").write_text(json.dumps(copied))
     pooled = results_markdown([folder, other])
-    assert "n = 6" in pooled and "n = 3" not in pooled
+    assert "n = 10" in pooled and "n = 5," not in pooled
     assert "campaign `more`" in pooled and "./lab results runs/" in pooled and "runs/more" in pooled
     notes = tmp_path / "readings.md"
     notes.write_text("## Reading the tables\n\nThe legacy duplicates held up.\n")

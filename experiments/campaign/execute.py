@@ -72,13 +72,22 @@ def completed_run_dirs(folder: Path) -> list[Path]:
     return [run_dir(folder, name) for name, entry in manifest.runs.items() if entry.status == COMPLETED]
 
 
-def open_folder(campaign: Campaign, folder: Path) -> Manifest:
-    """A new campaign folder, or the manifest of the same campaign run there before."""
+def open_folder(campaign: Campaign, folder: Path, *, allow_mixed_commits: bool = False) -> Manifest:
+    """A new campaign folder, or the manifest of the same campaign run there before. One campaign, one
+    commit: a folder whose completed runs were made by other code is refused unless `allow_mixed_commits`
+    (the pages then say which runs came from which commit)."""
     if is_campaign_dir(folder):
         manifest = Manifest.read(folder)
         if manifest.campaign["sha256"] != campaign.sha256:
             raise CampaignMismatch(f"{folder} holds campaign {manifest.campaign['name']!r} from a different "
                                    "campaign file; resume only with the same file, or choose another --out")
+        commit = git_commit()
+        others = sorted({entry.git_commit for entry in manifest.runs.values()
+                         if entry.status == COMPLETED and entry.git_commit and entry.git_commit != commit})
+        if others and not allow_mixed_commits:
+            raise CampaignMismatch(f"{folder} holds runs made by commit {', '.join(c[:12] for c in others)}, and "
+                                   f"this is {(commit or '?')[:12]}: a campaign's runs come from one commit. "
+                                   "Start a new --out, or pass --allow-mixed-commits (the pages will say so)")
         for entry in manifest.runs.values():
             if entry.status == COMPLETED and not _lock_completed(run_dir(folder, entry.run)):
                 entry.status = PENDING   # the manifest is ahead of a run folder that was removed
@@ -141,6 +150,7 @@ class _Executor:
             entry.status, entry.reason = RUNNING, ""
             entry.started_ms, entry.ended_ms = int(time.time() * 1000), None
             entry.git_commit = self.commit
+            entry.parallel = self.parallel
             self.manifest.write(self.folder)
         with open(log, "ab") as output:
             child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
@@ -184,8 +194,8 @@ class _Executor:
         self.parallel = parallel
         todo = self.todo()
         skipped = self.total - len(todo)
-        self.say(f"campaign {self.campaign.name}: {self.total} runs ({len(self.campaign.cells)} cells x "
-                 f"{self.campaign.repetitions} repetitions), {skipped} already completed, {parallel} at a time")
+        self.say(f"campaign {self.campaign.name}: {self.total} runs ({len(self.campaign.cells)} cells, "
+                 f"{_repetitions(self.campaign)} repetitions), {skipped} already completed, {parallel} at a time")
         previous = {sig: signal.signal(sig, lambda *_: self.stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             with ThreadPoolExecutor(max_workers=parallel) as pool:
@@ -198,14 +208,19 @@ class _Executor:
 
 
 def execute(campaign: Campaign, folder: Path, *, parallel: int = 1, zk_provider: str = "auto",
-            say: Say = print) -> Outcome:
+            say: Say = print, allow_mixed_commits: bool = False) -> Outcome:
     """Run what is left of `campaign` in `folder`; returns when every run ended or the campaign was stopped."""
     if parallel < 1:
         raise ValueError("parallel must be at least 1")
-    manifest = open_folder(campaign, folder)
+    manifest = open_folder(campaign, folder, allow_mixed_commits=allow_mixed_commits)
     executor = _Executor(campaign, folder, manifest, zk_provider=zk_provider, say=say)
     interrupted = executor.execute(parallel)
     return Outcome(folder=folder, manifest=manifest, interrupted=interrupted)
+
+
+def _repetitions(campaign: Campaign) -> str:
+    counts = sorted({cell.repetitions for cell in campaign.cells})
+    return "-".join(map(str, (counts[0], counts[-1]) if len(counts) > 1 else counts))
 
 
 def _failure_reason(target: Path, log: Path, code: int) -> str:

@@ -43,6 +43,7 @@ class RunEntry:
     started_ms: int | None = None
     ended_ms: int | None = None
     git_commit: str | None = None     # the code that made this run (a resumed folder may mix commits)
+    parallel: int | None = None       # runs at once when it ran: above 1, its timings are stretched
 
     @property
     def seconds(self) -> float | None:

@@ -2,7 +2,7 @@
 
     name = "quick"
     description = "herd at N = 4 and 8 on both backends"
-    repetitions = 3
+    repetitions = 5               # the default; a comparison needs at least 5 runs a side
     seed = 1000                   # repetition r runs with seed 1000 + r, the same on every backend
 
     [[matrix]]
@@ -11,8 +11,17 @@
     strategies = ["range"]                   # default: the scenario's own
     set = ["group.per_process=4"]            # overrides for every cell of this block
     sweep = { "group.members" = [4, 8] }     # one cell per combination of values
+    repetitions = 10                         # this block's cells only (timings under churn)
 
-A cell is one (scenario, backend, strategy, sweep values); every cell runs `repetitions` times.
+    [[claims]]                    # a headline claim, declared before the runs, tested with Holm
+    says = "legacy's requests per join exceed modern's at every N"
+    scenario = "demo-herd"
+    metric = "join: requests per change"
+    higher = ["legacy"]           # cells: "backend" or "backend/strategy"
+    lower = ["modern"]            # every higher cell against every lower one, at every sweep value
+
+A cell is one (scenario, backend, strategy, sweep values); every cell runs its block's `repetitions`
+times, else the campaign's.
 The plan interleaves the cells (repetition 0 of every cell, then repetition 1, ...) so a slow drift
 of the machine spreads over every cell instead of masquerading as a difference between them.
 Everything is checked, and every scenario of the matrix loaded and validated, before anything runs.
@@ -46,6 +55,7 @@ class Cell:
     strategy: str
     sweep: tuple[tuple[str, object], ...]   # (dotted key, value) pairs, in declaration order
     common: tuple[str, ...]                 # the block's `set` overrides
+    repetitions: int = 5
 
     @property
     def key(self) -> str:
@@ -58,6 +68,18 @@ class Cell:
         """The `--set` list that makes this cell's scenario for one repetition."""
         return [*self.common, *(f"{key}={_toml(value)}" for key, value in self.sweep),
                 f"group.strategy={_toml(self.strategy)}", f"backends={_toml([self.backend])}", f"seed={seed}"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """A headline claim declared in advance: `higher` cells exceed `lower` cells on `metric` in
+    `scenario`, pair by pair at every sweep value both have (experiments.summary.claims tests it)."""
+
+    says: str
+    scenario: str
+    metric: str
+    higher: tuple[str, ...]
+    lower: tuple[str, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +102,7 @@ class Campaign:
     repetitions: int
     seed: int
     cells: tuple[Cell, ...]
+    claims: tuple[Claim, ...] = ()
 
     @property
     def sha256(self) -> str:
@@ -87,11 +110,25 @@ class Campaign:
 
     def plan(self) -> list[PlannedRun]:
         """Every run, interleaved: repetition 0 of each cell, then repetition 1, ..."""
+        most = max((cell.repetitions for cell in self.cells), default=0)
         return [PlannedRun(cell=cell, repetition=rep, seed=self.seed + rep)
-                for rep in range(self.repetitions) for cell in self.cells]
+                for rep in range(most) for cell in self.cells if rep < cell.repetitions]
 
     def scenario_of(self, run: PlannedRun) -> Scenario:
         return load(run.cell.scenario_path, overrides=run.cell.overrides(run.seed))
+
+
+def declared_claims(text: str) -> tuple[Claim, ...]:
+    """The claims of a campaign file that was checked when it ran (its copy in the campaign folder)."""
+    return tuple(Claim(says=claim["says"], scenario=claim["scenario"], metric=claim["metric"],
+                       higher=tuple(claim["higher"]), lower=tuple(claim["lower"]))
+                 for claim in tomllib.loads(text).get("claims", []))
+
+
+def cell_matches(cell: Cell, selector: str) -> bool:
+    """A claim's selector: "backend" or "backend/strategy"."""
+    backend, _, strategy = selector.partition("/")
+    return cell.backend == backend and (not strategy or cell.strategy == strategy)
 
 
 def _toml(value: object) -> str:
@@ -135,8 +172,9 @@ def load_campaign(path: str | Path) -> Campaign:
 class _Reader:
     """Turns the parsed TOML into a Campaign, collecting every problem instead of stopping at one."""
 
-    TOP_KEYS = {"name", "description", "repetitions", "seed", "matrix"}
-    BLOCK_KEYS = {"scenario", "backends", "strategies", "set", "sweep"}
+    TOP_KEYS = {"name", "description", "repetitions", "seed", "matrix", "claims"}
+    BLOCK_KEYS = {"scenario", "backends", "strategies", "set", "sweep", "repetitions"}
+    CLAIM_KEYS = {"says", "scenario", "metric", "higher", "lower"}
 
     def __init__(self, path: Path, text: str, data: dict) -> None:
         self.path, self.text, self.data = path, text, data
@@ -153,7 +191,7 @@ class _Reader:
         name = data.get("name", self.path.stem)
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             self.fail(("name",), "a campaign name is letters, digits, '.', '_' or '-'")
-        repetitions = self.integer(data, "repetitions", (), default=3, low=1)
+        repetitions = self.integer(data, "repetitions", (), default=5, low=1)
         seed = self.integer(data, "seed", (), default=1, low=0)
         blocks = data.get("matrix")
         if not isinstance(blocks, list) or not blocks:
@@ -161,14 +199,20 @@ class _Reader:
             blocks = []
         cells: list[Cell] = []
         for index, block in enumerate(blocks):
-            cells += self.block(block, ("matrix", index), seed)
+            cells += self.block(block, ("matrix", index), seed, repetitions)
         keys = [cell.key for cell in cells]
         for key in sorted({key for key in keys if keys.count(key) > 1}):
             self.fail(("matrix",), f"cell {key} is declared twice")
+        claims = data.get("claims", [])
+        if not isinstance(claims, list):
+            self.fail(("claims",), "claims is a list of [[claims]] tables")
+            claims = []
+        parsed = [self.claim(claim, ("claims", index), cells) for index, claim in enumerate(claims)]
         if self.problems:
             raise ScenarioError(str(self.path), sorted(self.problems, key=lambda problem: problem.line or 0))
         return Campaign(name=name, description=str(data.get("description", "")), source=str(self.path),
-                        text=self.text, repetitions=repetitions, seed=seed, cells=tuple(cells))
+                        text=self.text, repetitions=repetitions, seed=seed, cells=tuple(cells),
+                        claims=tuple(claim for claim in parsed if claim is not None))
 
     def integer(self, table: dict, key: str, where: tuple, *, default: int, low: int) -> int:
         value = table.get(key, default)
@@ -186,7 +230,36 @@ class _Reader:
             return None
         return value
 
-    def block(self, block: object, where: tuple, seed: int) -> list[Cell]:
+    def claim(self, claim: object, where: tuple, cells: list[Cell]) -> Claim | None:
+        if not isinstance(claim, dict):
+            self.fail(where, "a [[claims]] entry is a table")
+            return None
+        for key in sorted(set(claim) - self.CLAIM_KEYS):
+            self.fail((*where, key), f"unknown key (known: {', '.join(sorted(self.CLAIM_KEYS))})")
+        for key in sorted(self.CLAIM_KEYS - set(claim)):
+            self.fail((*where, key), "missing")
+        if self.CLAIM_KEYS - set(claim):
+            return None
+        for key in ("says", "scenario", "metric"):
+            if not isinstance(claim[key], str) or not claim[key]:
+                self.fail((*where, key), "must be a non-empty string")
+                return None
+        sides = {key: self.strings(claim, key, where) for key in ("higher", "lower")}
+        if None in sides.values():
+            return None
+        in_scenario = [cell for cell in cells if cell.scenario == claim["scenario"]]
+        if not in_scenario:
+            self.fail((*where, "scenario"), f"no cell of the matrix runs scenario {claim['scenario']!r}")
+            return None
+        for key, selectors in sides.items():
+            for selector in selectors:
+                if not any(cell_matches(cell, selector) for cell in in_scenario):
+                    self.fail((*where, key), f"{selector!r} names no cell of {claim['scenario']} "
+                                             "(a backend, or backend/strategy)")
+        return Claim(says=claim["says"], scenario=claim["scenario"], metric=claim["metric"],
+                     higher=tuple(sides["higher"]), lower=tuple(sides["lower"]))
+
+    def block(self, block: object, where: tuple, seed: int, repetitions: int) -> list[Cell]:
         if not isinstance(block, dict):
             self.fail(where, "a [[matrix]] entry is a table")
             return []
@@ -194,6 +267,7 @@ class _Reader:
             self.fail((*where, key), f"unknown key (known: {', '.join(sorted(self.BLOCK_KEYS))})")
         scenario_path = self.scenario_path(block.get("scenario"), where)
         common = self.strings(block, "set", where) or []
+        repetitions = self.integer(block, "repetitions", where, default=repetitions, low=1)
         sweep = block.get("sweep", {})
         if not isinstance(sweep, dict) or not all(isinstance(v, list) and v for v in sweep.values()):
             self.fail((*where, "sweep"), "sweep maps a dotted key to a non-empty list of values")
@@ -210,7 +284,8 @@ class _Reader:
         cells = []
         for backend, strategy, values in itertools.product(backends, strategies, itertools.product(*sweep.values())):
             cell = Cell(scenario=base.name, scenario_path=scenario_path, backend=backend, strategy=strategy,
-                        sweep=tuple(zip(sweep, values, strict=True)), common=tuple(common))
+                        sweep=tuple(zip(sweep, values, strict=True)), common=tuple(common),
+                        repetitions=repetitions)
             if self.cell_loads(cell, where, seed, base):
                 cells.append(cell)
         return cells

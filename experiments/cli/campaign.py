@@ -35,6 +35,8 @@ def campaign_command(
     master: Annotated[str, typer.Option(help="Spark master for the summary, e.g. local[2] or spark://h:7077.")] = "local[*]",
     summarize: Annotated[bool, typer.Option(help="Summarise and report when the runs are done.")] = True,
     check: Annotated[bool, typer.Option("--check", help="Validate the campaign and print its plan; run nothing.")] = False,
+    allow_mixed_commits: Annotated[bool, typer.Option(
+        "--allow-mixed-commits", help="Resume a folder whose runs another commit made (the pages say so).")] = False,
 ) -> None:
     """Run every cell of a campaign `repetitions` times (interleaved, recorded seeds), then summarise all runs
     in one Spark pass and write statistics (n, median, min-max, interval of the median) and a report."""
@@ -56,7 +58,7 @@ def campaign_command(
     folder = out or Path("runs") / f"{campaign.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         outcome = execute(campaign, folder, parallel=parallel, zk_provider=zk_provider,
-                          say=lambda line: typer.echo(line, err=True))
+                          say=lambda line: typer.echo(line, err=True), allow_mixed_commits=allow_mixed_commits)
     except CampaignMismatch as error:   # refused before any run started
         resumable = "" if is_campaign_dir(folder) else " (--out resumes only a folder a campaign made)"
         _fail(f"{error}{resumable}")
@@ -93,12 +95,13 @@ def summarize_campaign(folder: Path, master: str = "local[*]"):
 
 
 def _print_plan(campaign) -> None:
-    table = Table("cell", "scenario", "backend", "strategy", "sweep", title=f"campaign {campaign.name}: "
-                  f"{len(campaign.cells)} cells x {campaign.repetitions} repetitions (seeds {campaign.seed}.."
-                  f"{campaign.seed + campaign.repetitions - 1})")
+    most = max(cell.repetitions for cell in campaign.cells)
+    table = Table("cell", "scenario", "backend", "strategy", "sweep", "runs", title=f"campaign {campaign.name}: "
+                  f"{len(campaign.cells)} cells, {len(campaign.plan())} runs (seeds {campaign.seed}.."
+                  f"{campaign.seed + most - 1})")
     for cell in campaign.cells:
         table.add_row(cell.key, cell.scenario, cell.backend, cell.strategy,
-                      ", ".join(f"{k}={v}" for k, v in cell.sweep) or "-")
+                      ", ".join(f"{k}={v}" for k, v in cell.sweep) or "-", str(cell.repetitions))
     Console(width=200).print(table)
 
 
@@ -113,8 +116,9 @@ def campaigns_command() -> None:
         except ScenarioError as error:
             table.add_row(name, "-", "-", "-", f"invalid: {error.problems[0].message}")
             continue
-        table.add_row(name, str(len(campaign.cells)), str(campaign.repetitions),
-                      str(len(campaign.cells) * campaign.repetitions), campaign.description)
+        counts = sorted({cell.repetitions for cell in campaign.cells})
+        table.add_row(name, str(len(campaign.cells)), "-".join(map(str, sorted({counts[0], counts[-1]}))),
+                      str(len(campaign.plan())), campaign.description)
     Console(width=200).print(table)
 
 

@@ -131,7 +131,7 @@ def campaign_sections(cells: pd.DataFrame, compared: pd.DataFrame, images: list[
             if image is not None and metric not in placed and (mine[mine["metric"] == metric]["max"] > 0).any():
                 placed.add(metric)
                 figures.append(Figure(path=image, caption=f"{metric} in each run (dots) and the median (bar): "
-                                                          "where the cells' dots do not overlap, the difference is real."))
+                                                          "which differences hold up is decided by the exact test below."))
         if checks:
             blocks.append(Block(tables=[Table(title="What the checks counted", frame=frame,
                                               note=f"median [min-max] per cell, {n}" if len(frame) else "",
@@ -142,15 +142,16 @@ def campaign_sections(cells: pd.DataFrame, compared: pd.DataFrame, images: list[
             frame, hidden = _metric_table(mine, phase_metrics, columns, by_size=swept)
             details.append(Detail(summary="Per phase: records lost, max latency, time rebalancing",
                                   tables=[Table(title="", frame=frame, hidden=_hidden(hidden))]))
-        held = compared[(compared["scenario"] == scenario) & compared["distinguishable"]] if len(compared) else compared
+        held = compared[(compared["scenario"] == scenario) & compared["difference"]] if len(compared) else compared
         if len(held):
             shown = pd.DataFrame({
                 "metric": [RowHeader(r.metric, "" if r.sweep == "-" else str(r.sweep)) for r in held.itertuples()],
-                "difference (b - a) [95% interval]": [
-                    f"{spread_text(r.difference, r.difference, r.difference, unit=metric_unit(r.metric))} "
-                    f"[{r.ci_low:,.1f}, {r.ci_high:,.1f}]" for r in held.itertuples()],
+                "shift (b - a) [interval, its coverage]": [
+                    f"{spread_text(r.shift, r.shift, r.shift, unit=metric_unit(r.metric))} "
+                    f"[{r.ci_low:,.1f}, {r.ci_high:,.1f}, {r.coverage:.0%}]" for r in held.itertuples()],
                 "reading": list(held["reading"])})
-            details.append(Detail(summary=f"Differences that hold up ({len(held)})", tables=[Table(title="", frame=shown)]))
+            details.append(Detail(summary=f"Differences that hold up ({len(held)}; exact test, false discovery "
+                                          "rate 5% over the page)", tables=[Table(title="", frame=shown)]))
         sections.append(Section(title=scenario, anchor=f"scenario-{_slug(scenario)}",
                                 intro=f"{', '.join(columns)}; {n} per cell.", blocks=blocks, details=details))
     return sections
@@ -162,13 +163,14 @@ def write_campaign_pages(out: Path, *, title: str, meta: str, cells: pd.DataFram
     found = campaign_findings(cells, compared)
     paragraphs = [(f"{finding.scenario} ({finding.ran}):", finding.text) for finding in found]
     sections = campaign_sections(cells, compared, images)
-    pointer = ("Every cell with its 95% interval of the median, and every comparison: "
+    pointer = ("Every cell with its interval of the median (and that interval's coverage), and every comparison: "
                "[statistics/statistics.md](../statistics/statistics.md).")
     markdown = out / "report.md"
     markdown.write_text("\n".join([f"# {title}\n", meta + "\n", page.findings_markdown(FINDINGS_TITLE, paragraphs),
                                    *[page.section_markdown(section, out) for section in sections], pointer + "\n"]))
     html_path = out / "report.html"
-    tail = ("<p class=note>Every cell with its 95% interval of the median, and every comparison: "
+    tail = ("<p class=note>Every cell with its interval of the median (and that interval's coverage), and every "
+            "comparison: "
             "<a href='../statistics/statistics.md'>statistics/statistics.md</a>.</p>")
     html_path.write_text(page.page_html(title, meta, page.findings_html(FINDINGS_TITLE, paragraphs),
                                         [page.section_html(section, out) for section in sections], tail=tail))

@@ -468,16 +468,18 @@ def campaign_finding(scenario: str, cells: pd.DataFrame, compared: pd.DataFrame)
         listed = clean[0] if len(clean) == 1 else ", ".join(clean[:-1]) + " or " + clean[-1]
         sentences.append(_sentence(f"no {listed} on any run."))
     held = compared[(compared["scenario"] == scenario) & (compared["compares"] == "backend")
-                    & compared["distinguishable"]] if len(compared) else compared
+                    & compared["difference"]] if len(compared) else compared
     held = held[held["metric"].isin([*CAMPAIGN_CHECKS, "join: requests per change", "leave: requests per change"])] \
         if len(held) else held
     if len(held):
         readings = [f"{r.metric}{'' if r.sweep == '-' else ' at ' + str(r.sweep).replace('group.members=', 'N = ')}: "
                     f"{r.reading}" for r in held.itertuples()]
-        sentences.append(f"Differences that hold up ({len(readings)}): " + "; ".join(readings[:4])
-                         + ("; ..." if len(readings) > 4 else "."))
+        sentences.append(f"Differences that hold up ({len(readings)}, false discovery rate 5%): "
+                         + "; ".join(readings[:4]) + ("; ..." if len(readings) > 4 else "."))
     elif len(compared):
-        sentences.append("No difference between backends holds up at this n.")
+        tested = compared[(compared["scenario"] == scenario) & (compared["status"] == "tested")]
+        sentences.append("No difference between backends is shown at this n." if len(tested) else
+                         "No difference between backends was tested: a comparison needs 5 runs a side.")
     ran = f"{names(columns)}{' at N = ' + ', '.join(map(str, sizes)) if swept else ''}; {n} per cell"
     return Finding(scenario=scenario, ran=ran, text=" ".join(sentences) or "Nothing measured.")
 

@@ -1,5 +1,6 @@
-"""docs/results.md from campaign folders: every figure as `median [min-max], n`, with the differences
-between backends and strategies that hold up at the campaigns' n (`rebalance-lab results DIR [DIR ...]`).
+"""docs/results.md from campaign folders (`rebalance-lab results DIR [DIR ...]`): the claims the campaign
+files declared, each with its verdict; every figure as `median [min-max], n`; and the differences between
+backends and strategies that survive the page's false discovery rate.
 
 Several folders are pooled run by run: the statistics are computed again over every folder's runs, so a
 campaign that adds a backend or a size (`kip848`) extends the same tables and comparisons."""
@@ -12,8 +13,17 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.campaign.manifest import COMPLETED, Manifest
+from experiments.campaign.model import declared_claims
 from experiments.summary import markdown_table
-from experiments.summary.campaign_stats import cell_statistics, comparisons, run_metrics, spread
+from experiments.summary.campaign_stats import (
+    cell_statistics,
+    comparisons,
+    page_counts,
+    provenance_lines,
+    run_metrics,
+    spread,
+)
+from experiments.summary.claims import claims_markdown, evaluate
 
 HERD = ("requests per change", "notifications per change", "stable after (s)", "stop-the-world (s)",
         "partition-seconds unowned")
@@ -27,12 +37,15 @@ def results_markdown(folders: list[Path], notes: Path | None = None) -> str:
     runs = pd.concat([run_metrics(folder) for folder in folders], ignore_index=True)
     cells, compared = cell_statistics(runs), comparisons(runs)
     manifests = [Manifest.read(folder) for folder in folders]
+    claims = [claim for folder in folders for claim in declared_claims((folder / "campaign.toml").read_text())]
     parts = [
         "# Results measured on this machine\n",
+        claims_markdown(evaluate(runs, claims)),
         "Every figure is `median [min-max], n = runs`. Request and anomaly counts vary little between runs; "
         "timings vary a lot on two shared cores, and more when a campaign runs two cells at a time "
         "(`--parallel 2`, see docs/campaigns.md).\n",
         *(_campaign_line(manifest) for manifest in manifests),
+        *provenance_lines(manifests),
         "\nRegenerate this page from the campaign folders:\n",
         "```sh\n" + "".join(f"./lab campaign {m.campaign['name']} --out runs/{m.campaign['name']}\n"
                             for m in manifests)
@@ -77,7 +90,8 @@ def _herd_section(cells: pd.DataFrame) -> list[str]:
              "the warm-up's first joins nor the teardown. A request is a ZooKeeper operation (legacy), a group "
              "request other than Heartbeat and OffsetCommit (modern), or a FindCoordinator, OffsetFetch or "
              "ConsumerGroupHeartbeat that joined, left, acknowledged or changed an assignment (kip848; "
-             "docs/analysis.md). Herd runs use 50 partitions: from N = 50 on, a newcomer may get nothing.\n"]
+             "docs/analysis.md). Each cell's topic size is its scenario's (the herd scenarios give every member "
+             "work: P = 2N).\n"]
     kinds = {metric.split(": ")[0] for metric in herd["metric"] if metric.split(": ", 1)[1] in HERD}
     for kind in sorted(kinds):
         rows = []
@@ -117,20 +131,24 @@ def _per_cell_section(cells: pd.DataFrame, prefix: str, title: str, metrics) -> 
 
 def _differences(compared: pd.DataFrame) -> list[str]:
     lines = ["## Which differences hold up\n",
-             "Difference of medians (b - a) with a 95% percentile-bootstrap interval. Only the differences whose "
-             "interval excludes zero are listed; the rest are not distinguishable at their n.\n"]
+             "Each pair of cells (backends at the same strategy and size, strategies on the same backend) on each "
+             "metric, by the exact Mann-Whitney test, only with at least 5 runs a side; the shift is the "
+             "Hodges-Lehmann estimate (b - a) with its distribution-free interval and that interval's coverage. "
+             "A difference is listed only if it survives Benjamini-Hochberg over every test on this page. A pair "
+             "not listed is not shown to differ, which is not the same as equal.\n"]
     if compared.empty:
         return [*lines, "_(no pairs of cells to compare)_\n"]
-    held = compared[compared["distinguishable"]]
-    lines.append(f"{len(held):,} of {len(compared):,} comparisons hold up. Each campaign folder's "
-                 "`statistics/comparisons.parquet` lists its own comparisons, the indistinguishable ones too.\n")
+    lines.append(page_counts(compared) + " Each campaign folder's `statistics/comparisons.parquet` lists every "
+                 "comparison with its reading.\n")
+    held = compared[compared["difference"]]
     if held.empty:
         return lines
     table = held.assign(
         where=held["scenario"] + held["sweep"].map(lambda s: "" if s == "-" else f" ({s})"),
         pair=held["a"] + " vs " + held["b"],
-        difference_ci=[f"{r.difference:,.1f} [{r.ci_low:,.1f}, {r.ci_high:,.1f}]" for r in held.itertuples()])
-    return [*lines, markdown_table(table[["where", "metric", "pair", "difference_ci", "reading"]])]
+        shift_interval=[f"{r.shift:,.1f} [{r.ci_low:,.1f}, {r.ci_high:,.1f}] ({r.coverage:.0%})"
+                        for r in held.itertuples()])
+    return [*lines, markdown_table(table[["where", "metric", "pair", "shift_interval", "reading"]])]
 
 
 def _stats(rows: pd.DataFrame) -> tuple[float, float, float, int]:

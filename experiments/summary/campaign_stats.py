@@ -1,12 +1,15 @@
-"""Cross-run statistics of a campaign: n, median, min, max and a 95% interval of the median per cell and
-metric, and differences of medians between backends and between strategies.
+"""Cross-run statistics of a campaign: n, median, min, max and an interval of the median per cell and
+metric, and tests of the differences between backends and between strategies.
 
 The interval of a median is the distribution-free order-statistic interval [x(k), x(n+1-k)], with the
 largest k whose coverage 1 - 2 P(Binomial(n, 1/2) < k) is at least 95%. Below n = 6 no such k exists and
-the interval is [min, max] with the coverage it has (75% at n = 3, 94% at n = 5); the `coverage` column
-says which. A difference of medians gets a percentile bootstrap interval (2,000 resamples of each cell,
-fixed seed); at small n it is rough, and a difference whose interval contains zero is reported as "not
-distinguishable at n = a/b".
+the interval is [min, max] with the coverage it has (75% at n = 3, 94% at n = 5); its label says which.
+
+Two cells are compared by the exact Mann-Whitney test and the Hodges-Lehmann shift with its
+distribution-free interval (`experiments.summary.inference`): only with at least 5 runs a side, never
+when every run of both cells gave one value each (then the values are simply stated), and a difference
+is called one only if it survives Benjamini-Hochberg at a false discovery rate of 5% over every test on
+the page.
 
 Per-run metrics come from each run's summary (`summary/*.parquet`, written by `summarize`):
 - herd.parquet, per kind of change (join, leave, crash, ...) made by the scenario's timeline (not the
@@ -30,11 +33,13 @@ import pandas as pd
 
 from experiments.campaign.execute import run_dir
 from experiments.campaign.manifest import COMPLETED, Manifest
+from experiments.campaign.model import declared_claims
 from experiments.summary import markdown_table
+from experiments.summary.claims import claims_frame, claims_markdown, evaluate
+from experiments.summary.inference import MIN_RUNS, Q, benjamini_hochberg, compare
 from experiments.summary.rundata import scenario_window
 
 LEVEL = 0.95
-BOOTSTRAP_RESAMPLES = 2000
 CELL_COLUMNS = ["scenario", "backend", "strategy", "sweep"]
 
 _HERD_METRICS = {"requests": "requests per change", "notifications": "notifications per change",
@@ -48,7 +53,7 @@ COORDINATOR_GAP = "coordinator gap (s)"                          # the group's m
 GAP_LOOKUPS = "FindCoordinator requests without a coordinator"   # summed over the members
 
 
-# -- order statistics and the bootstrap ---------------------------------------------------------
+# -- the interval of a median ------------------------------------------------------------------
 
 def median_interval(values: list[float] | np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
     """(low, high, coverage) of the order-statistic interval of the median."""
@@ -67,16 +72,6 @@ def _coverage(n: int, k: int) -> float:
     """P(x(k) <= median <= x(n+1-k)) = 1 - 2 P(Binomial(n, 1/2) <= k - 1)."""
     tail = sum(math.comb(n, i) for i in range(k)) / 2 ** n
     return 1 - 2 * tail
-
-
-def difference_interval(a: np.ndarray, b: np.ndarray, *, level: float = LEVEL, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of median(b) - median(a)."""
-    rng = np.random.default_rng(seed)
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    medians_a = np.median(rng.choice(a, size=(BOOTSTRAP_RESAMPLES, len(a))), axis=1)
-    medians_b = np.median(rng.choice(b, size=(BOOTSTRAP_RESAMPLES, len(b))), axis=1)
-    low, high = np.quantile(medians_b - medians_a, [(1 - level) / 2, (1 + level) / 2])
-    return float(low), float(high)
 
 
 # -- per-run metrics ---------------------------------------------------------------------------
@@ -165,9 +160,15 @@ def cell_statistics(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+COMPARISON_COLUMNS = ["scenario", "backend", "strategy", "sweep", "metric", "compares", "a", "b", "n_a", "n_b",
+                      "median_a", "median_b", "shift", "ci_low", "ci_high", "coverage", "p", "status", "difference",
+                      "reading"]
+
+
 def comparisons(runs: pd.DataFrame) -> pd.DataFrame:
-    """Differences of medians between backends (same scenario, strategy, sweep) and between strategies
-    (same scenario, backend, sweep), each with its bootstrap interval and a plain-words reading."""
+    """Every pair of backends (same scenario, strategy, sweep) and of strategies (same scenario, backend,
+    sweep) on every metric: the exact test where it can be made, and Benjamini-Hochberg over all of them.
+    `difference` is True only for a tested pair that survives it."""
     rows = []
     for vary in ("backend", "strategy"):
         fixed = [column for column in CELL_COLUMNS if column != vary]
@@ -175,18 +176,44 @@ def comparisons(runs: pd.DataFrame) -> pd.DataFrame:
             by_value = {value: rows_["value"].to_numpy(dtype=float) for value, rows_ in group.groupby(vary)}
             for a, b in itertools.combinations(sorted(by_value), 2):
                 va, vb = by_value[a], by_value[b]
-                low, high = difference_interval(va, vb)
-                difference = float(np.median(vb) - np.median(va))
-                crosses = low <= 0 <= high
-                reading = (f"not distinguishable at n = {len(va)}/{len(vb)}" if crosses else
-                           f"{b} {'higher' if difference > 0 else 'lower'} than {a}")
+                result = compare(va, vb)
                 rows.append({**dict(zip([*fixed, "metric"], key, strict=True)), "compares": vary, "a": a, "b": b,
                              "n_a": len(va), "n_b": len(vb), "median_a": float(np.median(va)),
-                             "median_b": float(np.median(vb)), "difference": difference, "ci_low": low,
-                             "ci_high": high, "distinguishable": not crosses, "reading": reading})
-    columns = ["scenario", "backend", "strategy", "sweep", "metric", "compares", "a", "b", "n_a", "n_b",
-               "median_a", "median_b", "difference", "ci_low", "ci_high", "distinguishable", "reading"]
-    return pd.DataFrame(rows, columns=columns)
+                             "median_b": float(np.median(vb)), "shift": result.shift, "ci_low": result.low,
+                             "ci_high": result.high, "coverage": result.coverage, "p": result.p,
+                             "status": result.status})
+    frame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS[:-2])
+    tested = (frame["status"] == "tested").to_numpy()
+    difference = np.zeros(len(frame), dtype=bool)
+    difference[tested] = benjamini_hochberg(frame.loc[tested, "p"].to_numpy())
+    frame["difference"] = difference
+    frame["reading"] = [reading(row) for row in frame.itertuples()]
+    return frame
+
+
+def reading(row) -> str:
+    """A comparison in words; "no difference shown" is never "equal"."""
+    n = f"n = {row.n_a}/{row.n_b}"
+    if row.status == "too few runs":
+        return f"too few runs ({n}; needs {MIN_RUNS})"
+    if row.status == "identical":
+        return f"identical in all {row.n_a}/{row.n_b} runs"
+    if row.status == "constant":
+        return f"the same in every run of each ({row.a} {_number(row.median_a, 2)}, {row.b} {_number(row.median_b, 2)}; {n})"
+    if row.difference:
+        return f"{row.b} {'higher' if row.shift > 0 else 'lower'} than {row.a} (p = {row.p:.2g}, {n})"
+    return f"no difference shown at {n} (p = {row.p:.2g})"
+
+
+def page_counts(compared: pd.DataFrame) -> str:
+    """How many comparisons a page made, how many could be tested, and how many differences survive."""
+    tested = int((compared["status"] == "tested").sum())
+    found = int(compared["difference"].sum())
+    few = int((compared["status"] == "too few runs").sum())
+    same = int(compared["status"].isin(["identical", "constant"]).sum())
+    return (f"{len(compared):,} comparisons: {tested:,} tested (exact Mann-Whitney, at least {MIN_RUNS} runs a "
+            f"side), {found:,} of them differences at a false discovery rate of {Q:.0%} (Benjamini-Hochberg over "
+            f"the {tested:,}); {few:,} with too few runs; {same:,} where every run of each cell gave one value.")
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -198,10 +225,13 @@ def write_statistics(folder: Path) -> Path:
     runs = run_metrics(folder)
     cells = cell_statistics(runs)
     compared = comparisons(runs)
+    claimed = evaluate(runs, declared_claims((folder / "campaign.toml").read_text()))
     runs.to_parquet(out / "runs.parquet", index=False)
     cells.to_parquet(out / "cells.parquet", index=False)
     compared.to_parquet(out / "comparisons.parquet", index=False)
-    (out / "statistics.md").write_text(statistics_markdown(Manifest.read(folder), cells, compared))
+    claims_frame(claimed).to_parquet(out / "claims.parquet", index=False)
+    (out / "statistics.md").write_text(statistics_markdown(Manifest.read(folder), cells, compared,
+                                                           claims_markdown(claimed)))
     return out
 
 
@@ -220,34 +250,56 @@ def _number(value: float, digits: int) -> str:
     return f"{value:,.{digits}f}"
 
 
-def statistics_markdown(manifest: Manifest, cells: pd.DataFrame, compared: pd.DataFrame) -> str:
+def interval_label(coverage: float, runs: int) -> str:
+    """The real coverage of a median's interval, e.g. "75% interval of the median, n = 3"."""
+    return f"{coverage:.0%} interval of the median, n = {runs}" if not math.isnan(coverage) else "-"
+
+
+def statistics_markdown(manifest: Manifest, cells: pd.DataFrame, compared: pd.DataFrame, claims: str = "") -> str:
     campaign = manifest.campaign
     statuses = [entry.status for entry in manifest.runs.values()]
     lines = [f"# Campaign {campaign['name']}\n",
-             f"{statuses.count(COMPLETED)} of {len(statuses)} runs completed ({campaign['cells']} cells x "
-             f"{campaign['repetitions']} repetitions); commit {manifest.machine.get('git_commit') or '?'}, "
-             f"{manifest.machine.get('cores')} cores.\n",
-             "Every figure is `median [min-max], n`. The `95% CI` column is the order-statistic interval of the "
-             "median with its actual coverage (below n = 6 it is [min, max]).\n"]
+             f"{statuses.count(COMPLETED)} of {len(statuses)} runs completed ({campaign['cells']} cells); commit "
+             f"{manifest.machine.get('git_commit') or '?'}, {manifest.machine.get('cores')} cores.\n",
+             *provenance_lines([manifest]),
+             claims,
+             "Every figure is `median [min-max], n`. The interval is the order-statistic interval of the median "
+             "with its real coverage (below n = 6 it is [min, max]).\n"]
     for scenario, by_scenario in cells.groupby("scenario", sort=False):
         lines.append(f"## {scenario}\n")
         table = by_scenario.copy()
         table["cell"] = table["backend"] + " / " + table["strategy"] + table["sweep"].map(
             lambda s: "" if s == "-" else f" / {s}")
         table["value"] = [spread(r.median, r.min, r.max, r.runs) for r in table.itertuples()]
-        table["95% CI"] = [f"{_number(r.ci_low, 1)}-{_number(r.ci_high, 1)} ({r.coverage:.0%})"
-                           for r in table.itertuples()]
-        lines.append(markdown_table(table[["metric", "cell", "value", "95% CI"]]))
-    distinguishable = compared[compared["distinguishable"]]
-    lines.append("## Differences that hold up\n")
-    lines.append("Difference of medians (b - a) with its 95% bootstrap interval; only those whose interval "
-                 "excludes zero. Everything else in `comparisons.parquet` is not distinguishable at its n.\n")
-    if len(distinguishable):
-        shown = distinguishable.assign(
-            where=distinguishable["scenario"] + " " + distinguishable["sweep"].where(distinguishable["sweep"] != "-", ""),
-            difference_ci=[f"{_number(r.difference, 1)} [{_number(r.ci_low, 1)}, {_number(r.ci_high, 1)}]"
-                           for r in distinguishable.itertuples()])
-        lines.append(markdown_table(shown[["where", "metric", "a", "b", "difference_ci", "reading"]]))
+        table["interval of the median"] = [f"{_number(r.ci_low, 1)}-{_number(r.ci_high, 1)} "
+                                           f"({interval_label(r.coverage, r.runs)})" for r in table.itertuples()]
+        lines.append(markdown_table(table[["metric", "cell", "value", "interval of the median"]]))
+    lines.append("## Differences\n")
+    lines.append(page_counts(compared) + " Listed: the differences, with the Hodges-Lehmann shift (b - a) and its "
+                 "distribution-free interval. Every comparison is in `comparisons.parquet`.\n")
+    found = compared[compared["difference"]]
+    if len(found):
+        shown = found.assign(
+            where=found["scenario"] + " " + found["sweep"].where(found["sweep"] != "-", ""),
+            shift_interval=[f"{_number(r.shift, 1)} [{_number(r.ci_low, 1)}, {_number(r.ci_high, 1)}] "
+                            f"({r.coverage:.0%})" for r in found.itertuples()])
+        lines.append(markdown_table(shown[["where", "metric", "a", "b", "shift_interval", "reading"]]))
     else:
         lines.append("_(none)_\n")
     return "\n".join(lines)
+
+
+def provenance_lines(manifests: list[Manifest]) -> list[str]:
+    """Which commits made the runs, and which runs ran alongside others (their timings are stretched)."""
+    lines = []
+    for manifest in manifests:
+        done = [entry for entry in manifest.runs.values() if entry.status == COMPLETED]
+        commits = sorted({entry.git_commit for entry in done if entry.git_commit})
+        if len(commits) > 1:
+            lines.append(f"- `{manifest.campaign['name']}` mixes runs from {len(commits)} commits "
+                         f"({', '.join(commit[:12] for commit in commits)}; allowed by --allow-mixed-commits).")
+        parallel = sum((entry.parallel or 1) > 1 for entry in done)
+        if parallel:
+            lines.append(f"- `{manifest.campaign['name']}`: {parallel} of {len(done)} runs ran beside another run "
+                         "(`--parallel` > 1); their counts stand, their timings are stretched.")
+    return [*lines, ""] if lines else []

@@ -1,0 +1,126 @@
+"""The statistics that decide which differences are real, checked against scipy and by simulation.
+
+- the exact p-value is scipy's, with and without ties, and n alone bounds how small it can be;
+- the Hodges-Lehmann interval has its textbook coverage;
+- Benjamini-Hochberg and Holm reject what they should;
+- A/A: pages of comparisons between cells drawn from one distribution (continuous and tied counts, n = 5 and
+  10, 1,000 pages each) call a difference on at most 5% of pages;
+- a planted shift of two standard deviations at n = 10 is found at least 90% of the time;
+- a declared claim gets one verdict: supported, not supported, or undetermined.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from experiments.campaign.model import Claim
+from experiments.summary.claims import NO_RUNS, NOT_SUPPORTED, SUPPORTED, TOO_FEW, evaluate
+from experiments.summary.inference import (
+    benjamini_hochberg,
+    compare,
+    exact_p,
+    hodges_lehmann,
+    holm,
+    smallest_p,
+)
+
+PAGES = 1000
+PER_PAGE = 10
+
+
+def test_the_exact_p_value_is_scipys_with_and_without_ties():
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        m, n = rng.integers(2, 8, size=2)
+        for a, b in ((rng.poisson(2, m), rng.poisson(2.5, n)), (rng.normal(size=m), rng.normal(0.5, size=n))):
+            a, b = a.astype(float), b.astype(float)
+            expected = stats.mannwhitneyu(b, a, method=stats.PermutationMethod(n_resamples=np.inf)).pvalue
+            assert exact_p(a, b) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize(("n", "smallest"), [(3, 0.10), (5, 0.0079), (6, 0.0022), (10, 1.1e-5)])
+def test_n_alone_bounds_the_smallest_p_value(n, smallest):
+    assert smallest_p(n, n) == pytest.approx(smallest, rel=0.02)
+    assert exact_p(np.arange(n, dtype=float), np.arange(n, dtype=float) + 100) == pytest.approx(smallest_p(n, n))
+
+
+@pytest.mark.parametrize(("n", "coverage"), [(5, 244 / 252), (10, 0.9567)])
+def test_the_shift_interval_has_its_textbook_coverage(n, coverage):
+    rng = np.random.default_rng(n)
+    a, b = rng.normal(size=n), rng.normal(1.0, size=n)
+    shift, low, high, covered = hodges_lehmann(a, b)
+    assert covered == pytest.approx(coverage, abs=1e-4) and low <= shift <= high
+    assert shift == pytest.approx(np.median(np.subtract.outer(b, a)))
+
+
+def test_too_few_runs_and_constant_cells_are_not_tested():
+    assert compare([1, 2, 3], [7, 8, 9]).status == "too few runs"
+    assert compare([4] * 5, [4] * 5).status == "identical"
+    assert compare([4] * 5, [6] * 6).status == "constant"
+    assert compare([1, 2, 3, 4, 5], [7, 8, 9, 10, 11]).status == "tested"
+
+
+def test_benjamini_hochberg_and_holm():
+    p = [0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205, 0.212, 0.216]
+    assert list(benjamini_hochberg(p)) == [True, True] + [False] * 8
+    assert list(holm([0.01, 0.04, 0.03])) == [True, False, False]
+    assert list(holm([0.01, 0.02, 0.03])) == [True, True, True]
+
+
+def _false_page_rate(draw, n: int, rng) -> float:
+    false_pages = 0
+    for _ in range(PAGES):
+        p = [compare(draw(rng, n), draw(rng, n)).p for _ in range(PER_PAGE)]
+        p = [value for value in p if not np.isnan(value)]
+        false_pages += bool(benjamini_hochberg(p).any()) if p else False
+    return false_pages / PAGES
+
+
+@pytest.mark.parametrize("n", [5, 10])
+@pytest.mark.parametrize("kind", ["continuous", "tied"])
+def test_a_page_of_a_a_comparisons_calls_a_difference_on_at_most_five_percent_of_pages(kind, n):
+    def draw(rng, size):
+        return rng.normal(size=size) if kind == "continuous" else rng.poisson(3, size).astype(float)
+
+    assert _false_page_rate(draw, n, np.random.default_rng(2500 + n)) <= 0.05
+
+
+def test_a_planted_shift_of_two_standard_deviations_is_found_at_n_10():
+    rng = np.random.default_rng(25)
+    found = total = 0
+    for _ in range(100):
+        p = [compare(rng.normal(size=10), rng.normal(2.0, size=10)).p for _ in range(PER_PAGE)]
+        found += int(benjamini_hochberg(p).sum())
+        total += PER_PAGE
+    assert found / total >= 0.90
+
+
+def _runs(cells: dict[tuple[str, str], list[float]], metric: str = "m") -> pd.DataFrame:
+    return pd.DataFrame([{"scenario": "s", "backend": backend, "strategy": "range", "sweep": sweep,
+                          "metric": metric, "value": value}
+                         for (backend, sweep), values in cells.items() for value in values])
+
+
+def _claim(higher: str, lower: str, says: str = "claim") -> Claim:
+    return Claim(says=says, scenario="s", metric="m", higher=(higher,), lower=(lower,))
+
+
+def test_a_claim_holds_only_if_every_pair_it_names_holds():
+    runs = _runs({("legacy", "N=10"): [50, 52, 51, 55, 53], ("modern", "N=10"): [30, 31, 29, 33, 32],
+                  ("legacy", "N=20"): [150, 152, 151, 155, 153], ("modern", "N=20"): [60, 61, 59, 63, 62],
+                  ("kip848", "N=10"): [30, 32, 31, 29, 35], ("kip848", "N=20"): [90, 160, 95, 170, 99]})
+    results = evaluate(runs, [_claim("legacy", "modern", "legacy above modern at every N"),
+                              _claim("modern", "legacy"), _claim("legacy", "kip848"), _claim("legacy", "zk")])
+    verdicts = [result.verdict for result in results]
+    assert verdicts == [SUPPORTED, NOT_SUPPORTED, NOT_SUPPORTED, NO_RUNS]
+    assert results[0].pairs == 2 and results[0].p == pytest.approx(2 / 252) and results[0].n == "5/5"
+    assert results[0].p_holm == pytest.approx(2 * 2 / 252)   # two claims were tested: Holm doubles the smaller p
+
+
+def test_a_claim_with_too_few_runs_is_undetermined():
+    runs = _runs({("legacy", "-"): [50, 52, 51], ("modern", "-"): [30, 31, 29]})
+    (result,) = evaluate(runs, [_claim("legacy", "modern")])
+    assert result.verdict == TOO_FEW and np.isnan(result.p) and result.n == "3/3"
