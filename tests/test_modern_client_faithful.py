@@ -341,8 +341,9 @@ def test_cooperative_revocation_commits_nothing_and_the_pre_join_commit_holds_no
     """Kafka's cooperative consumer commits once per rebalance, before the JoinGroup (onJoinPrepare), and
     keeps handing out records while that commit is out; after the SyncGroup it only tells the listener
     what was revoked (onJoinComplete). So the new owner of a revoked partition starts at the pre-join
-    commit and consumes again what the old owner consumed after it. Here the pre-join commit takes 1.5 s
-    and the leader takes 1 s to assign, while records keep arriving."""
+    commit and consumes again what the old owner consumed after it. Here the pre-join commit takes 3 s
+    (several polls' time even on a loaded machine) and the leader takes 1 s to assign, while records keep
+    arriving."""
     topic, group = names
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     path = tmp_path / "events.jsonl"
@@ -376,7 +377,7 @@ def test_cooperative_revocation_commits_nothing_and_the_pre_join_commit_holds_no
             def slow_pre_join_commit(connection, op, request, **kwargs):
                 if op == "OffsetCommit" and not window:
                     window.append(time.time() * 1000)
-                    time.sleep(1.5)
+                    time.sleep(3.0)
                     answer = real_send(connection, op, request, **kwargs)
                     window.append(time.time() * 1000)
                     return answer
