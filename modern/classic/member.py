@@ -93,28 +93,20 @@ class ModernMember(FetchingMember):
                 self._maybe_auto_commit()        # never while a rebalance is pending, as Kafka's poll
             return self._fetch(timeout_s, self.coordinator.generation.generation_id)
 
-    def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            reason = "close"
-            try:
-                if self._owned:
-                    if self.config.auto_commit:
-                        self._commit_offsets(dict(self._positions))
-                    owned = set(self._owned)
-                    self._owned = frozenset()
-                    self.recorder.emit(ev.PARTITIONS_REVOKED, self.member_id, partitions=sorted(map(str, owned)))
-                    self._call_listener("on_partitions_revoked", owned)
-                self.recorder.emit(ev.METRICS, self.member_id, **self.coordinator.metrics.snapshot(time.monotonic()))
-            except Exception as error:  # closing must finish; the reason says what went wrong
-                reason = f"error: {error}"
-            finally:
-                self.coordinator.close(leave=True)
-                if self._consumer is not None:
-                    self._consumer.close()
-                self.recorder.emit(ev.MEMBER_STOPPED, self.member_id, reason=reason)
+    def _give_up_partitions(self) -> None:
+        if self._owned:
+            if self.config.auto_commit:
+                self._commit_offsets(dict(self._positions))
+            owned = set(self._owned)
+            self._owned = frozenset()
+            self.recorder.emit(ev.PARTITIONS_REVOKED, self.member_id, partitions=sorted(map(str, owned)))
+            self._call_listener("on_partitions_revoked", owned)
+
+    def _metrics_snapshot(self) -> dict:
+        return self.coordinator.metrics.snapshot(time.monotonic())
+
+    def _leave_group(self) -> None:
+        self.coordinator.close(leave=True)
 
     def abandon(self) -> None:
         """Drop this member as SIGKILL would: no commit, no revocation, no LeaveGroup (the

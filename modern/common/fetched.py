@@ -37,6 +37,7 @@ class FetchingMember:
     _owned: frozenset[TopicPartition]
     _positions: dict[TopicPartition, int]
     _lock: threading.RLock
+    _closed: bool
 
     def _start_fetching(self, strategy: str) -> None:
         self._consumer = KafkaConsumer(bootstrap_servers=self.config.bootstrap.split(","), client_id=self.member_id,
@@ -84,6 +85,34 @@ class FetchingMember:
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._owned)
+
+    def close(self) -> None:
+        """Give the partitions up (the group half's way: commit, revoke), report the metrics, then leave
+        the group and stop fetching, whatever went wrong before."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            reason = "close"
+            try:
+                self._give_up_partitions()
+                self.recorder.emit(ev.METRICS, self.member_id, **self._metrics_snapshot())
+            except Exception as error:  # closing must finish; the reason says what went wrong
+                reason = f"error: {error}"
+            finally:
+                self._leave_group()
+                if self._consumer is not None:
+                    self._consumer.close(autocommit=False)
+                self.recorder.emit(ev.MEMBER_STOPPED, self.member_id, reason=reason)
+
+    def _give_up_partitions(self) -> None:
+        raise NotImplementedError
+
+    def _metrics_snapshot(self) -> dict:
+        raise NotImplementedError
+
+    def _leave_group(self) -> None:
+        raise NotImplementedError
 
 
 def take_batches(batches: Mapping, owned: Set[TopicPartition], positions: MutableMapping[TopicPartition, int],

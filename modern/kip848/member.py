@@ -91,26 +91,18 @@ class Kip848Member(FetchingMember):
             self._maybe_auto_commit()
             return self._fetch(timeout_s, self.heartbeats.member_epoch)
 
-    def close(self) -> None:
-        """Commit, revoke (listener), then leave with epoch -1 (-2 for a static member)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            reason = "close"
-            try:
-                if self._owned and self.config.auto_commit:
-                    self._commit_offsets({tp: o for tp, o in self._positions.items() if tp in self._owned})
-                if self._owned:
-                    self._revoke(set(self._owned))
-                self.recorder.emit(ev.METRICS, self.member_id, **self.metrics.snapshot(time.monotonic()))
-            except Exception as error:  # closing must finish; the reason says what went wrong
-                reason = f"error: {error}"
-            finally:
-                self.heartbeats.leave()
-                if self._consumer is not None:
-                    self._consumer.close(autocommit=False)
-                self.recorder.emit(ev.MEMBER_STOPPED, self.member_id, reason=reason)
+    def _give_up_partitions(self) -> None:
+        """Commit, revoke (listener); `close` then leaves with epoch -1 (-2 for a static member)."""
+        if self._owned and self.config.auto_commit:
+            self._commit_offsets({tp: o for tp, o in self._positions.items() if tp in self._owned})
+        if self._owned:
+            self._revoke(set(self._owned))
+
+    def _metrics_snapshot(self) -> dict:
+        return self.metrics.snapshot(time.monotonic())
+
+    def _leave_group(self) -> None:
+        self.heartbeats.leave()
 
     def abandon(self) -> None:
         """As SIGKILL: no commit, no revocation, no leave heartbeat; the session ends it."""
