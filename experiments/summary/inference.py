@@ -41,12 +41,10 @@ class Comparison:
     p: float                 # nan when not tested
     status: str              # "tested", "too few runs", "identical", "constant"
 
-    @property
-    def tested(self) -> bool:
-        return self.status == "tested"
-
 
 def compare(a, b, *, min_runs: int = MIN_RUNS, level: float = LEVEL) -> Comparison:
+    """Cell b against cell a, tested only when each has `min_runs` runs and not every run of both gave one
+    value each."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     shift, low, high, coverage = hodges_lehmann(a, b, level=level)
     if len(a) < min_runs or len(b) < min_runs:
