@@ -190,6 +190,19 @@ def test_a_difference_needs_five_runs_a_side_and_the_exact_test():
     assert fixed["reading"].iloc[0] == "identical in all 5/5 runs" and np.isnan(fixed["p"].iloc[0])
 
 
+def test_cells_that_differ_in_backend_and_strategy_are_compared_too():
+    def rows(backend, strategy, values):
+        return [{"scenario": "churn", "backend": backend, "strategy": strategy, "sweep": "-", "n": 4,
+                 "metric": "records lost", "value": v} for v in values]
+
+    compared = comparisons(pd.DataFrame(rows("legacy", "range", [900, 950, 1000, 1100, 990])
+                                        + rows("modern", "range", [400, 420, 380, 500, 450])
+                                        + rows("modern", "sticky", [10, 0, 5, 30, 3])))
+    assert sorted(compared["compares"]) == ["backend", "both", "strategy"]
+    both = compared[compared["compares"] == "both"].iloc[0]
+    assert (both["a"], both["b"]) == ("legacy/range", "modern/sticky") and both["difference"]
+
+
 def _manifest_statuses(folder: Path) -> dict[str, str]:
     try:
         return {name: entry.status for name, entry in Manifest.read(folder).runs.items()}

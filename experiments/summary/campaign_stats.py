@@ -166,22 +166,27 @@ COMPARISON_COLUMNS = ["scenario", "backend", "strategy", "sweep", "metric", "com
 
 
 def comparisons(runs: pd.DataFrame) -> pd.DataFrame:
-    """Every pair of backends (same scenario, strategy, sweep) and of strategies (same scenario, backend,
-    sweep) on every metric: the exact test where it can be made, and Benjamini-Hochberg over all of them.
-    `difference` is True only for a tested pair that survives it."""
+    """Every pair of cells of one scenario and sweep on every metric, whether they differ in backend, in
+    strategy or in both (`compares`): the exact test where it can be made, and Benjamini-Hochberg over all
+    of them. `difference` is True only for a tested pair that survives it. A pair that differs in one of
+    backend and strategy keeps the other in its column; `a` and `b` name what differs."""
     rows = []
-    for vary in ("backend", "strategy"):
-        fixed = [column for column in CELL_COLUMNS if column != vary]
-        for key, group in runs.groupby([*fixed, "metric"], sort=False):
-            by_value = {value: rows_["value"].to_numpy(dtype=float) for value, rows_ in group.groupby(vary)}
-            for a, b in itertools.combinations(sorted(by_value), 2):
-                va, vb = by_value[a], by_value[b]
-                result = compare(va, vb)
-                rows.append({**dict(zip([*fixed, "metric"], key, strict=True)), "compares": vary, "a": a, "b": b,
-                             "n_a": len(va), "n_b": len(vb), "median_a": float(np.median(va)),
-                             "median_b": float(np.median(vb)), "shift": result.shift, "ci_low": result.low,
-                             "ci_high": result.high, "coverage": result.coverage, "p": result.p,
-                             "status": result.status})
+    for (scenario, sweep, metric), group in runs.groupby(["scenario", "sweep", "metric"], sort=False):
+        cells = {key: rows_["value"].to_numpy(dtype=float) for key, rows_ in group.groupby(["backend", "strategy"])}
+        for (backend_a, strategy_a), (backend_b, strategy_b) in itertools.combinations(sorted(cells), 2):
+            va, vb = cells[(backend_a, strategy_a)], cells[(backend_b, strategy_b)]
+            if strategy_a == strategy_b:
+                vary, a, b, backend, strategy = "backend", backend_a, backend_b, "*", strategy_a
+            elif backend_a == backend_b:
+                vary, a, b, backend, strategy = "strategy", strategy_a, strategy_b, backend_a, "*"
+            else:
+                vary, a, b, backend, strategy = "both", f"{backend_a}/{strategy_a}", f"{backend_b}/{strategy_b}", "*", "*"
+            result = compare(va, vb)
+            rows.append({"scenario": scenario, "backend": backend, "strategy": strategy, "sweep": sweep,
+                         "metric": metric, "compares": vary, "a": a, "b": b, "n_a": len(va), "n_b": len(vb),
+                         "median_a": float(np.median(va)), "median_b": float(np.median(vb)), "shift": result.shift,
+                         "ci_low": result.low, "ci_high": result.high, "coverage": result.coverage, "p": result.p,
+                         "status": result.status})
     frame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS[:-2])
     tested = (frame["status"] == "tested").to_numpy()
     difference = np.zeros(len(frame), dtype=bool)
