@@ -17,12 +17,12 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 from broker.admin import create_topic
 from modern.classic.consumer_coordinator import ConsumerCoordinator
 from modern.classic.consumer_protocol import encode_assignment
-from modern.classic.group_membership import JoinOutcome
+from modern.classic.group_membership import GroupMembership, JoinOutcome, now_ms
 from modern.classic.member import ModernMember, settings_from
 from modern.classic.membership import HeartbeatTimer, Membership, MembershipState
 from modern.classic.settings import ClientSettings
 from modern.common import errors
-from modern.common.coordinator_lookup import ExponentialBackoff
+from modern.common.coordinator_lookup import Coordinator, ExponentialBackoff
 from rebalance.backends import profile
 from rebalance.events import EventRecorder, NullRecorder, read_events
 from rebalance.member import Member, MemberConfig
@@ -54,6 +54,20 @@ def test_heartbeat_timer_is_pure_time_arithmetic():
     assert timer.poll_timeout_expired(20_001)
     timer.polled(20_001)
     assert not timer.poll_timeout_expired(40_001)
+
+
+def test_finding_the_coordinator_again_resets_the_session_not_the_heartbeat():
+    """Kafka's FindCoordinator answer resets only the session timer (resetSessionTimeout): a heartbeat that
+    failed on the old coordinator is retried after retry.backoff.ms once the new one is known, not a whole
+    heartbeat interval later (which added up to 3 s to the time without a coordinator)."""
+    membership = GroupMembership(settings(), recorder=NullRecorder(), member_name="m")
+    membership._connect = lambda host, port: None
+    now = now_ms()
+    membership._timer.sent(now - 1000)
+    membership._timer.failed(now - 500)                       # the old coordinator refused it
+    membership._install_coordinator(Coordinator(node_id=1, host="127.0.0.1", port=1))
+    assert membership._timer.time_to_next_heartbeat(now_ms()) == 0
+    assert membership._timer.session_remaining_ms(now_ms()) > 9_000
 
 
 def test_settings_validate_and_map_kafka_names():

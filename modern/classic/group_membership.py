@@ -228,7 +228,7 @@ class GroupMembership:
                         connection.abort()   # the old coordinator's: what is in flight there is void
             self.coordinator = (found.node_id, found.host, found.port)
             self._coordinator_known = True
-            self._timer.reset(now_ms())
+            self._timer.reset_session(now_ms())
 
     def _connect(self, host: str, port: int) -> BrokerConnection:
         return BrokerConnection(host, port, client_id=self.settings.client_id,

@@ -135,6 +135,11 @@ class HeartbeatTimer:
         self.last_reset = self.last_send = self.last_receive = now
         self.heartbeat_failed = False
 
+    def reset_session(self, now: int) -> None:
+        """A coordinator found (again): the session counts from now, as Kafka's resetSessionTimeout; the
+        heartbeat timer is left alone, so a heartbeat that failed is retried after retry.backoff.ms."""
+        self.last_reset = now
+
     def time_to_next_heartbeat(self, now: int) -> int:
         interval = self.settings.retry_backoff_ms if self.heartbeat_failed else self.settings.heartbeat_interval_ms
         return max(0, self.last_send + interval - now)
