@@ -124,7 +124,6 @@ class _Executor:
         self.stopping = threading.Event()
         self.durations: list[float] = []
         self.total = len(manifest.runs)
-        self.commit = git_commit()
 
     def todo(self) -> list[PlannedRun]:
         return [planned for planned in self.campaign.plan()
@@ -149,7 +148,7 @@ class _Executor:
         with self.lock:
             entry.status, entry.reason = RUNNING, ""
             entry.started_ms, entry.ended_ms = int(time.time() * 1000), None
-            entry.git_commit = self.commit
+            entry.git_commit = git_commit()   # at each run's start: code changed mid-campaign shows
             entry.parallel = self.parallel
             self.manifest.write(self.folder)
         with open(log, "ab") as output:
