@@ -125,10 +125,10 @@ def declared_claims(text: str) -> tuple[Claim, ...]:
                  for claim in tomllib.loads(text).get("claims", []))
 
 
-def cell_matches(cell: Cell, selector: str) -> bool:
-    """A claim's selector: "backend" or "backend/strategy"."""
-    backend, _, strategy = selector.partition("/")
-    return cell.backend == backend and (not strategy or cell.strategy == strategy)
+def selects(selector: str, backend: str, strategy: str) -> bool:
+    """A claim's selector, "backend" or "backend/strategy", against one cell's backend and strategy."""
+    wanted_backend, _, wanted_strategy = selector.partition("/")
+    return backend == wanted_backend and (not wanted_strategy or strategy == wanted_strategy)
 
 
 def _toml(value: object) -> str:
@@ -253,7 +253,7 @@ class _Reader:
             return None
         for key, selectors in sides.items():
             for selector in selectors:
-                if not any(cell_matches(cell, selector) for cell in in_scenario):
+                if not any(selects(selector, cell.backend, cell.strategy) for cell in in_scenario):
                     self.fail((*where, key), f"{selector!r} names no cell of {claim['scenario']} "
                                              "(a backend, or backend/strategy)")
         return Claim(says=claim["says"], scenario=claim["scenario"], metric=claim["metric"],

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from experiments.campaign.model import Claim, cell_matches
+from experiments.campaign.model import Claim, selects
 from experiments.summary.inference import ALPHA, MIN_RUNS, Comparison, compare, holm
 
 SUPPORTED = "supported"
@@ -47,14 +47,9 @@ class ClaimResult:
 
 def _cells(runs: pd.DataFrame, claim: Claim, selector: str) -> pd.DataFrame:
     rows = runs[(runs["scenario"] == claim.scenario) & (runs["metric"] == claim.metric)]
-    keep = [cell_matches(_CellView(row.backend, row.strategy), selector) for row in rows.itertuples()]
-    return rows[np.asarray(keep, dtype=bool)] if len(rows) else rows
-
-
-@dataclass(frozen=True)
-class _CellView:
-    backend: str
-    strategy: str
+    chosen = [selects(selector, backend, strategy) for backend, strategy in zip(rows["backend"], rows["strategy"],
+                                                                                strict=True)]
+    return rows.loc[np.asarray(chosen, dtype=bool)]
 
 
 def _pairs(runs: pd.DataFrame, claim: Claim) -> list[Comparison]:
