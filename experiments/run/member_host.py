@@ -9,8 +9,8 @@ control socket, one JSON object per line:
 and reads one reply per command: {"id": 1, "ok": true, "ts_ns": ...} (`ts_ns`: CLOCK_MONOTONIC
 when the command took effect) or {"id": 1, "ok": false, "error": "..."}. `crash` drops the member
 at once as SIGKILL would (no commit, no leave, no session close, no more events for it); `pause`
-stops polling it until `resume`; `leave` closes it cleanly; `start` starts a fresh instance
-of a crashed or departed member under its name.
+stops polling it until `resume` (acknowledged once a poll under way has returned); `leave` closes it
+cleanly; `start` starts a fresh instance of a crashed or departed member under its name.
 """
 
 from __future__ import annotations
@@ -205,9 +205,15 @@ class Host:
             self.reply(ident)
             threading.Thread(target=_abandon, args=(slot.member,), daemon=True).start()
         elif op == "pause":
-            slot.state = "paused"  # its polling thread polls no more (a poll under way finishes)
-            console.print(f"[bold]{name}[/bold] paused (not polled)")
-            self.reply(ident)
+            slot.state = "paused"  # its polling thread polls no more
+
+            def pause() -> None:
+                with slot.lock:    # acknowledged once a poll under way has returned: from then on nothing is polled
+                    pass
+                console.print(f"[bold]{name}[/bold] paused (not polled)")
+                self.reply(ident)
+
+            threading.Thread(target=pause, daemon=True).start()
         elif op == "resume":
             slot.state = "running"
             console.print(f"[bold]{name}[/bold] resumed")
