@@ -33,8 +33,10 @@ _IDLE_SLEEP_S = 0.05
 # How long one poll of a member may wait for records. An idle Java consumer's poll returns once per
 # fetch.max.wait.ms (500 ms, the broker's long-poll answer) and only then acts on a rebalance its heartbeat
 # thread heard of; a member here polls on the same rhythm. Shorter waits only spend CPU: at 0.1 s, 25
-# members' client threads woke 7,000 times a second and a host of 25 used a quarter of a core.
+# members' client threads woke 7,000 times a second and a host of 25 used a quarter of a core (kafka-python's
+# consumer on the data path; see benchmarks/bench_fetch_idle.py for the lab's own).
 POLL_WAIT_S = 0.5
+PAUSE_WAIT_S = 10.0
 # A member's client may fail to reach the brokers when a thousand start at once on two cores (kafka-python
 # bootstraps in its constructor; Java's client would only connect later): the warm-up starts it again.
 START_ATTEMPTS = 3
@@ -208,8 +210,10 @@ class Host:
             slot.state = "paused"  # its polling thread polls no more
 
             def pause() -> None:
-                with slot.lock:    # acknowledged once a poll under way has returned: from then on nothing is polled
-                    pass
+                # Acknowledged once a poll under way has returned: from then on nothing is polled. A poll held
+                # up in a call longer than that (a commit on a cut-off link) is not waited for.
+                if slot.lock.acquire(timeout=PAUSE_WAIT_S):
+                    slot.lock.release()
                 console.print(f"[bold]{name}[/bold] paused (not polled)")
                 self.reply(ident)
 

@@ -1,8 +1,9 @@
 """`ModernMember`: a consumer-group member coordinated by the group coordinator.
 
 The group side is `modern.classic.consumer_coordinator.ConsumerCoordinator` (membership in
-`modern.classic.group_membership`, its states in `modern.classic.membership`); the data side is kafka-python's KafkaConsumer in manual-assignment
-mode (group_id=None, assign + seek), fetching exactly what the coordinator gave us. The
+`modern.classic.group_membership`, its states in `modern.classic.membership`); the data side is
+`modern.common.fetcher` (assign + seek, as a consumer in manual-assignment mode), fetching exactly what the
+coordinator gave us. The
 member's name is its client.id, so brokers that advertise per-client-id addresses route
 its traffic through that member's fault proxies.
 
@@ -17,14 +18,13 @@ import time
 import uuid
 from collections.abc import Mapping
 
-from kafka import KafkaConsumer
-
 from modern.classic.consumer_coordinator import ConsumerCoordinator
 from modern.classic.settings import ClientSettings
 from modern.common import errors
 from modern.common.connection import ConnectionFailed, parse_address
 from modern.common.errors import ErrorClass
 from modern.common.fetched import FetchingMember
+from modern.common.fetcher import Fetcher
 from rebalance import events as ev
 from rebalance.events import EventRecorder, NullRecorder
 from rebalance.member import MemberConfig, RebalanceListener
@@ -69,7 +69,7 @@ class ModernMember(FetchingMember):
         self.recorder = recorder or NullRecorder()
         self.settings = settings_from(config, client_id=self.member_id)
         self.coordinator = ConsumerCoordinator(self.settings, self, recorder=self.recorder, member_name=self.member_id)
-        self._consumer: KafkaConsumer | None = None
+        self._consumer: Fetcher | None = None
         self._positions: dict[TopicPartition, int] = {}     # next offset to consume, per owned partition
         self._owned: frozenset[TopicPartition] = frozenset()
         self._next_auto_commit = 0.0

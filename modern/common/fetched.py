@@ -1,6 +1,6 @@
-"""What both group clients do alike once their group has given them partitions: fetch exactly those with
-kafka-python's consumer (which has no group of its own), turn the batches into the lab's records and log
-them, commit on demand, and report the assignment (the modern and kip848 members)."""
+"""What both group clients do alike once their group has given them partitions: fetch exactly those
+(`modern.common.fetcher`, a consumer's data path without a group of its own), log the records, commit on
+demand, and report the assignment (the modern and kip848 members)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,9 @@ import threading
 import time
 from collections.abc import Mapping, MutableMapping, Set
 
-from kafka import KafkaConsumer
-from kafka.structs import TopicPartition as KafkaTopicPartition
-
 from modern.common import errors
 from modern.common.errors import ErrorClass
+from modern.common.fetcher import Fetcher
 from rebalance import events as ev
 from rebalance.events import EventRecorder
 from rebalance.member import MemberConfig
@@ -33,16 +31,15 @@ class FetchingMember:
     config: MemberConfig
     member_id: str
     recorder: EventRecorder
-    _consumer: KafkaConsumer | None
+    _consumer: Fetcher | None
     _owned: frozenset[TopicPartition]
     _positions: dict[TopicPartition, int]
     _lock: threading.RLock
     _closed: bool
 
     def _start_fetching(self, strategy: str) -> None:
-        self._consumer = KafkaConsumer(bootstrap_servers=self.config.bootstrap.split(","), client_id=self.member_id,
-                                       group_id=None, enable_auto_commit=False,
-                                       auto_offset_reset=self.config.auto_offset_reset)
+        self._consumer = Fetcher(self.config.bootstrap.split(","), client_id=self.member_id,
+                                 auto_offset_reset=self.config.auto_offset_reset)
         self.recorder.emit(ev.MEMBER_STARTED, self.member_id, group=self.config.group, strategy=strategy,
                            topics=list(self.config.topics), group_instance_id=self.config.group_instance_id,
                            pid=os.getpid())
@@ -57,11 +54,11 @@ class FetchingMember:
     def _fetch_from(self, committed: Mapping[TopicPartition, int]) -> None:
         """Fetch the owned partitions, each from its position, else its committed offset (else the reset
         policy decides)."""
-        self._consumer.assign([KafkaTopicPartition(tp.topic, tp.partition) for tp in sorted(self._owned)])
+        self._consumer.assign(self._owned)
         for tp in sorted(self._owned):
             position = self._positions.get(tp, committed.get(tp))
             if position is not None:
-                self._consumer.seek(KafkaTopicPartition(tp.topic, tp.partition), position)
+                self._consumer.seek(tp, position)
 
     def _drop(self, partitions: set[TopicPartition]) -> None:
         """Stop fetching `partitions` and forget their positions; the rest go on from where they were."""
@@ -69,9 +66,9 @@ class FetchingMember:
         for tp in partitions:
             self._positions.pop(tp, None)
         if self._consumer is not None:
-            self._consumer.assign([KafkaTopicPartition(tp.topic, tp.partition) for tp in sorted(self._owned)])
+            self._consumer.assign(self._owned)
             for tp, position in self._positions.items():
-                self._consumer.seek(KafkaTopicPartition(tp.topic, tp.partition), position)
+                self._consumer.seek(tp, position)
 
     def _commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
         raise NotImplementedError
@@ -117,15 +114,14 @@ class FetchingMember:
 
 def take_batches(batches: Mapping, owned: Set[TopicPartition], positions: MutableMapping[TopicPartition, int],
                  recorder: EventRecorder, member_id: str, generation: int) -> list[Record]:
-    """The records of `batches` (KafkaConsumer.poll's answer) for partitions still `owned`, in partition
+    """The records of `batches` (the fetcher's answer) for partitions still `owned`, in partition
     order; advances `positions` and logs one `records_consumed` event per batch with the generation (or
     member epoch) the member held while it fetched. A batch of a partition given up meanwhile is dropped."""
     records: list[Record] = []
-    for ktp, batch in sorted(batches.items()):
-        tp = TopicPartition(ktp.topic, ktp.partition)
+    for tp, batch in sorted(batches.items()):
         if tp not in owned or not batch:
             continue
-        records.extend(Record(r.topic, r.partition, r.offset, r.key, r.value, r.timestamp) for r in batch)
+        records.extend(batch)
         positions[tp] = batch[-1].offset + 1
         recorder.emit(ev.RECORDS_CONSUMED, member_id, topic=tp.topic, partition=tp.partition,
                       first_offset=batch[0].offset, last_offset=batch[-1].offset, count=len(batch),

@@ -15,7 +15,7 @@ as Kafka runs rebalance callbacks inside poll():
      then the member joins again with epoch 0.
   3. auto-commit, asynchronous, one at a time, never while the coordinator is unknown.
 
-The data side is kafka-python's KafkaConsumer in manual-assignment mode, as in `modern.classic.member`.
+The data side is `modern.common.fetcher` (assign + seek), as in `modern.classic.member`.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ import time
 import uuid
 from collections.abc import Mapping
 
-from kafka import KafkaConsumer
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 
 from modern.common import errors
 from modern.common.connection import ConnectionFailed
 from modern.common.errors import ErrorClass, GroupError
 from modern.common.fetched import FetchingMember
+from modern.common.fetcher import Fetcher
 from modern.kip848.client_settings import settings_from
 from modern.kip848.heartbeats import FENCING_ERRORS, GroupHeartbeats, State
 from rebalance import events as ev
@@ -60,7 +60,7 @@ class Kip848Member(FetchingMember):
         self.heartbeats = GroupHeartbeats(self.settings, recorder=self.recorder, member_name=self.member_id,
                                           owned=lambda: self._owned)
         self.metrics = RebalanceMetrics()
-        self._consumer: KafkaConsumer | None = None
+        self._consumer: Fetcher | None = None
         self._owned: frozenset[TopicPartition] = frozenset()
         self._positions: dict[TopicPartition, int] = {}
         self._rebalance_started: float | None = None      # an open reconciliation (monotonic seconds)

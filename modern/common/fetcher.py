@@ -1,0 +1,390 @@
+"""The data path of one group member: Fetch requests for exactly the partitions it was given, on connections
+of its own, one request in flight per broker, kept in flight across polls.
+
+What goes on the wire is what a consumer in manual-assignment mode sends: Metadata for the leaders,
+ListOffsets where a partition has no position yet (the reset policy), then Fetch (v12, no fetch session,
+`fetch.max.wait.ms` 500, `fetch.min.bytes` 1, `fetch.max.bytes` 50 MiB, `max.partition.fetch.bytes` 1 MiB,
+Kafka's defaults) to every leader at once. At most `max.poll.records` (500) records are handed out per poll,
+the rest kept for the next. As in Kafka's consumer, `poll(timeout)` returns when its time is up even if a
+request is still out (a stalled link holds up no poll); a request unanswered after `request.timeout.ms`
+(30 s) closes its connection, and the leaders are looked up again.
+
+It replaces kafka-python's `KafkaConsumer` on this path because that client spends several times the CPU per
+idle member (an I/O loop that wakes hundreds of times a second), which kept a thousand members off a
+two-core machine (`benchmarks/bench_fetch_idle.py` measures both).
+"""
+
+from __future__ import annotations
+
+import itertools
+import select
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import kafka.errors as kafka_errors
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.metadata import MetadataRequest
+from kafka.record import MemoryRecords
+
+from modern.common.connection import ConnectionFailed, parse_address
+from rebalance.kafka_frames import (
+    DEFAULT_MAX_FRAME_BYTES,
+    SIZE_BYTES,
+    FrameError,
+    decode_response,
+    encode_request,
+    frame_size,
+)
+from rebalance.types import Record, TopicPartition
+
+FETCH_MAX_WAIT_MS = 500
+FETCH_MAX_BYTES = 50 * 1024 * 1024
+PARTITION_MAX_BYTES = 1024 * 1024
+MAX_POLL_RECORDS = 500
+REQUEST_TIMEOUT_S = 30.0
+RETRY_BACKOFF_S = 0.1
+CONNECT_TIMEOUT_S = 10.0
+RESET_TIMESTAMPS = {"earliest": -2, "latest": -1}
+FETCH_VERSION, LIST_OFFSETS_VERSION, METADATA_VERSION = 12, 7, 9
+BOOTSTRAP = -1   # the node key of a bootstrap connection, used for Metadata only
+
+NONE = 0
+OFFSET_OUT_OF_RANGE = kafka_errors.OffsetOutOfRangeError.errno
+# After these the leaders are looked up again before the partition is fetched.
+LEADER_MOVED = frozenset(error.errno for error in (
+    kafka_errors.NotLeaderForPartitionError, kafka_errors.UnknownTopicOrPartitionError,
+    kafka_errors.LeaderNotAvailableError, kafka_errors.FencedLeaderEpochError))
+
+_correlation = itertools.count(1)
+
+
+@dataclass
+class _Channel:
+    """One connection and the one request it has in flight, read as its bytes arrive."""
+
+    node: int
+    address: tuple[str, int]
+    client_id: str
+    sock: socket.socket | None = None
+    request: Any = None
+    correlation_id: int = 0
+    sent_at: float = 0.0
+    asked: dict = field(default_factory=dict)    # what a Fetch asked: partition -> fetch offset
+    _buffer: bytearray = field(default_factory=bytearray)
+
+    @property
+    def busy(self) -> bool:
+        return self.request is not None
+
+    def send(self, request: Any, asked: dict | None = None) -> None:
+        try:
+            if self.sock is None:
+                self.sock = socket.create_connection(self.address, timeout=CONNECT_TIMEOUT_S)
+                self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.correlation_id = next(_correlation)
+            self.sock.settimeout(CONNECT_TIMEOUT_S)
+            self.sock.sendall(encode_request(request, self.correlation_id, self.client_id))
+            self.sock.setblocking(False)
+        except OSError as error:
+            self.close()
+            raise ConnectionFailed(f"{self.address}: {error}") from error
+        self.request, self.sent_at, self.asked = request, time.monotonic(), asked or {}
+        self._buffer.clear()
+
+    def receive(self) -> Any:
+        """Read what has arrived; the response once it is whole, else None."""
+        try:
+            chunk = self.sock.recv(64 * 1024)
+            if not chunk:
+                raise EOFError("connection closed by the broker")
+            self._buffer += chunk
+            if len(self._buffer) < SIZE_BYTES:
+                return None
+            size = frame_size(bytes(self._buffer[:SIZE_BYTES]), DEFAULT_MAX_FRAME_BYTES, least=1)
+            if len(self._buffer) < SIZE_BYTES + size:
+                return None
+            request = self.request
+            response = decode_response(request.API_KEY, request.API_VERSION,
+                                       bytes(self._buffer[SIZE_BYTES:SIZE_BYTES + size]), self.correlation_id)
+        except BlockingIOError:
+            return None
+        except (OSError, EOFError, ValueError, FrameError) as error:
+            self.close()
+            raise ConnectionFailed(f"{self.address}: {error or type(error).__name__}") from error
+        self.request = None
+        self._buffer.clear()
+        return response
+
+    def close(self) -> None:
+        self.request = None
+        self._buffer.clear()
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            finally:
+                self.sock = None
+
+    def abort(self) -> None:
+        """From another thread: a wait on this socket ends at once."""
+        sock = self.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class Fetcher:
+    """`assign`, `seek` and `poll` as a manually assigned KafkaConsumer offers them, for one thread at a
+    time (the member's lock); `close` may come from any thread."""
+
+    def __init__(self, bootstrap: Iterable[str], *, client_id: str, auto_offset_reset: str = "earliest") -> None:
+        if auto_offset_reset not in RESET_TIMESTAMPS:
+            raise ValueError(f"auto_offset_reset must be one of {', '.join(RESET_TIMESTAMPS)}, "
+                             f"not {auto_offset_reset!r}")
+        self.bootstrap = [parse_address(address) for address in bootstrap]
+        if not self.bootstrap:
+            raise ValueError("no bootstrap address")
+        self.client_id = client_id
+        self.reset_timestamp = RESET_TIMESTAMPS[auto_offset_reset]
+        self._assigned: frozenset[TopicPartition] = frozenset()
+        self._positions: dict[TopicPartition, int] = {}          # next offset to fetch
+        self._buffered: dict[TopicPartition, list[Record]] = {}  # fetched, not yet handed out
+        self._leaders: dict[TopicPartition, int] = {}
+        self._addresses: dict[int, tuple[str, int]] = {}
+        self._channels: dict[int, _Channel] = {}
+        self._next_bootstrap = 0
+        self._stale_metadata = True
+        self._closed = threading.Event()
+
+    # ------------------------------------------------------------------ what the member calls
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Fetch exactly `partitions` from now on; positions of those kept stay, the rest are forgotten."""
+        self._assigned = frozenset(partitions)
+        for table in (self._positions, self._buffered):
+            for tp in [tp for tp in table if tp not in self._assigned]:
+                del table[tp]
+        if any(tp not in self._leaders for tp in self._assigned):
+            self._stale_metadata = True
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        if tp not in self._assigned:
+            raise ValueError(f"{tp} is not assigned")
+        self._positions[tp] = offset
+        self._buffered.pop(tp, None)
+
+    def poll(self, timeout_ms: int) -> dict[TopicPartition, list[Record]]:
+        """Records of assigned partitions, waiting up to `timeout_ms` for some; requests still out stay out."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while not self._buffered and not self._closed.is_set():
+            try:
+                self._step(deadline)
+            except ConnectionFailed:
+                self._stale_metadata = True
+                self._closed.wait(min(RETRY_BACKOFF_S, max(0.0, deadline - time.monotonic())))
+            if time.monotonic() >= deadline:
+                break
+        if self._closed.is_set():
+            for channel in list(self._channels.values()):
+                self._drop_channel(channel)
+        return self._hand_out()
+
+    def close(self, autocommit: bool = False) -> None:
+        """End every connection; a poll waiting on another thread returns at once (and closes them)."""
+        self._closed.set()
+        while True:
+            try:
+                channels = list(self._channels.values())
+                break
+            except RuntimeError:   # the polling thread changed the table meanwhile
+                continue
+        for channel in channels:
+            channel.abort()
+
+    # ------------------------------------------------------------------ one step: send what is due, read answers
+
+    def _step(self, deadline: float) -> None:
+        if not self._assigned:
+            self._closed.wait(max(0.0, min(0.05, deadline - time.monotonic())))   # nothing to fetch: do not spin
+            return
+        if self._stale_metadata:
+            self._send_metadata()
+        else:
+            self._send_list_offsets()
+            self._send_fetches()
+        self._await(deadline)
+
+    def _send_metadata(self) -> None:
+        if any(channel.busy and channel.request.API_KEY == MetadataRequest.API_KEY
+               for channel in self._channels.values()):
+            return
+        idle = [channel for channel in self._channels.values() if not channel.busy and channel.node != BOOTSTRAP]
+        if idle:
+            channel = idle[0]
+        elif any(channel.busy for channel in self._channels.values()):
+            return   # a connection comes free within a fetch's wait
+        else:
+            address = self.bootstrap[self._next_bootstrap % len(self.bootstrap)]
+            self._next_bootstrap += 1
+            channel = self._channels[BOOTSTRAP] = _Channel(BOOTSTRAP, address, self.client_id)
+        channel.send(MetadataRequest[METADATA_VERSION](
+            topics=[MetadataRequest.MetadataRequestTopic(name=name) for name in sorted({tp.topic for tp in
+                                                                                         self._assigned})],
+            allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False))
+
+    def _send_list_offsets(self) -> None:
+        part = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
+        for node, wanted in self._by_leader(tp for tp in self._assigned if tp not in self._positions).items():
+            channel = self._channel(node)
+            if channel.busy:
+                continue
+            topics: dict[str, list] = {}
+            for tp in wanted:
+                topics.setdefault(tp.topic, []).append(part(partition_index=tp.partition, current_leader_epoch=-1,
+                                                            timestamp=self.reset_timestamp))
+            channel.send(ListOffsetsRequest[LIST_OFFSETS_VERSION](
+                replica_id=-1, isolation_level=0,
+                topics=[ListOffsetsRequest.ListOffsetsTopic(name=name, partitions=p) for name, p in topics.items()]))
+
+    def _send_fetches(self) -> None:
+        for node, wanted in self._by_leader(tp for tp in self._assigned if tp in self._positions).items():
+            channel = self._channel(node)
+            if channel.busy:
+                continue
+            topics: dict[str, list] = {}
+            for tp in wanted:
+                topics.setdefault(tp.topic, []).append(FetchRequest.FetchTopic.FetchPartition(
+                    partition=tp.partition, current_leader_epoch=-1, fetch_offset=self._positions[tp],
+                    log_start_offset=-1, partition_max_bytes=PARTITION_MAX_BYTES))
+            channel.send(FetchRequest[FETCH_VERSION](
+                replica_id=-1, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1, max_bytes=FETCH_MAX_BYTES,
+                isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                topics=[FetchRequest.FetchTopic(topic=topic, partitions=p) for topic, p in topics.items()]),
+                asked={tp: self._positions[tp] for tp in wanted})
+
+    def _await(self, deadline: float) -> None:
+        """Wait until an answer is whole or the deadline passes, and take the answers that are."""
+        busy = [channel for channel in self._channels.values() if channel.busy]
+        if not busy:
+            self._closed.wait(max(0.0, min(RETRY_BACKOFF_S, deadline - time.monotonic())))
+            return
+        now = time.monotonic()
+        for channel in busy:
+            if now - channel.sent_at > REQUEST_TIMEOUT_S:
+                self._drop_channel(channel)
+                raise ConnectionFailed(f"{channel.address}: no answer in {REQUEST_TIMEOUT_S:.0f} s")
+        by_fd = {channel.sock.fileno(): channel for channel in busy}
+        waiter = select.poll()   # no system call until it waits, unlike an epoll selector
+        for fd in by_fd:
+            waiter.register(fd, select.POLLIN)
+        try:
+            ready = waiter.poll(max(0.0, deadline - now) * 1000)
+        except (OSError, ValueError) as error:   # a socket ended under us (close from another thread)
+            raise ConnectionFailed(str(error)) from error
+        for fd, _ in ready:
+            channel = by_fd[fd]
+            try:
+                response = channel.receive()
+            except ConnectionFailed:
+                self._drop_channel(channel)
+                raise
+            if response is not None:
+                self._take_response(channel, response)
+
+    # ------------------------------------------------------------------ answers
+
+    def _take_response(self, channel: _Channel, response: Any) -> None:
+        if response.API_KEY == MetadataRequest.API_KEY:
+            self._take_metadata(response)
+            if channel.node == BOOTSTRAP:
+                self._drop_channel(channel)
+        elif response.API_KEY == ListOffsetsRequest.API_KEY:
+            for topic in response.topics:
+                for answer in topic.partitions:
+                    tp = TopicPartition(topic.name, answer.partition_index)
+                    if answer.error_code == NONE and tp in self._assigned:
+                        self._positions.setdefault(tp, answer.offset)
+                    elif answer.error_code in LEADER_MOVED:
+                        self._stale_metadata = True
+        else:
+            for topic in response.responses:
+                for answer in topic.partitions:
+                    tp = TopicPartition(topic.topic, answer.partition_index)
+                    if channel.asked.get(tp) != self._positions.get(tp):
+                        continue      # reassigned or sought since it was asked for
+                    if answer.error_code == OFFSET_OUT_OF_RANGE:
+                        del self._positions[tp]       # the reset policy decides
+                    elif answer.error_code in LEADER_MOVED:
+                        self._stale_metadata = True
+                    elif answer.error_code == NONE and answer.records:
+                        self._take_records(tp, answer.records)
+
+    def _take_metadata(self, response: Any) -> None:
+        self._addresses = {broker.node_id: (broker.host, broker.port) for broker in response.brokers}
+        self._leaders = {TopicPartition(topic.name, partition.partition_index): partition.leader_id
+                         for topic in response.topics if topic.error_code == NONE
+                         for partition in topic.partitions
+                         if partition.error_code == NONE and partition.leader_id >= 0}
+        for channel in list(self._channels.values()):
+            if channel.node != BOOTSTRAP and self._addresses.get(channel.node) != channel.address:
+                self._drop_channel(channel)
+        self._stale_metadata = any(tp not in self._leaders for tp in self._assigned)
+
+    def _take_records(self, tp: TopicPartition, data: bytes) -> None:
+        position = self._positions[tp]
+        fetched = []
+        batches = MemoryRecords(data)
+        while (batch := batches.next_batch()) is not None:
+            for record in batch:
+                if record.offset >= position:   # a batch may begin before the position asked for
+                    fetched.append(Record(tp.topic, tp.partition, record.offset, record.key, record.value,
+                                          record.timestamp))
+        if fetched:
+            self._buffered.setdefault(tp, []).extend(fetched)
+            self._positions[tp] = fetched[-1].offset + 1
+
+    def _hand_out(self) -> dict[TopicPartition, list[Record]]:
+        handed: dict[TopicPartition, list[Record]] = {}
+        room = MAX_POLL_RECORDS
+        for tp in sorted(self._buffered):
+            if room == 0:
+                break
+            records = self._buffered[tp]
+            handed[tp], rest = records[:room], records[room:]
+            room -= len(handed[tp])
+            if rest:
+                self._buffered[tp] = rest
+            else:
+                del self._buffered[tp]
+        return handed
+
+    # ------------------------------------------------------------------ connections
+
+    def _by_leader(self, partitions: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in sorted(partitions):
+            if tp in self._leaders:
+                by_leader.setdefault(self._leaders[tp], []).append(tp)
+            else:
+                self._stale_metadata = True
+        return by_leader
+
+    def _channel(self, node: int) -> _Channel:
+        channel = self._channels.get(node)
+        if channel is None:
+            if node not in self._addresses:
+                self._stale_metadata = True
+                raise ConnectionFailed(f"no address for broker {node}")
+            channel = self._channels[node] = _Channel(node, self._addresses[node], self.client_id)
+        return channel
+
+    def _drop_channel(self, channel: _Channel) -> None:
+        channel.close()
+        if self._channels.get(channel.node) is channel:
+            del self._channels[channel.node]

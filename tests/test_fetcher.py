@@ -1,0 +1,148 @@
+"""The group members' data path (`modern.common.fetcher`) against the lab's broker, with records written by
+kafka-python's producer: the reset policy, seek, reassignment, max.poll.records, an offset out of range, and a
+close that unblocks a waiting fetch."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+from kafka import KafkaProducer
+
+from broker.topics import TopicSpec
+from modern.common.fetcher import MAX_POLL_RECORDS, Fetcher
+from rebalance.types import TopicPartition
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture
+def topic(broker, unique_topic):
+    broker.run(broker.broker.create_topic(TopicSpec(name=unique_topic, partitions=2)))
+    return unique_topic
+
+
+def produce(bootstrap: str, topic: str, partition: int, count: int, start: int = 0) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    for index in range(start, start + count):
+        producer.send(topic, value=f"{partition}:{index}".encode(), partition=partition)
+    producer.flush()
+    producer.close()
+
+
+def drain(fetcher: Fetcher, wanted: int, timeout_s: float = 10.0) -> list:
+    records, deadline = [], time.monotonic() + timeout_s
+    while len(records) < wanted and time.monotonic() < deadline:
+        for batch in fetcher.poll(200).values():
+            records.extend(batch)
+    return records
+
+
+def test_reset_policy_seek_and_reassignment(broker, topic):
+    produce(broker.bootstrap, topic, 0, 10)
+    produce(broker.bootstrap, topic, 1, 5)
+    first, second = TopicPartition(topic, 0), TopicPartition(topic, 1)
+
+    earliest = Fetcher([broker.bootstrap], client_id="m-earliest", auto_offset_reset="earliest")
+    latest = Fetcher([broker.bootstrap], client_id="m-latest", auto_offset_reset="latest")
+    try:
+        earliest.assign([first, second])
+        records = drain(earliest, 15)
+        assert sorted((r.partition, r.offset) for r in records) == \
+            [(0, offset) for offset in range(10)] + [(1, offset) for offset in range(5)]
+        assert all(r.value == f"{r.partition}:{r.offset}".encode() for r in records)
+
+        latest.assign([first])
+        assert drain(latest, 1, timeout_s=1.0) == [], "latest starts after what is there"
+        produce(broker.bootstrap, topic, 0, 3, start=10)
+        assert [r.offset for r in drain(latest, 3)] == [10, 11, 12]
+
+        earliest.seek(first, 4)
+        assert [r.offset for r in drain(earliest, 9)] == list(range(4, 13))
+        earliest.assign([second])      # the first partition is given up: nothing of it comes back
+        produce(broker.bootstrap, topic, 0, 2, start=13)
+        produce(broker.bootstrap, topic, 1, 1, start=5)
+        assert [(r.partition, r.offset) for r in drain(earliest, 1)] == [(1, 5)]
+        assert drain(earliest, 1, timeout_s=1.0) == []
+    finally:
+        earliest.close()
+        latest.close()
+
+
+def test_at_most_max_poll_records_per_poll_and_none_lost(broker, topic):
+    total = MAX_POLL_RECORDS * 2 + 7
+    produce(broker.bootstrap, topic, 0, total)
+    fetcher = Fetcher([broker.bootstrap], client_id="m")
+    try:
+        fetcher.assign([TopicPartition(topic, 0)])
+        sizes, offsets = [], []
+        deadline = time.monotonic() + 15
+        while len(offsets) < total and time.monotonic() < deadline:
+            handed = sum(fetcher.poll(500).values(), [])
+            sizes.append(len(handed))
+            offsets.extend(r.offset for r in handed)
+        assert offsets == list(range(total))
+        assert max(sizes) == MAX_POLL_RECORDS
+    finally:
+        fetcher.close()
+
+
+def test_an_offset_out_of_range_is_reset_by_the_policy(broker, topic):
+    produce(broker.bootstrap, topic, 0, 4)
+    fetcher = Fetcher([broker.bootstrap], client_id="m")
+    try:
+        fetcher.assign([TopicPartition(topic, 0)])
+        fetcher.seek(TopicPartition(topic, 0), 1_000)
+        assert [r.offset for r in drain(fetcher, 4)] == [0, 1, 2, 3]
+    finally:
+        fetcher.close()
+
+
+def test_close_from_another_thread_ends_a_waiting_poll(broker, topic):
+    fetcher = Fetcher([broker.bootstrap], client_id="m")
+    fetcher.assign([TopicPartition(topic, 0)])
+    fetcher.poll(100)                              # connected, positioned
+    returned = threading.Event()
+
+    def wait() -> None:
+        fetcher.poll(20_000)
+        returned.set()
+
+    threading.Thread(target=wait, daemon=True).start()
+    time.sleep(0.3)
+    fetcher.close()
+    assert returned.wait(2.0), "a poll blocked in its fetch outlived the close"
+
+
+def test_an_unreachable_broker_is_retried_without_spinning():
+    fetcher = Fetcher(["127.0.0.1:1"], client_id="m")
+    fetcher.assign([TopicPartition("t", 0)])
+    started = time.monotonic()
+    polls = 0
+    while time.monotonic() - started < 0.5:
+        assert fetcher.poll(100) == {}
+        polls += 1
+    fetcher.close()
+    assert polls <= 10, f"{polls} polls in half a second: the fetcher did not back off"
+
+
+def test_bad_reset_policy_is_named():
+    with pytest.raises(ValueError, match="auto_offset_reset"):
+        Fetcher(["127.0.0.1:9092"], client_id="m", auto_offset_reset="smallest")
+
+
+def test_a_silent_broker_holds_up_no_poll():
+    """A link that swallows requests (a black hole): each poll still returns when its time is up."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    try:
+        fetcher = Fetcher([f"127.0.0.1:{silent.getsockname()[1]}"], client_id="m")
+        fetcher.assign([TopicPartition("t", 0)])
+        for _ in range(3):
+            started = time.monotonic()
+            assert fetcher.poll(200) == {}
+            assert time.monotonic() - started < 1.0
+        fetcher.close()
+    finally:
+        silent.close()
