@@ -91,6 +91,9 @@ class GroupMembership:
         self._join_worker: threading.Thread | None = None
         self._joined: JoinOutcome | None = None
         self._closing = threading.Event()
+        # Set when the polling thread has something to act on (a membership change, a rebalance asked for,
+        # a join finished): a poll that owns nothing waits on it instead of spinning.
+        self.news = threading.Event()
         self.lookup = CoordinatorLookup(
             group=settings.group, bootstrap=settings.bootstrap, client_id=settings.client_id,
             request_timeout_ms=settings.request_timeout_ms, requests=self.requests, stopping=self._closing,
@@ -130,10 +133,12 @@ class GroupMembership:
         with self._lock:
             self._membership = membership
             self._wake.notify_all()
+        self.news.set()
 
     def request_rejoin(self, reason: str) -> None:
         with self._lock:
             self._rejoin_reason = self._rejoin_reason or reason
+        self.news.set()
 
     def _membership_lost(self, reason: str, *, keep_member_id: bool = False) -> None:
         """The one place membership ends without a clean rebalance (fenced, removed, left on a poll
@@ -202,7 +207,7 @@ class GroupMembership:
         with self._lock:
             self._rejoin_reason = None  # consumed: a reason after this starts another round
             metadata = self._join_metadata()
-        self._join_worker = threading.Thread(target=self._join_until_done, args=(metadata, started),
+        self._join_worker = threading.Thread(target=self._join_then_tell, args=(metadata, started),
                                              name=f"join-{self.member_name}", daemon=True)
         self._join_worker.start()
 
@@ -235,6 +240,12 @@ class GroupMembership:
                                 timeout_s=self.settings.request_timeout_ms / 1000)
 
     # ------------------------------------------------------------ phases 2 and 3: the join worker
+
+    def _join_then_tell(self, metadata: bytes, started: float) -> None:
+        try:
+            self._join_until_done(metadata, started)
+        finally:
+            self.news.set()
 
     def _join_until_done(self, metadata: bytes, started: float) -> None:
         """Join and sync, retried until they succeed, the membership is lost (the polling thread then

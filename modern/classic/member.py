@@ -38,6 +38,7 @@ EXTRA_SETTINGS = {
     "retry.backoff.ms": "retry_backoff_ms",
     "retry.backoff.max.ms": "retry_backoff_max_ms",
     "request.timeout.ms": "request_timeout_ms",
+    "fetch.max.wait.ms": "fetch_max_wait_ms",
 }
 
 
@@ -92,6 +93,9 @@ class ModernMember(FetchingMember):
             if self.coordinator.poll():          # rebalances (and calls our hooks) when needed
                 self._maybe_auto_commit()        # never while a rebalance is pending, as Kafka's poll
             return self._fetch(timeout_s, self.coordinator.generation.generation_id)
+
+    def _group_news(self) -> threading.Event:
+        return self.coordinator.news
 
     def _give_up_partitions(self) -> None:
         if self._owned:

@@ -20,6 +20,7 @@ class ClientSettings:
     retry_backoff_ms: int = 100                  # retry.backoff.ms
     retry_backoff_max_ms: int = 1_000            # retry.backoff.max.ms (the coordinator lookup's backoff cap)
     request_timeout_ms: int = 30_000             # request.timeout.ms
+    fetch_max_wait_ms: int = 500                 # fetch.max.wait.ms (the data path's long poll)
 
     def __post_init__(self) -> None:
         if self.heartbeat_interval_ms >= self.session_timeout_ms:

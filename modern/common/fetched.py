@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Mapping, MutableMapping, Set
+from typing import Any
 
 from modern.common import errors
 from modern.common.errors import ErrorClass
@@ -29,6 +29,7 @@ class FetchingMember:
     `_commit_offsets` and the generation (or member epoch) its records are fetched under."""
 
     config: MemberConfig
+    settings: Any          # the client's settings: fetch_max_wait_ms is read here
     member_id: str
     recorder: EventRecorder
     _consumer: Fetcher | None
@@ -39,14 +40,19 @@ class FetchingMember:
 
     def _start_fetching(self, strategy: str) -> None:
         self._consumer = Fetcher(self.config.bootstrap.split(","), client_id=self.member_id,
-                                 auto_offset_reset=self.config.auto_offset_reset)
+                                 auto_offset_reset=self.config.auto_offset_reset,
+                                 max_wait_ms=self.settings.fetch_max_wait_ms)
         self.recorder.emit(ev.MEMBER_STARTED, self.member_id, group=self.config.group, strategy=strategy,
                            topics=list(self.config.topics), group_instance_id=self.config.group_instance_id,
                            pid=os.getpid())
 
     def _fetch(self, timeout_s: float, generation: int) -> list[Record]:
         if not self._owned:
-            time.sleep(min(timeout_s, 0.05))   # nothing to fetch: do not spin
+            # Nothing to fetch: wait for the group (as Java's poll waits in the join) until the poll's time is
+            # up or the group side has news for the next poll.
+            news = self._group_news()
+            news.wait(timeout_s)
+            news.clear()
             return []
         batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
         return take_batches(batches, self._owned, self._positions, self.recorder, self.member_id, generation)
@@ -71,6 +77,9 @@ class FetchingMember:
                 self._consumer.seek(tp, position)
 
     def _commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
+        raise NotImplementedError
+
+    def _group_news(self) -> threading.Event:
         raise NotImplementedError
 
     def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:

@@ -3,7 +3,7 @@ of its own, one request in flight per broker, kept in flight across polls.
 
 What goes on the wire is what a consumer in manual-assignment mode sends: Metadata for the leaders,
 ListOffsets where a partition has no position yet (the reset policy), then Fetch (v12, no fetch session,
-`fetch.max.wait.ms` 500, `fetch.min.bytes` 1, `fetch.max.bytes` 50 MiB, `max.partition.fetch.bytes` 1 MiB,
+`fetch.max.wait.ms` 500 unless set, `fetch.min.bytes` 1, `fetch.max.bytes` 50 MiB, `max.partition.fetch.bytes` 1 MiB,
 Kafka's defaults) to every leader at once. At most `max.poll.records` (500) records are handed out per poll,
 the rest kept for the next. As in Kafka's consumer, `poll(timeout)` returns when its time is up even if a
 request is still out (a stalled link holds up no poll); a request unanswered after `request.timeout.ms`
@@ -142,7 +142,10 @@ class Fetcher:
     """`assign`, `seek` and `poll` as a manually assigned KafkaConsumer offers them, for one thread at a
     time (the member's lock); `close` may come from any thread."""
 
-    def __init__(self, bootstrap: Iterable[str], *, client_id: str, auto_offset_reset: str = "earliest") -> None:
+    def __init__(self, bootstrap: Iterable[str], *, client_id: str, auto_offset_reset: str = "earliest",
+                 max_wait_ms: int = FETCH_MAX_WAIT_MS) -> None:
+        if max_wait_ms < 0:
+            raise ValueError(f"fetch.max.wait.ms must not be negative, got {max_wait_ms}")
         if auto_offset_reset not in RESET_TIMESTAMPS:
             raise ValueError(f"auto_offset_reset must be one of {', '.join(RESET_TIMESTAMPS)}, "
                              f"not {auto_offset_reset!r}")
@@ -150,6 +153,7 @@ class Fetcher:
         if not self.bootstrap:
             raise ValueError("no bootstrap address")
         self.client_id = client_id
+        self.max_wait_ms = max_wait_ms
         self.reset_timestamp = RESET_TIMESTAMPS[auto_offset_reset]
         self._assigned: frozenset[TopicPartition] = frozenset()
         self._positions: dict[TopicPartition, int] = {}          # next offset to fetch
@@ -263,7 +267,7 @@ class Fetcher:
                     partition=tp.partition, current_leader_epoch=-1, fetch_offset=self._positions[tp],
                     log_start_offset=-1, partition_max_bytes=PARTITION_MAX_BYTES))
             channel.send(FetchRequest[FETCH_VERSION](
-                replica_id=-1, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1, max_bytes=FETCH_MAX_BYTES,
+                replica_id=-1, max_wait_ms=self.max_wait_ms, min_bytes=1, max_bytes=FETCH_MAX_BYTES,
                 isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
                 topics=[FetchRequest.FetchTopic(topic=topic, partitions=p) for topic, p in topics.items()]),
                 asked={tp: self._positions[tp] for tp in wanted})
@@ -276,7 +280,7 @@ class Fetcher:
             return
         now = time.monotonic()
         for channel in busy:
-            if now - channel.sent_at > REQUEST_TIMEOUT_S:
+            if now - channel.sent_at > REQUEST_TIMEOUT_S + self.max_wait_ms / 1000:
                 self._drop_channel(channel)
                 raise ConnectionFailed(f"{channel.address}: no answer in {REQUEST_TIMEOUT_S:.0f} s")
         by_fd = {channel.sock.fileno(): channel for channel in busy}

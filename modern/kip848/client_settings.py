@@ -28,6 +28,7 @@ EXTRA_SETTINGS = {
     "retry.backoff.ms": "retry_backoff_ms",
     "retry.backoff.max.ms": "retry_backoff_max_ms",
     "request.timeout.ms": "request_timeout_ms",
+    "fetch.max.wait.ms": "fetch_max_wait_ms",
 }
 
 
@@ -54,6 +55,7 @@ class Kip848Settings:
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1_000
     request_timeout_ms: int = 30_000
+    fetch_max_wait_ms: int = 500                # fetch.max.wait.ms (the data path's long poll)
     auto_commit: bool = True
     auto_commit_interval_ms: int = 5_000
 

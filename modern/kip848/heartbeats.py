@@ -102,6 +102,9 @@ class GroupHeartbeats:
         self._beat: BrokerConnection | None = None   # heartbeats only
         self._coordinator: tuple[str, int] | None = None
         self._stopping = threading.Event()
+        # Set when the polling thread has something to act on (a state change, a new assignment): a poll
+        # that owns nothing waits on it instead of spinning.
+        self.news = threading.Event()
         self.lookup = CoordinatorLookup(
             group=settings.group, bootstrap=settings.bootstrap, client_id=settings.client_id,
             request_timeout_ms=settings.request_timeout_ms, backoff=self.backoff, requests=self.requests,
@@ -324,6 +327,7 @@ class GroupHeartbeats:
     def _set_state(self, state: State) -> None:
         self._state = state
         self._wake.notify_all()
+        self.news.set()
 
     def _decode(self, assignment: Any) -> frozenset[TopicPartition]:
         return frozenset(TopicPartition(self._topic_names[t.topic_id], p) for t in assignment.topic_partitions

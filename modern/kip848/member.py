@@ -91,6 +91,9 @@ class Kip848Member(FetchingMember):
             self._maybe_auto_commit()
             return self._fetch(timeout_s, self.heartbeats.member_epoch)
 
+    def _group_news(self) -> threading.Event:
+        return self.heartbeats.news
+
     def _give_up_partitions(self) -> None:
         """Commit, revoke (listener); `close` then leaves with epoch -1 (-2 for a static member)."""
         if self._owned and self.config.auto_commit:
