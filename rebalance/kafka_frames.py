@@ -11,6 +11,7 @@ stream into frames to tell coordination traffic from data).
 from __future__ import annotations
 
 import struct
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,12 @@ from kafka.protocol.api_message import ApiMessage
 
 # Kafka's own default for socket.request.max.bytes.
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+
+# kafka-python compiles a message's codec on its first use and, while compiling, briefly swaps a shared
+# field of the message's schema: two threads compiling at once can build a decoder that fails
+# ("object.__new__(X): X is not a type object"). The lab's clients run many threads per process, so coding is
+# serialised; the work holds the GIL anyway.
+_CODEC_LOCK = threading.Lock()
 SIZE_BYTES = 4
 
 _SIZE = struct.Struct(">i")
@@ -123,13 +130,15 @@ class FrameSplitter:
 
 def encode_request(request: Any, correlation_id: int, client_id: str | None) -> bytes:
     """Frame a versioned Request (e.g. `HeartbeatRequest[4](...)`) with its request header."""
-    request.with_header(correlation_id=correlation_id, client_id=client_id)
-    return bytes(request.encode(header=True, framed=True))
+    with _CODEC_LOCK:
+        request.with_header(correlation_id=correlation_id, client_id=client_id)
+        return bytes(request.encode(header=True, framed=True))
 
 
 def decode_response(api_key: int, api_version: int, frame: bytes, expected_correlation_id: int) -> Any:
     """Decode one response frame (without its size prefix) to the request's Response class."""
-    response = response_class(api_key, api_version).decode(frame, header=True)
+    with _CODEC_LOCK:
+        response = response_class(api_key, api_version).decode(frame, header=True)
     if response.header.correlation_id != expected_correlation_id:
         raise FrameError(f"response to {response.header.correlation_id} where {expected_correlation_id} was due")
     return response
