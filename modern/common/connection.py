@@ -32,6 +32,15 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def shut_down(sock: socket.socket | None) -> None:
+    """End both directions of a socket another thread may be waiting on; its wait fails at once."""
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class BrokerConnection:
     def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float = 30.0) -> None:
         self.host, self.port = host, port
@@ -60,12 +69,7 @@ class BrokerConnection:
 
     def abort(self) -> None:
         """Close from another thread without waiting: a blocked exchange fails at once."""
-        sock = self._sock
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        shut_down(self._sock)
         if self._lock.acquire(blocking=False):
             try:
                 self._close_locked()

@@ -30,7 +30,7 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.record import MemoryRecords
 
-from modern.common.connection import ConnectionFailed, parse_address
+from modern.common.connection import ConnectionFailed, parse_address, shut_down
 from rebalance.kafka_frames import (
     DEFAULT_MAX_FRAME_BYTES,
     SIZE_BYTES,
@@ -130,12 +130,7 @@ class _Channel:
 
     def abort(self) -> None:
         """From another thread: a wait on this socket ends at once."""
-        sock = self.sock
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        shut_down(self.sock)
 
 
 class Fetcher:
