@@ -113,7 +113,7 @@ def test_close_from_another_thread_ends_a_waiting_poll(broker, topic):
     threading.Thread(target=wait, daemon=True).start()
     time.sleep(0.3)
     fetcher.close()
-    assert returned.wait(2.0), "a poll blocked in its fetch outlived the close"
+    assert returned.wait(10.0), "a poll blocked in its fetch outlived the close (its own wait was 20 s)"
 
 
 def test_an_unreachable_broker_is_retried_without_spinning():
@@ -142,7 +142,7 @@ def test_a_silent_broker_holds_up_no_poll():
         for _ in range(3):
             started = time.monotonic()
             assert fetcher.poll(200) == {}
-            assert time.monotonic() - started < 1.0
+            assert time.monotonic() - started < 5.0, "a poll waited for the silent broker"
         fetcher.close()
     finally:
         silent.close()
