@@ -3,9 +3,8 @@
 The group side is `modern.classic.consumer_coordinator.ConsumerCoordinator` (membership in
 `modern.classic.group_membership`, its states in `modern.classic.membership`); the data side is
 `modern.common.fetcher` (assign + seek, as a consumer in manual-assignment mode), fetching exactly what the
-coordinator gave us. The
-member's name is its client.id, so brokers that advertise per-client-id addresses route
-its traffic through that member's fault proxies.
+coordinator gave us. The member's name is its client.id, so brokers that advertise per-client-id addresses
+route its traffic through that member's fault proxies.
 
 Settings under Kafka names go in `MemberConfig.extra`: heartbeat.interval.ms,
 max.poll.interval.ms, rebalance.timeout.ms, retry.backoff.ms, retry.backoff.max.ms, request.timeout.ms.
@@ -70,7 +69,7 @@ class ModernMember(FetchingMember):
         self.recorder = recorder or NullRecorder()
         self.settings = settings_from(config, client_id=self.member_id)
         self.coordinator = ConsumerCoordinator(self.settings, self, recorder=self.recorder, member_name=self.member_id)
-        self._consumer: Fetcher | None = None
+        self._fetcher: Fetcher | None = None
         self._positions: dict[TopicPartition, int] = {}     # next offset to consume, per owned partition
         self._owned: frozenset[TopicPartition] = frozenset()
         self._next_auto_commit = 0.0
@@ -121,8 +120,8 @@ class ModernMember(FetchingMember):
                 return
             self._closed = True
         self.coordinator.close(leave=False)
-        if self._consumer is not None:
-            self._consumer.close(autocommit=False)
+        if self._fetcher is not None:
+            self._fetcher.close()
 
     def metrics(self) -> dict[str, float]:
         return self.coordinator.metrics.snapshot(time.monotonic())

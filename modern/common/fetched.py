@@ -32,14 +32,14 @@ class FetchingMember:
     settings: Any          # the client's settings: fetch_max_wait_ms is read here
     member_id: str
     recorder: EventRecorder
-    _consumer: Fetcher | None
+    _fetcher: Fetcher | None
     _owned: frozenset[TopicPartition]
     _positions: dict[TopicPartition, int]
     _lock: threading.RLock
     _closed: bool
 
     def _start_fetching(self, strategy: str) -> None:
-        self._consumer = Fetcher(self.config.bootstrap.split(","), client_id=self.member_id,
+        self._fetcher = Fetcher(self.config.bootstrap.split(","), client_id=self.member_id,
                                  auto_offset_reset=self.config.auto_offset_reset,
                                  max_wait_ms=self.settings.fetch_max_wait_ms)
         self.recorder.emit(ev.MEMBER_STARTED, self.member_id, group=self.config.group, strategy=strategy,
@@ -54,27 +54,27 @@ class FetchingMember:
             news.wait(timeout_s)
             news.clear()
             return []
-        batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
+        batches = self._fetcher.poll(timeout_ms=int(timeout_s * 1000))
         return take_batches(batches, self._owned, self._positions, self.recorder, self.member_id, generation)
 
     def _fetch_from(self, committed: Mapping[TopicPartition, int]) -> None:
         """Fetch the owned partitions, each from its position, else its committed offset (else the reset
         policy decides)."""
-        self._consumer.assign(self._owned)
+        self._fetcher.assign(self._owned)
         for tp in sorted(self._owned):
             position = self._positions.get(tp, committed.get(tp))
             if position is not None:
-                self._consumer.seek(tp, position)
+                self._fetcher.seek(tp, position)
 
     def _drop(self, partitions: set[TopicPartition]) -> None:
         """Stop fetching `partitions` and forget their positions; the rest go on from where they were."""
         self._owned = frozenset(self._owned - partitions)
         for tp in partitions:
             self._positions.pop(tp, None)
-        if self._consumer is not None:
-            self._consumer.assign(self._owned)
+        if self._fetcher is not None:
+            self._fetcher.assign(self._owned)
             for tp, position in self._positions.items():
-                self._consumer.seek(tp, position)
+                self._fetcher.seek(tp, position)
 
     def _commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
         raise NotImplementedError
@@ -107,8 +107,8 @@ class FetchingMember:
                 reason = f"error: {error}"
             finally:
                 self._leave_group()
-                if self._consumer is not None:
-                    self._consumer.close(autocommit=False)
+                if self._fetcher is not None:
+                    self._fetcher.close()
                 self.recorder.emit(ev.MEMBER_STOPPED, self.member_id, reason=reason)
 
     def _give_up_partitions(self) -> None:

@@ -193,16 +193,10 @@ class Fetcher:
                 self._drop_channel(channel)
         return self._hand_out()
 
-    def close(self, autocommit: bool = False) -> None:
+    def close(self) -> None:
         """End every connection; a poll waiting on another thread returns at once (and closes them)."""
         self._closed.set()
-        while True:
-            try:
-                channels = list(self._channels.values())
-                break
-            except RuntimeError:   # the polling thread changed the table meanwhile
-                continue
-        for channel in channels:
+        for channel in self._channels.copy().values():   # a copy taken at once: the polling thread may change it
             channel.abort()
 
     # ------------------------------------------------------------------ one step: send what is due, read answers

@@ -60,7 +60,7 @@ class Kip848Member(FetchingMember):
         self.heartbeats = GroupHeartbeats(self.settings, recorder=self.recorder, member_name=self.member_id,
                                           owned=lambda: self._owned)
         self.metrics = RebalanceMetrics()
-        self._consumer: Fetcher | None = None
+        self._fetcher: Fetcher | None = None
         self._owned: frozenset[TopicPartition] = frozenset()
         self._positions: dict[TopicPartition, int] = {}
         self._rebalance_started: float | None = None      # an open reconciliation (monotonic seconds)
@@ -114,8 +114,8 @@ class Kip848Member(FetchingMember):
                 return
             self._closed = True
         self.heartbeats.stop()
-        if self._consumer is not None:
-            self._consumer.close(autocommit=False)
+        if self._fetcher is not None:
+            self._fetcher.close()
 
     # ------------------------------------------------------------ reconciliation (polling thread)
 
