@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.campaign import Manifest, load_campaign
+from experiments.campaign import Manifest, builtin_names, find_campaign, load_campaign
 from experiments.faults.process import processes_with_marker
 from experiments.scenario import ScenarioError
 from experiments.summary.campaign_stats import comparisons, median_interval, write_statistics
@@ -57,6 +57,15 @@ def write_campaign(folder: Path, text: str = CAMPAIGN) -> Path:
     path = folder / "tiny.toml"
     path.write_text(text)
     return path
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_built_in_campaign_plans_and_its_claims_name_its_own_cells(name):
+    campaign = load_campaign(find_campaign(name))     # the loader checks every claim's cells and metric
+    plan = campaign.plan()
+    assert plan, name
+    if campaign.claims:                              # a claim is tested only at 5 runs a side or more
+        assert all(cell.repetitions >= 5 for cell in campaign.cells), name
 
 
 def test_the_plan_interleaves_cells_and_shares_seeds_across_backends(tmp_path):
