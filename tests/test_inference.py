@@ -17,8 +17,10 @@ import pytest
 from scipy import stats
 
 from experiments.campaign.model import Claim
-from experiments.summary.claims import NO_RUNS, NOT_SUPPORTED, SUPPORTED, TOO_FEW, evaluate
+from experiments.summary.campaign_stats import comparisons
+from experiments.summary.claims import BESIDE, NO_RUNS, NOT_SUPPORTED, SUPPORTED, TOO_FEW, evaluate
 from experiments.summary.inference import (
+    PARALLEL_TIMING,
     benjamini_hochberg,
     compare,
     exact_p,
@@ -124,3 +126,19 @@ def test_a_claim_with_too_few_runs_is_undetermined():
     runs = _runs({("legacy", "-"): [50, 52, 51], ("modern", "-"): [30, 31, 29]})
     (result,) = evaluate(runs, [_claim("legacy", "modern")])
     assert result.verdict == TOO_FEW and np.isnan(result.p) and result.n == "3/3"
+
+
+def test_timings_of_runs_made_beside_another_are_shown_but_never_compared_or_claimed():
+    def rows(backend, values, metric, parallel):
+        return [{"scenario": "s", "backend": backend, "strategy": "range", "sweep": "-", "n": 4, "parallel": parallel,
+                 "metric": metric, "value": v} for v in values]
+
+    apart = {"legacy": [100, 104, 98, 101, 99], "modern": [10, 12, 11, 9, 10]}
+    for metric, parallel, status in [("stable after (s)", True, PARALLEL_TIMING), ("stable after (s)", False, "tested"),
+                                     ("join: requests per change", True, "tested")]:
+        runs = pd.DataFrame([row for backend, values in apart.items() for row in rows(backend, values, metric, parallel)])
+        (row,) = comparisons(runs).itertuples()
+        assert row.status == status and row.difference == (status == "tested"), (metric, parallel)
+        (claimed,) = evaluate(runs, [Claim(says="c", scenario="s", metric=metric, higher=("legacy",),
+                                           lower=("modern",))])
+        assert claimed.verdict == (BESIDE if status == PARALLEL_TIMING else SUPPORTED), (metric, parallel)

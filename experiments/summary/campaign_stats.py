@@ -5,6 +5,10 @@ The interval of a median is the distribution-free order-statistic interval [x(k)
 largest k whose coverage 1 - 2 P(Binomial(n, 1/2) < k) is at least 95%. Below n = 6 no such k exists and
 the interval is [min, max] with the coverage it has (75% at n = 3, 94% at n = 5); its label says which.
 
+Timings (seconds, milliseconds, partition-seconds, and records lost, which are records processed past a
+latency limit) are compared only between runs made one at a time: a run made beside another
+(`--parallel` > 1) shares two cores with it, which stretches its timings but not its counts.
+
 Two cells are compared by the exact Mann-Whitney test and the Hodges-Lehmann shift with its
 distribution-free interval (`experiments.summary.inference`): only with at least 5 runs a side, never
 when every run of both cells gave one value each (then the values are simply stated), and a difference
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +41,7 @@ from experiments.campaign.manifest import COMPLETED, Manifest
 from experiments.campaign.model import declared_claims
 from experiments.summary import markdown_table
 from experiments.summary.claims import claims_frame, claims_markdown, evaluate
-from experiments.summary.inference import MIN_RUNS, Q, benjamini_hochberg, compare
+from experiments.summary.inference import MIN_RUNS, PARALLEL_TIMING, Q, benjamini_hochberg, compare, is_timing
 from experiments.summary.rundata import scenario_window
 
 LEVEL = 0.95
@@ -86,10 +91,11 @@ def run_metrics(folder: Path) -> pd.DataFrame:
             continue
         base = {"campaign": manifest.campaign["name"], "run": entry.run, "scenario": entry.scenario,
                 "backend": entry.backend, "strategy": entry.strategy, "sweep": _sweep_label(entry.sweep),
-                "repetition": entry.repetition, "n": _members(summary, entry)}
+                "repetition": entry.repetition, "n": _members(summary, entry),
+                "parallel": (entry.parallel or 1) > 1}
         for metric, value in _metrics_of(summary):
             rows.append({**base, "metric": metric, "value": value})
-    columns = ["campaign", "run", *CELL_COLUMNS, "repetition", "n", "metric", "value"]
+    columns = ["campaign", "run", *CELL_COLUMNS, "repetition", "n", "parallel", "metric", "value"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -173,6 +179,8 @@ def comparisons(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (scenario, sweep, metric), group in runs.groupby(["scenario", "sweep", "metric"], sort=False):
         cells = {key: rows_["value"].to_numpy(dtype=float) for key, rows_ in group.groupby(["backend", "strategy"])}
+        beside = {key: bool(rows_["parallel"].any()) for key, rows_ in group.groupby(["backend", "strategy"])} \
+            if "parallel" in group and is_timing(metric) else {}
         for (backend_a, strategy_a), (backend_b, strategy_b) in itertools.combinations(sorted(cells), 2):
             va, vb = cells[(backend_a, strategy_a)], cells[(backend_b, strategy_b)]
             if strategy_a == strategy_b:
@@ -182,6 +190,8 @@ def comparisons(runs: pd.DataFrame) -> pd.DataFrame:
             else:
                 vary, a, b, backend, strategy = "both", f"{backend_a}/{strategy_a}", f"{backend_b}/{strategy_b}", "*", "*"
             result = compare(va, vb)
+            if beside.get((backend_a, strategy_a)) or beside.get((backend_b, strategy_b)):
+                result = replace(result, p=math.nan, status=PARALLEL_TIMING)
             rows.append({"scenario": scenario, "backend": backend, "strategy": strategy, "sweep": sweep,
                          "metric": metric, "compares": vary, "a": a, "b": b, "n_a": len(va), "n_b": len(vb),
                          "median_a": float(np.median(va)), "median_b": float(np.median(vb)), "shift": result.shift,
@@ -201,6 +211,8 @@ def reading(row) -> str:
     n = f"n = {row.n_a}/{row.n_b}"
     if row.status == "too few runs":
         return f"too few runs ({n}; needs {MIN_RUNS})"
+    if row.status == PARALLEL_TIMING:
+        return f"not compared: a timing from runs made beside another ({n})"
     if row.status == "identical":
         return f"identical in all {row.n_a}/{row.n_b} runs"
     if row.status == "constant":
@@ -216,9 +228,11 @@ def page_counts(compared: pd.DataFrame) -> str:
     found = int(compared["difference"].sum())
     few = int((compared["status"] == "too few runs").sum())
     same = int(compared["status"].isin(["identical", "constant"]).sum())
+    beside = int((compared["status"] == PARALLEL_TIMING).sum())
     return (f"{len(compared):,} comparisons: {tested:,} tested (exact Mann-Whitney, at least {MIN_RUNS} runs a "
             f"side), {found:,} of them differences at a false discovery rate of {Q:.0%} (Benjamini-Hochberg over "
-            f"the {tested:,}); {few:,} with too few runs; {same:,} where every run of each cell gave one value.")
+            f"the {tested:,}); {few:,} with too few runs; {same:,} where every run of each cell gave one value"
+            + (f"; {beside:,} timings not compared because their runs ran beside another" if beside else "") + ".")
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -306,5 +320,6 @@ def provenance_lines(manifests: list[Manifest]) -> list[str]:
         parallel = sum((entry.parallel or 1) > 1 for entry in done)
         if parallel:
             lines.append(f"- `{manifest.campaign['name']}`: {parallel} of {len(done)} runs ran beside another run "
-                         "(`--parallel` > 1); their counts stand, their timings are stretched.")
+                         "(`--parallel` > 1); their counts stand, their timings are stretched, shown but never "
+                         "compared.")
     return [*lines, ""] if lines else []

@@ -12,7 +12,9 @@ Verdicts:
   run of both cells of every pair gave one value each, in the claimed order (nothing to test);
 - **not supported**: enough runs, and a shift points the other way or the claim does not survive Holm;
 - **undetermined (n too small)**: some pair has fewer than 5 runs on a side;
-- **undetermined (no runs)**: no pair was run.
+- **undetermined (no runs)**: no pair was run;
+- **undetermined (timings of parallel runs)**: the claim is on a timing and some of its runs ran beside
+  another (`--parallel` > 1), which stretches timings.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ import numpy as np
 import pandas as pd
 
 from experiments.campaign.model import Claim, selects
-from experiments.summary.inference import ALPHA, MIN_RUNS, Comparison, compare, holm
+from experiments.summary.inference import ALPHA, MIN_RUNS, Comparison, compare, holm, is_timing
 
 SUPPORTED = "supported"
 NOT_SUPPORTED = "not supported"
 TOO_FEW = "undetermined (n too small)"
 NO_RUNS = "undetermined (no runs)"
+BESIDE = "undetermined (timings of parallel runs)"
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,11 @@ def evaluate(runs: pd.DataFrame, claims: tuple[Claim, ...] | list[Claim]) -> lis
             continue
         weakest = min(pairs, key=lambda pair: pair.shift)
         n = f"{min(pair.n_a for pair in pairs)}/{min(pair.n_b for pair in pairs)}"
-        if any(pair.status == "too few runs" for pair in pairs):
+        beside = is_timing(claim.metric) and "parallel" in runs and bool(
+            runs.loc[(runs["scenario"] == claim.scenario) & (runs["metric"] == claim.metric), "parallel"].any())
+        if beside:
+            partial.append((claim, BESIDE, math.nan, weakest, len(pairs), n))
+        elif any(pair.status == "too few runs" for pair in pairs):
             partial.append((claim, TOO_FEW, math.nan, weakest, len(pairs), n))
         elif any(pair.shift <= 0 for pair in pairs):
             partial.append((claim, NOT_SUPPORTED, max(_p(pair) for pair in pairs), weakest, len(pairs), n))

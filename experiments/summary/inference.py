@@ -22,6 +22,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats
 
+PARALLEL_TIMING = "timings of parallel runs"   # not compared: a side ran beside another run
 MIN_RUNS = 5          # fewer runs on a side: "too few runs", never a difference
 Q = 0.05              # the false discovery rate a page controls
 ALPHA = 0.05          # the family-wise error rate of a campaign's declared claims
@@ -39,7 +40,7 @@ class Comparison:
     high: float
     coverage: float
     p: float                 # nan when not tested
-    status: str              # "tested", "too few runs", "identical", "constant"
+    status: str              # "tested", "too few runs", "identical", "constant", PARALLEL_TIMING
 
 
 def compare(a, b, *, min_runs: int = MIN_RUNS, level: float = LEVEL) -> Comparison:
@@ -139,3 +140,9 @@ def holm(p_values, alpha: float = ALPHA) -> np.ndarray:
 def smallest_p(n_a: int, n_b: int) -> float:
     """The smallest two-sided exact p-value n_a and n_b runs can give: 2 / C(n_a + n_b, n_a)."""
     return min(1.0, 2 / math.comb(n_a + n_b, n_a))
+
+
+def is_timing(metric: str) -> bool:
+    """Metrics a run sharing the CPU with another would stretch: seconds, milliseconds, partition-seconds,
+    and records lost (records processed past a latency limit). Counts of requests or anomalies are not."""
+    return metric.endswith(("(s)", "(ms)", "partition-seconds unowned", "records lost"))
