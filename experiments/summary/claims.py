@@ -44,6 +44,7 @@ class ClaimResult:
     shift: float        # the smallest shift (higher - lower) of its pairs
     low: float          # that pair's interval
     high: float
+    coverage: float     # the interval's exact coverage
     pairs: int
     n: str              # the smallest runs per side, "a/b"
 
@@ -99,8 +100,9 @@ def evaluate(runs: pd.DataFrame, claims: tuple[Claim, ...] | list[Claim]) -> lis
             position = tested.index(index)
             p_holm = adjusted[position]
             verdict = SUPPORTED if rejected[position] else NOT_SUPPORTED
-        shift, low, high = (weakest.shift, weakest.low, weakest.high) if weakest else (math.nan,) * 3
-        results.append(ClaimResult(claim, verdict, p, p_holm, shift, low, high, count, n))
+        shift, low, high, coverage = ((weakest.shift, weakest.low, weakest.high, weakest.coverage) if weakest
+                                      else (math.nan,) * 4)
+        results.append(ClaimResult(claim, verdict, p, p_holm, shift, low, high, coverage, count, n))
     return results
 
 
@@ -121,27 +123,33 @@ def _holm_adjusted(p_values: list[float]) -> list[float]:
 
 def claims_frame(results: list[ClaimResult]) -> pd.DataFrame:
     columns = ["says", "scenario", "metric", "higher", "lower", "verdict", "p", "p_holm", "shift", "low", "high",
-               "pairs", "n"]
+               "coverage", "pairs", "n"]
     return pd.DataFrame([{"says": r.claim.says, "scenario": r.claim.scenario, "metric": r.claim.metric,
                           "higher": ", ".join(r.claim.higher), "lower": ", ".join(r.claim.lower),
                           "verdict": r.verdict, "p": r.p, "p_holm": r.p_holm, "shift": r.shift, "low": r.low,
-                          "high": r.high, "pairs": r.pairs, "n": r.n} for r in results], columns=columns)
+                          "high": r.high, "coverage": r.coverage, "pairs": r.pairs, "n": r.n} for r in results],
+                        columns=columns)
 
 
 def claims_markdown(results: list[ClaimResult]) -> str:
     """The page's opening: each declared claim, its verdict, p and shift."""
     if not results:
         return ""
+    tested = sum(not math.isnan(result.p_holm) for result in results)
     lines = ["## Claims declared before the runs\n",
              f"Each claim was written in the campaign file before any run. A claim holds only if every pair of "
-             f"cells it names holds (its p is the largest of theirs); Holm's adjustment over the {len(results)} "
-             f"claims keeps the chance that any supported claim is wrong at most {ALPHA:.0%}. A pair needs "
-             f"{MIN_RUNS} runs a side.\n",
-             "| claim | verdict | p (Holm) | shift, higher - lower [interval] | pairs | n |",
+             f"cells it names holds (its p is the largest of theirs, its shift the smallest). Holm's adjustment "
+             f"over the {tested} claims that needed a test keeps the chance that any supported claim is wrong at "
+             f"most {ALPHA:.0%}; a claim whose cells gave one value in every run, in the claimed order, needs none "
+             f"(p: -). A pair needs {MIN_RUNS} runs a side. The shift is Hodges-Lehmann's (the median of every "
+             f"difference higher - lower) with its distribution-free interval and that interval's coverage.\n",
+             "| claim | verdict | p (Holm) | shift, higher - lower [interval, coverage] | pairs | n |",
              "| --- | --- | --- | --- | --- | --- |"]
     for result in results:
         p = "-" if math.isnan(result.p) else f"{result.p:.2g} ({result.p_holm:.2g})" if not math.isnan(result.p_holm) \
             else f"{result.p:.2g}"
-        shift = "-" if math.isnan(result.shift) else f"{result.shift:,.3g} [{result.low:,.3g}, {result.high:,.3g}]"
+        coverage = "" if math.isnan(result.coverage) else f", {result.coverage:.0%}"
+        shift = ("-" if math.isnan(result.shift)
+                 else f"{result.shift:,.3g} [{result.low:,.3g}, {result.high:,.3g}{coverage}]")
         lines.append(f"| {result.claim.says} | **{result.verdict}** | {p} | {shift} | {result.pairs} | {result.n} |")
     return "\n".join(lines) + "\n"
