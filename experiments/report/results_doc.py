@@ -47,7 +47,7 @@ def results_markdown(folders: list[Path], notes: Path | None = None) -> str:
         *(_campaign_line(manifest) for manifest in manifests),
         *provenance_lines(manifests),
         "\nRegenerate this page from the campaign folders:\n",
-        "```sh\n" + "".join(f"./lab campaign {m.campaign['name']} --out runs/{m.campaign['name']}\n"
+        "```sh\n" + "".join(f"./lab campaign {m.campaign['name']} --out runs/{m.campaign['name']}{_parallel(m)}\n"
                             for m in manifests)
         + "./lab results " + " ".join(f"runs/{m.campaign['name']}" for m in manifests)
         + (f" --notes {notes}" if notes else "") + " > docs/results.md\n```\n",
@@ -72,6 +72,12 @@ def _campaign_line(manifest: Manifest) -> str:
             f"{manifest.campaign['repetitions']} repetitions per cell, seeds from {manifest.campaign['seed']}; "
             f"commit `{(machine.get('git_commit') or '?')[:12]}`{resumed}, {machine.get('cores')} cores, "
             f"{(machine.get('memory_bytes') or 0) / 2**30:.0f} GiB")
+
+
+def _parallel(manifest: Manifest) -> str:
+    """The `--parallel` the campaign's runs were made with, when more than one at a time."""
+    most = max((entry.parallel or 1 for entry in manifest.runs.values() if entry.status == COMPLETED), default=1)
+    return f" --parallel {most}" if most > 1 else ""
 
 
 def _cell_label(row) -> str:
