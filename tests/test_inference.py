@@ -142,3 +142,10 @@ def test_timings_of_runs_made_beside_another_are_shown_but_never_compared_or_cla
         (claimed,) = evaluate(runs, [Claim(says="c", scenario="s", metric=metric, higher=("legacy",),
                                            lower=("modern",))])
         assert claimed.verdict == (BESIDE if status == PARALLEL_TIMING else SUPPORTED), (metric, parallel)
+
+
+def test_a_claim_on_cells_of_one_value_each_is_decided_without_a_test():
+    runs = _runs({("legacy", "-"): [2] * 5, ("modern", "-"): [0] * 5, ("kip848", "-"): [0] * 5})
+    ordered, same = evaluate(runs, [_claim("legacy", "modern"), _claim("modern", "kip848")])
+    assert ordered.verdict == SUPPORTED and ordered.shift == 2 and np.isnan(ordered.p) and np.isnan(ordered.coverage)
+    assert same.verdict == NOT_SUPPORTED and same.shift == 0 and np.isnan(same.p)

@@ -18,6 +18,7 @@ from experiments.summary import markdown_table
 from experiments.summary.campaign_stats import (
     cell_statistics,
     comparisons,
+    number,
     page_counts,
     provenance_lines,
     run_metrics,
@@ -80,9 +81,9 @@ def _parallel(manifest: Manifest) -> str:
     return f" --parallel {most}" if most > 1 else ""
 
 
-def _cell_label(row) -> str:
-    label = f"{row.backend}" + (f" {row.strategy}" if row.strategy != "range" else "")
-    return label
+def _cell_label(row, strategies: int = 1) -> str:
+    """The backend, and the strategy when it is not range or when the scenario ran several."""
+    return f"{row.backend}" + (f" {row.strategy}" if row.strategy != "range" or strategies > 1 else "")
 
 
 def _herd_section(cells: pd.DataFrame) -> list[str]:
@@ -128,7 +129,7 @@ def _per_cell_section(cells: pd.DataFrame, prefix: str, title: str, metrics) -> 
         columns = {}
         for row in group.itertuples():
             if row.metric in wanted:
-                columns.setdefault(_cell_label(row), {})[row.metric] = spread(row.median, row.min, row.max, row.runs)
+                columns.setdefault(_cell_label(row, group["strategy"].nunique()), {})[row.metric] = spread(row.median, row.min, row.max, row.runs)
         table = pd.DataFrame(columns).reindex([m for m in wanted if any(m in c for c in columns.values())])
         table.index.name = "metric"
         lines += [f"### {scenario}\n", markdown_table(table.reset_index().fillna("-"))]
@@ -152,7 +153,7 @@ def _differences(compared: pd.DataFrame) -> list[str]:
     table = held.assign(
         where=held["scenario"] + held["sweep"].map(lambda s: "" if s == "-" else f" ({s})"),
         pair=held["a"] + " vs " + held["b"],
-        shift_interval=[f"{r.shift:,.1f} [{r.ci_low:,.1f}, {r.ci_high:,.1f}] ({r.coverage:.0%})"
+        shift_interval=[f"{number(r.shift, 1)} [{number(r.ci_low, 1)}, {number(r.ci_high, 1)}] ({r.coverage:.0%})"
                         for r in held.itertuples()])
     return [*lines, markdown_table(table[["where", "metric", "pair", "shift_interval", "reading"]])]
 

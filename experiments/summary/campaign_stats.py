@@ -216,7 +216,7 @@ def reading(row) -> str:
     if row.status == "identical":
         return f"identical in all {row.n_a}/{row.n_b} runs"
     if row.status == "constant":
-        return f"the same in every run of each ({row.a} {_number(row.median_a, 2)}, {row.b} {_number(row.median_b, 2)}; {n})"
+        return f"the same in every run of each ({row.a} {number(row.median_a, 2)}, {row.b} {number(row.median_b, 2)}; {n})"
     if row.difference:
         return f"{row.b} {'higher' if row.shift > 0 else 'lower'} than {row.a} (p = {row.p:.2g}, {n})"
     return f"no difference shown at {n} (p = {row.p:.2g})"
@@ -256,10 +256,10 @@ def write_statistics(folder: Path) -> Path:
 
 def spread(median: float, low: float, high: float, n: int, digits: int = 1) -> str:
     """`median [min-max], n = 3`, the form every published number takes."""
-    return f"{_number(median, digits)} [{_number(low, digits)}-{_number(high, digits)}], n = {n}"
+    return f"{number(median, digits)} [{number(low, digits)}-{number(high, digits)}], n = {n}"
 
 
-def _number(value: float, digits: int) -> str:
+def number(value: float, digits: int) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if float(value).is_integer() and abs(value) >= 10:
@@ -290,7 +290,7 @@ def statistics_markdown(manifest: Manifest, cells: pd.DataFrame, compared: pd.Da
         table["cell"] = table["backend"] + " / " + table["strategy"] + table["sweep"].map(
             lambda s: "" if s == "-" else f" / {s}")
         table["value"] = [spread(r.median, r.min, r.max, r.runs) for r in table.itertuples()]
-        table["interval of the median"] = [f"{_number(r.ci_low, 1)}-{_number(r.ci_high, 1)} "
+        table["interval of the median"] = [f"{number(r.ci_low, 1)}-{number(r.ci_high, 1)} "
                                            f"({interval_label(r.coverage, r.runs)})" for r in table.itertuples()]
         lines.append(markdown_table(table[["metric", "cell", "value", "interval of the median"]]))
     lines.append("## Differences\n")
@@ -300,7 +300,7 @@ def statistics_markdown(manifest: Manifest, cells: pd.DataFrame, compared: pd.Da
     if len(found):
         shown = found.assign(
             where=found["scenario"] + " " + found["sweep"].where(found["sweep"] != "-", ""),
-            shift_interval=[f"{_number(r.shift, 1)} [{_number(r.ci_low, 1)}, {_number(r.ci_high, 1)}] "
+            shift_interval=[f"{number(r.shift, 1)} [{number(r.ci_low, 1)}, {number(r.ci_high, 1)}] "
                             f"({r.coverage:.0%})" for r in found.itertuples()])
         lines.append(markdown_table(shown[["where", "metric", "a", "b", "shift_interval", "reading"]]))
     else:

@@ -77,6 +77,7 @@ def evaluate(runs: pd.DataFrame, claims: tuple[Claim, ...] | list[Claim]) -> lis
             partial.append((claim, NO_RUNS, math.nan, None, 0, "-"))
             continue
         weakest = min(pairs, key=lambda pair: pair.shift)
+        untested = all(pair.status in ("constant", "identical") for pair in pairs)   # one value a cell
         n = f"{min(pair.n_a for pair in pairs)}/{min(pair.n_b for pair in pairs)}"
         beside = is_timing(claim.metric) and "parallel" in runs and bool(
             runs.loc[(runs["scenario"] == claim.scenario) & (runs["metric"] == claim.metric), "parallel"].any())
@@ -85,7 +86,8 @@ def evaluate(runs: pd.DataFrame, claims: tuple[Claim, ...] | list[Claim]) -> lis
         elif any(pair.status == "too few runs" for pair in pairs):
             partial.append((claim, TOO_FEW, math.nan, weakest, len(pairs), n))
         elif any(pair.shift <= 0 for pair in pairs):
-            partial.append((claim, NOT_SUPPORTED, max(_p(pair) for pair in pairs), weakest, len(pairs), n))
+            partial.append((claim, NOT_SUPPORTED, math.nan if untested else max(_p(pair) for pair in pairs),
+                            weakest, len(pairs), n))
         elif all(pair.status == "constant" for pair in pairs):
             partial.append((claim, SUPPORTED, math.nan, weakest, len(pairs), n))
         else:
@@ -102,6 +104,8 @@ def evaluate(runs: pd.DataFrame, claims: tuple[Claim, ...] | list[Claim]) -> lis
             verdict = SUPPORTED if rejected[position] else NOT_SUPPORTED
         shift, low, high, coverage = ((weakest.shift, weakest.low, weakest.high, weakest.coverage) if weakest
                                       else (math.nan,) * 4)
+        if weakest is not None and weakest.status in ("constant", "identical"):
+            coverage = math.nan      # one value each side: the shift is exact, not estimated
         results.append(ClaimResult(claim, verdict, p, p_holm, shift, low, high, coverage, count, n))
     return results
 
@@ -140,8 +144,8 @@ def claims_markdown(results: list[ClaimResult]) -> str:
              f"Each claim was written in the campaign file before any run. A claim holds only if every pair of "
              f"cells it names holds (its p is the largest of theirs, its shift the smallest). Holm's adjustment "
              f"over the {tested} claims that needed a test keeps the chance that any supported claim is wrong at "
-             f"most {ALPHA:.0%}; a claim whose cells gave one value in every run, in the claimed order, needs none "
-             f"(p: -). A pair needs {MIN_RUNS} runs a side. The shift is Hodges-Lehmann's (the median of every "
+             f"most {ALPHA:.0%}. A claim whose cells gave one value each in every run needs none (p: -): it holds if "
+             f"those values are in the claimed order. A pair needs {MIN_RUNS} runs a side. The shift is Hodges-Lehmann's (the median of every "
              f"difference higher - lower) with its distribution-free interval and that interval's coverage.\n",
              "| claim | verdict | p (Holm) | shift, higher - lower [interval, coverage] | pairs | n |",
              "| --- | --- | --- | --- | --- | --- |"]
