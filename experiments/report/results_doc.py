@@ -126,10 +126,11 @@ def _per_cell_section(cells: pd.DataFrame, prefix: str, title: str, metrics) -> 
     for scenario, group in chosen.groupby("scenario", sort=True):
         wanted = metrics or [m for m in dict.fromkeys(group["metric"]) if ": records lost" in m
                              or ": max latency" in m] + ["duplicates", "double-ownership (s)"]
-        columns = {}
+        columns, strategies = {}, group["strategy"].nunique()
         for row in group.itertuples():
             if row.metric in wanted:
-                columns.setdefault(_cell_label(row, group["strategy"].nunique()), {})[row.metric] = spread(row.median, row.min, row.max, row.runs)
+                columns.setdefault(_cell_label(row, strategies), {})[row.metric] = spread(row.median, row.min,
+                                                                                           row.max, row.runs)
         table = pd.DataFrame(columns).reindex([m for m in wanted if any(m in c for c in columns.values())])
         table.index.name = "metric"
         lines += [f"### {scenario}\n", markdown_table(table.reset_index().fillna("-"))]

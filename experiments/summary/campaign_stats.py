@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +40,14 @@ from experiments.campaign.manifest import COMPLETED, Manifest
 from experiments.campaign.model import declared_claims
 from experiments.summary import markdown_table
 from experiments.summary.claims import claims_frame, claims_markdown, evaluate
-from experiments.summary.inference import MIN_RUNS, PARALLEL_TIMING, Q, benjamini_hochberg, compare, is_timing
+from experiments.summary.inference import (
+    MIN_RUNS,
+    PARALLEL_TIMING,
+    Q,
+    benjamini_hochberg,
+    compare,
+    ran_beside,
+)
 from experiments.summary.rundata import scenario_window
 
 LEVEL = 0.95
@@ -178,20 +184,17 @@ def comparisons(runs: pd.DataFrame) -> pd.DataFrame:
     backend and strategy keeps the other in its column; `a` and `b` name what differs."""
     rows = []
     for (scenario, sweep, metric), group in runs.groupby(["scenario", "sweep", "metric"], sort=False):
-        cells = {key: rows_["value"].to_numpy(dtype=float) for key, rows_ in group.groupby(["backend", "strategy"])}
-        beside = {key: bool(rows_["parallel"].any()) for key, rows_ in group.groupby(["backend", "strategy"])} \
-            if "parallel" in group and is_timing(metric) else {}
+        cells = dict(tuple(group.groupby(["backend", "strategy"])))
         for (backend_a, strategy_a), (backend_b, strategy_b) in itertools.combinations(sorted(cells), 2):
-            va, vb = cells[(backend_a, strategy_a)], cells[(backend_b, strategy_b)]
+            rows_a, rows_b = cells[(backend_a, strategy_a)], cells[(backend_b, strategy_b)]
+            va, vb = rows_a["value"].to_numpy(dtype=float), rows_b["value"].to_numpy(dtype=float)
             if strategy_a == strategy_b:
                 vary, a, b, backend, strategy = "backend", backend_a, backend_b, "*", strategy_a
             elif backend_a == backend_b:
                 vary, a, b, backend, strategy = "strategy", strategy_a, strategy_b, backend_a, "*"
             else:
                 vary, a, b, backend, strategy = "both", f"{backend_a}/{strategy_a}", f"{backend_b}/{strategy_b}", "*", "*"
-            result = compare(va, vb)
-            if beside.get((backend_a, strategy_a)) or beside.get((backend_b, strategy_b)):
-                result = replace(result, p=math.nan, status=PARALLEL_TIMING)
+            result = compare(va, vb, beside=ran_beside(rows_a, metric) or ran_beside(rows_b, metric))
             rows.append({"scenario": scenario, "backend": backend, "strategy": strategy, "sweep": sweep,
                          "metric": metric, "compares": vary, "a": a, "b": b, "n_a": len(va), "n_b": len(vb),
                          "median_a": float(np.median(va)), "median_b": float(np.median(vb)), "shift": result.shift,

@@ -26,7 +26,15 @@ import numpy as np
 import pandas as pd
 
 from experiments.campaign.model import Claim, selects
-from experiments.summary.inference import ALPHA, MIN_RUNS, Comparison, compare, holm, is_timing
+from experiments.summary.inference import (
+    ALPHA,
+    MIN_RUNS,
+    PARALLEL_TIMING,
+    Comparison,
+    compare,
+    holm,
+    ran_beside,
+)
 
 SUPPORTED = "supported"
 NOT_SUPPORTED = "not supported"
@@ -64,7 +72,8 @@ def _pairs(runs: pd.DataFrame, claim: Claim) -> list[Comparison]:
             for (sweep, h_backend, h_strategy), h_rows in high.groupby(["sweep", "backend", "strategy"]):
                 for (l_backend, l_strategy), l_rows in low[low["sweep"] == sweep].groupby(["backend", "strategy"]):
                     if (h_backend, h_strategy) != (l_backend, l_strategy):
-                        found.append(compare(l_rows["value"].to_numpy(), h_rows["value"].to_numpy()))
+                        beside = ran_beside(l_rows, claim.metric) or ran_beside(h_rows, claim.metric)
+                        found.append(compare(l_rows["value"].to_numpy(), h_rows["value"].to_numpy(), beside=beside))
     return found
 
 
@@ -79,9 +88,7 @@ def evaluate(runs: pd.DataFrame, claims: tuple[Claim, ...] | list[Claim]) -> lis
         weakest = min(pairs, key=lambda pair: pair.shift)
         untested = all(pair.status in ("constant", "identical") for pair in pairs)   # one value a cell
         n = f"{min(pair.n_a for pair in pairs)}/{min(pair.n_b for pair in pairs)}"
-        beside = is_timing(claim.metric) and "parallel" in runs and bool(
-            runs.loc[(runs["scenario"] == claim.scenario) & (runs["metric"] == claim.metric), "parallel"].any())
-        if beside:
+        if any(pair.status == PARALLEL_TIMING for pair in pairs):
             partial.append((claim, BESIDE, math.nan, weakest, len(pairs), n))
         elif any(pair.status == "too few runs" for pair in pairs):
             partial.append((claim, TOO_FEW, math.nan, weakest, len(pairs), n))
@@ -144,9 +151,10 @@ def claims_markdown(results: list[ClaimResult]) -> str:
              f"Each claim was written in the campaign file before any run. A claim holds only if every pair of "
              f"cells it names holds (its p is the largest of theirs, its shift the smallest). Holm's adjustment "
              f"over the {tested} claims that needed a test keeps the chance that any supported claim is wrong at "
-             f"most {ALPHA:.0%}. A claim whose cells gave one value each in every run needs none (p: -): it holds if "
-             f"those values are in the claimed order. A pair needs {MIN_RUNS} runs a side. The shift is Hodges-Lehmann's (the median of every "
-             f"difference higher - lower) with its distribution-free interval and that interval's coverage.\n",
+             f"most {ALPHA:.0%}. A claim whose cells gave one value each in every run needs none (p: -): it "
+             f"holds if those values are in the claimed order. A pair needs {MIN_RUNS} runs a side. The shift is "
+             f"Hodges-Lehmann's (the median of every difference higher - lower) with its distribution-free "
+             f"interval and that interval's coverage.\n",
              "| claim | verdict | p (Holm) | shift, higher - lower [interval, coverage] | pairs | n |",
              "| --- | --- | --- | --- | --- | --- |"]
     for result in results:

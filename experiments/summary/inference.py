@@ -43,11 +43,13 @@ class Comparison:
     status: str              # "tested", "too few runs", "identical", "constant", PARALLEL_TIMING
 
 
-def compare(a, b, *, min_runs: int = MIN_RUNS, level: float = LEVEL) -> Comparison:
+def compare(a, b, *, beside: bool = False, min_runs: int = MIN_RUNS, level: float = LEVEL) -> Comparison:
     """Cell b against cell a, tested only when each has `min_runs` runs and not every run of both gave one
-    value each."""
+    value each, and never when `beside` (a timing from runs made beside another, see `ran_beside`)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     shift, low, high, coverage = hodges_lehmann(a, b, level=level)
+    if beside:
+        return Comparison(len(a), len(b), shift, low, high, coverage, math.nan, PARALLEL_TIMING)
     if len(a) < min_runs or len(b) < min_runs:
         return Comparison(len(a), len(b), shift, low, high, coverage, math.nan, "too few runs")
     if np.all(a == a[0]) and np.all(b == b[0]):
@@ -146,3 +148,9 @@ def is_timing(metric: str) -> bool:
     """Metrics a run sharing the CPU with another would stretch: seconds, milliseconds, partition-seconds,
     and records lost (records processed past a latency limit). Counts of requests or anomalies are not."""
     return metric.endswith(("(s)", "(ms)", "partition-seconds unowned", "records lost"))
+
+
+def ran_beside(rows, metric: str) -> bool:
+    """Whether a cell's runs (a frame with an optional `parallel` column) give `metric` as a timing stretched
+    by another run made at the same time."""
+    return is_timing(metric) and "parallel" in rows and bool(rows["parallel"].any())
