@@ -44,8 +44,8 @@ def test_heartbeat_timer_is_pure_time_arithmetic():
     assert timer.time_to_next_heartbeat(1000) == 2000
     timer.sent(3000)
     assert timer.time_to_next_heartbeat(3000) == 3000
-    timer.failed(3100)
-    assert timer.time_to_next_heartbeat(3100) == 0          # retry after retry.backoff.ms (100)
+    timer.failed(3100, 0.5)
+    assert timer.time_to_next_heartbeat(3100) == 100        # retried after retry.backoff.ms (100)
     assert not timer.session_expired(10_000)
     assert timer.session_expired(10_001)                    # no successful answer for the session timeout
     timer.received(9000)
@@ -56,15 +56,40 @@ def test_heartbeat_timer_is_pure_time_arithmetic():
     assert not timer.poll_timeout_expired(40_001)
 
 
+def test_a_failed_heartbeat_backs_off_exponentially_until_one_is_answered():
+    """Kafka's Heartbeat.failHeartbeat: the next try after retry.backoff.ms * 2^failures (capped at
+    retry.backoff.max.ms, +-20 % jitter), counted from the failure; receiveHeartbeat resets the count."""
+    timer = HeartbeatTimer(settings(), now=0)
+    waits = []
+    for failure in range(6):
+        now = 10_000 + failure * 5_000
+        timer.sent(now - 10)
+        timer.failed(now, 0.5)
+        waits.append(timer.time_to_next_heartbeat(now))
+    assert waits == [100, 200, 400, 800, 1000, 1000]
+    timer.sent(50_000)
+    timer.failed(50_010, 0.0)
+    assert timer.time_to_next_heartbeat(50_010) == 800         # 1,000 less 20 %: the jitter applies at the cap
+    timer.received(50_900)                                      # an answer (NONE or REBALANCE_IN_PROGRESS)
+    timer.failed(51_000, 0.5)
+    assert timer.time_to_next_heartbeat(51_000) == 100
+    timer.failed(51_100, 0.999)
+    assert 200 < timer.time_to_next_heartbeat(51_100) < 240   # the second try again, below +20 %
+    timer.reset(52_000)                                         # a JoinGroup answer: the count is kept
+    assert timer.time_to_next_heartbeat(52_000) == 3000
+    timer.failed(52_100, 0.5)
+    assert timer.time_to_next_heartbeat(52_100) == 400
+
+
 def test_finding_the_coordinator_again_resets_the_session_not_the_heartbeat():
     """Kafka's FindCoordinator answer resets only the session timer (resetSessionTimeout): a heartbeat that
-    failed on the old coordinator is retried after retry.backoff.ms once the new one is known, not a whole
+    failed on the old coordinator is retried when its backoff ends once the new one is known, not a whole
     heartbeat interval later (which added up to 3 s to the time without a coordinator)."""
     membership = GroupMembership(settings(), recorder=NullRecorder(), member_name="m")
     membership._connect = lambda host, port: None
     now = now_ms()
     membership._timer.sent(now - 1000)
-    membership._timer.failed(now - 500)                       # the old coordinator refused it
+    membership._timer.failed(now - 500, 0.5)                  # the old coordinator refused it
     membership._install_coordinator(Coordinator(node_id=1, host="127.0.0.1", port=1))
     assert membership._timer.time_to_next_heartbeat(now_ms()) == 0
     assert membership._timer.session_remaining_ms(now_ms()) > 9_000

@@ -21,6 +21,7 @@ Errors on the background threads never vanish: the next poll raises them.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from dataclasses import dataclass
@@ -100,6 +101,7 @@ class GroupMembership:
             backoff=ExponentialBackoff(settings.retry_backoff_ms, settings.retry_backoff_max_ms),
             connect=lambda host, port: self._connect(host, port))
         self._timer = HeartbeatTimer(settings, now_ms())
+        self._draw = random.random       # the jitter of the heartbeat's backoff
         self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{member_name}",
                                                   daemon=True)
 
@@ -402,7 +404,7 @@ class GroupMembership:
                 timeout_s=timeout_s)
         except ConnectionFailed:
             with self._lock:
-                self._timer.failed(now_ms())
+                self._timer.failed(now_ms(), self._draw())
                 self._coordinator_known = False  # rediscover; membership itself may be intact
             return
         error = errors.for_code(response.error_code)
@@ -421,10 +423,10 @@ class GroupMembership:
                 if error is errors.FENCED_INSTANCE_ID:
                     self._fatal = GroupError(error, "Heartbeat")
             elif error in errors.COORDINATOR_MOVED:
-                self._timer.failed(now_ms())
+                self._timer.failed(now_ms(), self._draw())
                 self._coordinator_known = False
             else:
-                self._timer.failed(now_ms())
+                self._timer.failed(now_ms(), self._draw())
 
     # ------------------------------------------------------------ phase 5: leaving
 

@@ -20,6 +20,7 @@ from enum import Enum
 
 from modern.classic.settings import ClientSettings
 from modern.common import errors
+from modern.common.coordinator_lookup import ExponentialBackoff
 from rebalance.types import NO_GENERATION, Generation
 
 
@@ -110,39 +111,47 @@ class Membership:
 class HeartbeatTimer:
     """When the next heartbeat is due and whether the session or the poll interval ran out.
 
-    Every method takes `now` (ms), like kafka-python's Heartbeat.
+    Every method takes `now` (ms), like kafka-python's Heartbeat; a failure also takes the random draw
+    for its backoff's jitter. As Kafka's `Heartbeat`: a sent heartbeat makes the next one due a heartbeat
+    interval later; a failed one makes it due after `retry.backoff.ms` doubling with every failure up to
+    `retry.backoff.max.ms`, within +-20 % (`failHeartbeat`); an answer resets that count (`receiveHeartbeat`).
     """
 
     def __init__(self, settings: ClientSettings, now: int) -> None:
         self.settings = settings
-        self.last_send = self.last_receive = self.last_poll = self.last_reset = now
-        self.heartbeat_failed = False
+        self.backoff = ExponentialBackoff(settings.retry_backoff_ms, settings.retry_backoff_max_ms)
+        self.last_receive = self.last_poll = self.last_reset = now
+        self.next_heartbeat = now + settings.heartbeat_interval_ms
+        self.failed_attempts = 0
 
     def sent(self, now: int) -> None:
-        self.last_send = now
-        self.heartbeat_failed = False
+        self.next_heartbeat = now + self.settings.heartbeat_interval_ms
 
     def received(self, now: int) -> None:
         self.last_receive = now
+        self.failed_attempts = 0
 
-    def failed(self, now: int) -> None:
-        self.heartbeat_failed = True
+    def failed(self, now: int, draw: float) -> None:
+        """`draw` is a uniform number in [0, 1) (the caller's random source)."""
+        self.next_heartbeat = now + int(self.backoff.backoff_ms(self.failed_attempts, draw))  # Java truncates
+        self.failed_attempts += 1
 
     def polled(self, now: int) -> None:
         self.last_poll = now
 
     def reset(self, now: int) -> None:
-        self.last_reset = self.last_send = self.last_receive = now
-        self.heartbeat_failed = False
+        """A JoinGroup answered: session and heartbeat timers start again (Kafka's resetTimeouts, which leaves
+        the failure count alone)."""
+        self.last_reset = self.last_receive = now
+        self.next_heartbeat = now + self.settings.heartbeat_interval_ms
 
     def reset_session(self, now: int) -> None:
         """A coordinator found (again): the session counts from now, as Kafka's resetSessionTimeout; the
-        heartbeat timer is left alone, so a heartbeat that failed is retried after retry.backoff.ms."""
+        heartbeat timer is left alone, so a heartbeat that failed goes again when its backoff ends."""
         self.last_reset = now
 
     def time_to_next_heartbeat(self, now: int) -> int:
-        interval = self.settings.retry_backoff_ms if self.heartbeat_failed else self.settings.heartbeat_interval_ms
-        return max(0, self.last_send + interval - now)
+        return max(0, self.next_heartbeat - now)
 
     def session_remaining_ms(self, now: int) -> int:
         return self.settings.session_timeout_ms - (now - max(self.last_receive, self.last_reset))
