@@ -11,12 +11,17 @@ import time
 import uuid
 
 import pytest
-from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
+from kafka.protocol.consumer import (
+    JoinGroupResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    SyncGroupResponse,
+)
 from kafka.protocol.metadata import FindCoordinatorResponse
 
 from broker.admin import create_topic
 from modern.classic.consumer_coordinator import ConsumerCoordinator
-from modern.classic.consumer_protocol import encode_assignment
+from modern.classic.consumer_protocol import decode_subscription, encode_assignment
 from modern.classic.group_membership import GroupMembership, JoinOutcome, now_ms
 from modern.classic.member import ModernMember, settings_from
 from modern.classic.membership import HeartbeatTimer, Membership, MembershipState
@@ -301,6 +306,50 @@ def test_the_coordinator_fetch_also_retries_load_in_progress_at_the_same_coordin
     member, _ = stable_member(connection)
     assert member.fetch_committed([TP]) == {TP: 3}
     assert connection.sent == ["OffsetFetch", "OffsetFetch"]     # no FindCoordinator in between
+
+
+class Recording(Scripted):
+    """A Scripted connection that also keeps each request and the timeout it was sent with."""
+
+    def __init__(self, **answers) -> None:
+        super().__init__(**answers)
+        self.requests: list[tuple[str, object, float | None]] = []
+
+    def request(self, request, timeout_s=None):
+        self.requests.append((type(request).__name__.split("_")[0].removesuffix("Request"), request, timeout_s))
+        return super().request(request, timeout_s)
+
+
+def join_answer(generation: int, member_id: str = "m-1", leader: str = "leader-1") -> JoinGroupResponse:
+    return JoinGroupResponse[5](throttle_time_ms=0, error_code=0, generation_id=generation,
+                                protocol_type="consumer", protocol_name="cooperative-sticky", leader=leader,
+                                skip_assignment=False, member_id=member_id, members=[])
+
+
+def sync_answer(error=errors.NONE, partitions=(TP,)) -> SyncGroupResponse:
+    return SyncGroupResponse[3](throttle_time_ms=0, error_code=error.errno, protocol_type=None, protocol_name=None,
+                                assignment=encode_assignment(Assignment(partitions)) if error is errors.NONE else b"")
+
+
+def test_a_retried_join_carries_the_current_generation_and_the_requests_keep_kafkas_timeouts():
+    """Kafka's ConsumerCoordinator.metadata() is built for every JoinGroup: after a SyncGroup answered
+    REBALANCE_IN_PROGRESS the next JoinGroup reports the generation the last JoinGroup gave (6), not the one
+    the round started in (5), with the partitions still owned. JoinGroup waits max(request.timeout.ms,
+    rebalance timeout + 5 s); SyncGroup request.timeout.ms (AbstractCoordinator.sendSyncGroupRequest)."""
+    connection = Recording(OffsetCommit=[commit_answer(errors.NONE)],
+                           JoinGroup=[join_answer(6), join_answer(7)],
+                           SyncGroup=[sync_answer(errors.REBALANCE_IN_PROGRESS), sync_answer()])
+    member, _ = stable_member(connection, strategy="cooperative-sticky", max_poll_interval_ms=60_000,
+                              request_timeout_ms=20_000)
+    member._join_until_done(started=time.monotonic())
+    assert member._fatal is None and member._joined is not None
+    joins = [decode_subscription(bytes(request.protocols[0].metadata))
+             for name, request, _ in connection.requests if name == "JoinGroup"]
+    assert [j.generation for j in joins] == [5, 6]
+    assert all(j.owned_partitions == (TP,) for j in joins)
+    timeouts = {name: timeout for name, _, timeout in connection.requests}
+    assert timeouts["JoinGroup"] == 65 and timeouts["SyncGroup"] == 20
+    assert member._joined.generation.generation_id == 7
 
 
 def test_backoff_doubles_from_retry_backoff_to_its_maximum_with_jitter():

@@ -53,6 +53,7 @@ JOIN_VERSION = 5            # v4: MEMBER_ID_REQUIRED, v5: group.instance.id
 SYNC_VERSION = 3
 HEARTBEAT_VERSION = 3
 LEAVE_VERSION = 3
+JOIN_TIMEOUT_LAPSE_MS = 5_000   # Kafka's JOIN_GROUP_TIMEOUT_LAPSE
 
 
 def now_ms() -> int:
@@ -208,8 +209,7 @@ class GroupMembership:
         self._on_join_prepare()   # partitions lost, or the pre-join commit and eager revocation
         with self._lock:
             self._rejoin_reason = None  # consumed: a reason after this starts another round
-            metadata = self._join_metadata()
-        self._join_worker = threading.Thread(target=self._join_then_tell, args=(metadata, started),
+        self._join_worker = threading.Thread(target=self._join_then_tell, args=(started,),
                                              name=f"join-{self.member_name}", daemon=True)
         self._join_worker.start()
 
@@ -243,13 +243,13 @@ class GroupMembership:
 
     # ------------------------------------------------------------ phases 2 and 3: the join worker
 
-    def _join_then_tell(self, metadata: bytes, started: float) -> None:
+    def _join_then_tell(self, started: float) -> None:
         try:
-            self._join_until_done(metadata, started)
+            self._join_until_done(started)
         finally:
             self.news.set()
 
-    def _join_until_done(self, metadata: bytes, started: float) -> None:
+    def _join_until_done(self, started: float) -> None:
         """Join and sync, retried until they succeed, the membership is lost (the polling thread then
         declares the partitions lost and starts a new round), a fatal error, or close. First the
         protocol's own preparation that must not hold the polling thread (`_prepare_in_background`)."""
@@ -260,7 +260,7 @@ class GroupMembership:
             while not self._closing.is_set():
                 attempts += 1
                 try:
-                    generation, leader, assignment = self._join_and_sync(metadata)
+                    generation, leader, assignment = self._join_and_sync()
                 except GroupError as error:
                     self.metrics.rebalance_failed()
                     if error.error in FATAL_ERRORS:
@@ -285,14 +285,19 @@ class GroupMembership:
             with self._lock:
                 self._fatal = error
 
-    def _join_and_sync(self, metadata: bytes) -> tuple[Generation, str, bytes]:
+    def _join_and_sync(self) -> tuple[Generation, str, bytes]:
         self.ensure_coordinator()
         connection = self._join
         join_started = time.monotonic()
-        join_timeout = self.settings.effective_rebalance_timeout_ms / 1000 + 5 + self.settings.request_timeout_ms / 1000
+        # As Java's: JoinGroup waits out the rebalance timeout plus 5 s (never less than request.timeout.ms);
+        # SyncGroup gets the plain request.timeout.ms.
+        join_timeout_s = max(self.settings.request_timeout_ms,
+                             self.settings.effective_rebalance_timeout_ms + JOIN_TIMEOUT_LAPSE_MS) / 1000
         with self._lock:
             self._set(self._membership.join_sent())
         while True:
+            with self._lock:  # built for each request, as Kafka's metadata(): the generation and owned partitions now
+                metadata = self._join_metadata()
             response = self._send(connection, "JoinGroup", JoinGroupRequest[JOIN_VERSION](
                 group_id=self.settings.group,
                 session_timeout_ms=self.settings.session_timeout_ms,
@@ -301,7 +306,7 @@ class GroupMembership:
                 group_instance_id=self.settings.group_instance_id,
                 protocol_type=self.protocol_type,
                 protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=self._protocol_name(), metadata=metadata)],
-            ), timeout_s=join_timeout)
+            ), timeout_s=join_timeout_s)
             error = errors.for_code(response.error_code)
             if error is not errors.MEMBER_ID_REQUIRED:
                 break
@@ -328,7 +333,7 @@ class GroupMembership:
             group_instance_id=self.settings.group_instance_id,
             assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a)
                          for m, a in plan.items()],
-        ), timeout_s=join_timeout)
+        ), timeout_s=self.settings.request_timeout_ms / 1000)
         sync_error = errors.for_code(sync.error_code)
         if sync_error is errors.REBALANCE_IN_PROGRESS:
             with self._lock:
