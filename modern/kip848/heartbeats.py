@@ -97,6 +97,7 @@ class GroupHeartbeats:
         self.backoff = ExponentialBackoff(settings.retry_backoff_ms, settings.retry_backoff_max_ms)
         self._draw = random.Random().random
         self._failed_attempts = 0                  # heartbeats failed in a row (the backoff's exponent)
+        self._backing_off = False                  # the next heartbeat waits for _next_due, ack or not
         self._coordinator_known = False
         self._main: BrokerConnection | None = None   # commits and offset fetches
         self._beat: BrokerConnection | None = None   # heartbeats only
@@ -194,10 +195,11 @@ class GroupHeartbeats:
                         self._wake.wait(0.1)
                         continue
                     wait_s = self._next_due - time.monotonic()
-                    if wait_s > 0 and not self._ack and self._state is State.MEMBER:
-                        self._wake.wait(wait_s)
+                    waiting = self._backing_off or (not self._ack and self._state is State.MEMBER)
+                    if wait_s > 0 and waiting:
+                        self._wake.wait(wait_s)   # releases the lock: snapshot() never waits on a backoff
                         continue
-                    self._ack = False
+                    self._ack = self._backing_off = False
                 self._beat_once()
         except BaseException as error:  # never vanish: the next poll raises it
             with self._lock:
@@ -258,13 +260,14 @@ class GroupHeartbeats:
 
     def _retry_later(self) -> None:
         """Back off (Kafka's: from retry.backoff.ms doubling up to retry.backoff.max.ms, +-20 %) and send
-        every field next time."""
+        every field next time. Only the time of the next heartbeat is set here: `_loop` waits for it on
+        the condition, which releases the lock, so the polling thread never waits on the heartbeat's
+        backoff (in Kafka the application thread never does: the backoff is the background thread's)."""
         with self._lock:
             self._send_all = True
             self._next_due = time.monotonic() + self.backoff.backoff_ms(self._failed_attempts, self._draw()) / 1000
             self._failed_attempts += 1
-            delay = self._next_due - time.monotonic()
-        self._stopping.wait(max(0.0, delay))
+            self._backing_off = True
 
     def _heartbeat(self, connection: BrokerConnection, epoch: int, *, send_all: bool,
                    owned: frozenset[TopicPartition] | None) -> Any:

@@ -13,7 +13,9 @@ as Kafka runs rebalance callbacks inside poll():
      change is acknowledged by an immediate heartbeat. Partitions that stay are never revoked.
   2. fenced (FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID): everything owned is lost, without a commit,
      then the member joins again with epoch 0.
-  3. auto-commit, asynchronous, one at a time, never while the coordinator is unknown.
+  3. auto-commit, asynchronous, one at a time, never while the coordinator is unknown; its timer
+     restarts when a reconciliation completes, and a retriable failure is retried after
+     retry.backoff.ms.
 
 The data side is `modern.common.fetcher` (assign + seek), as in `modern.classic.member`.
 """
@@ -81,7 +83,7 @@ class Kip848Member(FetchingMember):
         self._start_fetching(self.settings.assignor)
         self._open_rebalance("join")
         self.heartbeats.start()
-        self._next_auto_commit = time.monotonic() + self.settings.auto_commit_interval_ms / 1000
+        self._restart_auto_commit_timer()
 
     def poll(self, timeout_s: float) -> list[Record]:
         with self._lock:
@@ -149,6 +151,7 @@ class Kip848Member(FetchingMember):
                     self.heartbeats.ack_now()   # a heartbeat now learns the fencing; nothing was assigned
                     return
                 self.heartbeats.ack_now()
+            self._restart_auto_commit_timer()
         if self._owned == target and self._rebalance_started is not None:
             self._complete_rebalance(seen.member_epoch)
 
@@ -189,9 +192,11 @@ class Kip848Member(FetchingMember):
     # ------------------------------------------------------------ offsets
 
     def _maybe_auto_commit(self) -> None:
-        """Kafka's auto-commit: asynchronous, at most one in flight, only while the coordinator is
-        known and the member is in the group; a refused one is not retried (the next one carries
-        the newer epoch)."""
+        """Kafka's CommitRequestManager.maybeAutoCommitAsync: asynchronous, at most one in flight, only
+        while the coordinator is known and the member is in the group. The timer restarts at the
+        interval as the commit goes out; a retriable failure brings the next one forward to
+        retry.backoff.ms (maybeResetTimerWithBackoff); any other refusal, STALE_MEMBER_EPOCH included,
+        waits for the interval (the next one carries the newer epoch)."""
         if not self.settings.auto_commit or time.monotonic() < self._next_auto_commit:
             return
         positions = {tp: o for tp, o in self._positions.items() if tp in self._owned}
@@ -199,9 +204,19 @@ class Kip848Member(FetchingMember):
         if not positions or busy or not self.heartbeats.coordinator_known \
                 or self.heartbeats.snapshot().state is not State.MEMBER:
             return
-        self._commit_in_flight = threading.Thread(target=self._commit_once, args=(positions,),
+        self._restart_auto_commit_timer()   # before the commit goes: its failure may bring it forward
+        self._commit_in_flight = threading.Thread(target=self._auto_commit_once, args=(positions,),
                                                   name=f"commit-{self.member_id}", daemon=True)
         self._commit_in_flight.start()
+
+    def _auto_commit_once(self, positions: Mapping[TopicPartition, int]) -> None:
+        if self._commit_once(positions) in RETRIABLE:
+            self._next_auto_commit = time.monotonic() + self.settings.retry_backoff_ms / 1000
+
+    def _restart_auto_commit_timer(self) -> None:
+        """The next auto-commit one interval from now: when one goes out, and when a reconciliation
+        completes (Kafka's ConsumerMembershipManager.signalReconciliationCompleting ->
+        CommitRequestManager.resetAutoCommitTimer: the new assignment starts a fresh interval)."""
         self._next_auto_commit = time.monotonic() + self.settings.auto_commit_interval_ms / 1000
 
     def _auto_commit_before_reconciliation(self) -> ErrorClass:

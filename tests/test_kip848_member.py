@@ -1,0 +1,125 @@
+"""The lab's KIP-848 member's timers and threads, read against Kafka trunk's `ConsumerMembershipManager`,
+`CommitRequestManager` and `AbstractHeartbeatRequestManager`, checked without a broker: commits, fetches and
+heartbeats go to stubs."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from modern.common import errors
+from modern.kip848.heartbeats import State
+from modern.kip848.member import Kip848Member
+from rebalance.member import MemberConfig
+from rebalance.types import Record
+from tests.modern_support import wait_until
+from tests.test_kip848_client import TP0, TP1, TP2, heartbeat_answer, scripted_commits, unit_member
+from tests.test_modern_member import Scripted
+
+INTERVAL_MS = 60_000   # an auto-commit interval no test waits for
+
+
+def committing_member(*answers) -> tuple[Kip848Member, list]:
+    """A member in the group (epoch 3, owning t-0 and t-1, coordinator known) whose auto-commit is due now
+    and whose commits get `answers` in order; the commits it sent are returned alongside."""
+    member = Kip848Member(MemberConfig(group="g", topics=("t",), member_name="m", bootstrap="127.0.0.1:1",
+                                       auto_commit_interval_ms=INTERVAL_MS))
+    beats = member.heartbeats
+    beats._state, beats._epoch, beats._coordinator_known = State.MEMBER, 3, True
+    member._owned, member._positions = frozenset({TP0, TP1}), {TP0: 5, TP1: 9}
+    member._assign = lambda partitions: setattr(member, "_owned", member._owned | partitions)
+    sent: list[dict] = []
+    script = list(answers)
+
+    def send_commit(offsets, epoch):
+        sent.append(dict(offsets))
+        return script.pop(0) if script else errors.NONE
+
+    member.send_commit = send_commit
+    return member, sent
+
+
+def auto_commit_settled(member: Kip848Member) -> None:
+    member._maybe_auto_commit()
+    if member._commit_in_flight is not None:
+        member._commit_in_flight.join(10)
+
+
+# ------------------------------------------------------------ the auto-commit timer
+
+
+def test_a_completed_reconciliation_restarts_the_auto_commit_timer():
+    """ConsumerMembershipManager.signalReconciliationCompleting -> CommitRequestManager.resetAutoCommitTimer:
+    an auto-commit due before the reconciliation waits a whole interval after it."""
+    member, sent = committing_member()
+    member.heartbeats._target = frozenset({TP0, TP2})       # t-1 revoked, t-2 added
+    member._reconcile()
+    assert sent == [{TP0: 5, TP1: 9}]                        # the commit before reconciling, nothing else
+    assert member._owned == {TP0, TP2}
+    auto_commit_settled(member)
+    assert sent == [{TP0: 5, TP1: 9}], "an auto-commit went out right after the reconciliation"
+    assert member._next_auto_commit > time.monotonic() + INTERVAL_MS / 1000 / 2
+
+
+@pytest.mark.parametrize("retriable", [errors.COORDINATOR_LOAD_IN_PROGRESS, errors.NOT_COORDINATOR,
+                                       errors.COORDINATOR_NOT_AVAILABLE], ids=errors.name_of)
+def test_a_retriable_auto_commit_failure_is_retried_after_the_backoff_not_the_interval(retriable):
+    """CommitRequestManager.maybeAutoCommitAsync: the timer restarts at the interval as the commit goes out,
+    and a retriable failure brings it forward to retry.backoff.ms (maybeResetTimerWithBackoff)."""
+    member, sent = committing_member(retriable)
+    auto_commit_settled(member)
+    assert len(sent) == 1
+
+    def retried() -> bool:
+        auto_commit_settled(member)
+        return len(sent) == 2
+
+    wait_until(retried, "the retry", timeout_s=INTERVAL_MS / 1000 / 4)
+
+
+@pytest.mark.parametrize("refusal", [errors.STALE_MEMBER_EPOCH, errors.UNKNOWN_MEMBER_ID], ids=errors.name_of)
+def test_a_refused_auto_commit_waits_for_the_interval(refusal):
+    """STALE_MEMBER_EPOCH (or any refusal that is not retriable) is not retried early: the next auto-commit,
+    an interval later, carries the newer epoch."""
+    member, sent = committing_member(refusal)
+    auto_commit_settled(member)
+    assert len(sent) == 1
+    assert member._next_auto_commit > time.monotonic() + INTERVAL_MS / 1000 / 2
+
+
+# ------------------------------------------------------------ the heartbeat's backoff
+
+
+class OneRecordFetcher:
+    """The data path: every poll hands out one record of t-0."""
+
+    def poll(self, timeout_ms: int):
+        return {TP0: [Record(topic="t", partition=0, offset=5, key=None, value=None)]}
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_poll_during_a_heartbeat_backoff_returns_at_once_with_records():
+    """The heartbeat thread never sleeps holding the lock the polling thread reads the group's state under:
+    during a COORDINATOR_LOAD_IN_PROGRESS backoff of 8-12 s a poll returns its records at once, as Kafka's
+    application thread never waits on the background thread's backoff."""
+    member = unit_member(**{"retry.backoff.ms": 10_000, "retry.backoff.max.ms": 10_000})
+    scripted_commits(member)
+    member._fetcher = OneRecordFetcher()
+    beats = member.heartbeats
+    loading = heartbeat_answer(errors.COORDINATOR_LOAD_IN_PROGRESS)
+    beats._main = beats._beat = Scripted(ConsumerGroupHeartbeat=[loading] * 5)
+    beats._coordinator, beats._coordinator_known = ("stub", 1), True
+    beats.start()
+    try:
+        wait_until(lambda: beats._failed_attempts == 1, "the loading coordinator's answer")
+        started = time.monotonic()
+        records = member.poll(0.1)
+        took = time.monotonic() - started
+        assert [(r.partition, r.offset) for r in records] == [(0, 5)]
+        assert took < 5, f"the poll waited {took:.1f} s on the heartbeat's backoff"
+        assert beats._beat.sent == ["ConsumerGroupHeartbeat"]    # still backing off: nothing sent meanwhile
+    finally:
+        beats.stop()
