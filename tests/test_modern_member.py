@@ -274,12 +274,83 @@ def test_no_auto_commit_while_a_rejoin_is_pending_and_the_timer_restarts_after_e
     member, hooks = stable_member(Scripted(OffsetCommit=[]))
     member.request_rejoin("heartbeat: REBALANCE_IN_PROGRESS")
     assert member.rejoin_pending
-    assert not member.maybe_commit_async({TP: 7})     # nothing sent: the poll that starts a join commits nothing
+    assert not member.maybe_commit_async({TP: 7}, retry_soon=lambda: None)   # the poll that starts a join
+    # commits nothing
     assert member._main.sent == []
     member._on_join_complete(JoinOutcome(generation=Generation(6, "m-1", "range"), leader="m-1",
                                          assignment=encode_assignment(Assignment((TP,))),
                                          started=time.monotonic(), attempts=1))
     assert ("rebalanced", None) in hooks.calls      # the member restarts its auto-commit interval
+
+
+def wait_for(condition, what: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+def stable_modern_member(connection: Scripted) -> ModernMember:
+    """A ModernMember (auto-commit every 5 s) stable in generation 5, owning t-0 at offset 7, whose
+    coordinator connections are `connection`; never started."""
+    member = ModernMember(MemberConfig(group="g", topics=("t",), bootstrap="127.0.0.1:1", member_name="m"))
+    coordinator = member.coordinator
+    coordinator._main = coordinator._join = coordinator._beat = connection
+    coordinator.coordinator, coordinator._coordinator_known = (0, "stub", 1), True
+    coordinator._set(Membership(state=MembershipState.STABLE, generation=Generation(5, "m-1", "range")))
+    coordinator._rejoin_reason = None
+    coordinator.owned = member._owned = frozenset({TP})
+    member._positions = {TP: 7}
+    return member
+
+
+@pytest.mark.parametrize("answer, next_try_s", [
+    (errors.COORDINATOR_LOAD_IN_PROGRESS, 0.1),     # retriable: after retry.backoff.ms
+    (errors.NONE, 5.0),                             # done: a whole auto.commit.interval.ms
+])
+def test_a_retriable_auto_commit_failure_is_tried_again_after_retry_backoff(answer, next_try_s):
+    """ConsumerCoordinator.autoCommitOffsetsAsync's callback: a RetriableCommitFailedException sets the
+    auto-commit timer to retry.backoff.ms (nextAutoCommitTimer.updateAndReset), not a whole interval."""
+    connection = Scripted(OffsetCommit=[commit_answer(answer)])
+    member = stable_modern_member(connection)
+    member._maybe_auto_commit()
+    wait_for(lambda: connection.sent and not any(t.name == "commit-m" for t in threading.enumerate()),
+             "the auto-commit")
+    assert next_try_s - 0.5 < member._next_auto_commit - time.monotonic() <= next_try_s
+
+
+def test_an_auto_commit_is_not_held_back_by_the_one_still_out_and_they_land_in_order():
+    """3.7's classic auto-commit has no "one in flight" rule: a commit still unanswered when the interval
+    passes does not stop the next one, which goes out after it (one connection, in order). One that cannot go
+    out within request.timeout.ms fails as REQUEST_TIMED_OUT, retriable."""
+    released = threading.Event()
+
+    def slow_answer():
+        released.wait(30)
+        return commit_answer(errors.NONE)
+
+    connection = Recording(OffsetCommit=[slow_answer, commit_answer(errors.NONE)])
+    member, hooks = stable_member(connection)
+    retried = []
+    assert member.maybe_commit_async({TP: 7}, retry_soon=lambda: retried.append(7))
+    wait_for(lambda: connection.sent, "the first commit to go out")
+    assert member.maybe_commit_async({TP: 8}, retry_soon=lambda: retried.append(8))
+    released.set()
+    wait_for(lambda: len(connection.sent) == 2 and not member._auto_commits, "both commits")
+    offsets = [r.topics[0].partitions[0].committed_offset for _, r, _ in connection.requests]
+    assert offsets == [7, 8] and retried == []
+
+    held = threading.Event()
+    connection = Recording(OffsetCommit=[lambda: held.wait(30) and commit_answer(errors.NONE)])
+    member, hooks = stable_member(connection, request_timeout_ms=300)
+    assert member.maybe_commit_async({TP: 9}, retry_soon=lambda: retried.append(9))
+    wait_for(lambda: connection.sent, "the first commit to go out")
+    assert member.maybe_commit_async({TP: 10}, retry_soon=lambda: retried.append(10))
+    wait_for(lambda: retried == [10], "the queued commit to time out")
+    assert ("committed", "REQUEST_TIMED_OUT") in hooks.calls and connection.sent == ["OffsetCommit"]
+    held.set()
+    wait_for(lambda: not member._auto_commits, "the first commit's answer")
 
 
 def test_coordinator_load_in_progress_is_retried_at_the_same_coordinator():

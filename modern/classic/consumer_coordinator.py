@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
@@ -48,8 +49,9 @@ COMMIT_VERSION = 7
 FETCH_VERSION = 7
 METADATA_VERSION = 4
 
-# A commit that failed with these may succeed when tried again (after a coordinator lookup).
-RETRIABLE_COMMIT_ERRORS = errors.COORDINATOR_ERRORS
+# A commit that failed with these may succeed when tried again (Kafka's RetriableException): the coordinator
+# moving or loading (tried after a lookup, or at the same broker), or the request timed out.
+RETRIABLE_COMMIT_ERRORS = errors.COORDINATOR_ERRORS | {errors.REQUEST_TIMED_OUT}
 
 
 class PartitionHooks(Protocol):
@@ -77,7 +79,9 @@ class ConsumerCoordinator(GroupMembership):
         self.assignor = get_assignor(settings.strategy)
         self.cooperative = str(self.assignor.rebalance_protocol) == "cooperative"
         self.owned: frozenset[TopicPartition] = frozenset()
-        self._commit_in_flight: threading.Thread | None = None
+        # Auto-commits issued and not finished, oldest first: each goes out when those before it are done.
+        self._auto_commits: deque[object] = deque()
+        self._auto_commit_turn = threading.Condition()
 
     def poll(self) -> bool:
         """Rebalance when needed; True when no rebalance is pending (an auto-commit may go out)."""
@@ -176,7 +180,7 @@ class ConsumerCoordinator(GroupMembership):
 
     # ------------------------------------------------------------ offsets
 
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
+    def commit(self, offsets: Mapping[TopicPartition, int], *, timeout_s: float | None = None) -> ErrorClass:
         """One synchronous OffsetCommit with this member's generation: NONE or the error."""
         if not offsets:
             return errors.NONE
@@ -184,29 +188,51 @@ class ConsumerCoordinator(GroupMembership):
         if generation is None:  # Kafka's consumer fails such a commit without sending it
             error = errors.REBALANCE_IN_PROGRESS if self.membership.rebalancing else errors.UNKNOWN_MEMBER_ID
         else:
-            error = self._send_commit(self.ensure_coordinator(), offsets, generation)
+            error = self._send_commit(self.ensure_coordinator(), offsets, generation, timeout_s)
         self.hooks.committed(offsets, error, self.generation.generation_id)
         return error
 
-    def maybe_commit_async(self, offsets: Mapping[TopicPartition, int]) -> bool:
-        """Auto-commit: sent in the background unless one is in flight, the coordinator is unknown
-        or the member is not stable. True when a commit went out."""
+    def maybe_commit_async(self, offsets: Mapping[TopicPartition, int], *, retry_soon: Callable[[], None]) -> bool:
+        """Auto-commit, sent in the background unless the coordinator is unknown or the member is not stable;
+        True when a commit went out. As Kafka 3.7's, a commit still out does not hold the next one back: each
+        goes out once those issued before it are answered (in order, on one connection) and fails with
+        REQUEST_TIMED_OUT when request.timeout.ms passes first. After a retriable failure `retry_soon` is
+        called (Kafka's auto-commit callback then sets the next try retry.backoff.ms away)."""
         with self._lock:
-            busy = self._commit_in_flight is not None and self._commit_in_flight.is_alive()
-            if not offsets or busy or not self.coordinator_known or self.membership.generation_if_stable() is None \
+            if not offsets or not self.coordinator_known or self.membership.generation_if_stable() is None \
                     or self.rejoin_pending:
                 return False
-            self._commit_in_flight = threading.Thread(target=self._commit_quietly, args=(dict(offsets),),
-                                                      name=f"commit-{self.member_name}", daemon=True)
-            self._commit_in_flight.start()
+        ticket = object()
+        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
+        with self._auto_commit_turn:
+            self._auto_commits.append(ticket)
+        threading.Thread(target=self._auto_commit, args=(ticket, dict(offsets), deadline, retry_soon),
+                         name=f"commit-{self.member_name}", daemon=True).start()
         return True
 
-    def _commit_quietly(self, offsets: dict[TopicPartition, int]) -> None:
+    def _auto_commit(self, ticket: object, offsets: dict[TopicPartition, int], deadline: float,
+                     retry_soon: Callable[[], None]) -> None:
         try:
-            self.commit(offsets)
-        except ConnectionFailed:
-            self._coordinator_unknown()
-            self.hooks.committed(offsets, errors.COORDINATOR_NOT_AVAILABLE, self.generation.generation_id)
+            with self._auto_commit_turn:
+                my_turn = self._auto_commit_turn.wait_for(lambda: self._auto_commits[0] is ticket,
+                                                          timeout=max(deadline - time.monotonic(), 0))
+            remaining = deadline - time.monotonic()
+            if my_turn and remaining > 0:
+                try:
+                    error = self.commit(offsets, timeout_s=remaining)
+                except ConnectionFailed:
+                    self._coordinator_unknown()
+                    error = errors.COORDINATOR_NOT_AVAILABLE
+                    self.hooks.committed(offsets, error, self.generation.generation_id)
+            else:  # the commits before it took the whole request timeout
+                error = errors.REQUEST_TIMED_OUT
+                self.hooks.committed(offsets, error, self.generation.generation_id)
+        finally:
+            with self._auto_commit_turn:
+                self._auto_commits.remove(ticket)
+                self._auto_commit_turn.notify_all()
+        if error in RETRIABLE_COMMIT_ERRORS:
+            retry_soon()
 
     def _commit_with_retry(self, positions: Callable[[], Mapping[TopicPartition, int]]) -> ErrorClass:
         """As Kafka's pre-join commit: retried with backoff while the error is retriable, up to the
@@ -224,8 +250,8 @@ class ConsumerCoordinator(GroupMembership):
                 return error
             time.sleep(self.settings.retry_backoff_ms / 1000)
 
-    def _send_commit(self, connection: BrokerConnection, offsets: Mapping[TopicPartition, int], generation: Any
-                     ) -> ErrorClass:
+    def _send_commit(self, connection: BrokerConnection, offsets: Mapping[TopicPartition, int], generation: Any,
+                     timeout_s: float | None = None) -> ErrorClass:
         by_topic: dict[str, list[tuple[int, int]]] = {}
         for tp, offset in sorted(offsets.items()):
             by_topic.setdefault(tp.topic, []).append((tp.partition, offset))
@@ -240,7 +266,7 @@ class ConsumerCoordinator(GroupMembership):
                                                        committed_leader_epoch=-1, committed_metadata="")
                 for p, o in parts]) for topic, parts in by_topic.items()])
         try:
-            response = self._send(connection, "OffsetCommit", request)
+            response = self._send(connection, "OffsetCommit", request, timeout_s=timeout_s)
         except ConnectionFailed:
             self._coordinator_unknown()
             return errors.COORDINATOR_NOT_AVAILABLE

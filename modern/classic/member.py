@@ -175,11 +175,17 @@ class ModernMember(FetchingMember):
             return errors.COORDINATOR_NOT_AVAILABLE
 
     def _maybe_auto_commit(self) -> None:
-        """Asynchronous, as Kafka's auto-commit: polling goes on while the commit is in flight."""
-        if not self.config.auto_commit or time.monotonic() < self._next_auto_commit:
+        """Asynchronous, as Kafka's auto-commit: polling goes on while the commit is in flight. The next one is
+        due an interval later, or retry.backoff.ms after a retriable failure (`maybeAutoCommitOffsetsAsync`)."""
+        now = time.monotonic()
+        if not self.config.auto_commit or now < self._next_auto_commit:
             return
-        if self.coordinator.maybe_commit_async(self.positions()):
-            self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+        due, self._next_auto_commit = self._next_auto_commit, now + self.config.auto_commit_interval_ms / 1000
+        if not self.coordinator.maybe_commit_async(self.positions(), retry_soon=self._retry_auto_commit_soon):
+            self._next_auto_commit = due   # nothing sent: still due at the next poll
+
+    def _retry_auto_commit_soon(self) -> None:
+        self._next_auto_commit = time.monotonic() + self.settings.retry_backoff_ms / 1000
 
     def _call_listener(self, method: str, partitions: set[TopicPartition]) -> None:
         getattr(self.listener, method)(set(partitions))

@@ -14,6 +14,7 @@ ErrorClass = type[_kafka.BrokerResponseError]
 NONE: ErrorClass = _kafka.NoError
 UNKNOWN_SERVER_ERROR: ErrorClass = _kafka.UnknownError
 UNKNOWN_TOPIC_OR_PARTITION: ErrorClass = _kafka.UnknownTopicOrPartitionError
+REQUEST_TIMED_OUT: ErrorClass = _kafka.RequestTimedOutError
 COORDINATOR_LOAD_IN_PROGRESS: ErrorClass = _kafka.CoordinatorLoadInProgressError
 COORDINATOR_NOT_AVAILABLE: ErrorClass = _kafka.CoordinatorNotAvailableError
 NOT_COORDINATOR: ErrorClass = _kafka.NotCoordinatorError
