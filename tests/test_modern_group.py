@@ -173,6 +173,33 @@ def test_initial_delay_is_bounded_by_the_rebalance_timeout():
     assert all(sim.replies[f"m{i}"].generation_id == 1 for i in range(5))
 
 
+def test_initial_delay_is_waited_in_full_even_beyond_the_rebalance_timeout():
+    """Kafka's InitialDelayedJoin starts with the whole group.initial.rebalance.delay.ms, whatever the
+    rebalance timeout; only the extensions are bounded by it."""
+    sim = Sim()
+    sim.join("a", client="a", rebalance=1000)
+    sim.advance(2999)
+    assert "a" not in sim.replies
+    sim.advance(3000)
+    assert sim.replies["a"].generation_id == 1
+
+
+def test_initial_delay_extends_only_on_the_groups_first_join():
+    """Kafka marks a newcomer as extending the delay only while the group is at generation 0: an empty group
+    that had generations before waits one delay, however many members arrive in it."""
+    sim = Sim()
+    ids, gen = sim.stable_group("a", "b")
+    sim.leave(ids["a"])
+    sim.leave(ids["b"])
+    assert sim.group.state is S.EMPTY and sim.group.generation_id == gen + 1
+    start = sim.now
+    sim.join("c", client="c")
+    sim.advance(start + 1000)
+    sim.join("d", client="d")                    # arrives during the delay: no extension now
+    sim.advance(start + 3000)
+    assert sim.replies["c"].generation_id == sim.replies["d"].generation_id == gen + 2
+
+
 # ---------------------------------------------------------------- join phase after the first
 
 
@@ -458,6 +485,21 @@ def test_static_member_is_kept_when_it_does_not_rejoin_in_time():
     sim.keep_alive([ids["b"]], gen, start + 30_000)
     assert sim.replies["a2"].generation_id == gen + 1
     assert ids["b"] in sim.group.members       # only a session timeout removes a static member
+
+
+def test_completing_a_join_refreshes_every_session_static_members_that_did_not_rejoin_included():
+    """Kafka's onCompleteJoin reschedules the heartbeat expiry of every member it keeps, a static member
+    that did not rejoin included: its session counts from the end of the join phase."""
+    sim = Sim()
+    ids, gen = sim.stable_group("a", "b", instance_of={"b": "inst-b"})
+    sim.join("a2", ids["a"], client="a", rebalance=30_000)
+    start = sim.now
+    sim.keep_alive([ids["b"]], gen, start + 29_000)     # heartbeats (its last at +27 s), never rejoins
+    sim.advance(start + 30_000)
+    assert sim.replies["a2"].generation_id == gen + 1
+    assert sim.group.members[ids["b"]].session_deadline_ms == start + 30_000 + 10_000
+    sim.advance(start + 37_001)                          # 10 s after its last heartbeat: still a member
+    assert ids["b"] in sim.group.members and sim.group.state is S.COMPLETING_REBALANCE
 
 
 # ---------------------------------------------------------------- offset commits

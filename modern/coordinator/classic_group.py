@@ -251,9 +251,11 @@ class ClassicGroup:
         self.pending_members: dict[str, int] = {}          # ids handed out with MEMBER_ID_REQUIRED -> expiry
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         self._support: Counter[str] = Counter()            # protocol name -> members supporting it
-        # Join phase timer; the initial delay keeps extending while new members arrive.
+        # Join phase timer. The first join of an empty group is Kafka's InitialDelayedJoin: the delay being
+        # waited, what is left of the rebalance timeout after it, and whether a newcomer came meanwhile.
         self._join_deadline_ms: int | None = None
         self._initial_join = False
+        self._initial_delay_ms = 0
         self._initial_delay_remaining_ms = 0
         self._new_member_added = False
         # Members that got a JoinGroup answer but have not sent SyncGroup yet.
@@ -536,7 +538,8 @@ class ClassicGroup:
         if self.leader_id is None:
             self.leader_id = member_id
         self._touch(member, now_ms)
-        self._new_member_added = True
+        if self.state is S.PREPARING_REBALANCE and self.generation_id == 0:
+            self._new_member_added = True   # as Kafka: only a group's very first join is extended
         if self.state is S.PREPARING_REBALANCE:
             self._maybe_complete_join(now_ms)
         else:
@@ -613,10 +616,11 @@ class ClassicGroup:
         self._pending_sync.clear()
         self._sync_deadline_ms = None
         if self.state is S.EMPTY:
-            delay = min(self.config.initial_rebalance_delay_ms, self.rebalance_timeout_ms)
+            # The whole group.initial.rebalance.delay.ms, even beyond the rebalance timeout.
+            delay = self.config.initial_rebalance_delay_ms
             self._initial_join = True
-            self._initial_delay_remaining_ms = self.rebalance_timeout_ms - delay
-            self._new_member_added = False
+            self._initial_delay_ms = delay
+            self._initial_delay_remaining_ms = max(self.rebalance_timeout_ms - delay, 0)
             self._join_deadline_ms = now_ms + delay
         else:
             self._initial_join = False
@@ -632,11 +636,15 @@ class ClassicGroup:
             self._complete_join(now_ms)
 
     def _join_deadline_reached(self, now_ms: int) -> None:
-        extend = self.config.initial_rebalance_delay_ms > 0 and self._initial_delay_remaining_ms > 0
-        if self._initial_join and self._new_member_added and extend:
-            delay = min(self.config.initial_rebalance_delay_ms, self._initial_delay_remaining_ms)
-            self._initial_delay_remaining_ms -= delay
+        remaining = self._initial_delay_remaining_ms
+        if self._initial_join and self._new_member_added and remaining != 0:
+            # InitialDelayedJoin.onComplete: one more delay, at most what is left; what is left then shrinks by
+            # the delay just waited (so the whole wait is the larger of the delay and the rebalance timeout).
+            # The flag is cleared only here, as in Kafka.
             self._new_member_added = False
+            delay = min(self.config.initial_rebalance_delay_ms, remaining)
+            self._initial_delay_remaining_ms = max(remaining - self._initial_delay_ms, 0)
+            self._initial_delay_ms = delay
             self._join_deadline_ms = now_ms + delay
             return
         self._complete_join(now_ms)
@@ -666,6 +674,7 @@ class ClassicGroup:
             is_leader = member.member_id == self.leader_id
             self._reply(member.join_token, self._join_result(member, include_members=is_leader))
             member.join_token = None
+        for member in self.members.values():   # static members that did not rejoin too (onCompleteJoin)
             self._touch(member, now_ms)
         self._pending_sync = set(self.members)
         self._sync_deadline_ms = now_ms + self.rebalance_timeout_ms
