@@ -637,7 +637,8 @@ class ClassicGroup:
 
     def _join_deadline_reached(self, now_ms: int) -> None:
         remaining = self._initial_delay_remaining_ms
-        if self._initial_join and self._new_member_added and remaining != 0:
+        extends = self.config.initial_rebalance_delay_ms > 0   # with no delay, an extension would end at once
+        if self._initial_join and self._new_member_added and remaining != 0 and extends:
             # InitialDelayedJoin.onComplete: one more delay, at most what is left; what is left then shrinks by
             # the delay just waited (so the whole wait is the larger of the delay and the rebalance timeout).
             # The flag is cleared only here, as in Kafka.
