@@ -2,8 +2,9 @@
 leader runs, eager or cooperative (KIP-429) revocation, and offsets.
 
 Commits follow Kafka's consumer (3.7): none is sent unless the member is stable; auto-commit is
-asynchronous with at most one in flight, none while the coordinator is unknown and none while a
-rebalance is pending, and its timer starts again after each join; a member cut off from its
+asynchronous, a commit still out never holding the next one back (they go out in order), none while the
+coordinator is unknown and none while a rebalance is pending; its timer starts again after each join, and
+after a retriable failure the next try is retry.backoff.ms away; a member cut off from its
 coordinator keeps fetching until it is fenced. A commit answered ILLEGAL_GENERATION or
 UNKNOWN_MEMBER_ID means "rebalance in progress" only when the generation changed since it was
 sent and the member is preparing a rebalance; otherwise the member is reset and its partitions
