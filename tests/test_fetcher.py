@@ -1,6 +1,6 @@
 """The group members' data path (`modern.common.fetcher`) against the lab's broker, with records written by
-kafka-python's producer: the reset policy, seek, reassignment, max.poll.records, an offset out of range, and a
-close that unblocks a waiting fetch."""
+kafka-python's producer: the reset policy, seek, reassignment, max.poll.records, an offset out of range, a
+close that unblocks a waiting fetch, and a dead leader that holds up no fetch from the live ones."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import time
 import pytest
 from kafka import KafkaProducer
 
+from broker.admin import create_topic
+from broker.cluster import FailoverTiming
 from broker.topics import TopicSpec
 from modern.common.fetcher import MAX_POLL_RECORDS, Fetcher
 from rebalance.types import TopicPartition
@@ -146,3 +148,29 @@ def test_a_silent_broker_holds_up_no_poll():
         fetcher.close()
     finally:
         silent.close()
+
+
+def test_a_dead_leader_holds_up_no_fetch_from_the_live_ones(broker_cluster, unique_topic):
+    """Kafka's fetcher skips a node in reconnect backoff and fetches from every other leader; the metadata
+    names the dead broker for the whole test (its session outlasts it)."""
+    cluster = broker_cluster(3, failover=FailoverTiming(broker_session_timeout_ms=600_000))
+    create_topic(cluster.bootstrap, unique_topic, 3)
+    leaders = cluster.partition_leaders(unique_topic, 0)
+    dead = leaders[0]                                   # the leader of the member's lowest partition
+    live = [p for p in range(3) if leaders[p] != dead]
+    assert live, leaders
+    for partition in range(3):
+        produce(cluster.bootstrap, unique_topic, partition, 1)
+    fetcher = Fetcher(cluster.bootstrap.split(","), client_id="m")
+    try:
+        fetcher.assign([TopicPartition(unique_topic, p) for p in range(3)])
+        assert len(drain(fetcher, 3, timeout_s=30)) == 3       # connected to every leader, positioned
+        cluster.kill(dead)
+        for offset in range(1, 4):      # each round needs fetches sent after the kill
+            for partition in live:
+                produce(cluster.live_bootstrap, unique_topic, partition, 1, start=offset)
+            records = drain(fetcher, len(live), timeout_s=30)
+            assert sorted((r.partition, r.offset) for r in records) == [(p, offset) for p in live]
+        assert cluster.partition_leaders(unique_topic)[0] == dead, "the metadata still names the dead leader"
+    finally:
+        fetcher.close()
