@@ -83,6 +83,9 @@ PARTITIONS_ASSIGNED = _event("partitions_assigned", "a member took partitions", 
 PARTITIONS_LOST = _event("partitions_lost", "a member lost partitions without revoking them", partitions=TEXTS)
 RECORDS_CONSUMED = _event("records_consumed", "a batch of consecutive offsets processed", topic=TEXT, partition=INT,
                           first_offset=INT, last_offset=INT, count=INT, produce_ts_ms=INTS, generation=INT)
+RECORDS_PROCESSED = _event("records_processed", "consecutive offsets the application finished handling (with a "
+                           "service time), each record's end time in processed_ts_ms", topic=TEXT, partition=INT,
+                           first_offset=INT, last_offset=INT, count=INT, produce_ts_ms=INTS, processed_ts_ms=INTS)
 OFFSETS_COMMITTED = _event("offsets_committed", "offsets stored (next offset to consume)", offsets=OFFSETS,
                            generation=INT)
 COMMIT_FAILED = _event("commit_failed", "a commit refused or failed", offsets=OFFSETS, error=TEXT, generation=INT)

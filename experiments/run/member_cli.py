@@ -11,7 +11,9 @@ given K times, in member order), so that each member's links can pass fault prox
 The runner gives its hosts `--member-configs FILE` instead: a JSON list of the members' configs
 (`MemberConfig.to_json`), which replaces every member option. `--control-fd` names a socket on which
 the runner sends commands for single members of the process (the protocol is described in
-`experiments.run.member_host`).
+`experiments.run.member_host`). `--workload JSON` gives the members' application a service time per
+record and a way to commit (the scenario's `[workload]` as `WorkloadSpec.to_json` writes it, with the
+scenario's `seed`; experiments.run.handling).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Annotated
 import typer
 
 from experiments.run.member_host import Host
+from experiments.scenario.model import WorkloadSpec
 from rebalance.backends import BackendProfile, backend_names, profile
 from rebalance.events import EventRecorder, NullRecorder
 from rebalance.member import MemberConfig
@@ -62,6 +65,9 @@ def member(
     control_fd: Annotated[int | None, typer.Option(
         help="A connected socket (file descriptor) carrying per-member commands, one JSON per line "
              "(the experiment runner's).")] = None,
+    workload: Annotated[str | None, typer.Option(
+        help='The application\'s handling of each record, as JSON: e.g. \'{"service": "fixed", "service_ms": 20, '
+             '"commit": "batch", "seed": 1}\' (a scenario\'s [workload] table; default: no service time).')] = None,
 ) -> None:
     """Run group member(s) in the foreground, printing assignments as they change."""
     if backend not in backend_names():
@@ -83,6 +89,7 @@ def member(
             instance_id=instance_id, session_timeout_ms=session_timeout_ms, extra=_parse_settings(config or []),
             count=count)
     _check_addresses(chosen, configs.values())
+    spec, seed = _read_workload(workload)
     control = None
     if control_fd is not None:
         try:
@@ -94,7 +101,7 @@ def member(
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     try:
-        host = Host(chosen.make, configs, recorder, stop)
+        host = Host(chosen.make, configs, recorder, stop, workload=spec, seed=seed)
         try:
             for member_name in configs:
                 host.make(member_name)
@@ -139,6 +146,22 @@ def _read_configs(path: Path) -> dict[str, MemberConfig]:
     if None in names or len(set(names)) != len(names):
         _fail(f"--member-configs {path}: every member needs a name of its own, got {names}")
     return {config.member_name: config for config in configs}
+
+
+def _read_workload(text: str | None) -> tuple[WorkloadSpec, int]:
+    if not text:
+        return WorkloadSpec(), 0
+    try:
+        document = json.loads(text)
+        if not isinstance(document, dict):
+            raise ValueError("expected a JSON object")
+        seed = document.pop("seed", 0)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        return WorkloadSpec.from_json(document), seed
+    except (ValueError, TypeError) as error:
+        _fail(f"--workload: {error}")
+        raise AssertionError from None  # unreachable
 
 
 def _check_addresses(chosen: BackendProfile, configs) -> None:

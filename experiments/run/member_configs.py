@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from experiments.scenario import Problem, Scenario, ScenarioError
+from experiments.scenario.model import DEFAULT_MAX_POLL_RECORDS
 from rebalance.backends import BackendProfile, Server
 from rebalance.member import MemberConfig
 
@@ -19,11 +20,21 @@ def native_settings(scenario: Scenario, profile: BackendProfile) -> Mapping[str,
     return {**group.extra, **getattr(group, profile.settings_section)}
 
 
-def member_config(scenario: Scenario, profile: BackendProfile, name: str, address: str | None) -> MemberConfig:
+def workload_settings(scenario: Scenario) -> Mapping[str, object]:
+    """What the workload asks of the client: max.poll.records when it is not Kafka's default (every client
+    hands out at most 500 records a poll already)."""
+    records = scenario.workload.max_poll_records
+    return {} if records == DEFAULT_MAX_POLL_RECORDS else {"max.poll.records": records}
+
+
+def member_config(scenario: Scenario, profile: BackendProfile, name: str, address: str | None, *,
+                  workload: bool = True) -> MemberConfig:
     group = scenario.group
+    extra = {**native_settings(scenario, profile), **(workload_settings(scenario) if workload else {})}
     return MemberConfig(group=group.name, topics=scenario.subscribed_topics, strategy=group.strategy,
                         member_name=name, group_instance_id=name if group.static else None,
-                        session_timeout_ms=group.session_timeout_ms, extra=native_settings(scenario, profile),
+                        session_timeout_ms=group.session_timeout_ms, extra=extra,
+                        auto_commit=scenario.workload.commit == "auto",
                         **{profile.connects_to.config_field: address})
 
 
@@ -32,11 +43,19 @@ def check_member_settings(scenario: Scenario, profile: BackendProfile) -> None:
     [group.legacy] fails here, naming its line, not later in a member process."""
     placeholder = "127.0.0.1:2181" if profile.connects_to is Server.ZOOKEEPER else "127.0.0.1:9092"
     try:
-        profile.check(member_config(scenario, profile, "m000", placeholder))
+        profile.check(member_config(scenario, profile, "m000", placeholder, workload=False))
     except (ValueError, TypeError) as error:
         section = profile.settings_section
         line = scenario.line_of("group", section) or scenario.line_of("group", "extra") or scenario.line_of("group")
         raise ScenarioError(scenario.source, [Problem(f"group.{section}", line, str(error))]) from None
+    if workload_settings(scenario):
+        try:
+            profile.check(member_config(scenario, profile, "m000", placeholder))
+        except (ValueError, TypeError):
+            line = scenario.line_of("workload", "max_poll_records")
+            raise ScenarioError(scenario.source, [Problem(
+                "workload.max_poll_records", line, f"the {profile.name} client does not take max.poll.records: its "
+                f"polls hand out at most {DEFAULT_MAX_POLL_RECORDS} records (leave it at that)")]) from None
 
 
 def host_argv(scenario: Scenario, profile: BackendProfile, members: tuple[str, ...], *, config_path: Path,
@@ -45,5 +64,8 @@ def host_argv(scenario: Scenario, profile: BackendProfile, members: tuple[str, .
     configs = [member_config(scenario, profile, name, address_of(name)).to_json() for name in members]
     config_path.parent.mkdir(parents=True, exist_ok=True)
     config_path.write_text(json.dumps(configs, indent=1))
-    return [sys.executable, "-m", "experiments.cli.app", "member", "--backend", profile.name,
+    argv = [sys.executable, "-m", "experiments.cli.app", "member", "--backend", profile.name,
             "--member-configs", str(config_path), "--events", str(events), "--run-id", run_id]
+    if scenario.workload.handles:
+        argv += ["--workload", json.dumps({**scenario.workload.to_json(), "seed": scenario.seed})]
+    return argv

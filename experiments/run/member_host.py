@@ -11,6 +11,10 @@ when the command took effect) or {"id": 1, "ok": false, "error": "..."}. `crash`
 at once as SIGKILL would (no commit, no leave, no session close, no more events for it); `pause`
 stops polling it until `resume` (acknowledged once a poll under way has returned); `leave` closes it
 cleanly; `start` starts a fresh instance of a crashed or departed member under its name.
+
+With a workload (experiments.run.handling) each member's polling thread handles the records a poll returned,
+each for its service time, before it polls again: a crash ends the handling at once, a pause stops it where it
+is (and is acknowledged without waiting for the batch), a leave lets the member finish its batch first.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.markup import escape
 
+from experiments.run.handling import Handler
+from experiments.scenario.model import WorkloadSpec
 from rebalance.events import EventRecorder
 from rebalance.member import Member, MemberConfig
 
@@ -74,7 +80,9 @@ class _Slot:
         self.member = None
         self.gate: _Gate | None = None
         self.state = "new"       # new | running | paused | crashed | leaving | left | starting
-        self.lock = threading.Lock()   # held while its polling thread is inside poll()
+        self.lock = threading.Lock()   # held while its member acts: inside poll(), a commit, an event of handling
+        self.batch = threading.Lock()  # held from a poll until its records are handled (a leave waits for it)
+        self.wake = threading.Event()  # set on every change of state: ends a service time's sleep
         self.consumed = 0
         self.shown: tuple | None = None
 
@@ -85,7 +93,7 @@ class Host:
     applied on the main thread, or handed to a worker when they may block."""
 
     def __init__(self, factory: Callable[..., Member], configs: dict[str, MemberConfig], recorder: EventRecorder,
-                 stop: threading.Event) -> None:
+                 stop: threading.Event, *, workload: WorkloadSpec | None = None, seed: int = 0) -> None:
         self.factory = factory
         self.configs = configs
         self.recorder = recorder
@@ -96,6 +104,8 @@ class Host:
         self._pollers: list[threading.Thread] = []
         self._reply_lock = threading.Lock()
         self._control: socket.socket | None = None
+        workload = workload or WorkloadSpec()
+        self.handler = Handler(workload, seed, stop, log=console.print) if workload.handles else None
 
     def make(self, name: str) -> None:
         slot = self.slots[name]
@@ -116,6 +126,8 @@ class Host:
                 self.stop.wait(_IDLE_SLEEP_S)
         finally:
             self.stop.set()
+            for slot in self.slots.values():
+                slot.wake.set()
             for poller in self._pollers:
                 poller.join(15)
             _close_all([slot.member for slot in self.slots.values() if slot.state in ("running", "paused")])
@@ -157,28 +169,38 @@ class Host:
             if slot.state == "paused":
                 self.stop.wait(_IDLE_SLEEP_S)
                 continue
-            with slot.lock:
-                if slot.state != "running" or slot.member is not group_member:
-                    continue
-                try:
-                    records = group_member.poll(POLL_WAIT_S)
-                    owned = tuple(sorted(map(str, group_member.assignment())))
-                except Exception as error:
-                    if slot.state == "running" and slot.member is group_member:
-                        self.failure = f"{group_member.member_id}: poll failed: {type(error).__name__}: {error}"
-                        self.stop.set()
-                    return   # a crashed member may fail on its way out: it is gone either way
-            slot.consumed += len(records)
-            note = getattr(group_member, "status", "")  # a backend may say why it owns nothing
-            if (owned, note) != slot.shown:
-                slot.shown = (owned, note)
-                stamp = time.strftime("%H:%M:%S")
-                text = ", ".join(owned) if owned else "[yellow]nothing[/yellow]"
-                note_text = f" [red]({escape(note)})[/red]" if note else ""
-                console.print(
-                    f"{stamp} [bold]{group_member.member_id}[/bold] owns {text}{note_text}"
-                    f"  [dim](consumed so far: {slot.consumed})[/dim]"
-                )
+            with slot.batch:
+                if not self._poll_once(slot, group_member):
+                    return
+
+    def _poll_once(self, slot: _Slot, group_member) -> bool:
+        """One poll, then the application's handling of its records; False when the thread should end."""
+        with slot.lock:
+            if slot.state != "running" or slot.member is not group_member:
+                return True
+            try:
+                records = group_member.poll(POLL_WAIT_S)
+                owned = tuple(sorted(map(str, group_member.assignment())))
+            except Exception as error:
+                if slot.state == "running" and slot.member is group_member:
+                    self.failure = f"{group_member.member_id}: poll failed: {type(error).__name__}: {error}"
+                    self.stop.set()
+                return False   # a crashed member may fail on its way out: it is gone either way
+        self._show(slot, group_member, records, owned)
+        return self.handler is None or self.handler.handle(slot, group_member, records)
+
+    def _show(self, slot: _Slot, group_member, records: list, owned: tuple[str, ...]) -> None:
+        slot.consumed += len(records)
+        note = getattr(group_member, "status", "")  # a backend may say why it owns nothing
+        if (owned, note) != slot.shown:
+            slot.shown = (owned, note)
+            stamp = time.strftime("%H:%M:%S")
+            text = ", ".join(owned) if owned else "[yellow]nothing[/yellow]"
+            note_text = f" [red]({escape(note)})[/red]" if note else ""
+            console.print(
+                f"{stamp} [bold]{group_member.member_id}[/bold] owns {text}{note_text}"
+                f"  [dim](consumed so far: {slot.consumed})[/dim]"
+            )
 
     def _apply_commands(self) -> None:
         while True:
@@ -203,11 +225,13 @@ class Host:
         if op == "crash":
             slot.gate.close()      # nothing more from it, from this instant
             slot.state = "crashed"
+            slot.wake.set()        # after each change of state: a service time's sleep looks at it again
             console.print(f"[bold]{name}[/bold] crashed (emulated: dropped without leaving)")
             self.reply(ident)
             threading.Thread(target=_abandon, args=(slot.member,), daemon=True).start()
         elif op == "pause":
             slot.state = "paused"  # its polling thread polls no more
+            slot.wake.set()
 
             def pause() -> None:
                 # Acknowledged once a poll under way has returned: from then on nothing is polled. A poll held
@@ -220,13 +244,15 @@ class Host:
             threading.Thread(target=pause, daemon=True).start()
         elif op == "resume":
             slot.state = "running"
+            slot.wake.set()
             console.print(f"[bold]{name}[/bold] resumed")
             self.reply(ident)
         elif op == "leave":
             slot.state = "leaving"
+            slot.wake.set()
 
             def leave() -> None:
-                with slot.lock:    # after a poll under way
+                with slot.batch, slot.lock:    # after a poll under way and the handling of its records
                     close_one(slot.member)
                 slot.state = "left"
                 self.reply(ident)

@@ -19,6 +19,9 @@ from pathlib import Path
 from experiments.scenario.actions import ACTIONS, Action, Direction, Link, LinkFault, Target
 from experiments.scenario.model import (
     BACKENDS,
+    COMMITS,
+    DEFAULT_MAX_POLL_RECORDS,
+    SERVICES,
     ClusterSpec,
     GroupSpec,
     Problem,
@@ -27,6 +30,7 @@ from experiments.scenario.model import (
     ScenarioError,
     TimelineEntry,
     TopicSpec,
+    WorkloadSpec,
     strategies_for,
 )
 from experiments.scenario.resolver import resolve
@@ -229,7 +233,7 @@ class _Checker:
 
     def scenario(self, data: dict) -> Scenario:
         self.unknown_keys(data, {"name", "description", "seed", "duration", "settle", "backends", "cluster",
-                                 "topics", "producer", "group", "timeline"}, ())
+                                 "topics", "producer", "group", "timeline", "workload"}, ())
         name = self.string(data, "name", (), default="") or ""
         if not name:
             name = Path(self.source).stem if self.source and not self.source.startswith("<") else "scenario"
@@ -246,11 +250,12 @@ class _Checker:
         producer = self.producer(self.table(data, "producer"), topic_names)
         group = self.group(self.table(data, "group"), backends, topic_names)
         topics = self.scaled_topics(topics, group)
+        workload = self.workload(self.table(data, "workload"))
         timeline = self.timeline(data, duration or 0.0, cluster)
         return Scenario(
             name=name, description=description, seed=seed, duration=float(duration or 0.0), settle=float(settle),
             backends=backends, cluster=cluster, topics=topics, producer=producer, group=group, timeline=timeline,
-            source=self.source, lines=self.lines,
+            workload=workload, source=self.source, lines=self.lines,
         )
 
     def backends(self, data: dict) -> tuple[str, ...]:
@@ -323,6 +328,58 @@ class _Checker:
             duration = self.number(table, "duration", path, default=None, positive=True)
         topic = self.string(table, "topic", path, default=None, choices=topics)
         return ProducerSpec(rate=float(rate), duration=duration, topic=topic)
+
+    def workload(self, table: dict) -> WorkloadSpec:
+        """`[workload]`: a key the chosen service does not use is an error, so a file never says what it
+        does not do."""
+        path = ("workload",)
+        self.unknown_keys(table, {"service", "service_ms", "service_p99_ms", "hang_fraction", "hang_ms", "commit",
+                                  "max_poll_records"}, path)
+        service = self.string(table, "service", path, default="none", choices=SERVICES) or "none"
+        uses = {"none": (), "fixed": ("service_ms",), "lognormal": ("service_ms", "service_p99_ms")}[service]
+        unused = {"none": ("service_ms", "service_p99_ms", "hang_fraction", "hang_ms"),
+                  "fixed": ("service_p99_ms",), "lognormal": ()}[service]
+        for key in unused:
+            if key in table:
+                why = "zero service time" if service == "none" else "a lognormal's only"
+                self.fail((*path, key), f"not used with service = {service!r} ({why})")
+        for key in uses:
+            if key not in table:
+                self.fail((*path, key), f"missing: service = {service!r} needs {key}")
+        median = p99 = None
+        if "service_ms" in uses:
+            median = self.number(table, "service_ms", path, default=None, positive=True)
+        if "service_p99_ms" in uses:
+            p99 = self.number(table, "service_p99_ms", path, default=None, positive=True)
+        if median and p99 and p99 <= median:
+            self.fail((*path, "service_p99_ms"), f"the 99th percentile ({p99:g} ms) must exceed the median "
+                                                 f"service_ms ({median:g} ms)")
+            p99 = None
+        hang_fraction = 0.0
+        hang_ms = WorkloadSpec().hang_ms
+        if service != "none":
+            hang_fraction = self.number(table, "hang_fraction", path, default=0.0, minimum=0) or 0.0
+            if hang_fraction >= 1:
+                self.fail((*path, "hang_fraction"), f"a share of the records, below 1, got {hang_fraction!r}")
+                hang_fraction = 0.0
+            hang_ms = self.hang_range(table, path) or hang_ms
+        commit = self.string(table, "commit", path, default="auto", choices=COMMITS) or "auto"
+        max_poll = self.number(table, "max_poll_records", path, default=DEFAULT_MAX_POLL_RECORDS, positive=True,
+                               integer=True)
+        return WorkloadSpec(service=service, service_ms=float(median or 0.0),
+                            service_p99_ms=float(p99) if p99 else None, hang_fraction=float(hang_fraction),
+                            hang_ms=hang_ms, commit=commit, max_poll_records=max_poll or DEFAULT_MAX_POLL_RECORDS)
+
+    def hang_range(self, table: dict, path: tuple) -> tuple[float, float] | None:
+        value = table.get("hang_ms")
+        if value is None:
+            return None
+        if (not isinstance(value, list) or len(value) != 2
+                or not all(isinstance(item, (int, float)) and not isinstance(item, bool) for item in value)
+                or not 0 <= value[0] <= value[1] or not math.isfinite(value[1])):
+            self.fail((*path, "hang_ms"), f"must be [shortest, longest] in ms, 0 <= shortest <= longest, got {value!r}")
+            return None
+        return float(value[0]), float(value[1])
 
     def group(self, table: dict, backends: tuple[str, ...], topics: tuple[str, ...]) -> GroupSpec:
         path = ("group",)

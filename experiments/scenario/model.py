@@ -8,8 +8,10 @@ experiments/scenario/actions.py.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
 from typing import Protocol
 
 from experiments.scenario.actions import Action, Direction, Link, LinkFault, Target, spec_of
@@ -68,6 +70,101 @@ class GroupSpec:
     kip848: Mapping[str, object] = field(default_factory=dict)   # native settings, kip848 only
 
 
+SERVICES = ("none", "fixed", "lognormal")
+COMMITS = ("auto", "batch")
+DEFAULT_MAX_POLL_RECORDS = 500      # Kafka's max.poll.records
+_Z99 = NormalDist().inv_cdf(0.99)   # the 99th percentile of the standard normal, 2.326
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadSpec:
+    """How long a member takes to handle one record, and how it commits (`[workload]`).
+
+    A record's service time is drawn per record: `fixed` takes `service_ms`, `lognormal` has median
+    `service_ms` and 99th percentile `service_p99_ms`; a `hang_fraction` of the calls hang instead, for a
+    time drawn uniformly from `hang_ms` (a call that waits for its timeout)."""
+
+    service: str = "none"
+    service_ms: float = 0.0
+    service_p99_ms: float | None = None
+    hang_fraction: float = 0.0
+    hang_ms: tuple[float, float] = (3000.0, 20000.0)
+    commit: str = "auto"                # auto: the client's auto-commit; batch: commitSync after each poll's records
+    max_poll_records: int = DEFAULT_MAX_POLL_RECORDS
+
+    @property
+    def sigma(self) -> float:
+        """The lognormal's shape: ln(p99 / median) / z(0.99)."""
+        if self.service != "lognormal" or not self.service_p99_ms:
+            return 0.0
+        return math.log(self.service_p99_ms / self.service_ms) / _Z99
+
+    @property
+    def handles(self) -> bool:
+        """Whether the member host handles records itself (a service time, or a commit after each batch)."""
+        return self.service != "none" or self.commit == "batch"
+
+    @property
+    def mean_service_ms(self) -> float:
+        """The mean time to handle one record, hanging calls included."""
+        if self.service == "none":
+            return 0.0
+        base = self.service_ms * (math.exp(self.sigma ** 2 / 2) if self.service == "lognormal" else 1.0)
+        return (1 - self.hang_fraction) * base + self.hang_fraction * (self.hang_ms[0] + self.hang_ms[1]) / 2
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "hang_ms": list(self.hang_ms)}
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, object]) -> WorkloadSpec:
+        unknown = sorted(set(document) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"unknown workload field(s): {', '.join(unknown)}")
+        values = dict(document)
+        if "hang_ms" in values:
+            values["hang_ms"] = tuple(float(value) for value in values["hang_ms"])
+        spec = cls(**values)
+        if spec.service not in SERVICES or spec.commit not in COMMITS:
+            raise ValueError(f"service must be one of {', '.join(SERVICES)} and commit one of {', '.join(COMMITS)}")
+        if spec.service != "none" and spec.service_ms <= 0:
+            raise ValueError(f"service {spec.service!r} needs service_ms > 0")
+        return spec
+
+
+@dataclass(frozen=True, kw_only=True)
+class Load:
+    """Offered load against capacity: members x 1 / mean service time, counting only the members that can
+    own a partition."""
+
+    offered_per_s: float
+    mean_service_ms: float
+    members: int                        # the group's size when the timeline starts
+    busy_members: int                   # those of them that can own a partition
+
+    @property
+    def capacity_per_s(self) -> float | None:
+        return self.busy_members * 1000 / self.mean_service_ms if self.mean_service_ms > 0 else None
+
+    @property
+    def utilisation(self) -> float | None:
+        capacity = self.capacity_per_s
+        return self.offered_per_s / capacity if capacity else None
+
+    def line(self) -> str:
+        """`utilisation 0.60: 600 records/s offered, capacity 1000 records/s at 50 members`."""
+        if self.utilisation is None:
+            return f"no service time: {self.offered_per_s:g} records/s offered, each handled at once"
+        at = f"{self.members} members" if self.busy_members == self.members else (
+            f"{self.busy_members} members (of {self.members}; one partition each)")
+        return (f"utilisation {self.utilisation:.2f}: {self.offered_per_s:g} records/s offered, capacity "
+                f"{self.capacity_per_s:.0f} records/s at {at}")
+
+    def to_json(self) -> dict:
+        return {"offered_per_s": self.offered_per_s, "mean_service_ms": self.mean_service_ms,
+                "members": self.members, "busy_members": self.busy_members,
+                "capacity_per_s": self.capacity_per_s, "utilisation": self.utilisation}
+
+
 @dataclass(frozen=True, kw_only=True)
 class TimelineEntry:
     """One `[[timeline]]` table as written (targets may still say "random")."""
@@ -110,6 +207,7 @@ class Scenario:
     producer: ProducerSpec
     group: GroupSpec
     timeline: tuple[TimelineEntry, ...]
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     source: str = ""
     lines: LineLookup | None = field(default=None, compare=False, repr=False)
 
@@ -123,6 +221,12 @@ class Scenario:
     @property
     def producer_topic(self) -> str:
         return self.producer.topic or self.topics[0].name
+
+    def load(self) -> Load:
+        """The producer's rate against what the group's first members can handle."""
+        partitions = sum(topic.partitions for topic in self.topics if topic.name in self.subscribed_topics)
+        return Load(offered_per_s=self.producer.rate, mean_service_ms=self.workload.mean_service_ms,
+                    members=self.group.members, busy_members=min(self.group.members, partitions))
 
 
 def member_name(index: int) -> str:

@@ -49,14 +49,15 @@ READ_FIELDS = (
     *ev.REQUIRED_FIELDS, "strategy", "reason", "trigger", "generation", "assigned", "duration_ms", "attempts", "error",
     "outcome", "partitions", "topic", "partition", "first_offset", "last_offset", "count", "produce_ts_ms", "offsets",
     "op", "path", "detail", "latency_ms", "fault_id", "kind", "target", "member_ids", "link", "params", "name",
-    "server", "moment", "served", "nodes", "observed_ts_ns",
+    "server", "moment", "served", "nodes", "observed_ts_ns", "processed_ts_ms",
 )
 EVENT_SCHEMA = event_schema(READ_TYPES, READ_FIELDS)
 SINGLE_RECORD_SCHEMA = event_schema({ev.RECORD_PRODUCED},
                                     ("type", "topic", "partition", "ts_ns", "ts_ms", "offset", "produce_ts_ms"))
 
 _PRODUCED_TYPES = (ev.RECORD_PRODUCED, ev.RECORDS_PRODUCED)
-_RECORD_FIELDS = ("first_offset", "last_offset", "count", "produce_ts_ms")
+_RECORD_FIELDS = ("first_offset", "last_offset", "count", "produce_ts_ms", "processed_ts_ms")
+_HANDLED_TYPES = (ev.RECORDS_CONSUMED, ev.RECORDS_PROCESSED)
 
 
 @dataclass
@@ -64,7 +65,9 @@ class EventFrames:
     """The events of every run in four frames, each with the `run` column: `control` (every other event,
     full schema, plus `seq`), `commits` (one row per partition per offsets_committed: member, ts_ns,
     ts_ms, seq, generation, tp, offset), `produced` batches (tp, first_offset, last_offset, records,
-    stamps: one produce time per record, ts_ns, ts_ms) and `consumed` batches. `types_by_run` counts
+    stamps: one produce time per record, ts_ns, ts_ms), `consumed` batches (as delivered by poll()) and
+    `processed` ones (as the application finished handling them: `done_list`, one end time per record,
+    wall-clock ms; only in runs whose members had a service time). `types_by_run` counts
     each run's lines by event type (None: unreadable lines). `unpersist` drops every cache behind them
     (`cached`: the parsed log)."""
 
@@ -72,6 +75,7 @@ class EventFrames:
     commits: DataFrame
     produced: DataFrame
     consumed: DataFrame
+    processed: DataFrame
     types_by_run: dict[int, dict[str | None, int]]
     cached: tuple[DataFrame, ...] = ()
 
@@ -113,14 +117,16 @@ def read_runs(spark: SparkSession, run_dirs: list[Path]) -> EventFrames:
         types_by_run[row["run"]][row["type"]] = row["count"]
     kind = F.coalesce(F.col("type"), F.lit(""))
     # A torn last line (a crash mid-write) parses to nulls: kept in `control`, counted, then dropped.
-    control = events.filter(~kind.isin(*_PRODUCED_TYPES, ev.RECORDS_CONSUMED, ev.OFFSETS_COMMITTED)).select(
+    control = events.filter(~kind.isin(*_PRODUCED_TYPES, *_HANDLED_TYPES, ev.OFFSETS_COMMITTED)).select(
         *(name for name in events.columns if name not in _RECORD_FIELDS))
     commits = events.filter(kind == ev.OFFSETS_COMMITTED).select(
         "run", "member", "ts_ns", "ts_ms", "seq", "generation", F.explode("offsets").alias("tp", "offset"))
-    consumed = events.filter(kind == ev.RECORDS_CONSUMED).select(
+    consumed, processed = (events.filter(kind == kind_of).select(
         "run", "member", tp().alias("tp"), "ts_ns", "ts_ms", "first_offset", "last_offset",
         F.coalesce("count", F.col("last_offset") - F.col("first_offset") + 1).alias("count"),
-        F.col("produce_ts_ms").alias("produce_list"))
+        F.col("produce_ts_ms").alias("produce_list"), F.col("processed_ts_ms").alias("done_list"))
+        for kind_of in _HANDLED_TYPES)
+    consumed = consumed.drop("done_list")
     produced = _batches(events.filter(kind == ev.RECORDS_PRODUCED), F.col("produce_ts_ms"))
     if any(types.get(ev.RECORD_PRODUCED) for types in types_by_run.values()):
         # An older log: its single-record lines carry a number where batches carry a list, read apart.
@@ -130,7 +136,7 @@ def read_runs(spark: SparkSession, run_dirs: list[Path]) -> EventFrames:
     # Control events and commits are cached on their own (flat, and read by many windows); record
     # batches are read straight from the parsed log, which stays cached until `unpersist`.
     control, commits = control.persist(), commits.persist()
-    return EventFrames(control, commits, produced, consumed, types_by_run, (events,))
+    return EventFrames(control, commits, produced, consumed, processed, types_by_run, (events,))
 
 
 def read_events(spark: SparkSession, run_dir: Path) -> EventFrames:

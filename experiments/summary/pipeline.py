@@ -181,7 +181,7 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
     covered = records.coverage(consumed).persist()   # gaps (lost) and overlaps (duplicates) both come from it
     never = records.never_processed(frames.produced, covered, runs).persist()
     repeats = records.duplicate_ranges(covered)
-    deliveries = records.deliveries(consumed)
+    deliveries = records.deliveries(consumed, timed(frames.processed, F.col("ts_ns")))   # handled, else delivered
 
     step("ownership")
     owned = ownership(control, partitions, runs).persist()

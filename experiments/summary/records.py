@@ -65,9 +65,23 @@ def duplicate_ranges(covered: DataFrame) -> DataFrame:
     )
 
 
-def deliveries(consumed: DataFrame) -> DataFrame:
-    """Every processed record with its produce-to-process latency (from the batch's produce timestamps)."""
-    return consumed.select("*", F.posexplode("produce_list").alias("i", "produce_ms")).select(
+def deliveries(consumed: DataFrame, processed: DataFrame | None = None) -> DataFrame:
+    """Every processed record with its produce-to-process latency (from the batch's produce timestamps).
+
+    A record counts as processed when the application finished handling it: in a run with `records_processed`
+    events (its members had a service time), at its own end time there (`t` taken back from the event's time
+    to the record's); in any other run, when poll() delivered it (`records_consumed`)."""
+    delivered = consumed.select("*", F.posexplode("produce_list").alias("i", "produce_ms")).select(
         "run", "tp", (F.col("first_offset") + F.col("i")).alias("offset"), "member", "t", "produce_ms",
         (F.col("ts_ms") - F.col("produce_ms")).cast("double").alias("latency_ms"),
     )
+    if processed is None:
+        return delivered
+    done = F.coalesce(F.element_at("done_list", (F.col("i") + 1).cast("int")), F.col("ts_ms"))
+    handled = processed.select("*", F.posexplode("produce_list").alias("i", "produce_ms")).select(
+        "run", "tp", (F.col("first_offset") + F.col("i")).alias("offset"), "member",
+        (F.col("t") - (F.col("ts_ms") - done) / 1e3).alias("t"), "produce_ms",
+        (done - F.col("produce_ms")).cast("double").alias("latency_ms"),
+    )
+    unhandled_runs = delivered.join(F.broadcast(processed.select("run").distinct()), "run", "left_anti")
+    return handled.unionByName(unhandled_runs)

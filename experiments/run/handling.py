@@ -1,0 +1,158 @@
+"""What a member host's application does with the records a poll returned: it handles them one at a time in
+the polling thread, each for its service time, then (with commit = "batch") commits, and only then polls
+again, as a Kafka application's loop does (Spring Kafka's default acknowledgement commits once a poll's
+records are handled).
+
+A service time is waited, not computed: the thread sleeps until the record's deadline, and deadlines add
+up from the batch's start, so a late wake-up does not push the records after it back. A thread that wakes
+more than `LATE_S` behind its deadline (the process was stopped, or the member paused) starts the next
+record afresh: a call under way goes on outside the member (its deadline kept running), the calls after
+it have not started yet. The sleep ends at once when the member is crashed. A paused member (emulated) stops
+handling where it is until resumed, as a stopped process would; the pause is acknowledged without waiting
+for the batch, since nothing is held while a service time is waited out.
+
+Handled records are reported as `records_processed` events, one per run of consecutive offsets of one
+partition whose handling ends within `CHUNK_S` of the first's, each record with its own end time.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from experiments.scenario.model import WorkloadSpec
+from rebalance import events as ev
+from rebalance.records import produce_ts_ms
+from rebalance.types import Record
+
+CHUNK_S = 0.1     # a records_processed event covers at most this much handling
+LATE_S = 0.1      # a wake-up later than this behind its deadline starts the next record afresh
+HANDLING = ("running", "leaving")   # a leaving member finishes its batch first, as an application's shutdown does
+
+
+class ServiceTimes:
+    """One member's service times, drawn from a generator seeded with the scenario's seed and the member's
+    name: the same run draws the same times."""
+
+    def __init__(self, spec: WorkloadSpec, seed: int, member: str) -> None:
+        self.spec = spec
+        self.rng = random.Random(f"{seed}/{member}")
+        self.mu = math.log(spec.service_ms) if spec.service == "lognormal" else 0.0
+
+    def next_s(self) -> float:
+        spec = self.spec
+        if spec.service == "none":
+            return 0.0
+        if spec.hang_fraction and self.rng.random() < spec.hang_fraction:
+            return self.rng.uniform(*spec.hang_ms) / 1000
+        if spec.service == "fixed":
+            return spec.service_ms / 1000
+        return self.rng.lognormvariate(self.mu, spec.sigma) / 1000
+
+
+class _Chunk:
+    """Handled records of one partition not reported yet."""
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.ends_ms: list[int] = []
+        self.first_end = 0.0
+
+    def fits(self, record: Record) -> bool:
+        if not self.records:
+            return True
+        last = self.records[-1]
+        return (last.topic, last.partition, last.offset + 1) == (record.topic, record.partition, record.offset)
+
+    def add(self, record: Record, now: float) -> None:
+        if not self.records:
+            self.first_end = now
+        self.records.append(record)
+        self.ends_ms.append(time.time_ns() // 1_000_000)
+
+    def fields(self) -> dict:
+        first, last = self.records[0], self.records[-1]
+        return dict(topic=first.topic, partition=first.partition, first_offset=first.offset, last_offset=last.offset,
+                    count=len(self.records), produce_ts_ms=[produce_ts_ms(r.value) for r in self.records],
+                    processed_ts_ms=list(self.ends_ms))
+
+
+class Handler:
+    """Handles each poll's records for the members of one host. `slot` is the host's view of a member: its
+    `name`, `member` (the current instance), `state`, `lock` (held while the member acts: a poll, a commit,
+    an event), `wake` (set on every change of state) and `gate` (its event recorder)."""
+
+    def __init__(self, spec: WorkloadSpec, seed: int, stop: threading.Event,
+                 log: Callable[[str], None] = print) -> None:
+        self.spec = spec
+        self.seed = seed
+        self.stop = stop
+        self.log = log
+        self._times: dict[str, ServiceTimes] = {}
+
+    def handle(self, slot: Any, group_member: Any, records: Sequence[Record]) -> bool:
+        """Handle one poll's records; False when the member was crashed or replaced meanwhile."""
+        times = self._times.setdefault(slot.name, ServiceTimes(self.spec, self.seed, slot.name))
+        chunk = _Chunk()
+        deadline = time.monotonic()
+        for record in records:
+            service = times.next_s()
+            if not service:
+                continue
+            now = time.monotonic()
+            deadline = (now if now - deadline > LATE_S else deadline) + service
+            if chunk.records and (not chunk.fits(record) or deadline - chunk.first_end > CHUNK_S):
+                if not self._report(slot, group_member, chunk):
+                    return False
+                chunk = _Chunk()
+            if not self._wait(slot, group_member, deadline):
+                return False
+            chunk.add(record, time.monotonic())
+        if chunk.records and not self._report(slot, group_member, chunk):
+            return False
+        if self.spec.commit == "batch" and records:
+            return self._commit(slot, group_member)
+        return True
+
+    def _gone(self, slot: Any, group_member: Any) -> bool:
+        return slot.member is not group_member or slot.state not in (*HANDLING, "paused")
+
+    def _wait(self, slot: Any, group_member: Any, deadline: float) -> bool:
+        """Sleep until `deadline` (monotonic), through any pause; False as soon as the member is gone."""
+        while True:
+            slot.wake.clear()    # before the checks: a change after them still ends the sleep below
+            if self._gone(slot, group_member):
+                return False
+            if slot.state == "paused" and not self.stop.is_set():
+                slot.wake.wait(1.0)
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return True
+            slot.wake.wait(remaining)
+
+    def _act(self, slot: Any, group_member: Any, action: Callable[[], None]) -> bool:
+        """Run `action` as the member (under its lock, never while it is paused); False when it is gone."""
+        while self._wait(slot, group_member, 0.0):
+            with slot.lock:
+                if slot.member is group_member and slot.state in HANDLING:
+                    action()
+                    return True
+        return False
+
+    def _report(self, slot: Any, group_member: Any, chunk: _Chunk) -> bool:
+        return self._act(slot, group_member,
+                         lambda: slot.gate.emit(ev.RECORDS_PROCESSED, group_member.member_id, **chunk.fields()))
+
+    def _commit(self, slot: Any, group_member: Any) -> bool:
+        def commit() -> None:
+            try:
+                group_member.commit()
+            except Exception as error:  # the client logged commit_failed; the application goes on polling
+                self.log(f"{group_member.member_id}: commit failed: {type(error).__name__}: {error}")
+
+        return self._act(slot, group_member, commit)
