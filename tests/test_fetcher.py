@@ -4,6 +4,7 @@ close that unblocks a waiting fetch, and a dead leader that holds up no fetch fr
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 import time
@@ -172,5 +173,57 @@ def test_a_dead_leader_holds_up_no_fetch_from_the_live_ones(broker_cluster, uniq
             records = drain(fetcher, len(live), timeout_s=30)
             assert sorted((r.partition, r.offset) for r in records) == [(p, offset) for p in live]
         assert cluster.partition_leaders(unique_topic)[0] == dead, "the metadata still names the dead leader"
+    finally:
+        fetcher.close()
+
+
+def wait_for_an_answer(fetcher: Fetcher, timeout_s: float = 10.0) -> None:
+    """Until an answer to a request out has reached the fetcher's socket (not yet read)."""
+    sockets = [channel.sock for channel in fetcher._channels.values() if channel.busy]
+    assert sockets and select.select(sockets, [], [], timeout_s)[0], "no answer arrived"
+
+
+def test_records_go_out_in_arrival_order_and_unbuffered_partitions_are_fetched_meanwhile(broker, topic):
+    """Kafka's FetchCollector hands data out in the order it arrived, and AbstractFetch fetches every
+    partition with nothing buffered, even while others still have data buffered."""
+    first, second = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    produce(broker.bootstrap, topic, 1, MAX_POLL_RECORDS + 100)
+    fetcher = Fetcher([broker.bootstrap], client_id="m", max_wait_ms=20_000)   # a fetch waits for data
+    try:
+        fetcher.assign([first, second])
+        handed = {}
+        deadline = time.monotonic() + 10
+        while not handed and time.monotonic() < deadline:
+            handed = fetcher.poll(200)
+        assert list(handed) == [second] and len(handed[second]) == MAX_POLL_RECORDS
+        assert fetcher.in_flight() == {first}, "the partition with nothing buffered is fetched meanwhile"
+        produce(broker.bootstrap, topic, 0, 5)
+        wait_for_an_answer(fetcher)
+        handed = fetcher.poll(0)
+        assert list(handed) == [second, first], "the second partition's data arrived first"
+        assert [len(records) for records in handed.values()] == [100, 5]
+    finally:
+        fetcher.close()
+
+
+def test_records_buffered_for_a_kept_partition_survive_a_reassignment(broker, topic):
+    """Kafka keeps a kept partition's state and buffered data across an assignment (assignFromSubscribed,
+    FetchBuffer.retainAll); the member seeks the kept partition to its consumed position, which changes
+    nothing."""
+    first, second = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    produce(broker.bootstrap, topic, 0, MAX_POLL_RECORDS + 100)
+    fetcher = Fetcher([broker.bootstrap], client_id="m", max_wait_ms=20_000)
+    try:
+        fetcher.assign([first, second])
+        handed = {}
+        deadline = time.monotonic() + 10
+        while not handed and time.monotonic() < deadline:
+            handed = fetcher.poll(200)
+        assert len(handed[first]) == MAX_POLL_RECORDS
+        fetcher.assign([first])                      # the second partition is revoked, the first kept
+        fetcher.seek(first, MAX_POLL_RECORDS)
+        handed = fetcher.poll(0)                     # no time to fetch again: what was buffered
+        assert [r.offset for r in handed.get(first, [])] == list(range(MAX_POLL_RECORDS, MAX_POLL_RECORDS + 100))
+        assert fetcher.position(first) == MAX_POLL_RECORDS + 100
     finally:
         fetcher.close()
