@@ -184,6 +184,7 @@ DETAILS = {
     ev.PARTITIONS_LOST: lambda e: partitions_text(e.get("partitions")),
     ev.RECORDS_CONSUMED: lambda e: _words(_range(e), _generation(e)),
     ev.RECORDS_PRODUCED: _range,
+    ev.RECORDS_PROCESSED: _range,
     ev.RECORD_PRODUCED: lambda e: f"{e.get('topic')}-{e.get('partition')} offset {e.get('offset')}",
     ev.OFFSETS_COMMITTED: lambda e: _words(_offsets(e.get("offsets")), _generation(e)),
     ev.COMMIT_FAILED: lambda e: _words(e.get("error"), _offsets(e.get("offsets"))),
