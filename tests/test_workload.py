@@ -274,3 +274,20 @@ def test_a_batch_commit_comes_once_the_polls_records_are_handled(cluster, tmp_pa
         elif event["type"] == "member_stopped":
             break
     assert commits >= 1
+
+
+def test_the_run_record_keeps_the_workload_offered_load_capacity_and_utilisation(tmp_path):
+    from types import SimpleNamespace
+
+    from experiments.run.record import describe_run
+    from experiments.run.runmeta import read_run_meta, write_run_meta
+    from experiments.scenario import resolve
+
+    scenario = loads(BASE + '[workload]\nservice = "fixed"\nservice_ms = 50\ncommit = "batch"\n', source="s.toml")
+    run = SimpleNamespace(scenario=scenario, schedule=resolve(scenario), run_id="r", backend="modern", applied=[],
+                          t0_ns=None, started_ms=0, zk_connect=None, ensemble=None, cluster=None, members_proxied={},
+                          member_id=lambda name: name)
+    write_run_meta(tmp_path, describe_run(run, "running"))
+    workload = read_run_meta(tmp_path).workload
+    assert workload["service"] == "fixed" and workload["commit"] == "batch"
+    assert (workload["offered_per_s"], workload["capacity_per_s"], workload["utilisation"]) == (600, 1000, 0.6)

@@ -186,13 +186,15 @@ def _live_runs(folder: Path) -> list[int]:
 
 def scenarios_command() -> None:
     """List the built-in scenario files."""
-    table = Table("name", "backends", "members", "duration", "description")
+    table = Table("name", "backends", "members", "duration", "utilisation", "description")
     for path in sorted(SCENARIO_DIR.glob("*.toml")):
         try:
             scenario = load(path)
         except ScenarioError as error:
-            table.add_row(path.stem, "-", "-", "-", f"[red]invalid: {error.problems[0].message}[/red]")
+            table.add_row(path.stem, "-", "-", "-", "-", f"[red]invalid: {error.problems[0].message}[/red]")
             continue
+        utilisation = scenario.load().utilisation
         table.add_row(path.stem, ", ".join(scenario.backends), str(scenario.group.members),
-                      f"{scenario.duration:.0f} s", scenario.description)
+                      f"{scenario.duration:.0f} s", "-" if utilisation is None else f"{utilisation:.2f}",
+                      scenario.description)
     console.print(table)

@@ -50,4 +50,5 @@ def describe_run(run: Any, status: str, reason: str = "") -> RunMeta:
         member_ids={name: run.member_id(name) for host in run.schedule.hosts for name in host.members},
         proxies=run.members_proxied,
         versions=versions(),
+        workload={**run.scenario.workload.to_json(), **run.scenario.load().to_json()},
     )

@@ -67,6 +67,9 @@ class RunMeta:
     member_ids: Mapping[str, str] = field(default_factory=dict)          # member name -> its protocol id
     proxies: Mapping[str, Mapping[str, list[str]]] = field(default_factory=dict)
     versions: Mapping[str, str] = field(default_factory=dict)
+    # The members' work: the scenario's [workload] with the offered load, the capacity (members that can own a
+    # partition x 1 / mean service time) and the utilisation ({} in runs from before it was recorded).
+    workload: Mapping[str, object] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return asdict(self, dict_factory=lambda items: {key: _plain(value) for key, value in items})
@@ -140,6 +143,7 @@ def _from_json(document: Mapping[str, object]) -> RunMeta:
         member_ids=dict(document.get("member_ids") or {}),
         proxies=dict(document.get("proxies") or {}),
         versions=dict(document.get("versions") or {}),
+        workload=dict(document.get("workload") or {}),
     )
 
 

@@ -168,6 +168,11 @@ class Run:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, self.abort, f"interrupted ({signal.Signals(signum).name})")
         self.write_lock("running")
+        if self.scenario.workload.service != "none":   # before the live display: the offered load and capacity
+            from rich.console import Console
+
+            Console(stderr=True).print(f"[bold]{self.scenario.name}[/bold] on {self.backend}: "
+                                       f"{self.scenario.load().line()}")
         display = asyncio.ensure_future(self.progress.show(self, live=self.options.progress))
         status, reason = "completed", ""
         try:
