@@ -97,6 +97,9 @@ class OneRecordFetcher:
     def poll(self, timeout_ms: int):
         return {TP0: [Record(topic="t", partition=0, offset=5, key=None, value=None)]}
 
+    def position(self, tp):
+        return None
+
     def close(self) -> None:
         pass
 
