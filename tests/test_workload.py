@@ -291,3 +291,47 @@ def test_the_run_record_keeps_the_workload_offered_load_capacity_and_utilisation
     workload = read_run_meta(tmp_path).workload
     assert workload["service"] == "fixed" and workload["commit"] == "batch"
     assert (workload["offered_per_s"], workload["capacity_per_s"], workload["utilisation"]) == (600, 1000, 0.6)
+
+
+# ---------------------------------------------------------------- the summary
+
+
+def _line(t_s: float, **fields) -> str:
+    return json.dumps({"run_id": "r", "backend": "modern", "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
+                       "process": fields.get("member") or "runner", **fields}) + "\n"
+
+
+def _write_run(folder, *, handled_at_s: float | None):
+    """Ten records produced at 1.9 s, delivered at 2.0 s and, when `handled_at_s`, handled by then: the last
+    one ends at `handled_at_s`, each of the others 100 ms before the next."""
+    events = folder / "events"
+    events.mkdir(parents=True)
+    (events / "producer.jsonl").write_text(_line(
+        1.9, member="", type="records_produced", topic="t", partition=0, first_offset=0, last_offset=9, count=10,
+        seqs=list(range(10)), produce_ts_ms=[1900] * 10))
+    member = (_line(1.0, member="m0", type="member_started")
+              + _line(1.5, member="m0", type="rebalance_completed", generation=1, assigned=["t-0"])
+              + _line(2.0, member="m0", type="records_consumed", topic="t", partition=0, first_offset=0, last_offset=9,
+                      count=10, produce_ts_ms=[1900] * 10))
+    if handled_at_s is not None:
+        ends = [int(handled_at_s * 1000) - 100 * (9 - index) for index in range(10)]
+        member += _line(handled_at_s, member="m0", type="records_processed", topic="t", partition=0, first_offset=0,
+                        last_offset=9, count=10, produce_ts_ms=[1900] * 10, processed_ts_ms=ends)
+    (events / "m0.jsonl").write_text(member)
+    return folder
+
+
+@pytest.mark.spark
+def test_the_summarys_latency_counts_from_the_handlings_end_when_a_run_has_it(spark, tmp_path):
+    from experiments.summary import summarize_runs
+
+    handled = _write_run(tmp_path / "handled", handled_at_s=6.0)     # ends 5.1 .. 6.0 s: 3.2 .. 4.1 s late
+    delivered = _write_run(tmp_path / "delivered", handled_at_s=None)
+    by_handling, by_delivery = summarize_runs(spark, [handled, delivered], write=False)
+    slow = {summary.info.run_dir.name: next(c for c in summary.checks if c.check == "slow-records")
+            for summary in (by_handling, by_delivery)}
+    assert slow["handled"].count == 10 and "worst 4100 ms" in slow["handled"].detail
+    assert slow["delivered"].count == 0 and slow["delivered"].verdict.value == "true"
+    phases = by_handling.tables["phases"]
+    assert phases["max_latency_ms"].max() == 4100 and phases["over_limit"].sum() == 10
+    assert by_delivery.tables["phases"]["max_latency_ms"].max() == 100

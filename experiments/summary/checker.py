@@ -10,8 +10,9 @@ since the run's first event):
 - `segments`: per partition, the spans between ownership changes with the set of owners
   (tp, start, end, owners);
 - `never` processed records (with `unseen` ones flagged), `repeats` (offset ranges consumed
-  again) and `deliveries` (one row per processed record with its latency), all derived from
-  offset ranges;
+  again) and `deliveries` (one row per processed record with its latency: from its produce time to the end
+  of its handling where the run reports it, `records_processed`, else to its delivery by poll()), all
+  derived from offset ranges;
 - `commits` (one row per partition per offsets_committed) and the `control` events.
 
 A check is planned, then read: it adds its queries to a `Batch` (experiments.summary.by_run) and returns a
