@@ -158,7 +158,7 @@ class ModernMember(FetchingMember):
         self._call_listener("on_partitions_lost", partitions)
 
     def assign(self, partitions: set[TopicPartition]) -> None:
-        committed = self.coordinator.fetch_committed(partitions)
+        committed = self._committed_offsets(partitions, self.coordinator.fetch_committed)
         self._owned = frozenset(self._owned | partitions)
         self._fetch_from(committed)
         self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.member_id, partitions=sorted(map(str, partitions)),

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, MutableMapping, Set
+from collections.abc import Callable, Mapping, MutableMapping, Set
 from typing import Any
 
 from modern.common import errors
-from modern.common.errors import ErrorClass
+from modern.common.errors import ErrorClass, GroupError
 from modern.common.fetcher import Fetcher
 from rebalance import events as ev
 from rebalance.events import EventRecorder
@@ -37,6 +37,11 @@ class FetchingMember:
     _positions: dict[TopicPartition, int]
     _lock: threading.RLock
     _closed: bool
+    # Owned partitions whose committed offsets are not known yet (their OffsetFetch timed out): not fetched
+    # until a later poll learns them, as Kafka's partitions "initializing" until initWithCommittedOffsetsIfNeeded.
+    _awaiting_committed: frozenset[TopicPartition] = frozenset()
+    _offset_fetch: Callable[[set[TopicPartition]], dict[TopicPartition, int]] | None = None
+    _offset_fetch_not_yet: tuple[type[Exception], ...] = ()
 
     def _start_fetching(self, strategy: str) -> None:
         self._fetcher = Fetcher(self.config.bootstrap.split(","), client_id=self.member_id,
@@ -47,7 +52,8 @@ class FetchingMember:
                            pid=os.getpid())
 
     def _fetch(self, timeout_s: float, generation: int) -> list[Record]:
-        if not self._owned:
+        self._retry_offset_fetch()
+        if not self._owned - self._awaiting_committed:
             # Nothing to fetch: wait for the group (as Java's poll waits in the join) until the poll's time is
             # up or the group side has news for the next poll.
             news = self._group_news()
@@ -55,13 +61,51 @@ class FetchingMember:
             news.clear()
             return []
         batches = self._fetcher.poll(timeout_ms=int(timeout_s * 1000))
-        return take_batches(batches, self._owned, self._positions, self.recorder, self.member_id, generation)
+        records = take_batches(batches, self._owned, self._positions, self.recorder, self.member_id, generation)
+        for tp in self._owned:
+            # A position the reset policy gave counts as consumed and is committed (Kafka's allConsumed).
+            position = self._fetcher.position(tp)
+            if position is not None:
+                self._positions[tp] = position
+        return records
+
+    def _committed_offsets(self, partitions: set[TopicPartition],
+                           fetch: Callable[[set[TopicPartition]], dict[TopicPartition, int]],
+                           not_yet: tuple[type[Exception], ...] = ()) -> dict[TopicPartition, int]:
+        """The committed offsets of newly assigned `partitions` by `fetch` (the client's OffsetFetch). When it
+        times out (a coordinator error) the partitions wait, unfetched, and each poll asks again, as Kafka's
+        poll does when `fetchCommittedOffsets` runs out of time; it never raises out of poll. `not_yet`: errors
+        after which a retried fetch leaves the partitions waiting too (the group side learns why)."""
+        try:
+            return fetch(partitions)
+        except GroupError as error:
+            if error.error not in errors.COORDINATOR_ERRORS:
+                raise
+        self._awaiting_committed = self._awaiting_committed | partitions
+        self._offset_fetch, self._offset_fetch_not_yet = fetch, not_yet
+        return {}
+
+    def _retry_offset_fetch(self) -> None:
+        self._awaiting_committed = self._awaiting_committed & self._owned
+        if not self._awaiting_committed or self._offset_fetch is None:
+            return
+        try:
+            committed = self._offset_fetch(set(self._awaiting_committed))
+        except GroupError as error:
+            if error.error not in errors.COORDINATOR_ERRORS:
+                raise
+            return
+        except self._offset_fetch_not_yet:
+            return
+        self._awaiting_committed = frozenset()
+        self._fetch_from(committed)
 
     def _fetch_from(self, committed: Mapping[TopicPartition, int]) -> None:
         """Fetch the owned partitions, each from its position, else its committed offset (else the reset
-        policy decides)."""
-        self._fetcher.assign(self._owned)
-        for tp in sorted(self._owned):
+        policy decides); those whose committed offsets are not known yet wait."""
+        fetching = self._owned - self._awaiting_committed
+        self._fetcher.assign(fetching)
+        for tp in sorted(fetching):
             position = self._positions.get(tp, committed.get(tp))
             if position is not None:
                 self._fetcher.seek(tp, position)
@@ -69,12 +113,15 @@ class FetchingMember:
     def _drop(self, partitions: set[TopicPartition]) -> None:
         """Stop fetching `partitions` and forget their positions; the rest go on from where they were."""
         self._owned = frozenset(self._owned - partitions)
+        self._awaiting_committed = self._awaiting_committed & self._owned
         for tp in partitions:
             self._positions.pop(tp, None)
         if self._fetcher is not None:
-            self._fetcher.assign(self._owned)
+            fetching = self._owned - self._awaiting_committed
+            self._fetcher.assign(fetching)
             for tp, position in self._positions.items():
-                self._fetcher.seek(tp, position)
+                if tp in fetching:
+                    self._fetcher.seek(tp, position)   # a kept partition's buffered records stay (same position)
 
     def _commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
         raise NotImplementedError
@@ -123,11 +170,11 @@ class FetchingMember:
 
 def take_batches(batches: Mapping, owned: Set[TopicPartition], positions: MutableMapping[TopicPartition, int],
                  recorder: EventRecorder, member_id: str, generation: int) -> list[Record]:
-    """The records of `batches` (the fetcher's answer) for partitions still `owned`, in partition
-    order; advances `positions` and logs one `records_consumed` event per batch with the generation (or
+    """The records of `batches` (the fetcher's answer) for partitions still `owned`, in the order the
+    fetcher handed them out (their data's arrival, as Kafka's); advances `positions` and logs one `records_consumed` event per batch with the generation (or
     member epoch) the member held while it fetched. A batch of a partition given up meanwhile is dropped."""
     records: list[Record] = []
-    for tp, batch in sorted(batches.items()):
+    for tp, batch in batches.items():
         if tp not in owned or not batch:
             continue
         records.extend(batch)

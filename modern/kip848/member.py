@@ -181,7 +181,7 @@ class Kip848Member(FetchingMember):
         self.listener.on_partitions_lost(set(partitions))
 
     def _assign(self, partitions: set[TopicPartition]) -> None:
-        committed = self._fetch_committed(partitions)
+        committed = self._committed_offsets(partitions, self._fetch_committed, not_yet=(_Fenced,))
         self._owned = frozenset(self._owned | partitions)
         self._steps += 1
         self._fetch_from(committed)
