@@ -10,7 +10,7 @@ from modern.coordinator.assignors import range_, uniform
 from modern.coordinator.consumer_group import (
     ConsumerGroup,
     ConsumerGroupConfig,
-    GroupState,
+    ConsumerGroupState,
     HeartbeatRequest,
     MemberState,
 )
@@ -70,7 +70,7 @@ def test_first_member_gets_everything_at_epoch_one():
     assert result.member_epoch == 1
     assert result.assignment == frozenset(("t", p) for p in range(6))
     assert sim.group.group_epoch == sim.group.assignment_epoch == 1
-    assert sim.group.state() is GroupState.STABLE
+    assert sim.group.state() is ConsumerGroupState.STABLE
 
 
 def test_v0_join_gets_a_member_id_from_the_coordinator():
@@ -94,7 +94,7 @@ def test_second_member_waits_until_the_first_revokes():
     answer = sim.beat("b")
     assert len(answer.assignment) == 3 and sim.state("b") is MemberState.STABLE
     sim.assert_disjoint_and_complete(["a", "b"])
-    assert sim.group.state() is GroupState.STABLE
+    assert sim.group.state() is ConsumerGroupState.STABLE
 
 
 def test_a_partition_is_never_owned_twice_while_converging():

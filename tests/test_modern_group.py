@@ -10,9 +10,9 @@ from modern.common import errors
 from modern.coordinator.classic_group import (
     TRANSITIONS,
     ClassicGroup,
+    ClassicGroupState,
     CommitResult,
     GroupConfig,
-    GroupState,
     Heartbeat,
     HeartbeatResult,
     JoinGroup,
@@ -25,7 +25,7 @@ from modern.coordinator.classic_group import (
     SyncResult,
 )
 
-S = GroupState
+S = ClassicGroupState
 
 
 class Sim:

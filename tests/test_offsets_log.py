@@ -13,8 +13,8 @@ from modern.classic.consumer_protocol import (
 from modern.common import errors
 from modern.coordinator.classic_group import (
     ClassicGroup,
+    ClassicGroupState,
     GroupConfig,
-    GroupState,
     Heartbeat,
     JoinGroup,
     OffsetAndMetadata,
@@ -115,7 +115,7 @@ def _stable_group(now: int) -> ClassicGroup:
                                     protocol_type="consumer", protocols=(("range", name.encode()),),
                                     group_instance_id="static-b" if name == "b" else None), now, name)
     group.tick(now)
-    assert group.state is GroupState.COMPLETING_REBALANCE
+    assert group.state is ClassicGroupState.COMPLETING_REBALANCE
     group.handle_sync(SyncGroup(member_id="a-0", generation_id=1, assignments={"a-0": b"A", "static-b-1": b"B"}),
                       now, "s")
     return group
@@ -126,7 +126,7 @@ def test_replay_rebuilds_a_stable_group_and_its_offsets():
     records = [group_metadata_record(group)]
     records.append(offset_commit_record("grp", "t", 0, OffsetAndMetadata(42, "", -1, 100)))
     loaded = replay(records, CONFIG, now_ms=5000).groups["grp"]
-    assert loaded.state is GroupState.STABLE
+    assert loaded.state is ClassicGroupState.STABLE
     assert loaded.generation_id == 1 and loaded.protocol_name == "range" and loaded.leader_id == "a-0"
     assert list(loaded.members) == ["a-0", "static-b-1"]
     assert loaded.static_members == {"static-b": "static-b-1"}
@@ -144,10 +144,10 @@ def test_replay_of_an_emptied_group_and_a_deleted_one():
     for member_id in list(group.members):
         from modern.coordinator.classic_group import LeavingMember
         group.handle_leave([LeavingMember(member_id=member_id)], 1)
-    assert group.state is GroupState.EMPTY
+    assert group.state is ClassicGroupState.EMPTY
     emptied = group_metadata_record(group)
     loaded = replay([first, emptied], CONFIG, now_ms=2)
-    assert loaded.groups["grp"].state is GroupState.EMPTY and loaded.groups["grp"].generation_id == 2
+    assert loaded.groups["grp"].state is ClassicGroupState.EMPTY and loaded.groups["grp"].generation_id == 2
     group.unload(3)
     tombstone = group_metadata_record(group)
     assert tombstone[1] is None

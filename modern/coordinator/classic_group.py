@@ -23,7 +23,7 @@ from modern.common import errors
 from modern.common.errors import ErrorClass
 
 
-class GroupState(Enum):
+class ClassicGroupState(Enum):
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"
@@ -31,9 +31,9 @@ class GroupState(Enum):
     DEAD = "Dead"
 
 
-S = GroupState
+S = ClassicGroupState
 # Every allowed move, in one place. Anything else is a bug and raises.
-TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
+TRANSITIONS: dict[ClassicGroupState, frozenset[ClassicGroupState]] = {
     S.EMPTY: frozenset({S.PREPARING_REBALANCE, S.DEAD}),
     S.PREPARING_REBALANCE: frozenset({S.COMPLETING_REBALANCE, S.EMPTY, S.DEAD}),
     S.COMPLETING_REBALANCE: frozenset({S.PREPARING_REBALANCE, S.STABLE, S.DEAD}),
@@ -169,7 +169,7 @@ class MemberDescription:
 class GroupDescription:
     """What DescribeGroups shows: the protocol and each member's data only once the group is Stable."""
 
-    state: GroupState
+    state: ClassicGroupState
     protocol_type: str
     protocol_name: str
     members: tuple[MemberDescription, ...]
@@ -177,8 +177,8 @@ class GroupDescription:
 
 @dataclass(frozen=True)
 class Transition:
-    from_state: GroupState
-    to_state: GroupState
+    from_state: ClassicGroupState
+    to_state: ClassicGroupState
     generation: int
     members: int
     reason: str
@@ -240,7 +240,7 @@ class ClassicGroup:
         self.group_id = group_id
         self.config = config
         self._new_member_id = new_member_id
-        self.state = GroupState.EMPTY
+        self.state = ClassicGroupState.EMPTY
         self.state_timestamp_ms = now_ms
         self.generation_id = 0
         self.protocol_type: str | None = None
@@ -836,7 +836,7 @@ class ClassicGroup:
         member.session_deadline_ms = now_ms + member.session_timeout_ms
         heapq.heappush(self._sessions, (member.session_deadline_ms, member.member_id))
 
-    def _transition(self, to_state: GroupState, now_ms: int, reason: str) -> None:
+    def _transition(self, to_state: ClassicGroupState, now_ms: int, reason: str) -> None:
         if to_state not in TRANSITIONS[self.state]:
             raise AssertionError(f"group {self.group_id}: illegal transition {self.state.value} -> {to_state.value}")
         self._out.transitions.append(Transition(self.state, to_state, self.generation_id, len(self.members), reason))

@@ -39,7 +39,7 @@ class MemberState(Enum):
     UNRELEASED_PARTITIONS = "unreleased_partitions"
 
 
-class GroupState(Enum):
+class ConsumerGroupState(Enum):
     EMPTY = "Empty"
     ASSIGNING = "Assigning"
     RECONCILING = "Reconciling"
@@ -190,15 +190,15 @@ class ConsumerGroup:
             return errors.STALE_MEMBER_EPOCH
         return errors.NONE
 
-    def state(self) -> GroupState:
+    def state(self) -> ConsumerGroupState:
         if not self.members:
-            return GroupState.EMPTY
+            return ConsumerGroupState.EMPTY
         if self.assignment_epoch < self.group_epoch:
-            return GroupState.ASSIGNING
+            return ConsumerGroupState.ASSIGNING
         if any(m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE
                for m in self.members.values() if m.member_epoch != STATIC_LEAVE_EPOCH):
-            return GroupState.RECONCILING
-        return GroupState.STABLE
+            return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
 
     def assignor_name(self) -> str:
         """The assignor most members ask for (ties by name); Kafka's default when none asks."""

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 
 from kafka.protocol.api_data import ApiData
 
-from modern.coordinator.classic_group import ClassicGroup, GroupConfig, GroupState, Member, OffsetAndMetadata
+from modern.coordinator.classic_group import (
+    ClassicGroup,
+    ClassicGroupState,
+    GroupConfig,
+    Member,
+    OffsetAndMetadata,
+)
 
 
 class OffsetCommitKey(ApiData, load_json="modern.coordinator.schemas"):
@@ -70,7 +76,7 @@ def group_metadata_record(group: ClassicGroup, state_timestamp_ms: int | None = 
     caller's monotonic clock); by default the group's own timestamp is written.
     """
     key = GroupMetadataKey(version=GROUP_KEY_VERSION, group=group.group_id).encode()
-    if group.state is GroupState.DEAD:
+    if group.state is ClassicGroupState.DEAD:
         return key, None
     members = [
         GroupMetadataValue.MemberMetadata(
