@@ -23,7 +23,9 @@ from modern.classic.consumer_protocol import encode_subscription
 from modern.common import errors
 from modern.common.connection import BrokerConnection, parse_address
 from modern.coordinator.classic_group import GroupConfig
-from modern.coordinator.offsets_log import GroupRecord, OffsetRecord, decode_record
+from modern.coordinator.records.classic_group import GroupRecord
+from modern.coordinator.records.offset_commit import OffsetRecord
+from modern.coordinator.replay import decode_record
 from modern.coordinator.service import OFFSETS_TOPIC, CoordinatorConfig, CoordinatorExtension
 from rebalance.javahash import coordinator_partition
 from rebalance.types import Subscription

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from modern.common import errors
-from modern.coordinator import consumer_group_records as records
 from modern.coordinator.assignors import range_, uniform
 from modern.coordinator.consumer_group import (
     ConsumerGroup,
@@ -14,6 +13,7 @@ from modern.coordinator.consumer_group import (
     HeartbeatRequest,
     MemberState,
 )
+from modern.coordinator.records import consumer_group as records
 
 TOPICS = {"t": 6}
 
@@ -302,7 +302,8 @@ def test_range_splits_each_topic_in_member_order():
 
 
 def test_records_replay_into_the_same_group():
-    from modern.coordinator.consumer_group_log import encode, is_consumer_group_record, replay
+    from modern.coordinator.records.consumer_group import encode, is_consumer_group_record
+    from modern.coordinator.replay import replay_consumer_groups
     from rebalance.topic_ids import topic_id
 
     sim = Sim(topics={"t": 6, "u": 2})
@@ -313,7 +314,7 @@ def test_records_replay_into_the_same_group():
     sim.beat("c", epoch=-1)                         # gone again: its records are tombstones
     stored = [encode(record, topic_id) for record in sim.records]
     assert all(is_consumer_group_record(key) for key, _ in stored)
-    restored = replay(stored, sim.topics, topic_id, sim.group.config, now_ms=1_000)["g"]
+    restored = replay_consumer_groups(stored, sim.topics, topic_id, sim.group.config, now_ms=1_000)["g"]
     original = sim.group
     assert (restored.group_epoch, restored.assignment_epoch) == (original.group_epoch, original.assignment_epoch)
     assert restored.members == original.members

@@ -17,18 +17,12 @@ from modern.coordinator.classic_group import (
     GroupConfig,
     Heartbeat,
     JoinGroup,
-    OffsetAndMetadata,
     SyncGroup,
 )
-from modern.coordinator.offsets_log import (
-    GroupRecord,
-    OffsetRecord,
-    compact,
-    decode_record,
-    group_metadata_record,
-    offset_commit_record,
-    replay,
-)
+from modern.coordinator.records import compact
+from modern.coordinator.records.classic_group import GroupRecord, group_metadata_record
+from modern.coordinator.records.offset_commit import OffsetAndMetadata, OffsetRecord, offset_commit_record
+from modern.coordinator.replay import decode_record, replay_offsets_and_classic_groups
 from rebalance.types import Assignment, Subscription, TopicPartition
 
 CONFIG = GroupConfig(initial_rebalance_delay_ms=0)
@@ -103,7 +97,7 @@ def test_tombstones_and_compaction():
     assert tomb == (k3, None)
     compacted = compact([(k1, v1), (k3, v3), (k1, v2), tomb])
     assert compacted == [(k1, v2), (k3, None)]
-    loaded = replay(compacted, CONFIG, now_ms=0)
+    loaded = replay_offsets_and_classic_groups(compacted, CONFIG, now_ms=0)
     assert loaded.groups["g"].offsets == {("t", 0): OffsetAndMetadata(2, "", -1, 2)}
 
 
@@ -125,7 +119,7 @@ def test_replay_rebuilds_a_stable_group_and_its_offsets():
     group = _stable_group(now=100)
     records = [group_metadata_record(group)]
     records.append(offset_commit_record("grp", "t", 0, OffsetAndMetadata(42, "", -1, 100)))
-    loaded = replay(records, CONFIG, now_ms=5000).groups["grp"]
+    loaded = replay_offsets_and_classic_groups(records, CONFIG, now_ms=5000).groups["grp"]
     assert loaded.state is ClassicGroupState.STABLE
     assert loaded.generation_id == 1 and loaded.protocol_name == "range" and loaded.leader_id == "a-0"
     assert list(loaded.members) == ["a-0", "static-b-1"]
@@ -146,10 +140,10 @@ def test_replay_of_an_emptied_group_and_a_deleted_one():
         group.handle_leave([LeavingMember(member_id=member_id)], 1)
     assert group.state is ClassicGroupState.EMPTY
     emptied = group_metadata_record(group)
-    loaded = replay([first, emptied], CONFIG, now_ms=2)
+    loaded = replay_offsets_and_classic_groups([first, emptied], CONFIG, now_ms=2)
     assert loaded.groups["grp"].state is ClassicGroupState.EMPTY and loaded.groups["grp"].generation_id == 2
     group.unload(3)
     tombstone = group_metadata_record(group)
     assert tombstone[1] is None
-    assert "grp" not in replay([first, emptied, tombstone], CONFIG, now_ms=4).groups
+    assert "grp" not in replay_offsets_and_classic_groups([first, emptied, tombstone], CONFIG, now_ms=4).groups
     assert isinstance(decode_record(*tombstone), GroupRecord)

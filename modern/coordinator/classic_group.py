@@ -21,6 +21,7 @@ from enum import Enum
 
 from modern.common import errors
 from modern.common.errors import ErrorClass
+from modern.coordinator.records.offset_commit import OffsetAndMetadata
 
 
 class ClassicGroupState(Enum):
@@ -90,15 +91,6 @@ class Heartbeat:
 class LeavingMember:
     member_id: str
     group_instance_id: str | None = None
-
-
-@dataclass(frozen=True)
-class OffsetAndMetadata:
-    offset: int
-    metadata: str = ""
-    leader_epoch: int = -1
-    commit_timestamp_ms: int = -1
-    expire_timestamp_ms: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,8 +24,8 @@ from enum import Enum
 
 from modern.common import errors
 from modern.common.errors import ErrorClass
-from modern.coordinator import consumer_group_records as records
 from modern.coordinator.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment, TopicPartition
+from modern.coordinator.records import consumer_group as records
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1

@@ -15,7 +15,6 @@ from typing import Any
 from modern.common import errors
 from modern.common.errors import ErrorClass
 from modern.coordinator import consumer_group_apis as apis
-from modern.coordinator import consumer_group_log as offsets_log
 from modern.coordinator.consumer_group import (
     ConsumerGroup,
     ConsumerGroupConfig,
@@ -24,6 +23,8 @@ from modern.coordinator.consumer_group import (
     Member,
     Output,
 )
+from modern.coordinator.records import consumer_group as consumer_records
+from modern.coordinator.replay import replay_consumer_groups
 from rebalance import heartbeats
 from rebalance.topic_ids import topic_id
 
@@ -137,7 +138,7 @@ class ConsumerGroupService:
 
     def apply(self, group: ConsumerGroup, out: Output) -> bool:
         """Write the group's records, report its events, re-arm the timer; False if not written."""
-        encoded = [offsets_log.encode(record, topic_id) for record in out.records]
+        encoded = [consumer_records.encode(record, topic_id) for record in out.records]
         stored = self.coordinator.append_for_group(group.group_id, encoded)
         for event in out.events:
             self.coordinator._emit(group.group_id, protocol="consumer", **event)
@@ -150,7 +151,7 @@ class ConsumerGroupService:
         if not stored:
             return
         topics = apis.partition_counts(self.coordinator.broker)
-        partition.consumer_groups = offsets_log.replay(stored, topics, topic_id, self.config, now_ms)
+        partition.consumer_groups = replay_consumer_groups(stored, topics, topic_id, self.config, now_ms)
         for group_id, group in partition.consumer_groups.items():
             holder = partition.groups.get(group_id)
             if holder is not None and not holder.members:

@@ -14,7 +14,7 @@ from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
 
 from modern.common import errors
 from modern.common.errors import ErrorClass
-from modern.coordinator.classic_group import OffsetAndMetadata
+from modern.coordinator.records.offset_commit import OffsetAndMetadata
 
 # (group id, requested [(topic, [partition])] or None for all, member id, member epoch) ->
 # (error, [(topic, [(partition, offset, leader_epoch, metadata)])])

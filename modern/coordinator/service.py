@@ -56,9 +56,11 @@ from modern.coordinator.classic_group import (
 )
 from modern.coordinator.config import CoordinatorConfig
 from modern.coordinator.consumer_group import ConsumerGroup
-from modern.coordinator.consumer_group_log import is_consumer_group_record
 from modern.coordinator.consumer_groups import ConsumerGroupService
-from modern.coordinator.offsets_log import group_metadata_record, offset_commit_record, replay
+from modern.coordinator.records.classic_group import group_metadata_record
+from modern.coordinator.records.consumer_group import is_consumer_group_record
+from modern.coordinator.records.offset_commit import offset_commit_record
+from modern.coordinator.replay import replay_offsets_and_classic_groups
 from rebalance.events import COORDINATOR_EVENT, EventRecorder, NullRecorder
 from rebalance.javahash import coordinator_partition
 
@@ -197,8 +199,8 @@ class CoordinatorExtension:
         partition_log = self.broker.log(OFFSETS_TOPIC, index)
         records = [(r.key, r.value) for r in partition_log.read_records(0)]
         consumer_records = [kv for kv in records if is_consumer_group_record(kv[0])]
-        loaded = replay([kv for kv in records if not is_consumer_group_record(kv[0])], self.config.group,
-                        monotonic_ms())
+        classic_records = [kv for kv in records if not is_consumer_group_record(kv[0])]
+        loaded = replay_offsets_and_classic_groups(classic_records, self.config.group, monotonic_ms())
         self._partitions[index] = _Partition(index, loaded.groups)
         self.consumer_groups.load(self._partitions[index], consumer_records, monotonic_ms())
         for group in loaded.groups.values():
