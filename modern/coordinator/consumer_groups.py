@@ -14,7 +14,7 @@ from typing import Any
 
 from modern.common import errors
 from modern.common.errors import ErrorClass
-from modern.coordinator import consumer_group_apis as apis
+from modern.coordinator import consumer_group_wire as wire
 from modern.coordinator.consumer_group import (
     ConsumerGroup,
     ConsumerGroupConfig,
@@ -65,22 +65,22 @@ class ConsumerGroupService:
     async def heartbeat(self, ctx: Any, request: Any) -> Any:
         self.coordinator.requests_served += 1
         version = ctx.api_version
-        refusal = apis.regex_refusal(version, request)
+        refusal = wire.regex_refusal(version, request)
         if refusal is not None:
-            return apis.error_response(version, errors.INVALID_REQUEST, request.member_id, refusal)
+            return wire.error_response(version, errors.INVALID_REQUEST, request.member_id, refusal)
         now = self.coordinator.clock_ms()
         group, error, message = self._group_for_heartbeat(request.group_id, now)
         if error is not None:
-            return apis.error_response(version, error, request.member_id, message)
-        topics = apis.partition_counts(self.coordinator.broker)
-        asked = apis.heartbeat_request(version, request, topics, ctx)
+            return wire.error_response(version, error, request.member_id, message)
+        topics = wire.partition_counts(self.coordinator.broker)
+        asked = wire.heartbeat_request(version, request, topics, ctx)
         before = group.members.get(asked.member_id)
         out = group.heartbeat(asked, topics, now)
         result = out.result
         if not self.apply(group, out):  # Kafka answers only once the records are written
             result = HeartbeatResult(error=errors.NOT_COORDINATOR, member_id=request.member_id or None)
         self._count_if_changing(asked, before, result)
-        return apis.heartbeat_response(version, result)
+        return wire.heartbeat_response(version, result)
 
     def _count_if_changing(self, asked: HeartbeatRequest, before: Member | None, result: HeartbeatResult) -> None:
         """The broker's witness count: heartbeats that joined, left, acknowledged or changed an assignment."""
@@ -97,13 +97,13 @@ class ConsumerGroupService:
             partition, error = self.coordinator._partition_for(group_id)
             group = None if error is not None else partition.consumer_groups.get(group_id)
             if error is not None:
-                described.append(apis.describe_error(group_id, error))
+                described.append(wire.describe_error(group_id, error))
             elif group is None:
-                described.append(apis.describe_error(group_id, errors.GROUP_ID_NOT_FOUND,
+                described.append(wire.describe_error(group_id, errors.GROUP_ID_NOT_FOUND,
                                                      f"Group {group_id} not found."))
             else:
-                described.append(apis.described_group(group, ctx.api_version))
-        return apis.ConsumerGroupDescribeResponse[ctx.api_version](throttle_time_ms=0, groups=described)
+                described.append(wire.described_group(group, ctx.api_version))
+        return wire.ConsumerGroupDescribeResponse[ctx.api_version](throttle_time_ms=0, groups=described)
 
     # ------------------------------------------------------------ offsets
 
@@ -150,7 +150,7 @@ class ConsumerGroupService:
         records, into a member-less classic group of the same id: they move over."""
         if not stored:
             return
-        topics = apis.partition_counts(self.coordinator.broker)
+        topics = wire.partition_counts(self.coordinator.broker)
         partition.consumer_groups = replay_consumer_groups(stored, topics, topic_id, self.config, now_ms)
         for group_id, group in partition.consumer_groups.items():
             holder = partition.groups.get(group_id)

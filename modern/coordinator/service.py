@@ -40,8 +40,7 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 
 from modern.common import errors
 from modern.common.errors import ErrorClass
-from modern.coordinator import consumer_group_apis as kip848_apis
-from modern.coordinator import offset_wire
+from modern.coordinator import consumer_group_wire, offset_wire
 from modern.coordinator.classic_group import (
     ClassicGroup,
     CommitResult,
@@ -135,10 +134,10 @@ class CoordinatorExtension:
         for key, handler in handlers.items():
             low, high = VERSIONS[key]
             registry.register(key, handler, min_version=low, max_version=high)
-        low, high = kip848_apis.HEARTBEAT_VERSIONS
+        low, high = consumer_group_wire.HEARTBEAT_VERSIONS
         registry.register(ApiKey.ConsumerGroupHeartbeat, self.consumer_groups.heartbeat, min_version=low,
                           max_version=high)
-        low, high = kip848_apis.DESCRIBE_VERSIONS
+        low, high = consumer_group_wire.DESCRIBE_VERSIONS
         registry.register(ApiKey.ConsumerGroupDescribe, self.consumer_groups.describe, min_version=low,
                           max_version=high)
         broker.cluster.on_leadership_change(self._on_leadership_change)

@@ -1,4 +1,4 @@
-"""ConsumerGroupHeartbeat and ConsumerGroupDescribe served by the broker's group coordinator.
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe on the wire: requests to the group's terms and answers back.
 
 The coordinator (`modern.coordinator.service.CoordinatorExtension`) owns partitions, the clock and the
 log; it finds or creates the `ConsumerGroup` and hands it here. This module only translates
