@@ -111,11 +111,22 @@ def phase_table(measures: pd.DataFrame, episodes: pd.DataFrame, checks: list[Che
 
 
 def throughput(produce_times: DataFrame, consumed: DataFrame, never: DataFrame, deliveries: DataFrame,
-               config: CheckConfig) -> DataFrame:
+               config: CheckConfig, handled: DataFrame | None = None) -> DataFrame:
     """Per run and second of the run: records processed; and by the second they were produced: records
-    produced, processed over the latency limit, never processed."""
+    produced, processed over the latency limit, never processed.
+
+    A record is processed in the second its handling ended where the run's members had a service time
+    (`handled`: records_processed batches with `t` and `done_list`, one end time per record), else in the
+    second poll() returned it: after a stall the handled rate shows the backlog draining, capped by what the
+    members can handle, where poll() would show one burst."""
     second = lambda column: F.floor(column).alias("second")  # noqa: E731
     processed = consumed.groupBy("run", second("t")).agg(F.sum("count").alias("processed"))
+    if handled is not None:
+        ends = handled.select("run", "t", "ts_ms", F.explode("done_list").alias("done_ms"))
+        by_end = ends.groupBy("run", second(F.col("t") - (F.col("ts_ms") - F.col("done_ms")) / 1e3)).agg(
+            F.count("*").alias("processed"))
+        polled = processed.join(F.broadcast(handled.select("run").distinct()), "run", "left_anti")
+        processed = by_end.unionByName(polled)
     made = produce_times.groupBy("run", second("t_produce")).agg(F.count("*").alias("produced"))
     late = deliveries.filter(F.col("latency_ms") > config.latency_limit_ms).groupBy(
         "run", second(F.col("t") - F.col("latency_ms") / 1000)).agg(F.count("*").alias("over_limit"))

@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from experiments.run.witness_counts import witness_windows
-from experiments.summary import coordinator_gaps, herd, phases, records
+from experiments.summary import coordinator_gaps, herd, lag, phases, records
 from experiments.summary.by_run import Batch, Pending
 from experiments.summary.checker import CheckConfig, CheckInputs, plan_checks
 from experiments.summary.fault_rules import FAULT_EVENTS, convergence_awaited_from, fault_windows
@@ -199,7 +199,9 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
         metrics = batch.tables(herd.rebalance_metrics(control), ["member"])
         changes = batch.tables(herd.herd_changes(control), ["t"])
         witness = batch.tables(witness_windows(control), ["start"])
-        per_second = batch.tables(phases.throughput(produce_times, consumed, never, deliveries, config), ["second"])
+        per_second = batch.tables(phases.throughput(produce_times, consumed, never, deliveries, config,
+                                                    timed(frames.processed, F.col("ts_ns"))), ["second"])
+        lags = batch.tables(lag.lag_per_second(frames.produced, consumed, partitions, runs), ["second"])
         intervals = batch.tables(owned, ["tp", "start"])
         faults = batch.tables(control.filter(F.col("type").isin(*FAULT_EVENTS)).select(
             "run", "type", "t", "fault_id", "kind", "target", "link"), ["t"])
@@ -211,10 +213,12 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
     for r in ids:
         run_end, n_partitions = constants[r][3], constants[r][6]
         tables = {
-            "phases": phases.phase_table(measures.value[r], episodes.value[r], checks[r], phase_lists[r]),
+            "phases": phases.phase_table(measures.value[r], episodes.value[r], checks[r], phase_lists[r],
+                                         lags.value[r]),
             "rebalance_metrics": herd.group_metrics(metrics.value[r], run_end),
             "herd": herd.herd_table(changes.value[r], intervals.value[r], n_partitions, witness.value[r]),
             "throughput": per_second.value[r].fillna(0).astype(int),
+            "lag": lags.value[r],
             "ownership": intervals.value[r],
             "faults": fault_windows(faults.value[r], run_end),
             "episodes": episodes.value[r],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,7 @@ class RunData:
     herd: pd.DataFrame
     metrics: pd.DataFrame
     evidence: dict[str, pd.DataFrame]
+    lag: pd.DataFrame = field(default_factory=pd.DataFrame)   # per second: lag_max, lag_total (summary.lag)
 
     @property
     def backend(self) -> str:
@@ -90,7 +91,8 @@ def load_run(run_dir: Path) -> RunData:
     evidence = {path.stem: pd.read_parquet(path) for path in sorted((out / "evidence").glob("*.parquet"))}
     return RunData(run_dir=run_dir, info=meta["info"], facts=meta["facts"], verdicts=table("verdicts"),
                    phases=table("phases"), throughput=table("throughput"), ownership=table("ownership"),
-                   faults=table("faults"), herd=table("herd"), metrics=table("rebalance_metrics"), evidence=evidence)
+                   faults=table("faults"), herd=table("herd"), metrics=table("rebalance_metrics"), evidence=evidence,
+                   lag=table("lag"))
 
 
 def from_summary(summary) -> RunData:
@@ -102,7 +104,8 @@ def from_summary(summary) -> RunData:
                    phases=tables.get("phases", empty), throughput=tables.get("throughput", empty),
                    ownership=tables.get("ownership", empty), faults=tables.get("faults", empty),
                    herd=tables.get("herd", empty), metrics=tables.get("rebalance_metrics", empty),
-                   evidence={check.check: check.evidence for check in summary.checks if len(check.evidence)})
+                   evidence={check.check: check.evidence for check in summary.checks if len(check.evidence)},
+                   lag=tables.get("lag", empty))
 
 
 def herd_points(runs: list[RunData]) -> pd.DataFrame:
