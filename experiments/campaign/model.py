@@ -11,6 +11,7 @@
     strategies = ["range"]                   # default: the scenario's own
     set = ["group.per_process=4"]            # overrides for every cell of this block
     sweep = { "group.members" = [4, 8] }     # one cell per combination of values
+    paired = false                           # true: the sweep's lists go position by position instead
     repetitions = 10                         # this block's cells only (timings under churn)
 
     [[claims]]                    # a headline claim, declared before the runs, tested with Holm
@@ -173,7 +174,7 @@ class _Reader:
     """Turns the parsed TOML into a Campaign, collecting every problem instead of stopping at one."""
 
     TOP_KEYS = {"name", "description", "repetitions", "seed", "matrix", "claims"}
-    BLOCK_KEYS = {"scenario", "backends", "strategies", "set", "sweep", "repetitions"}
+    BLOCK_KEYS = {"scenario", "backends", "strategies", "set", "sweep", "paired", "repetitions"}
     CLAIM_KEYS = {"says", "scenario", "metric", "higher", "lower"}
 
     def __init__(self, path: Path, text: str, data: dict) -> None:
@@ -272,6 +273,7 @@ class _Reader:
         if not isinstance(sweep, dict) or not all(isinstance(v, list) and v for v in sweep.values()):
             self.fail((*where, "sweep"), "sweep maps a dotted key to a non-empty list of values")
             sweep = {}
+        points = self.sweep_points(block, sweep, where)
         if scenario_path is None:
             return []
         try:
@@ -282,7 +284,7 @@ class _Reader:
         backends = self.strings(block, "backends", where) or list(base.backends)
         strategies = self.strings(block, "strategies", where) or [base.group.strategy]
         cells = []
-        for backend, strategy, values in itertools.product(backends, strategies, itertools.product(*sweep.values())):
+        for backend, strategy, values in itertools.product(backends, strategies, points):
             cell = Cell(scenario=base.name, scenario_path=scenario_path, backend=backend, strategy=strategy,
                         sweep=tuple(zip(sweep, values, strict=True)), common=tuple(common),
                         repetitions=repetitions)
@@ -290,11 +292,30 @@ class _Reader:
                 cells.append(cell)
         return cells
 
+    def sweep_points(self, block: dict, sweep: dict, where: tuple) -> list[tuple]:
+        """Every combination of the sweep's values; with `paired = true`, the values at each position of lists
+        of one length (a service time's median with its 99th percentile, say)."""
+        paired = block.get("paired", False)
+        if not isinstance(paired, bool):
+            self.fail((*where, "paired"), f"must be true or false, not {paired!r}")
+            paired = False
+        if not paired or not sweep:
+            return list(itertools.product(*sweep.values()))
+        lengths = {len(values) for values in sweep.values()}
+        if len(lengths) > 1:
+            self.fail((*where, "sweep"), f"paired = true needs lists of one length, got {sorted(lengths)}")
+            return []
+        return list(zip(*sweep.values(), strict=True))
+
     def scenario_path(self, value: object, where: tuple) -> Path | None:
         if not isinstance(value, str) or not value:
             self.fail((*where, "scenario"), "names a scenario file or a built-in scenario")
             return None
-        found = find_file(str(self.path.parent / value), BUILTIN_SCENARIOS) or find_file(value, BUILTIN_SCENARIOS)
+        beside = find_file(str(self.path.parent / value), BUILTIN_SCENARIOS)
+        if beside is not None and (beside.resolve() == self.path.resolve()
+                                   or beside.resolve().parent == BUILTIN_CAMPAIGNS.resolve()):
+            beside = None   # a campaign file, not a scenario: the built-in campaign `seed002` runs scenario `seed002`
+        found = beside or find_file(value, BUILTIN_SCENARIOS)
         if found is not None:
             return found
         self.fail((*where, "scenario"), f"no scenario {value!r} (neither a file next to the campaign nor built in)")

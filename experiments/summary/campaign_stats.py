@@ -19,7 +19,8 @@ Per-run metrics come from each run's summary (`summary/*.parquet`, written by `s
 - herd.parquet, per kind of change (join, leave, crash, ...) made by the scenario's timeline (not the
   warm-up's first joins nor the teardown's leaves): requests and
   notifications per change, stable after (s), stop-the-world (s), partition-seconds without an owner;
-- phases.parquet, per phase: records lost, max latency (ms), time spent rebalancing (ms);
+- phases.parquet, per phase: records lost, max latency (ms), time spent rebalancing (ms); and the records lost
+  over the scenario's timeline (`whole run: records lost`: every phase but setup, warm-up and teardown);
 - coordinator_gaps.parquet (runs whose coordinator's broker was killed or a coordination link cut):
   the group's longest time without a coordinator (`coordinator_gap_s`) and the FindCoordinator
   requests its members sent meanwhile;
@@ -60,6 +61,7 @@ _PHASE_METRICS = {"records_lost": "records lost", "max_latency_ms": "max latency
                   "rebalance_ms": "rebalancing (ms)"}
 _CHECK_METRICS = {"duplicates": "duplicates", "offset-regressions": "offset regressions",
                   "fenced-commits": "fenced commits"}
+WHOLE_RUN_LOST = "whole run: records lost"                       # seed 002's total
 COORDINATOR_GAP = "coordinator gap (s)"                          # the group's maximum, per run
 GAP_LOOKUPS = "FindCoordinator requests without a coordinator"   # summed over the members
 
@@ -121,6 +123,9 @@ def _metrics_of(summary: Path) -> list[tuple[str, float]]:
             found.append((f"{phase}: records lost", float(rows["records_lost"].sum())))
             found.append((f"{phase}: max latency (ms)", float(rows["max_latency_ms"].max())))
             found.append((f"{phase}: rebalancing (ms)", float(rows["rebalance_ms"].sum())))
+        start, end = scenario_window(phases)
+        played = spans[(spans["start_s"] >= start) & (spans["start_s"] < end)]
+        found.append((WHOLE_RUN_LOST, float(played["records_lost"].sum())))
         found.append(("double-ownership (s)", float(phases["double_ownership_s"].sum())))
     gaps = _read(summary / "coordinator_gaps.parquet")
     if gaps is not None and gaps["gap_s"].notna().any():
