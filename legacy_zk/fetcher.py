@@ -1,12 +1,16 @@
 """The data path: fetch the partitions this member believes it owns, from the brokers.
 
-0.8 ran fetcher threads that filled per-stream queues; here kafka-python's KafkaConsumer
-does the fetching in manual-assignment mode (no group: ZooKeeper is the group), driven
-from the application's `poll`. The rebalance thread only says what to fetch from where
-(`start`) and when to stop (`stop`); both return at once, and once `stop` has returned
-no record of the old partitions is handed out any more (a batch fetched meanwhile is
-dropped), so the consumed positions it returns are final: exactly what the pre-release
-commit needs.
+0.8 ran fetcher threads that filled per-stream queues of chunks, and the application took
+one message at a time from a `ConsumerIterator`. Here kafka-python's KafkaConsumer does the
+fetching in manual-assignment mode (no group: ZooKeeper is the group), driven from the
+application's `poll`; what it fetched waits in `_chunk`, and each `poll` hands out one record,
+as the iterator's `next()` did, moving the consumed position past it. The rebalance thread
+only says what to fetch from where (`start`) and when to stop (`stop`); both return at once.
+`stop` drops every record fetched and not handed out (0.8's `clearFetcherQueues`, the queues
+and the iterator's current chunk); once it has returned no record of the old partitions is
+handed out any more (a batch fetched meanwhile is dropped), so the consumed positions it
+returns are final: the offset after the last record handed out, what the pre-release commit
+needs.
 
 Nothing here looks at ZooKeeper: a member cut off from ZooKeeper keeps fetching.
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 
 from kafka import KafkaConsumer
@@ -39,6 +44,7 @@ class Fetcher:
         self._bootstrap: str | None = None
         self._wanted: dict[TopicPartition, int | None] = {}   # partition -> start offset (None: reset)
         self._consumed: dict[TopicPartition, int] = {}        # partition -> next offset to hand out
+        self._chunk: deque[Record] = deque()                  # fetched, not handed out yet
         self._version = 0                                     # bumped by start/stop
         self._applied_version = -1
         self._consumer: KafkaConsumer | None = None
@@ -52,17 +58,20 @@ class Fetcher:
         with self._lock:
             self._wanted = dict(start_offsets)
             self._consumed = {tp: off for tp, off in start_offsets.items() if off is not None}
+            self._chunk.clear()
             if bootstrap:
                 self._bootstrap = bootstrap
             self._version += 1
             self._changed.notify_all()
 
     def stop(self) -> dict[TopicPartition, int]:
-        """Stop handing out records; return the consumed positions of what was fetched."""
+        """Stop handing out records and drop those fetched and not handed out; return the consumed
+        positions (after the last record handed out)."""
         with self._lock:
             positions = dict(self._consumed)
             self._wanted = {}
             self._consumed = {}
+            self._chunk.clear()
             self._version += 1
             self._changed.notify_all()
         return positions
@@ -78,9 +87,13 @@ class Fetcher:
     # -- called by the application thread -----------------------------------------------------------
 
     def poll(self, timeout_s: float) -> list[Record]:
+        """The next record (0.8's `ConsumerIterator.next`), fetching more when none is waiting; [] when
+        none came within the timeout."""
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
             with self._lock:
+                if self._chunk:
+                    return [self._hand_out()]
                 version, wanted, bootstrap = self._version, dict(self._wanted), self._bootstrap
                 if not wanted:
                     remaining = deadline - time.monotonic()
@@ -88,9 +101,10 @@ class Fetcher:
                         return []
                     self._changed.wait(min(remaining, _POLL_SLICE_S))
                     continue
-            records = self._poll_slice(version, wanted, bootstrap, _slice(deadline))
-            if records or time.monotonic() >= deadline:
-                return records
+            self._poll_slice(version, wanted, bootstrap, _slice(deadline))
+            with self._lock:
+                if not self._chunk and time.monotonic() >= deadline:
+                    return []
 
     def close(self) -> None:
         """Call once the polling thread has stopped polling."""
@@ -105,12 +119,13 @@ class Fetcher:
     # so a slow or unreachable broker never holds up a rebalance. A batch fetched while the
     # assignment changed is dropped when it is handed out, under the lock.
 
-    def _poll_slice(self, version: int, wanted: dict, bootstrap: str | None, slice_s: float) -> list[Record]:
+    def _poll_slice(self, version: int, wanted: dict, bootstrap: str | None, slice_s: float) -> None:
+        """Fetch once; what came for the partitions still wanted joins the chunk."""
         consumer = self._ensure_consumer(bootstrap)
         if consumer is None:
             with self._lock:
                 self._changed.wait(slice_s)
-            return []
+            return
         if self._applied_version != version:
             resolved = self._apply(consumer, wanted)
             self._applied_version = version
@@ -119,28 +134,23 @@ class Fetcher:
                     for tp, offset in resolved.items():
                         self._consumed.setdefault(tp, offset)
         batches = consumer.poll(timeout_ms=int(slice_s * 1000))
-        records: list[Record] = []
         with self._lock:
             if self._version != version:
-                return []  # stopped or reassigned meanwhile: these records are no longer ours to hand out
+                return  # stopped or reassigned meanwhile: these records are no longer ours to hand out
             for ktp, consumer_records in sorted(batches.items()):
                 tp = TopicPartition(ktp.topic, ktp.partition)
-                if tp not in self._wanted or not consumer_records:
-                    continue
-                for cr in consumer_records:
-                    records.append(Record(tp.topic, tp.partition, cr.offset, cr.key, cr.value, cr.timestamp,
-                                          tuple(cr.headers or ())))
-                self._consumed[tp] = consumer_records[-1].offset + 1
-                self._emit(
-                    ev.RECORDS_CONSUMED,
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    first_offset=consumer_records[0].offset,
-                    last_offset=consumer_records[-1].offset,
-                    count=len(consumer_records),
-                    produce_ts_ms=[produce_ts_ms(cr.value) for cr in consumer_records],
-                )
-        return records
+                if tp in self._wanted:
+                    self._chunk.extend(Record(tp.topic, tp.partition, cr.offset, cr.key, cr.value, cr.timestamp,
+                                              tuple(cr.headers or ())) for cr in consumer_records)
+
+    def _hand_out(self) -> Record:
+        """One record to the application (under the lock): the consumed position moves past it."""
+        record = self._chunk.popleft()
+        tp = TopicPartition(record.topic, record.partition)
+        self._consumed[tp] = record.offset + 1
+        self._emit(ev.RECORDS_CONSUMED, topic=record.topic, partition=record.partition, first_offset=record.offset,
+                   last_offset=record.offset, count=1, produce_ts_ms=[produce_ts_ms(record.value)])
+        return record
 
     def _ensure_consumer(self, bootstrap: str | None) -> KafkaConsumer | None:
         """The consumer, once made. Making one probes the broker and blocks while it is unreachable

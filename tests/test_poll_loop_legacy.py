@@ -1,10 +1,11 @@
 """The 0.8 member's poll loop, as 0.8.2.2's `ZookeeperConsumerConnector` and `ConsumerIterator`.
 
-The rebalance runs on the watcher executor and never waits for the application (`syncedRebalance`):
-it stops the fetchers, clears their queues and the iterator's current chunk (`closeFetchersForQueues`,
-`clearFetcherQueues`), commits the offset after the last record the iterator handed out (`next()` moves
-the consumed offset), releases the owner znodes and claims anew, while the application may still be
-handling a record of a partition it no longer owns. Against a real ZooKeeper and the lab's broker
+The application takes one record at a time (`ConsumerIterator.next()`, which moves the consumed offset
+past it). The rebalance runs on the watcher executor and never waits for the application
+(`syncedRebalance`): it stops the fetchers, clears their queues and the iterator's current chunk
+(`closeFetchersForQueues`, `clearFetcherQueues`), commits the offset after the last record handed out,
+releases the owner znodes and claims anew, while the application may still be handling a record of a
+partition it no longer owns. Against a real ZooKeeper and the lab's broker
 registered in it the 0.8 way.
 """
 
@@ -31,7 +32,7 @@ pytestmark = [pytest.mark.zk, pytest.mark.broker]
 
 TOPIC = "t"
 PARTITIONS = 6
-PER_PARTITION = 100     # 600 records: more than one poll hands out (kafka-python's max.poll.records, 500)
+PER_PARTITION = 100     # 600 records: more than one fetch brings (kafka-python's max.poll.records, 500)
 WAIT_S = 60.0
 
 
@@ -107,12 +108,12 @@ def drain(member: LegacyMember, until: Callable[[list[Record]], bool]) -> list[R
 
 def test_a_rebalance_does_not_wait_for_the_application_and_commits_what_was_handed_out(zk_connect, kz, bootstrap,
                                                                                        tmp_path):
-    """Member a owns all six partitions and hands out one batch: records of partitions it is about to
-    lose, while more of them wait in its fetcher (buffered) or on the broker. The application then
-    handles that batch without polling. A newcomer joins: a's watcher thread commits the offset after
-    the last record handed out, releases every owner znode and claims partitions 0-2, all before a
-    polls again. a's next polls return nothing of partitions 3-5; b starts them exactly where a
-    stopped: no record lost, none twice."""
+    """Member a owns all six partitions; each poll hands out one record, until one of a partition a is
+    about to lose, while more of them wait in its fetcher (fetched, not handed out) or on the broker.
+    The application then handles that record without polling. A newcomer joins: a's watcher thread
+    commits the offset after the last record handed out, releases every owner znode and claims
+    partitions 0-2, all before a polls again. a's next polls return nothing of partitions 3-5; b starts
+    them exactly where a stopped: no record lost, none twice."""
     group = f"g-{uuid.uuid4().hex[:6]}"
     recorder = EventRecorder(tmp_path / "events.jsonl", backend="legacy")
 
@@ -132,13 +133,15 @@ def test_a_rebalance_does_not_wait_for_the_application_and_commits_what_was_hand
         produce(bootstrap)
         batch: list[Record] = []
         deadline = time.monotonic() + WAIT_S
-        while not batch and time.monotonic() < deadline:
-            batch = a.poll(1.0)
+        while not (batch and TopicPartition(TOPIC, batch[-1].partition) in lost):
+            assert time.monotonic() < deadline, "a handed out no record of partitions 3-5"
+            polled = a.poll(1.0)
+            assert len(polled) <= 1, f"one poll handed out {len(polled)} records"
+            batch += polled
         handed = {(r.partition, r.offset) for r in batch}
-        assert len(handed) < len(everything), "one poll handed out everything: nothing left buffered"
         last_handed = {p: max(o for q, o in handed if q == p) for p, _ in handed}
-        assert {3, 4, 5} & set(last_handed), "the batch has no record of a partition a is about to lose"
-        assert any(last_handed.get(p, -1) < PER_PARTITION - 1 for p in (3, 4, 5)), "nothing of 3-5 left to drop"
+        handling = batch[-1]
+        assert handling.offset < PER_PARTITION - 1, "nothing of the partition being handled left to drop"
 
         # a handles its batch: no poll from here until the rebalance is over.
         b.start()
@@ -147,6 +150,7 @@ def test_a_rebalance_does_not_wait_for_the_application_and_commits_what_was_hand
             "a to give partitions 3-5 up to b while it is not polling")
         assert a.assignment() == {TopicPartition(TOPIC, p) for p in (0, 1, 2)}
         assert committed(kz, group) == {p: last_handed.get(p, -1) + 1 for p in range(PARTITIONS)}
+        assert committed(kz, group)[handling.partition] == handling.offset + 1
 
         after = drain(a, lambda records: len(records) >= sum(PER_PARTITION - 1 - last_handed.get(p, -1)
                                                              for p in (0, 1, 2)))
