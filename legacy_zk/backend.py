@@ -22,6 +22,7 @@ PROFILE = BackendProfile(
     needs_zookeeper=True, coordinator_in_brokers=False, connects_to=Server.ZOOKEEPER, member_id=_consumer_id,
     commits_carry_generation=False,   # 0.8 kept offsets in ZooKeeper, with no generation to fence them
     check=_check, member_class="legacy_zk.member:LegacyMember",
+    default_strategy="range",   # 0.8's partition.assignment.strategy default
     # every member reads every registration (N x N), claims, releases and reads offsets per partition (P)
     herd_cost_terms=("N2", "N", "P", "1"),
 )

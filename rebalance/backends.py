@@ -14,6 +14,9 @@ from enum import Enum
 
 from rebalance.member import Member, MemberConfig
 
+# A scenario's `strategy = "default"`: each backend's own default (`BackendProfile.default_strategy`).
+DEFAULT_STRATEGY = "default"
+
 # Backend name -> "module:attribute" of its profile.
 _PROFILES: dict[str, str] = {
     "legacy": "legacy_zk.backend:PROFILE",
@@ -51,6 +54,7 @@ class BackendProfile:
     coordinator_in_brokers: bool        # the brokers host a group coordinator; else members coordinate in ZooKeeper
     connects_to: Server                 # what a member's address names
     strategies: tuple[str, ...]         # partition.assignment.strategy values it accepts
+    default_strategy: str               # what its generation assigns with when nobody chooses
     settings_section: str               # [group.<section>] of a scenario: native settings by Kafka name
     commits_carry_generation: bool      # offsets_committed events carry the group generation
     member_id: Callable[[str, str], str]            # (group, member name) -> the id its events carry
@@ -70,6 +74,10 @@ class BackendProfile:
     def make(self, config: MemberConfig, **hooks: object) -> Member:
         """A member of this backend; `hooks` are the member's `listener` and `recorder`."""
         return _load(self.member_class)(config, **hooks)
+
+    def strategy(self, name: str) -> str:
+        """The strategy a scenario's `name` means on this backend: its own default for "default"."""
+        return self.default_strategy if name == DEFAULT_STRATEGY else name
 
     def coordinator_assignors(self) -> Mapping[str, Callable]:
         return _load(self.server_assignors) if self.server_assignors else {}

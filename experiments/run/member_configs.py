@@ -31,7 +31,8 @@ def member_config(scenario: Scenario, profile: BackendProfile, name: str, addres
                   workload: bool = True) -> MemberConfig:
     group = scenario.group
     extra = {**native_settings(scenario, profile), **(workload_settings(scenario) if workload else {})}
-    return MemberConfig(group=group.name, topics=scenario.subscribed_topics, strategy=group.strategy,
+    return MemberConfig(group=group.name, topics=scenario.subscribed_topics,
+                        strategy=profile.strategy(group.strategy),   # "default": the backend's own
                         member_name=name, group_instance_id=name if group.static else None,
                         session_timeout_ms=group.session_timeout_ms, extra=extra,
                         auto_commit=scenario.workload.commit == "auto",

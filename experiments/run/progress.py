@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from experiments.run.settling import Settling
 from experiments.scenario import Scenario, Schedule
 from experiments.scenario.actions import SILENCING_KINDS, is_membership_phase
 from experiments.scenario.labels import fault_label, is_membership_change
@@ -53,6 +54,7 @@ class Progress:
     owned: dict = field(default_factory=dict)
     tails: dict = field(default_factory=dict)
     recent: list = field(default_factory=list)
+    settling: Settling = field(default_factory=Settling)   # for timeline entries that wait for a stable group
 
     def __post_init__(self) -> None:
         for path in sorted(self.events_dir.glob("*.jsonl")):
@@ -77,6 +79,7 @@ class Progress:
 
     def feed(self, event: dict) -> None:
         kind, member = event.get("type"), event.get("member", "")
+        self.settling.feed(event)
         if kind == ev.RECORDS_CONSUMED:
             self.consumed += int(event.get("count", 0))
         elif kind == ev.RECORD_PRODUCED:

@@ -3,7 +3,9 @@
 
     setup      ZooKeeper (when the cluster has it), brokers, topics, fault proxies
     warmup     members start; wait until the group owns every partition, each exactly once
-    timeline   (`play`) the producer starts; the resolved schedule is applied step by step (t = 0 here)
+    timeline   (`play`) the producer starts; the resolved schedule is applied step by step (t = 0 here);
+               a step whose entry says `after = "stable"` first waits for a stable group (at most its
+               `timeout`), and the rest of the timeline moves back by the wait
     heal       every fault still in force is undone (links, pauses, servers)
     settle     the group gets `settle` seconds to converge
     teardown   members leave (SIGTERM), producer, brokers, ZooKeeper and proxies stop
@@ -41,7 +43,7 @@ import sys
 import time
 import traceback
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from experiments.faults import registry
@@ -55,9 +57,11 @@ from experiments.run.member_links import MemberLinks
 from experiments.run.progress import Progress
 from experiments.run.record import describe_run
 from experiments.run.runmeta import write_run_meta
+from experiments.run.settling import running_before
 from experiments.run.witness import BrokerWitness, ZooKeeperWitness
 from experiments.scenario import Scenario, Schedule, Step, resolve
 from experiments.scenario.actions import Target, phase_name, spec_of
+from experiments.scenario.model import on_backend
 from rebalance import events as ev
 from rebalance.backends import profile
 from rebalance.events import EventRecorder
@@ -122,6 +126,7 @@ class Run:
             raise ValueError(f"scenario {scenario.name!r} is for {', '.join(scenario.backends)}, "
                              f"not {options.backend!r}")
         self.profile = profile(options.backend)
+        scenario = on_backend(scenario, options.backend)   # "default" strategy: the backend's own
         check_member_settings(scenario, self.profile)
         self.scenario = scenario
         self.schedule = schedule
@@ -141,6 +146,7 @@ class Run:
         self.producer: ChildProcess | None = None
         self.phase = "setup"
         self.t0_ns: int | None = None
+        self.late_ns = 0                    # how far waits for a stable group have moved the timeline back
         self.started_ms = int(time.time() * 1000)
         self.applied: list[dict] = []
         self.history: FaultHistory | None = None   # once the recorder is open
@@ -333,10 +339,34 @@ class Run:
         await self.enter_phase("timeline", duration_s=self.scenario.duration)
         self.write_lock("running")
         await self.start_producer()
-        for step in self.schedule.steps:
-            await self.sleep_until(self.t0_ns + int(step.at * 1e9))
+        for index, step in enumerate(self.schedule.steps):
+            await self.sleep_until(self.t0_ns + self.late_ns + int(step.at * 1e9))
+            if step.params.get("after") == "stable":
+                step = await self.wait_until_stable(step, index)
             await self.apply(step)
-        await self.sleep_until(self.t0_ns + int(self.scenario.duration * 1e9))
+        await self.sleep_until(self.t0_ns + self.late_ns + int(self.scenario.duration * 1e9))
+
+    async def wait_until_stable(self, step: Step, index: int) -> Step:
+        """Hold a step back until the group is stable again (experiments.run.settling), at most its
+        `timeout`; every later step and the timeline's end move back by the wait. The step's event carries
+        how long it waited and whether the group was stable (`stable` false: the step went ahead on the
+        timeout, and the change before it may overlap this one)."""
+        began = time.monotonic_ns()
+        deadline = began + int(float(step.params["timeout"]) * 1e9)
+        members = [self.member_id(name) for name in running_before(self.schedule, index)]
+        partitions = self.progress.all_partitions()
+        while True:
+            self.progress.poll()
+            now = time.monotonic_ns()
+            stable = self.progress.settling.stable(members, partitions, now_ns=now, quiet_ns=int(STABLE_QUIET_S * 1e9))
+            if stable or now >= deadline:
+                break
+            await self.sleep_until(min(deadline, now + 200_000_000))
+        self.late_ns += now - began
+        params = {**step.params, "waited_s": round((now - began) / 1e9, 3), "stable": stable}
+        if not stable:
+            params["unstable"] = self.progress.settling.why_not(members, partitions)
+        return replace(step, params=params)
 
     async def start_producer(self) -> None:
         producer = self.scenario.producer
@@ -375,7 +405,9 @@ class Run:
         """Start a step without holding up the timeline (a confirmation may take seconds); steps on
         the same target still run in schedule order."""
         self.applied.append({"fault_id": step.fault_id, "op": step.op, "at": step.at,
-                             "offset_s": round((time.monotonic_ns() - self.t0_ns) / 1e9, 3)})
+                             "offset_s": round((time.monotonic_ns() - self.t0_ns) / 1e9, 3),
+                             **({"waited_s": step.params["waited_s"], "stable": step.params["stable"]}
+                                if "waited_s" in step.params else {})})
         keys = step.targets or ("",)
         previous = [task for task in dict.fromkeys(self.target_tasks.get(key) for key in keys) if task]
         task = asyncio.ensure_future(self._apply(step, previous))
@@ -398,8 +430,9 @@ class Run:
         if membership and spec_of(step.action).is_fault:
             await self.witness_sample(f"before {step.fault_id}")   # a join's phase mark reads them already
         if not spec_of(step.action).is_fault:
+            waited = {"params": dict(step.params)} if "waited_s" in step.params else {}
             await self.enter_phase(phase_name(step.action, step.targets, step.params), fault_id=step.fault_id,
-                                   targets=list(step.targets))
+                                   targets=list(step.targets), **waited)
             await handler.start(self, step)
         elif step.op == "heal":
             await self.history.heal(step, lambda: handler.heal(self, step))

@@ -170,6 +170,14 @@ ACTIONS: dict[Action, ActionSpec] = {spec.action: spec for spec in (
 )}
 
 
+# Accepted on every timeline entry besides its action's own fields: when, and what it waits for first.
+ENTRY_FIELDS = frozenset({"at", "action", "after", "timeout"})
+# `after = "stable"`: the entry's steps are taken at `at` or later, once the group is stable again (every
+# member up and done rebalancing, every partition owned once, nothing moving for a moment), but no more than
+# `timeout` seconds late; the rest of the timeline moves back by the wait (experiments.run.runner).
+WAITS = ("stable",)
+
+
 def spec_of(action: Action | str) -> ActionSpec:
     return ACTIONS[Action(action)]
 

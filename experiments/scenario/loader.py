@@ -16,7 +16,16 @@ from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 
-from experiments.scenario.actions import ACTIONS, Action, Direction, Link, LinkFault, Target
+from experiments.scenario.actions import (
+    ACTIONS,
+    ENTRY_FIELDS,
+    WAITS,
+    Action,
+    Direction,
+    Link,
+    LinkFault,
+    Target,
+)
 from experiments.scenario.model import (
     BACKENDS,
     COMMITS,
@@ -34,7 +43,7 @@ from experiments.scenario.model import (
     strategies_for,
 )
 from experiments.scenario.resolver import resolve
-from rebalance.backends import profile
+from rebalance.backends import DEFAULT_STRATEGY, profile
 from rebalance.member import DEFAULT_SESSION_TIMEOUT_MS
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
@@ -391,14 +400,16 @@ class _Checker:
             name = "lab-group"
         members = self.number(table, "members", path, default=3, minimum=1, integer=True)
         strategy = table.get("strategy", "range")
-        refusing = [backend for backend in backends if strategy not in strategies_for(backend)]
+        refusing = [backend for backend in backends
+                    if strategy != DEFAULT_STRATEGY and strategy not in strategies_for(backend)]
         if refusing:
             choices = [name for name in strategies_for(backends[0]) if all(name in strategies_for(backend)
                                                                           for backend in backends)]
             why = "".join(f" (the {backend} backend knows only {' and '.join(strategies_for(backend))})"
                           for backend in refusing if any(strategy in strategies_for(other) for other in BACKENDS))
             self.fail((*path, "strategy"), f"unknown strategy {strategy!r} for backends {list(backends)}; "
-                                          f"expected one of: {', '.join(choices)}{why}")
+                                          f"expected one of: {', '.join(choices)}, or \"{DEFAULT_STRATEGY}\" "
+                                          f"(each backend's own){why}")
             strategy = "range"
         session = self.number(table, "session_timeout_ms", path, default=DEFAULT_SESSION_TIMEOUT_MS, positive=True, integer=True)
         per_process = self.number(table, "per_process", path, default=1, minimum=1, integer=True)
@@ -449,7 +460,7 @@ class _Checker:
                                          f"{', '.join(action.value for action in Action)})")
             return None
         spec = ACTIONS[action]
-        self.unknown_keys(table, {"at", "action", *spec.fields}, path)
+        self.unknown_keys(table, {*ENTRY_FIELDS, *spec.fields}, path)
         for key in spec.required:
             if key not in table:
                 self.fail((*path, key), f"missing: {action.value} needs {key}")
@@ -490,6 +501,7 @@ class _Checker:
                                          f"broker(s), numbered from 0")
         name = self.string(table, "name", path, default=None)
         pick = self.string(table, "pick", path, default="first", choices=("first", "random"))
+        after, timeout = self.wait(table, path)
         return TimelineEntry(
             index=index, line=self.lines.line_of(path) or 0,
             field_lines={key: self.lines.line_of((*path, key)) or 0 for key in table}, at=float(at), action=action, member=member,
@@ -500,8 +512,18 @@ class _Checker:
             latency_ms=float(self.number(table, "latency_ms", path, default=0.0, minimum=0) or 0.0),
             jitter_ms=float(self.number(table, "jitter_ms", path, default=0.0, minimum=0) or 0.0),
             rate_kbps=self.number(table, "rate_kbps", path, default=None, positive=True),
-            direction=direction, node=node, broker=broker, name=name,
+            direction=direction, node=node, broker=broker, name=name, after=after, timeout=timeout,
         )
+
+    def wait(self, table: dict, path: tuple) -> tuple[str | None, float | None]:
+        """`after = "stable"` and its `timeout` (seconds past `at`), given together."""
+        after = self.string(table, "after", path, default=None, choices=WAITS)
+        timeout = self.number(table, "timeout", path, default=None, positive=True)
+        if after is not None and "timeout" not in table:
+            self.fail((*path, "timeout"), f'missing: after = "{after}" needs a timeout (seconds past `at`)')
+        if after is None and "timeout" in table and "after" not in table:
+            self.fail((*path, "timeout"), 'a timeout bounds a wait: give after = "stable" with it')
+        return after, timeout
 
     def enum(self, table: dict, key: str, path: tuple, kind: type[Enum]):
         if key not in table:

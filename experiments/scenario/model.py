@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from statistics import NormalDist
 from typing import Protocol
 
@@ -188,6 +188,8 @@ class TimelineEntry:
     node: int | str | None = None
     broker: int | str | None = None
     name: str | None = None
+    after: str | None = None        # "stable": not before the group is stable again (at most `timeout` s late)
+    timeout: float | None = None
     field_lines: Mapping[str, int] = field(default_factory=dict)
 
     def line_of(self, key: str) -> int:
@@ -227,6 +229,13 @@ class Scenario:
         partitions = sum(topic.partitions for topic in self.topics if topic.name in self.subscribed_topics)
         return Load(offered_per_s=self.producer.rate, mean_service_ms=self.workload.mean_service_ms,
                     members=self.group.members, busy_members=min(self.group.members, partitions))
+
+
+def on_backend(scenario: Scenario, backend: str) -> Scenario:
+    """The scenario as one backend runs it: `strategy = "default"` made that backend's own default."""
+    strategy = profile(backend).strategy(scenario.group.strategy)
+    return scenario if strategy == scenario.group.strategy else replace(
+        scenario, group=replace(scenario.group, strategy=strategy))
 
 
 def member_name(index: int) -> str:

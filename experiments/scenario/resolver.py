@@ -45,6 +45,11 @@ def resolve(scenario: Scenario) -> Schedule:
                     coordinator_broker=resolver.coordinator, steps=tuple(steps))
 
 
+def waits_of(entry: TimelineEntry) -> dict[str, object]:
+    """What a step waits for before it is taken (`after`, `timeout`), as its params carry it to the runner."""
+    return {"after": entry.after, "timeout": entry.timeout} if entry.after else {}
+
+
 class _Membership:
     """The group as the timeline changes it, for picking targets and catching impossible steps."""
 
@@ -135,6 +140,8 @@ class _Resolver:
 
     def add(self, *, op: str = "start", at: float | None = None, **fields) -> None:
         entry = self.entry_now
+        if op == "start":
+            fields["params"] = {**fields.get("params", {}), **waits_of(entry)}
         self.steps.append(Step(at=entry.at if at is None else at, fault_id=self.fault_id, op=op,
                                action=entry.action.value, line=entry.line, **fields))
 
@@ -257,7 +264,8 @@ class _Resolver:
                 return
             self.steps.append(Step(at=at, fault_id=f"{self.fault_id}.{position}", op="start",
                                    action=Action.RESTART.value, targets=tuple(unit), line=entry.line,
-                                   params={"rolling": self.fault_id}, emulated=self.emulated(Action.RESTART, unit)))
+                                   params={"rolling": self.fault_id, **waits_of(entry)},
+                                   emulated=self.emulated(Action.RESTART, unit)))
 
     def hold(self, entry: TimelineEntry, name: str, end: float) -> bool | None:
         """Claim the member's process (and, when the fault is emulated, its links, which the emulation

@@ -21,5 +21,8 @@ PROFILE = BackendProfile(
     member_id=lambda group, name: name,   # its client.id: the coordinator's member id is given only at join
     commits_carry_generation=True,   # OffsetCommit is fenced by the generation
     check=_settings_check, member_class="modern.classic.member:ModernMember",
+    # 3.x's partition.assignment.strategy default is [range, cooperative-sticky]: the group's vote takes the
+    # first that every member lists, range (ConsumerConfig, AbstractCoordinator's protocol selection)
+    default_strategy="range",
     herd_cost_terms=("N", "1"),   # every member rejoins and syncs: the group-wide barrier
 )

@@ -28,4 +28,6 @@ PROFILE = BackendProfile(
     check=_settings_check, member_class="modern.kip848.member:Kip848Member", broker_env=_broker_env,
     herd_cost_terms=("moved", "1"),   # only members whose target changed do more than heartbeat
     server_assignors="modern.coordinator.assignors:ASSIGNORS",
+    # group.consumer.assignors defaults to [uniform, range]: a member that names none gets the first, uniform
+    default_strategy="uniform",
 )
