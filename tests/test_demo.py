@@ -52,13 +52,14 @@ class _Summary:
 
 
 def test_the_published_markdown_has_the_plot_the_table_and_the_verdicts_in_words(tmp_path):
-    points = pd.DataFrame([{"backend": b, "N": n, "requests_per_change": r, "notifications_per_change": 0.0,
+    points = pd.DataFrame([{"backend": b, "strategy": "range", "N": n, "requests_per_change": r,
+                            "notifications_per_change": 0.0,
                             "stable_s": 1.0} for b, n, r in (("legacy", 4, 30.0), ("legacy", 16, 480.0),
                                                              ("modern", 4, 8.0), ("modern", 16, 32.0))])
     split = [_Summary("legacy", [CheckResult("double-ownership", Verdict.FALSE, 2, "2 windows, 9.00 s in total")]),
              _Summary("modern", [CheckResult("double-ownership", Verdict.TRUE, 0, "every partition had at most one owner")])]
     text = demo_markdown(points=points, split=split, image="docs/demo/herd.png")
-    assert "](docs/demo/herd.png)" in text and "| legacy | 16 | 480.0 |" in text
+    assert "](docs/demo/herd.png)" in text and "| legacy | range | 16 | 480.0 |" in text
     assert "slope" not in text         # the fitted model, in the findings, replaces the log-log slope
     assert "| double-ownership | **VIOLATED (2)** | ok |" in text           # compact words, a column per backend
     assert "- `double-ownership`: two or more members owning one partition at once" in text   # said once, below
@@ -82,29 +83,31 @@ def test_a_pipe_gets_the_herd_table_as_whole_plain_lines_then_the_fitted_model()
     from experiments.cli.demo import _print_herd
     from experiments.summary.rundata import RunData
 
-    def run(backend: str, n: int, join: int, leave: int) -> RunData:
+    def run(backend: str, n: int, join: int, leave: int, strategy: str = "range") -> RunData:
         herd = pd.DataFrame([
             {"t": 1.0, "kind": "join", "live_before": n, "live_after": n + 1, "requests": join, "members_moved": 3,
              "stable_s": 0.5, "stop_the_world_s": 0.2, "unowned_partition_s": 1.0},
             {"t": 5.0, "kind": "leave", "live_before": n + 1, "live_after": n, "requests": leave, "members_moved": 2,
              "stable_s": 0.4, "stop_the_world_s": 0.2, "unowned_partition_s": 1.0}])
         empty = pd.DataFrame()
-        return RunData(run_dir=Path(f"/runs/{backend}-{n}"), info={"backend": backend, "members": n,
-                       "topics": {"t0": 2 * n}}, facts={"partitions": 2 * n}, verdicts=empty, phases=empty,
+        return RunData(run_dir=Path(f"/runs/{backend}-{strategy}-{n}"), info={"backend": backend, "members": n,
+                       "strategy": strategy, "topics": {"t0": 2 * n}}, facts={"partitions": 2 * n}, verdicts=empty,
+                       phases=empty,
                        throughput=empty, ownership=empty, faults=empty, herd=herd, metrics=empty, evidence={})
 
     runs = [run("legacy", n, n * n + 20 * n + 7, n * n) for n in (4, 8, 16, 32)] + [run("modern", 8, 28, 20)]
     out = io.StringIO()
     _print_herd(Console(file=out, width=40, force_terminal=False), runs)
     lines = out.getvalue().splitlines()
-    assert lines[2].split() == ["backend", "N", "P", "requests", "/", "join", "requests", "/", "leave", "members",
-                                "moved", "(join)", "stable", "after", "join", "(s)"]
-    assert [line.split() for line in lines[3:5]] == [["legacy", "4", "8", "103", "16", "3", "0.5"],
-                                                     ["legacy", "8", "16", "231", "64", "3", "0.5"]]
-    assert lines[8].startswith("Fitted cost of a join")
-    assert lines[9].startswith("  legacy: requests per join ≈ 1.00·N² + 20.0·N + 7.00 (4 sizes N = 4, 8, 16, 32")
+    assert lines[2].split() == ["backend", "strategy", "N", "P", "requests", "/", "join", "requests", "/", "leave",
+                                "members", "moved", "(join)", "stable", "after", "join", "(s)"]
+    assert [line.split() for line in lines[3:5]] == [["legacy", "range", "4", "8", "103", "16", "3", "0.5"],
+                                                     ["legacy", "range", "8", "16", "231", "64", "3", "0.5"]]
+    assert lines[8].startswith("Fitted cost of a join, one per backend and strategy")
+    assert lines[9].startswith("  legacy (range): requests per join ≈ 1.00·N² + 20.0·N + 7.00 (4 sizes N = 4, 8, "
+                               "16, 32")
     assert "P = 2N in every run" in lines[9]
-    assert lines[10] == "  modern: no model for the join (1 group sizes; a fit needs at least 4)"
+    assert lines[10] == "  modern (range): no model for the join (1 group sizes; a fit needs at least 4)"
 
 
 def test_only_a_swept_scenario_makes_points_of_the_herd_curve():
@@ -124,12 +127,14 @@ def test_only_a_swept_scenario_makes_points_of_the_herd_curve():
 
 
 def test_the_published_markdown_has_a_column_and_a_line_per_backend():
-    points = pd.DataFrame([{"backend": b, "N": n, "requests_per_change": r, "notifications_per_change": 0.0,
-                            "stable_s": 1.0} for b in ("legacy", "modern", "kip848") for n, r in ((8, 9.0), (16, 9.0))])
+    points = pd.DataFrame([{"backend": b, "strategy": s, "N": n, "requests_per_change": r,
+                            "notifications_per_change": 0.0, "stable_s": 1.0}
+                           for b, s in (("legacy", "range"), ("modern", "range"), ("kip848", "uniform"))
+                           for n, r in ((8, 9.0), (16, 9.0))])
     split = [_Summary(backend, [CheckResult("double-ownership", Verdict.TRUE, 0, "every partition had at most one owner")])
              for backend in ("legacy", "modern", "kip848")]
     text = demo_markdown(points=points, split=split, image="herd.png")
-    assert "| kip848 | 16 | 9.0 |" in text and "kip848, legacy and modern" in text
+    assert "| kip848 | uniform | 16 | 9.0 |" in text and "kip848 (uniform), legacy (range) and modern (range)" in text
     assert "| check |" not in text and "Ok on every backend: `double-ownership`." in text   # all ok: one line
 
 

@@ -17,7 +17,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 pytestmark = pytest.mark.timeout(900)  # the first Spark test pays for the shared runs
 
 
-def _herd_run(backend: str, n: int, requests: int) -> RunData:
+def _herd_run(backend: str, n: int, requests: int, strategy: str = "range") -> RunData:
     herd = pd.DataFrame([
         {"t": 1.0, "kind": "join", "live_before": n, "live_after": n + 1, "requests": requests, "notifications": n,
          "failed_attempts": 0, "stable_s": 0.5, "stop_the_world_s": 0.2},
@@ -27,8 +27,8 @@ def _herd_run(backend: str, n: int, requests: int) -> RunData:
          "failed_attempts": 0, "stable_s": None, "stop_the_world_s": 0.0},
     ])
     empty = pd.DataFrame()
-    return RunData(run_dir=Path(f"/runs/{backend}-{n}"), info={"name": f"herd-{n}", "backend": backend,
-                   "strategy": "range", "members": n}, facts={}, verdicts=empty, phases=empty, throughput=empty,
+    return RunData(run_dir=Path(f"/runs/{backend}-{strategy}-{n}"), info={"name": f"herd-{n}", "backend": backend,
+                   "strategy": strategy, "members": n}, facts={}, verdicts=empty, phases=empty, throughput=empty,
                    ownership=empty, faults=empty, herd=herd, metrics=empty, evidence={})
 
 
@@ -51,12 +51,12 @@ def test_the_herd_plot_draws_each_backends_joins_and_its_fitted_model_in_its_own
     figure = plots.herd_figure(herd_points(runs), runs)
     labels = {line.get_label(): line for line in figure.axes[0].get_lines()}
     joins = {label.split(":")[0]: line for label, line in labels.items() if label.endswith("join, measured")}
-    assert sorted(joins) == ["kip848", "legacy", "modern"]
+    assert sorted(joins) == ["kip848 (range)", "legacy (range)", "modern (range)"]   # each line names its strategy
     assert len({(line.get_color(), line.get_marker()) for line in joins.values()}) == 3
-    assert list(joins["modern"].get_ydata()) == [8, 16, 32, 64]
+    assert list(joins["modern (range)"].get_ydata()) == [8, 16, 32, 64]
     models = [label for label in labels if " model: " in label]
-    assert any(label.startswith("legacy model: 1.00·N² + 2.00·N") for label in models), models
-    assert any(label.startswith("modern model: 2.00·N") for label in models), models
+    assert any(label.startswith("legacy (range) model: 1.00·N² + 2.00·N") for label in models), models
+    assert any(label.startswith("modern (range) model: 2.00·N") for label in models), models
     assert not any("guide" in label for label in labels)     # the model replaces the guide lines
     assert plots.backend_style("kip848") != plots.backend_style("legacy")
     assert plots.backend_style("new", ["kip848", "new", "other"]) != plots.backend_style("other", ["new", "other"])
@@ -116,8 +116,10 @@ def test_one_scenario_at_several_group_sizes_is_a_sweep_with_the_herd_in_its_fin
     assert [run.group_size for run in scenario.runs] == [8, 16]
     finding = scenario_finding(scenario)
     assert finding.ran == "kip848 at N = 8, 16; one run each, n = 1"
-    assert finding.text.startswith("Requests per join at N = 8 / 16: kip848 7 / 7. Requests per leave at N = 8 / 16: "
-                                   "kip848 4 / 4. No fitted cost model (2 group sizes; a fit needs at least 4).")
+    strategy = loaded[0].info["strategy"]
+    assert finding.text.startswith(f"Requests per join at N = 8 / 16: kip848 ({strategy}) 7 / 7. Requests per leave "
+                                   f"at N = 8 / 16: kip848 ({strategy}) 4 / 4. No fitted cost model (2 group sizes; "
+                                   "a fit needs at least 4).")
 
 
 def test_the_herd_finding_gives_the_join_and_the_leave_by_n_then_the_fitted_model():
@@ -126,9 +128,10 @@ def test_the_herd_finding_gives_the_join_and_the_leave_by_n_then_the_fitted_mode
     runs = [_herd_run("legacy", n, n * n + 2 * n) for n in (4, 8, 16, 32)] + [
         _herd_run("modern", n, 2 * n + 3) for n in (4, 8, 16, 32)]
     text = herd_sentence(herd_points(runs), runs=runs)
-    assert text.startswith("Requests per join at N = 4 / 8 / 16 / 32: legacy 24 / 80 / 288 / 1,088; "
-                           "modern 11 / 19 / 35 / 67. Requests per leave at N = 4 / 8 / 16 / 32:"), text
-    assert "Fitted cost of a join: legacy ≈ 1.00·N² + 2.00·N" in text and "modern ≈ 2.00·N + 3.00" in text, text
+    assert text.startswith("Requests per join at N = 4 / 8 / 16 / 32: legacy (range) 24 / 80 / 288 / 1,088; "
+                           "modern (range) 11 / 19 / 35 / 67. Requests per leave at N = 4 / 8 / 16 / 32:"), text
+    assert "Fitted cost of a join: legacy (range) ≈ 1.00·N² + 2.00·N" in text, text
+    assert "modern (range) ≈ 2.00·N + 3.00" in text, text
 
 
 @pytest.mark.spark

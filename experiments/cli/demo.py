@@ -31,6 +31,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from experiments.scenario.model import on_backend
 from rebalance.backends import backend_names
 
 HERD_SCENARIO = "demo-herd"
@@ -119,10 +120,14 @@ def demo(
     if unknown:
         _fail(f"--backends: unknown {', '.join(unknown)}; choose from {', '.join(backend_names())}")
     runs = plan_runs(root, group_sizes, chosen)
+    strategies: dict[str, str] = {}   # the herd's strategy on each backend ("default": each generation's own)
     for run in runs:   # every scenario checked before anything starts
-        _load(run.scenario, list(run.overrides), (run.backend,))
-    console.print(f"Rebalance Lab demo: split brain, and the herd at N = {', '.join(map(str, group_sizes))}, "
-                  f"each on {', '.join(dict.fromkeys(run.backend for run in runs))} under the identical fault schedule: {len(runs)} runs, {parallel} at a "
+        loaded = _load(run.scenario, list(run.overrides), (run.backend,))
+        if run.scenario == HERD_SCENARIO:
+            strategies[run.backend] = on_backend(loaded, run.backend).group.strategy
+    lines = ", ".join(f"{backend} ({strategy})" for backend, strategy in strategies.items())
+    console.print(f"Rebalance Lab demo: split brain, and the herd at N = {', '.join(map(str, group_sizes))} on "
+                  f"{lines}, each under the identical fault schedule: {len(runs)} runs, {parallel} at a "
                   f"time into {root}", soft_wrap=True)
     if parallel > 1:
         console.print("(Parallel runs share the CPU: timings stretch; request and anomaly counts do not.)",
@@ -233,18 +238,18 @@ def _print_herd(console: Console, runs) -> None:
     if rows.empty:
         console.print("herd: no membership change measured", soft_wrap=True)
         return
-    header = ("backend", "N", "P", "requests / join", "requests / leave", "members moved (join)",
+    header = ("backend", "strategy", "N", "P", "requests / join", "requests / leave", "members moved (join)",
               "stable after join (s)")
     cells = []
-    for (backend, n, p), cell in rows.groupby(["backend", "N", "P"], sort=True):
+    for (backend, strategy, n, p), cell in rows.groupby(["backend", "strategy", "N", "P"], sort=True):
         joins, leaves = cell[cell["kind"] == "join"], cell[cell["kind"] == "leave"]
-        cells.append((str(backend), str(n), str(p), _median_of(joins["requests"], "{:.0f}"),
-                      _median_of(leaves["requests"], "{:.0f}"), _median_of(joins["M"], "{:.0f}"),
+        cells.append((str(backend), str(strategy), str(n), str(p), _median_of(joins["requests"], "{:.0f}", joins),
+                      _median_of(leaves["requests"], "{:.0f}", leaves), _median_of(joins["M"], "{:.0f}"),
                       _median_of(joins["stable_s"], "{:.1f}")))
     if console.is_terminal:
         table = Table(title=title)
         for column in header:
-            table.add_column(column, justify="left" if column == "backend" else "right")
+            table.add_column(column, justify="left" if column in ("backend", "strategy") else "right")
         for row in cells:
             table.add_row(*row)
         console.print(table)
@@ -252,18 +257,25 @@ def _print_herd(console: Console, runs) -> None:
         widths = [max(len(row[i]) for row in (header, *cells)) for i in range(len(header))]
         lines = [title, "-" * len(title)]
         for row in (header, *cells):
-            lines.append("  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
+            lines.append("  ".join(cell.ljust(width) if i < 2 else cell.rjust(width)
                                    for i, (cell, width) in enumerate(zip(row, widths, strict=True))))
         console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
-    console.print("Fitted cost of a join (least squares over the sizes above; N members, P partitions, "
-                  "M members whose assignment changed):", soft_wrap=True)
+    if rows["overlapped"].any():
+        console.print("*: the change overlapped another (the next began before it was stable); the model leaves "
+                      "it out.", soft_wrap=True, markup=False)
+    console.print("Fitted cost of a join, one per backend and strategy (least squares over the sizes above; "
+                  "N members, P partitions, M members whose assignment changed):", soft_wrap=True)
     for model in fit_models(rows, kinds=("join",)):
         console.print(f"  {model.sentence()}", soft_wrap=True, markup=False)
 
 
-def _median_of(values, form: str) -> str:
+def _median_of(values, form: str, changes=None) -> str:
+    """The median of what was measured, starred when one of `changes` overlapped another."""
     measured = values.dropna()
-    return form.format(measured.median()) if len(measured) else "-"
+    if not len(measured):
+        return "-"
+    starred = changes is not None and bool(changes["overlapped"].any())
+    return form.format(measured.median()) + ("*" if starred else "")
 
 
 def _fail(message: str) -> None:

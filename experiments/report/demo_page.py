@@ -27,8 +27,9 @@ def demo_markdown(*, points: pd.DataFrame, split, image: str, herd_table: bool =
     wanted), then the split-brain checks: compact words, a column per backend, the checks ok on
     every backend in one line, and what each shown check looks for under the table."""
     points = points if "server_requests_per_change" in points else points.assign(server_requests_per_change=None)
-    herd = points.sort_values(["backend", "N"])[
-        ["backend", "N", "requests_per_change", "server_requests_per_change", "notifications_per_change",
+    points = points if "strategy" in points else points.assign(strategy="")
+    herd = points.sort_values(["backend", "strategy", "N"])[
+        ["backend", "strategy", "N", "requests_per_change", "server_requests_per_change", "notifications_per_change",
          "stable_s"]].rename(columns={
             "requests_per_change": "requests / change", "server_requests_per_change": "server's count",
             "notifications_per_change": "notifications / change", "stable_s": "stable after (s)"})
@@ -42,7 +43,9 @@ def demo_markdown(*, points: pd.DataFrame, split, image: str, herd_table: bool =
                                                 readings.items()}} for name in shown])
     meanings = "\n".join(f"- `{name}`: {question(name)}" for name in shown if question(name))
     folded = (f"Ok on every backend: {', '.join(f'`{name}`' for name in clean)}.\n" if clean else "")
-    alt = f"Herd effect: requests per membership change against group size, {_names(points['backend'])}"
+    lines = [f"{backend} ({strategy})" if strategy else backend
+             for backend, strategy in zip(points["backend"], points["strategy"], strict=True)]
+    alt = f"Herd effect: requests per membership change against group size, {_names(lines)}"
     picture = (f"![{alt}]({image})\n" if herd_table   # the README's first screen: a smaller picture
                else f'<img src="{image}" width="560" alt="{alt}">\n')
     lead = ["**What these runs show** (generated from the runs' summaries):\n",

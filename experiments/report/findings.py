@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from experiments.summary.campaign_stats import COORDINATOR_GAP
 from experiments.summary.rundata import RunData, herd_points, herd_slopes
 from experiments.summary.verdicts import Reading, Word, combine, read
 
@@ -261,19 +262,32 @@ def check_sentences(scenario: Scenario) -> list[str]:
 # -- the herd ---------------------------------------------------------------------------------
 
 def herd_costs(runs: Sequence[RunData]) -> pd.DataFrame:
-    """Requests per change by backend, group size N and kind of change (join, leave): the median over a
-    run's changes of that kind to a group of its size, then over the runs of the same backend and N."""
+    """Requests per change by backend, strategy, group size N and kind of change (join, leave): the median
+    over a run's changes of that kind to a group of its size, then over the runs of the same line and N.
+    `line` names it (`kip848 (uniform)`); `overlapped`: some such change began before the one before it
+    was stable, or was not stable when the next began (experiments.summary.herd.overlapping)."""
+    from experiments.summary.herd_model import line_label
+
     rows = []
     for run in runs:
         changes = run.herd_changes()
         if run.group_size is None or changes.empty:
             continue
+        strategy = str(run.info.get("strategy") or "")
         for kind, group in changes.groupby("kind"):
-            rows.append({"backend": run.backend, "N": int(run.group_size), "kind": str(kind),
-                         "requests": float(group["requests"].median())})
+            overlapped = bool(group["overlapped"].fillna(False).any()) if "overlapped" in group else False
+            rows.append({"backend": run.backend, "strategy": strategy, "line": line_label(run.backend, strategy),
+                         "N": int(run.group_size), "kind": str(kind), "requests": float(group["requests"].median()),
+                         "overlapped": overlapped})
+    columns = ["backend", "strategy", "line", "N", "kind", "requests", "overlapped"]
     if not rows:
-        return pd.DataFrame(columns=["backend", "N", "kind", "requests"])
-    return pd.DataFrame(rows).groupby(["backend", "N", "kind"], as_index=False)["requests"].median()
+        return pd.DataFrame(columns=columns)
+    return pd.DataFrame(rows).groupby(columns[:5], as_index=False).agg(
+        requests=("requests", "median"), overlapped=("overlapped", "any"))[columns]
+
+
+def _line_order(line: str) -> tuple[int, str]:
+    return backend_order(line.split(" ")[0])
 
 
 def herd_sentence(points: pd.DataFrame, *, n: int | None = None, runs: Sequence[RunData] = ()) -> str:
@@ -289,9 +303,11 @@ def herd_sentence(points: pd.DataFrame, *, n: int | None = None, runs: Sequence[
     kinds = [kind for kind in ("join", "leave") if kind in set(costs["kind"])]
     for kind in kinds:
         mine = costs[costs["kind"] == kind]
-        parts = [f"{backend} " + " / ".join(count(group.set_index("N")["requests"].get(size)) for size in sizes)
-                 for backend, group in sorted(mine.groupby("backend"), key=lambda item: backend_order(str(item[0])))]
+        parts = [f"{line} " + " / ".join(_cost(group, size) for size in sizes)
+                 for line, group in sorted(mine.groupby("line"), key=lambda item: _line_order(str(item[0])))]
         sentences.append(f"Requests per {kind} {at}: {'; '.join(parts)}.")
+    if costs["overlapped"].any():
+        sentences.append("*: the change overlapped another (the next began before it was stable).")
     if not kinds:
         parts = []
         for backend, group in sorted(points.groupby("backend"), key=lambda item: backend_order(str(item[0]))):
@@ -311,6 +327,14 @@ def herd_sentence(points: pd.DataFrame, *, n: int | None = None, runs: Sequence[
     return text[:-1] + f" (n = {n} per backend and N)." if n else text
 
 
+def _cost(costs: pd.DataFrame, size: int) -> str:
+    """One line's requests at N = `size`, starred where a change overlapped another."""
+    row = costs[costs["N"] == size]
+    if row.empty:
+        return "-"
+    return count(row["requests"].iloc[0]) + ("*" if row["overlapped"].iloc[0] else "")
+
+
 def herd_model_sentence(points: pd.DataFrame, runs: Sequence[RunData] = ()) -> str | None:
     """The fitted cost model of a join per backend (`experiments.summary.herd_model`, the terms each backend's profile
     names), in a sentence; None without runs. A model that could not be fitted is said once, with why.
@@ -324,16 +348,21 @@ def herd_model_sentence(points: pd.DataFrame, runs: Sequence[RunData] = ()) -> s
 
     models = fit_models(change_rows(list(runs)), kinds=("join",))
     fitted = sorted((model for model in models if isinstance(model, HerdModel)),
-                    key=lambda model: backend_order(model.backend))
+                    key=lambda model: (backend_order(model.backend), model.strategy))
     reasons = sorted({model.reason for model in models if isinstance(model, NoFit)})
+    left_out = sum(model.left_out for model in models)
+    overlapped = (f"; {left_out} overlapped change{'s' if left_out != 1 else ''} left out"
+                  if left_out else "")
     if not fitted:
-        return f"No fitted cost model ({'; '.join(reasons)})." if reasons else None
+        return f"No fitted cost model ({'; '.join(reasons)}{overlapped})." if reasons else None
     fits = min(model.fits for model in fitted)
     terms = sorted({coefficient.term for model in fitted for coefficient in model.coefficients} - {"1", "N2", "N"})
     legend = "".join(f", {'M' if term == 'moved' else term}: {TERM_MEANING[term]}" for term in terms)
-    return ("Fitted cost of a join: " + "; ".join(f"{model.backend} ≈ {model.formula}" for model in fitted)
+    constant = [model.label for model in fitted if model.terms == ("1",)]
+    same_m = f"; {names(constant)}: the same M in every join, a constant" if constant else ""
+    return ("Fitted cost of a join: " + "; ".join(f"{model.label} ≈ {model.formula}" for model in fitted)
             + f" (least squares over {len(fitted[0].sizes)} group sizes, n = {fits} fit{'s' if fits != 1 else ''}"
-            + f"{legend}).")
+            + f"{legend}{same_m}{overlapped}).")
 
 
 # -- a report's findings ------------------------------------------------------------------------
@@ -351,15 +380,43 @@ class Finding:
         return f"{self.scenario} ({self.ran}): {self.text}"
 
 
+# -- time without a coordinator -----------------------------------------------------------------
+
+GAP_WORDS = "Longest time a member went without its group coordinator (coordinator_gap_s)"
+
+
+def coordinator_gaps(runs: Sequence[RunData]) -> list[float]:
+    """The runs' `coordinator_gap_s` (experiments.summary.coordinator_gaps), where a run has one."""
+    values = [run.facts.get("coordinator_gap_s") for run in runs]
+    return [float(value) for value in values if value is not None and not pd.isna(value)]
+
+
+def gap_text(values: list[float]) -> str:
+    """`9.1 s` for one run; `9.1 [8.9-9.4] s, n = 5` for several."""
+    series = pd.Series(values)
+    if len(values) == 1:
+        return f"{seconds(values[0])} s"
+    return f"{spread_text(series.median(), series.min(), series.max(), unit='s')}, n = {len(values)}"
+
+
+def gap_sentence(scenario: Scenario) -> str:
+    """The scenario's coordinator gap per column, in a sentence; "" where no run has one (no coordinator was
+    killed or cut off, or the backend has none: legacy's members coordinate in ZooKeeper)."""
+    parts = [f"{column} {gap_text(values)}" for column in scenario.columns
+             if (values := coordinator_gaps(scenario.runs_of(column)))]
+    return f"{GAP_WORDS}: {'; '.join(parts)}." if parts else ""
+
+
 def scenario_finding(scenario: Scenario) -> Finding:
-    """What a scenario's runs show: the herd sentence when it was swept, then its checks in sentences."""
+    """What a scenario's runs show: the herd sentence when it was swept, then its checks in sentences, then
+    the time without a coordinator where the scenario took it away."""
     n = scenario.runs_per_cell
     each = ("one run" if len(scenario.runs) == 1 else "one run each") if n == 1 else f"{n} runs each"
     sizes = f" at N = {', '.join(map(str, scenario.sizes))}" if scenario.swept else ""
     ran = f"{names(scenario.columns)}{sizes}; {each}, n = {n}"
     lead = herd_sentence(herd_points(list(scenario.runs)), runs=scenario.runs) if scenario.swept else ""
     return Finding(scenario=scenario.name, ran=ran,
-                   text=" ".join(part for part in (lead, *check_sentences(scenario)) if part))
+                   text=" ".join(part for part in (lead, *check_sentences(scenario), gap_sentence(scenario)) if part))
 
 
 def findings(scenarios_: list[Scenario]) -> list[Finding]:
@@ -467,6 +524,11 @@ def campaign_finding(scenario: str, cells: pd.DataFrame, compared: pd.DataFrame)
     if clean:
         listed = clean[0] if len(clean) == 1 else ", ".join(clean[:-1]) + " or " + clean[-1]
         sentences.append(_sentence(f"no {listed} on any run."))
+    gaps = cells[cells["metric"] == COORDINATOR_GAP]
+    if len(gaps):
+        parts = [f"{row.column} {spread_text(row.median, row.min, row.max, unit='s')}" for row in
+                 sorted(gaps.itertuples(), key=lambda row: backend_order(row.column.split("/")[0]))]
+        sentences.append(f"{GAP_WORDS}: {'; '.join(parts)}.")
     held = compared[(compared["scenario"] == scenario) & (compared["compares"] == "backend")
                     & compared["difference"]] if len(compared) else compared
     held = held[held["metric"].isin([*CAMPAIGN_CHECKS, "join: requests per change", "leave: requests per change"])] \

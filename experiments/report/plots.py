@@ -1,10 +1,14 @@
 """The report's pictures (matplotlib, Agg backend): each function takes summarised runs and a path.
 
-- throughput: processed records per second with fault windows shaded (seed 002's chart);
+- throughput: processed records per second with fault windows shaded (seed 002's chart: a stall, then a
+  spike above the produced rate while the backlog drains);
+- lag: consumer lag per second (the largest partition's, Kafka's records-lag-max, and the group's total);
+- utilisation_curve: records over the latency limit against the group's utilisation, the article's marked;
 - ownership: who owned which partition when, double ownership marked;
   on both, members joining and leaving are membership changes (teal dashed lines), not faults;
 - herd: coordination requests per membership change against group size, log-log; the members' count
-  and, where recorded, the server's own (ZooKeeper's packets, the broker's group-API requests).
+  and, where recorded, the server's own (ZooKeeper's packets, the broker's group-API requests); a line
+  per backend and strategy, each named `backend (strategy)`.
 """
 
 from __future__ import annotations
@@ -148,6 +152,82 @@ def throughput(runs: list[RunData], path: Path) -> Path:
     return path
 
 
+def lag(runs: list[RunData], path: Path) -> Path | None:
+    """Consumer lag per second, a row per run, with the phases and faults marked as on the throughput chart."""
+    runs = [run for run in runs if len(run.lag)]
+    if not runs:
+        return None
+    fig, axes = plt.subplots(len(runs), 1, figsize=(12, 2.6 * len(runs) + 0.9), sharex=True, squeeze=False)
+    span_s = max(float(run.lag["second"].max()) + 1 for run in runs)
+    placed = []
+    for ax, run in zip(axes[:, 0], runs, strict=True):
+        series = run.lag
+        ax.plot(series["second"], series["lag_total"], color="#9467bd", lw=1.4, label="all partitions")
+        ax.plot(series["second"], series["lag_max"], color="#d62728", lw=1.2,
+                label="largest partition (records-lag-max)")
+        placed.append((ax, _draw_timeline(ax, run, span_s)))
+        ax.set_ylabel("records behind")
+        ax.set_title(run.label, fontsize=10, loc="left")
+        ax.grid(alpha=0.3)
+        handles, names = ax.get_legend_handles_labels()
+        marks = _timeline_handles(run)
+        ax.legend(handles + [handle for handle, _ in marks], names + [name for _, name in marks], fontsize=7,
+                  loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes[-1, 0].set_xlabel("seconds since the run started")
+    fig.suptitle(_title("Consumer lag: records produced but not yet taken (log end offset minus position), summed "
+                        "over the partitions and for the partition that lags most; it grows while the group "
+                        "stalls and falls as the backlog drains."), fontsize=11)
+    fig.tight_layout()
+    for ax, labels in placed:
+        band = _place_labels(ax, labels)
+        ax.set_ylim(0, max(ax.get_ylim()[1], 1.0) / (1 - band))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+STRATEGY_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+
+
+def utilisation_curve(points: pd.DataFrame, path: Path, *, article: dict[str, float] | None = None,
+                      assumed: float | None = None, metric: str = "records over 3 s") -> Path | None:
+    """Each cell's median (min-max bars) of `value` against `utilisation`, a line per `cell`; the article's
+    figures as horizontal dashed lines, in the colour of the cell whose `strategy` they belong to, and the
+    utilisation a scenario assumes as a dotted vertical line."""
+    if points.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 5))
+    cells = list(dict.fromkeys(points["cell"]))
+    colors = {cell: STRATEGY_COLORS[index % len(STRATEGY_COLORS)] for index, cell in enumerate(cells)}
+    for cell in cells:
+        by_load = points[points["cell"] == cell].groupby("utilisation")["value"]
+        loads = np.array(sorted(by_load.groups), dtype=float)
+        median = by_load.median().reindex(loads).to_numpy()
+        low, high = by_load.min().reindex(loads).to_numpy(), by_load.max().reindex(loads).to_numpy()
+        runs = by_load.count().reindex(loads).to_numpy()
+        ax.errorbar(loads, median, yerr=[median - low, high - median], marker="o", capsize=4, color=colors[cell],
+                    label=f"{cell} (n = {int(runs.min())}-{int(runs.max())} a point)")
+    for strategy, figure in (article or {}).items():
+        owner = next((cell for cell in cells if cell.endswith(f"/{strategy}")), None)
+        ax.axhline(figure, color=colors.get(owner, "#555555"), ls="--", lw=1,
+                   label=f"the article: {strategy}, {figure:,.0f}")
+    if assumed is not None:
+        ax.axvline(assumed, color="#555555", ls=":", lw=1, label=f"seed002's utilisation ({assumed:.2f})")
+    ax.set_yscale("symlog", linthresh=10)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+    ax.set_xlabel("utilisation of the 50 members (offered load / capacity)")
+    ax.set_ylabel(metric)
+    ax.set_title(_title(f"{metric} over the whole run against utilisation (median, bars min-max): where the "
+                        "article's figures (dashed) meet a strategy's curve is the load they imply.", 80),
+                 fontsize=10)
+    ax.grid(which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _timeline_handles(run: RunData) -> list[tuple[object, str]]:
     """Legend entries for the marks `_draw_timeline` makes: the fault window and the instant fault always,
     the membership change when the run has one."""
@@ -222,18 +302,46 @@ def herd(points: pd.DataFrame, path: Path, runs: list[RunData] | None = None) ->
     return path
 
 
+def herd_lines(points: pd.DataFrame) -> list[tuple[str, str]]:
+    """The herd plot's lines: (backend, strategy) pairs, a backend's default strategy first."""
+    from rebalance.backends import profile
+
+    points = points if "strategy" in points else points.assign(strategy="")
+    pairs = {(str(backend), str(strategy)) for backend, strategy in zip(points["backend"], points["strategy"],
+                                                                           strict=True)}
+
+    def default_first(pair: tuple[str, str]) -> tuple:
+        try:
+            default = profile(pair[0]).default_strategy
+        except ValueError:
+            default = ""
+        return (pair[0], pair[1] != default, pair[1])
+
+    return sorted(pairs, key=default_first)
+
+
+SECOND_STRATEGY_MARKERS = ("v", "X", "P")
+
+
 def herd_figure(points: pd.DataFrame, runs: list[RunData] | None = None):
-    from experiments.summary.herd_model import HerdModel, change_rows, curve, fit_models
+    from experiments.summary.herd_model import HerdModel, change_rows, curve, fit_models, line_label
 
     fig, ax = plt.subplots(figsize=(7.5, 5.4))
+    points = points if "strategy" in points else points.assign(strategy="")
     rows = change_rows(runs) if runs else pd.DataFrame()
-    models = {model.backend: model for model in fit_models(rows, kinds=("join",))
+    models = {(model.backend, model.strategy): model for model in fit_models(rows, kinds=("join",))
               if isinstance(model, HerdModel)} if not rows.empty else {}
     backends = sorted(points["backend"].unique())
-    for backend, group in points.groupby("backend"):
-        group = group.sort_values("N")
+    lines = herd_lines(points)
+    for backend, strategy in lines:
+        group = points[(points["backend"] == backend) & (points["strategy"] == strategy)].sort_values("N")
         color, marker = backend_style(backend, backends)
-        changes = rows[rows["backend"] == backend] if not rows.empty else rows
+        rank = [line for line in lines if line[0] == backend].index((backend, strategy))
+        if rank:   # a backend's second strategy: its colour, another marker, dashed
+            marker = SECOND_STRATEGY_MARKERS[(rank - 1) % len(SECOND_STRATEGY_MARKERS)]
+        dashes = "--" if rank else "-"
+        name = line_label(backend, strategy)
+        changes = rows[(rows["backend"] == backend) & (rows["strategy"] == strategy)] if not rows.empty else rows
         if not changes.empty:    # each run's join and leave, as measured
             for kind, filled in (("join", True), ("leave", False)):
                 measured = changes[changes["kind"] == kind].groupby(["N", "run"])["requests"].median().reset_index()
@@ -241,33 +349,33 @@ def herd_figure(points: pd.DataFrame, runs: list[RunData] | None = None):
                     continue
                 ax.plot(measured["N"], measured["requests"].clip(lower=0.5), ls="none", marker=marker,
                         color=color, mfc=color if filled else "none", ms=6 if filled else 5,
-                        label=f"{backend}: {kind}, measured" + ("" if filled else " (hollow)"))
+                        label=f"{name}: {kind}, measured" + ("" if filled else " (hollow)"))
         else:
             ax.plot(group["N"], group["requests_per_change"].clip(lower=0.5), marker=marker, color=color, lw=1.6,
-                    label=f"{backend}: requests per change")
-        model = models.get(backend)
+                    ls=dashes, label=f"{name}: requests per change")
+        model = models.get((backend, strategy))
         if model is not None:    # the fitted join model, over the sizes measured
-            joins = changes[changes["kind"] == "join"]
-            label = f"{backend} model: {model.formula}"
+            joins = changes[(changes["kind"] == "join") & ~changes["overlapped"]]
+            label = f"{name} model: {model.formula}"
             if "moved" in model.terms:   # M is measured per run, not a function of N: the model at those points
                 at = joins.groupby("N")["M"].median()
                 ax.plot(at.index, curve(model, at.index.to_numpy(dtype=float), moved=at.to_numpy()).clip(0.5),
-                        color=color, lw=1.4, label=label)
+                        color=color, lw=1.4, ls=dashes, label=label)
             elif "P" in model.terms:     # a grid of fixed partition counts: one curve per P, over its sizes
                 for index, (partitions, cell) in enumerate(joins.groupby("P")):
                     sizes = np.geomspace(cell["N"].min(), max(cell["N"].max(), cell["N"].min() * 1.01), 60)
                     ax.plot(sizes, curve(model, sizes, partitions=float(partitions)).clip(0.5), color=color, lw=1.4,
                             ls=("-", "--", ":")[index % 3], label=f"{label} (P = {partitions})")
-            else:                        # P in step with N (folded into the N term)
+            else:                        # P in step with N (folded into the N term), or a constant
                 sizes = np.geomspace(joins["N"].min(), joins["N"].max(), 60)
-                ax.plot(sizes, curve(model, sizes).clip(0.5), color=color, lw=1.4, label=label)
+                ax.plot(sizes, curve(model, sizes).clip(0.5), color=color, lw=1.4, ls=dashes, label=label)
         witnessed = group.dropna(subset=["server_requests_per_change"]) \
             if "server_requests_per_change" in group else group.iloc[0:0]
         if not witnessed.empty:   # the server's own count, beside the members' (a line only with one run a size)
             one_per_size = witnessed["N"].is_unique
             ax.plot(witnessed["N"], witnessed["server_requests_per_change"].clip(lower=0.5), marker=marker,
                     color=color, lw=1.0, ls="-." if one_per_size else "none", mfc="none", alpha=0.7,
-                    label=f"{backend}: as the server counted them")
+                    label=f"{name}: as the server counted them")
     ax.set_xscale("log")
     ax.set_yscale("log")
 

@@ -16,6 +16,8 @@ from experiments.campaign.manifest import COMPLETED, Manifest
 from experiments.campaign.model import declared_claims
 from experiments.summary import markdown_table
 from experiments.summary.campaign_stats import (
+    COORDINATOR_GAP,
+    GAP_LOOKUPS,
     cell_statistics,
     comparisons,
     number,
@@ -29,6 +31,9 @@ from experiments.summary.claims import claims_markdown, evaluate
 HERD = ("requests per change", "notifications per change", "stable after (s)", "stop-the-world (s)",
         "partition-seconds unowned")
 ANOMALIES = ("double-ownership (s)", "duplicates", "offset regressions", "fenced commits")
+# Split brain adds the time without a coordinator, where a scenario kills the coordinator's broker or cuts
+# a member's coordination link (split-brain-d), and the lookups the members made meanwhile.
+SPLIT_BRAIN = (*ANOMALIES, COORDINATOR_GAP, GAP_LOOKUPS)
 
 
 def results_markdown(folders: list[Path], notes: Path | None = None) -> str:
@@ -56,7 +61,7 @@ def results_markdown(folders: list[Path], notes: Path | None = None) -> str:
     if notes:
         parts.append(notes.read_text().rstrip() + "\n")
     parts += _herd_section(cells)
-    parts += _per_cell_section(cells, "split-brain", "Split brain", ANOMALIES)
+    parts += _per_cell_section(cells, "split-brain", "Split brain", SPLIT_BRAIN)
     parts += _per_cell_section(cells, "churn", "Strategies under churn (seed 002, scenario 2)", None)
     parts += _per_cell_section(cells, OTHER, "Other scenarios", ANOMALIES)
     parts += _differences(compared)

@@ -16,6 +16,7 @@ CHANGE_GAP_S = 0.05          # membership changes closer than this count as one 
 _WORK = (ev.WATCH_NOTIFICATION, ev.REBALANCE_ATTEMPT, ev.REBALANCE_FAILED, ev.REBALANCE_COMPLETED,
          ev.PARTITIONS_ASSIGNED)
 _SETTLED = (ev.REBALANCE_COMPLETED, ev.PARTITIONS_ASSIGNED)
+_WENT_AHEAD = "went_ahead"   # a step the runner took on its timeout, the group not yet stable again
 
 
 def rebalance_metrics(control: DataFrame) -> DataFrame:
@@ -68,8 +69,9 @@ def herd_changes(control: DataFrame) -> DataFrame:
 
     requests: coordination requests (ZooKeeper ops or group APIs, background ones excluded);
     notifications: watch notifications; members_moved: members whose assignment changed (gave partitions
-    up or took some); stable_t: the last assignment it caused. `herd_table` adds
-    the time without owners from the ownership intervals."""
+    up or took some); stable_t: the last assignment it caused; next_went_ahead: 1 when the runner took the
+    next change on its timeout, this one not yet stable (`after = "stable"`, experiments.run.runner).
+    `herd_table` adds the time without owners from the ownership intervals, and which changes overlap."""
     started = control.filter(F.col("type") == ev.MEMBER_STARTED).select(
         "run", "t", "seq", F.lit("join").alias("kind"), F.lit(1).alias("delta"))
     stopped = _leaves(control).select("run", "t", "seq", F.lit("leave").alias("kind"), F.lit(-1).alias("delta"))
@@ -97,7 +99,14 @@ def herd_changes(control: DataFrame) -> DataFrame:
     marks = changes.select("run", "t", F.lit(-1).cast("long").alias("seq"), F.lit("change").alias("type"),
                            F.lit(None).cast("string").alias("outcome"), F.lit(None).cast("string").alias("moved"),
                            "change")
-    attributed = work.unionByName(marks).withColumn(
+    # The runner's event of a step that went ahead unstable comes just before the change it makes: ordered
+    # before that change's mark, it falls to the change that had not settled.
+    went_ahead = control.filter(F.col("type").isin(ev.PHASE, ev.FAULT_STARTED)
+                                & (F.get_json_object("params", "$.stable") == "false")).select(
+        "run", "t", F.lit(-2).cast("long").alias("seq"), F.lit(_WENT_AHEAD).alias("type"),
+        F.lit(None).cast("string").alias("outcome"), F.lit(None).cast("string").alias("moved"),
+        F.lit(None).cast("long").alias("change"))
+    attributed = work.unionByName(marks).unionByName(went_ahead).withColumn(
         "change", F.last("change", ignorenulls=True).over(in_time.rowsBetween(Window.unboundedPreceding, 0))
     ).filter((F.col("type") != "change") & F.col("change").isNotNull())
     costs = attributed.groupBy("run", "change").agg(
@@ -107,6 +116,7 @@ def herd_changes(control: DataFrame) -> DataFrame:
               + (F.col("type") == ev.REBALANCE_FAILED).cast("int")).alias("failed_attempts"),
         F.max(F.when(F.col("type").isin(*_SETTLED), F.col("t"))).alias("stable_t"),
         F.count_distinct("moved").alias("members_moved"),
+        F.max((F.col("type") == _WENT_AHEAD).cast("int")).alias("next_went_ahead"),
     )
     return changes.join(costs, ["run", "change"], "left")
 
@@ -131,9 +141,12 @@ def herd_table(table: pd.DataFrame, owned_intervals: pd.DataFrame, partitions: i
                witness: pd.DataFrame | None = None) -> pd.DataFrame:
     """One run's changes (from `herd_changes`) with stop-the-world time (no partition owned by anyone)
     and unowned partition-seconds until each change was stable; `server_requests` beside the members'
-    `requests` when the servers' counters were sampled (`witness`: the run's `witness_windows`)."""
+    `requests` when the servers' counters were sampled (`witness`: the run's `witness_windows`); and
+    `overlapped` (`overlapping`)."""
     if table.empty:
         return table
+    table = table.sort_values("t", kind="stable").reset_index(drop=True)
+    table["overlapped"] = overlapping(table)
     for column in ("requests", "notifications", "failed_attempts", "members_moved"):
         table[column] = table[column].fillna(0).astype(int)
     table.insert(table.columns.get_loc("requests") + 1, "server_requests",
@@ -148,7 +161,18 @@ def herd_table(table: pd.DataFrame, owned_intervals: pd.DataFrame, partitions: i
         unowned.append(float((clipped * (partitions - owned["owned"]).clip(lower=0)).sum()))
     table["stop_the_world_s"] = stw
     table["unowned_partition_s"] = unowned
-    return table.drop(columns=["stable_t"])
+    return table.drop(columns=["stable_t", "next_went_ahead"], errors="ignore")
+
+
+def overlapping(table: pd.DataFrame) -> pd.Series:
+    """Per change (in time order), whether it overlaps a neighbour: the next change began before this one
+    was stable, as the runner saw it (it took the next step on its timeout) or as the events show it (no
+    member completed a rebalance or took a partition before the next change began). Both changes of such
+    a pair are marked: their requests and times are each other's too."""
+    following = table["t"].shift(-1).notna()
+    went_ahead = table["next_went_ahead"].fillna(0) > 0 if "next_went_ahead" in table else False
+    unsettled = (went_ahead | (table["stable_t"].isna() & following)).astype(bool)
+    return unsettled | unsettled.shift(1, fill_value=False)
 
 
 def server_per_change(change_times: pd.Series, windows: pd.DataFrame) -> list[float | None]:

@@ -12,7 +12,14 @@ constant; a model with one term per step of the protocol can. Each backend's pro
 
 N is the group's size before the change, P its partition count. When P is the same multiple of N in every
 run (the herd scenarios give each member two partitions), P and N cannot be told apart: the P term is
-dropped and its share is in b, which the fit says.
+dropped and its share is in b, which the fit says. Likewise when every join moved the same number of
+members M (a sticky assignor such as KIP-848's `uniform` moves the newcomer and one or two others at any
+N): the M term cannot be told from the constant, and the model is the constant.
+
+One model per backend and strategy (a line of the herd plot): kip848 with `range` and with `uniform` are
+two protocols' worth of difference. Changes marked `overlapped` (the next change began before this one
+was stable, experiments.summary.herd.overlapping) carry part of each other's cost: they are left out, and
+the model says how many.
 
 Spread: one fit per repetition (the r-th run of every cell), so a coefficient is a median [min-max] over
 the repetitions' fits, with n, the way every other number of the lab is given. A fit needs at least
@@ -50,12 +57,19 @@ class HerdModel:
     kind: str
     terms: tuple[str, ...]
     coefficients: tuple[Coefficient, ...]
+    strategy: str = ""
     fits: int                        # repetitions fitted (n of the spread)
     points: int                      # changes in the largest fit
     sizes: tuple[int, ...]           # the group sizes N covered
     partitions: tuple[int, ...]      # the partition counts P covered
     folded: str = ""                 # a term that could not be separated from another, and why
     residuals: pd.DataFrame | None = None   # per point of the first fit: N, P, M, measured, fitted
+    left_out: int = 0                # overlapped changes not fitted
+
+    @property
+    def label(self) -> str:
+        """`kip848 (uniform)`: the backend and the strategy its runs used."""
+        return line_label(self.backend, self.strategy)
 
     @property
     def formula(self) -> str:
@@ -86,8 +100,9 @@ class HerdModel:
         residual = self.worst_residual
         fit = f"largest residual {residual:.0%}" if residual == residual else ""
         note = f"; {self.folded}" if self.folded else ""
-        return (f"{self.backend}: requests per {self.kind} ≈ {self.formula} "
-                f"({len(self.sizes)} sizes N = {_sizes(self.sizes)}, {self.spread}; {fit}{note})")
+        return (f"{self.label}: requests per {self.kind} ≈ {self.formula} "
+                f"({len(self.sizes)} sizes N = {_sizes(self.sizes)}, {self.spread}; {fit}{note}"
+                f"{left_out_note(self.left_out)})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,9 +110,25 @@ class NoFit:
     backend: str
     kind: str
     reason: str
+    strategy: str = ""
+    left_out: int = 0
+
+    @property
+    def label(self) -> str:
+        return line_label(self.backend, self.strategy)
 
     def sentence(self) -> str:
-        return f"{self.backend}: no model for the {self.kind} ({self.reason})"
+        return f"{self.label}: no model for the {self.kind} ({self.reason}{left_out_note(self.left_out)})"
+
+
+def line_label(backend: str, strategy: str) -> str:
+    """A herd line's name: the backend, and in brackets the strategy its runs used."""
+    return f"{backend} ({strategy})" if strategy else backend
+
+
+def left_out_note(count: int) -> str:
+    return (f"; {count} overlapped change{'s' if count != 1 else ''} left out (the next began before it was "
+            "stable)") if count else ""
 
 
 def change_rows(runs) -> pd.DataFrame:
@@ -110,41 +141,52 @@ def change_rows(runs) -> pd.DataFrame:
             continue
         partitions = int(run.facts.get("partitions") or sum((run.info.get("topics") or {}).values()) or 0)
         for change in changes.itertuples():
-            rows.append({"run": str(run.run_dir), "backend": run.backend, "kind": change.kind,
+            rows.append({"run": str(run.run_dir), "backend": run.backend,
+                         "strategy": str(run.info.get("strategy") or ""), "kind": change.kind,
                          "N": int(run.group_size), "P": partitions,
                          "M": float(getattr(change, "members_moved", np.nan)), "requests": float(change.requests),
                          "stable_s": _float(getattr(change, "stable_s", None)),
                          "stop_the_world_s": _float(getattr(change, "stop_the_world_s", None)),
                          "unowned_partition_s": _float(getattr(change, "unowned_partition_s", None)),
+                         "overlapped": bool(getattr(change, "overlapped", False)),
                          "repetition": int(run.info.get("repetition") or 0)})
     return pd.DataFrame(rows)
 
 
 def fit_models(rows: pd.DataFrame, kinds: tuple[str, ...] = ("join", "leave")) -> list[HerdModel | NoFit]:
-    """Per backend and kind of change, the model of its profile fitted per repetition."""
+    """Per backend, strategy and kind of change, the model of its profile fitted per repetition."""
     if rows.empty:
         return []
+    rows = rows if "strategy" in rows else rows.assign(strategy="")
     models: list[HerdModel | NoFit] = []
-    for (backend, kind), group in rows.groupby(["backend", "kind"], sort=True):
+    for (backend, strategy, kind), group in rows.groupby(["backend", "strategy", "kind"], sort=True):
         if kind in kinds:
-            models.append(fit_one(str(backend), str(kind), group))
+            models.append(fit_one(str(backend), str(kind), group, strategy=str(strategy)))
     return models
 
 
-def fit_one(backend: str, kind: str, rows: pd.DataFrame) -> HerdModel | NoFit:
+def fit_one(backend: str, kind: str, rows: pd.DataFrame, *, strategy: str = "") -> HerdModel | NoFit:
     terms = list(profile(backend).herd_cost_terms)
-    rows = _with_repetitions(rows)
+    overlapped = rows["overlapped"].fillna(False).astype(bool) if "overlapped" in rows else pd.Series(False, rows.index)
+    left_out = int(overlapped.sum())
+    rows = _with_repetitions(rows[~overlapped])
+    named = {"backend": backend, "kind": kind, "strategy": strategy, "left_out": left_out}
+    if rows.empty:
+        return NoFit(**named, reason="no change that did not overlap another")
     folded = ""
     if "P" in terms and _p_follows_n(rows):
         terms.remove("P")
         ratio = int(round((rows["P"] / rows["N"]).iloc[0]))
         folded = f"P = {ratio}N in every run, so the per-partition term is part of the N term"
     if "moved" in terms and rows["M"].isna().all():
-        return NoFit(backend=backend, kind=kind, reason="the runs do not record which members' assignments changed")
+        return NoFit(**named, reason="the runs do not record which members' assignments changed")
+    if "moved" in terms and rows["M"].nunique() == 1:
+        terms.remove("moved")
+        folded = (f"M = {rows['M'].iloc[0]:.0f} in every {kind}, so the per-member term cannot be told from "
+                  "the constant")
     sizes = tuple(sorted(rows["N"].unique()))
     if len(sizes) < MIN_SIZES:
-        return NoFit(backend=backend, kind=kind,
-                     reason=f"{len(sizes)} group sizes; a fit needs at least {MIN_SIZES}")
+        return NoFit(**named, reason=f"{len(sizes)} group sizes; a fit needs at least {MIN_SIZES}")
     fits, first_residuals, largest = [], None, 0
     for _, repetition in rows.groupby("rep"):
         if repetition["N"].nunique() < MIN_SIZES or len(repetition) <= len(terms):
@@ -157,14 +199,14 @@ def fit_one(backend: str, kind: str, rows: pd.DataFrame) -> HerdModel | NoFit:
         if first_residuals is None:
             first_residuals = repetition[["N", "P", "M"]].assign(measured=measured, fitted=design @ solution)
     if not fits:
-        return NoFit(backend=backend, kind=kind, reason=f"no repetition covers {MIN_SIZES} group sizes")
+        return NoFit(**named, reason=f"no repetition covers {MIN_SIZES} group sizes")
     values = np.array(fits)
     coefficients = tuple(Coefficient(term=term, median=float(np.median(values[:, i])), low=float(values[:, i].min()),
                                      high=float(values[:, i].max())) for i, term in enumerate(terms))
-    return HerdModel(backend=backend, kind=kind, terms=tuple(terms), coefficients=coefficients, fits=len(fits),
-                     points=largest, sizes=tuple(int(n) for n in sizes),
+    return HerdModel(backend=backend, kind=kind, strategy=strategy, terms=tuple(terms), coefficients=coefficients,
+                     fits=len(fits), points=largest, sizes=tuple(int(n) for n in sizes),
                      partitions=tuple(sorted(int(p) for p in rows["P"].unique())), folded=folded,
-                     residuals=first_residuals)
+                     residuals=first_residuals, left_out=left_out)
 
 
 def curve(model: HerdModel, sizes: np.ndarray, *, partitions: np.ndarray | float | None = None,

@@ -116,7 +116,8 @@ def herd_points(runs: list[RunData]) -> pd.DataFrame:
         if run.group_size is None or changes.empty:
             continue
         rows.append({
-            "run": run.label, "backend": run.backend, "N": run.group_size, "changes": len(changes),
+            "run": run.label, "backend": run.backend, "strategy": str(run.info.get("strategy") or ""),
+            "N": run.group_size, "changes": len(changes),
             "requests_per_change": float(changes["requests"].median()),
             # the servers' own count (NaN for runs recorded before the servers' counters were)
             "server_requests_per_change": float(changes["server_requests"].median())
