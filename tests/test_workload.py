@@ -293,6 +293,24 @@ def test_the_run_record_keeps_the_workload_offered_load_capacity_and_utilisation
     assert (workload["offered_per_s"], workload["capacity_per_s"], workload["utilisation"]) == (600, 1000, 0.6)
 
 
+@pytest.mark.broker
+def test_a_leave_finishes_the_batch_before_the_member_closes(cluster, tmp_path):
+    with Running(cluster, tmp_path, WorkloadSpec(service="fixed", service_ms=200, commit="batch"),
+                 partitions=1) as run:
+        run.produce(10)    # one batch of 2 s
+        wait_until(lambda: run.events("records_processed", "m0"), "a first record handled", 60)
+        run.host.command(1, "leave", "m0")
+        wait_until(lambda: 1 in run.host.replies, "the leave acknowledged", 60)
+        events = [e for e in read_events(run.path) if e["member"] == "m0"]
+    kinds = [e["type"] for e in events]
+    stopped = kinds.index("member_stopped")
+    delivered = sum(e["count"] for e in events if e["type"] == "records_consumed")
+    handled = sum(e["count"] for e in events[:stopped] if e["type"] == "records_processed")
+    assert delivered == handled > 0, (delivered, handled)      # every record delivered was handled first
+    last_handled = max(i for i, kind in enumerate(kinds) if kind == "records_processed")
+    assert "offsets_committed" in kinds[last_handled:stopped]      # the batch's commit, then the close
+
+
 # ---------------------------------------------------------------- the summary
 
 

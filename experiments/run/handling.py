@@ -142,6 +142,8 @@ class Handler:
                 if slot.member is group_member and slot.state in HANDLING:
                     action()
                     return True
+            if self.stop.is_set():
+                return False    # paused while its host stops: it writes nothing more
         return False
 
     def _report(self, slot: Any, group_member: Any, chunk: _Chunk) -> bool:
