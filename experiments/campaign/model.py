@@ -8,7 +8,7 @@
     [[matrix]]
     scenario = "demo-herd"        # a built-in scenario's name, or a path relative to this file
     backends = ["legacy", "modern"]          # default: the scenario's own (all registered if it names none)
-    strategies = ["range"]                   # default: the scenario's own
+    strategies = ["range"]                   # default: the scenario's own ("default": each backend's)
     set = ["group.per_process=4"]            # overrides for every cell of this block
     sweep = { "group.members" = [4, 8] }     # one cell per combination of values
     paired = false                           # true: the sweep's lists go position by position instead
@@ -130,6 +130,14 @@ def selects(selector: str, backend: str, strategy: str) -> bool:
     """A claim's selector, "backend" or "backend/strategy", against one cell's backend and strategy."""
     wanted_backend, _, wanted_strategy = selector.partition("/")
     return backend == wanted_backend and (not wanted_strategy or strategy == wanted_strategy)
+
+
+def _strategy_on(backend: str, strategy: str) -> str:
+    """A strategy as a backend runs it: "default" is the backend's own; an unknown backend is refused later."""
+    try:
+        return profile(backend).strategy(strategy)
+    except ValueError:
+        return strategy
 
 
 def _toml(value: object) -> str:
@@ -284,7 +292,10 @@ class _Reader:
         backends = self.strings(block, "backends", where) or list(base.backends)
         strategies = self.strings(block, "strategies", where) or [base.group.strategy]
         cells = []
-        for backend, strategy, values in itertools.product(backends, strategies, points):
+        # "default" is each backend's own strategy: a cell names the one it runs (kip848/uniform, modern/range)
+        chosen = [(backend, strategy) for backend in backends
+                  for strategy in dict.fromkeys(_strategy_on(backend, name) for name in strategies)]
+        for (backend, strategy), values in itertools.product(chosen, points):
             cell = Cell(scenario=base.name, scenario_path=scenario_path, backend=backend, strategy=strategy,
                         sweep=tuple(zip(sweep, values, strict=True)), common=tuple(common),
                         repetitions=repetitions)
