@@ -26,8 +26,8 @@ from rebalance import heartbeats
 
 STATS_WORD = b"reqs"
 # Group APIs a rebalance causes. Heartbeat and OffsetCommit run all the time, whatever the group does.
-# A ConsumerGroupHeartbeat that is not steady (rebalance.heartbeats), counted by modern.coordinator.consumer_groups beside
-# the API's own count.
+# A ConsumerGroupHeartbeat that is not steady (rebalance.heartbeats), counted by
+# modern.coordinator.group_metadata_manager beside the API's own count.
 GROUP_APIS = ("FindCoordinator", "JoinGroup", "SyncGroup", "LeaveGroup", "OffsetFetch", "DescribeGroups",
               "ListGroups", heartbeats.CHANGING_COUNTER)
 

@@ -163,9 +163,9 @@ def test_the_group_and_its_offsets_survive_reloading_the_partition(embedded, con
     assert commit(conn, group_id, "m1", 1) is errors.NONE
     extension = embedded.broker.extensions[0]
     index = coordinator_partition(group_id, 50)
-    before = extension.consumer_groups.group(group_id)
+    before = extension.groups.consumer_group(group_id)
     embedded.call(lambda broker: (extension._unload(index), extension._load(index)))
-    after = extension.consumer_groups.group(group_id)
+    after = extension.groups.consumer_group(group_id)
     assert after is not before
     assert (after.group_epoch, after.assignment_epoch, after.target) == (2, 2, before.target)
     assert after.members == before.members

@@ -13,6 +13,7 @@ from modern.coordinator.consumer_group import (
     HeartbeatRequest,
     MemberState,
 )
+from modern.coordinator.offset_metadata_manager import member_epoch_error
 from modern.coordinator.records import consumer_group as records
 
 TOPICS = {"t": 6}
@@ -215,7 +216,7 @@ def test_a_commit_from_any_other_epoch_is_stale_never_fenced():
     sim = Sim()
     sim.beat("a")
     epoch = sim.epoch["a"]
-    assert [sim.group.validate_commit("a", e) for e in (epoch - 1, epoch, epoch + 1, epoch + 5)] == [
+    assert [member_epoch_error(sim.group, "a", e) for e in (epoch - 1, epoch, epoch + 1, epoch + 5)] == [
         errors.STALE_MEMBER_EPOCH, errors.NONE, errors.STALE_MEMBER_EPOCH, errors.STALE_MEMBER_EPOCH]
 
 
@@ -278,10 +279,10 @@ def test_assignor_choice_and_commit_epochs():
     sim.converge(["a", "b"])
     assert sim.group.assignor_name() == "range"
     assert sim.owned["a"] == {("t", 0), ("t", 1)}
-    assert sim.group.validate_commit("a", sim.epoch["a"]) is errors.NONE
-    assert sim.group.validate_commit("a", sim.epoch["a"] - 1) is errors.STALE_MEMBER_EPOCH
-    assert sim.group.validate_commit("a", sim.epoch["a"] + 1) is errors.STALE_MEMBER_EPOCH
-    assert sim.group.validate_commit("zz", 1) is errors.UNKNOWN_MEMBER_ID
+    assert member_epoch_error(sim.group, "a", sim.epoch["a"]) is errors.NONE
+    assert member_epoch_error(sim.group, "a", sim.epoch["a"] - 1) is errors.STALE_MEMBER_EPOCH
+    assert member_epoch_error(sim.group, "a", sim.epoch["a"] + 1) is errors.STALE_MEMBER_EPOCH
+    assert member_epoch_error(sim.group, "zz", 1) is errors.UNKNOWN_MEMBER_ID
 
 
 def test_uniform_is_sticky_and_balanced():

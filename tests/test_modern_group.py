@@ -11,7 +11,6 @@ from modern.coordinator.classic_group import (
     TRANSITIONS,
     ClassicGroup,
     ClassicGroupState,
-    CommitResult,
     GroupConfig,
     Heartbeat,
     HeartbeatResult,
@@ -19,11 +18,11 @@ from modern.coordinator.classic_group import (
     JoinResult,
     LeaveResult,
     LeavingMember,
-    OffsetAndMetadata,
-    OffsetCommit,
     SyncGroup,
     SyncResult,
 )
+from modern.coordinator.offset_metadata_manager import OffsetCommit, commit_to_classic_group
+from modern.coordinator.records.offset_commit import OffsetAndMetadata
 
 S = ClassicGroupState
 
@@ -71,12 +70,9 @@ class Sim:
 
     def commit(self, member_id, generation, offsets=None) -> object:
         offsets = offsets or {("t", 0): OffsetAndMetadata(5)}
-        out = self.group.handle_commit(OffsetCommit(member_id=member_id, generation_id=generation,
-                                                    offsets=offsets), self.now)
-        self._take(out)
-        result = out.replies[0][1]
-        assert isinstance(result, CommitResult)
-        return result.error
+        error, _ = commit_to_classic_group(self.group, OffsetCommit(member_id=member_id, generation_id=generation,
+                                                                    offsets=offsets), self.now)
+        return error
 
     def leave(self, member_id, instance=None) -> LeaveResult:
         out = self.group.handle_leave([LeavingMember(member_id=member_id, group_instance_id=instance)], self.now)
@@ -533,8 +529,9 @@ def test_commit_rules_by_state():
 
 def test_commit_output_carries_the_offsets_to_store():
     sim = Sim()
-    out = sim.group.handle_commit(OffsetCommit(offsets={("t", 1): OffsetAndMetadata(9, "m")}), 1234)
-    assert out.committed[("t", 1)].offset == 9 and out.committed[("t", 1)].commit_timestamp_ms == 1234
+    _, committed = commit_to_classic_group(sim.group, OffsetCommit(offsets={("t", 1): OffsetAndMetadata(9, "m")}),
+                                           1234)
+    assert committed[("t", 1)].offset == 9 and committed[("t", 1)].commit_timestamp_ms == 1234
 
 
 def test_transitions_are_reported():
@@ -580,9 +577,10 @@ def test_unknown_instance_id_is_an_unknown_member():
     assert sim.heartbeat(ids["a"], gen, instance="inst-ghost") is errors.UNKNOWN_MEMBER_ID
     assert sim.sync("s", ids["a"], gen, instance="inst-ghost").error is errors.UNKNOWN_MEMBER_ID
     assert sim.join("j", ids["a"], client="a", instance="inst-ghost").error is errors.UNKNOWN_MEMBER_ID
-    out = sim.group.handle_commit(OffsetCommit(member_id=ids["a"], generation_id=gen, group_instance_id="inst-ghost",
-                                               offsets={("t", 0): OffsetAndMetadata(1)}), sim.now)
-    assert out.replies[0][1].error is errors.UNKNOWN_MEMBER_ID
+    error, _ = commit_to_classic_group(sim.group, OffsetCommit(member_id=ids["a"], generation_id=gen,
+                                                               group_instance_id="inst-ghost",
+                                                               offsets={("t", 0): OffsetAndMetadata(1)}), sim.now)
+    assert error is errors.UNKNOWN_MEMBER_ID
     assert sim.heartbeat(ids["b"], gen, instance="inst-b") is errors.NONE
 
 

@@ -8,6 +8,7 @@ call or `tick()` completes it. `next_deadline()` says when `tick()` must run nex
 
 The states and their transitions are written once, in TRANSITIONS, and every change goes
 through `_transition`. The rules follow Kafka's ClassicGroup / GroupMetadataManager.
+The group keeps its committed offsets; who may commit is `offset_metadata_manager`'s to say.
 """
 
 from __future__ import annotations
@@ -93,14 +94,6 @@ class LeavingMember:
     group_instance_id: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class OffsetCommit:
-    offsets: Mapping[tuple[str, int], OffsetAndMetadata]
-    member_id: str = ""
-    generation_id: int = -1
-    group_instance_id: str | None = None
-
-
 # ---------------------------------------------------------------- results (outputs)
 
 
@@ -142,11 +135,6 @@ class LeaveResult:
     members: tuple[tuple[LeavingMember, ErrorClass], ...] = ()
 
 
-@dataclass(frozen=True)
-class CommitResult:
-    error: ErrorClass
-
-
 @dataclass(frozen=True, kw_only=True)
 class MemberDescription:
     member_id: str
@@ -182,7 +170,6 @@ class Output:
 
     replies: list[tuple[object, object]] = field(default_factory=list)
     store_group: bool = False                    # the group's metadata changed: write it to the log
-    committed: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
     transitions: list[Transition] = field(default_factory=list)
 
 
@@ -320,26 +307,12 @@ class ClassicGroup:
         self._reply(None, LeaveResult(errors.NONE, tuple(outcomes)))
         return self._drain()
 
-    def handle_commit(self, request: OffsetCommit, now_ms: int) -> Output:
-        error = self._validate_commit(request)
-        if error is None:
-            member = self.members.get(request.member_id)
-            if member is not None:
-                self._touch(member, now_ms)
-            stamped = {
-                key: OffsetAndMetadata(
-                    value.offset,
-                    value.metadata,
-                    value.leader_epoch,
-                    now_ms if value.commit_timestamp_ms < 0 else value.commit_timestamp_ms,
-                    value.expire_timestamp_ms,
-                )
-                for key, value in request.offsets.items()
-            }
-            self.offsets.update(stamped)
-            self._out.committed.update(stamped)
-        self._reply(None, CommitResult(error or errors.NONE))
-        return self._drain()
+    def keep_alive(self, member_id: str, now_ms: int) -> None:
+        """A sign of life from a member outside Heartbeat (an offset commit past its fence): its session
+        starts over (Kafka's rescheduleClassicGroupMemberHeartbeat)."""
+        member = self.members.get(member_id)
+        if member is not None:
+            self._touch(member, now_ms)
 
     def describe(self) -> GroupDescription:
         stable = self.state is S.STABLE
@@ -490,7 +463,7 @@ class ClassicGroup:
             del self.pending_members[member_id]
             self._add_member_and_rebalance(member_id, request, now_ms, token)
             return
-        error = self._validate_identity(member_id, instance_id)
+        error = self.validate_identity(member_id, instance_id)
         if error is not None:
             self._reply(token, JoinResult(error=error, member_id=member_id))
             return
@@ -731,14 +704,14 @@ class ClassicGroup:
         """Heartbeat/SyncGroup checks, in Kafka's order: dead, unknown or fenced, generation."""
         if self.state is S.DEAD:
             return errors.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_identity(member_id, instance_id)
+        error = self.validate_identity(member_id, instance_id)
         if error is not None:
             return error
         if generation_id != self.generation_id:
             return errors.ILLEGAL_GENERATION
         return None
 
-    def _validate_identity(self, member_id: str, instance_id: str | None) -> ErrorClass | None:
+    def validate_identity(self, member_id: str, instance_id: str | None) -> ErrorClass | None:
         """With an instance id, the instance decides (unknown, or mapped to another member id: fenced)."""
         if instance_id is not None:
             mapped = self.static_members.get(instance_id)
@@ -747,23 +720,6 @@ class ClassicGroup:
             return None if mapped == member_id else errors.FENCED_INSTANCE_ID
         if member_id not in self.members:
             return errors.UNKNOWN_MEMBER_ID
-        return None
-
-    def _validate_commit(self, request: OffsetCommit) -> ErrorClass | None:
-        if self.state is S.DEAD:
-            return errors.COORDINATOR_NOT_AVAILABLE
-        if request.generation_id < 0 and self.state is S.EMPTY:
-            return None  # a consumer that assigns partitions itself (or an admin tool)
-        if request.generation_id >= 0 or request.member_id or request.group_instance_id is not None:
-            error = self._validate_identity(request.member_id, request.group_instance_id)
-            if error is not None:
-                return error
-            if request.generation_id != self.generation_id:
-                return errors.ILLEGAL_GENERATION  # the fence against a zombie's commits
-        elif self.state is not S.EMPTY:
-            return errors.UNKNOWN_MEMBER_ID
-        if self.state is S.COMPLETING_REBALANCE:
-            return errors.REBALANCE_IN_PROGRESS
         return None
 
     def _protocol_matches(self, protocol_type: str | None, protocol_name: str | None) -> bool:

@@ -122,7 +122,7 @@ class ConsumerGroup:
         self.owners: dict[TopicPartition, str] = {}         # assigned or pending revocation, by member
         self.session_deadlines: dict[str, int] = {}
         self.rebalance_deadlines: dict[str, tuple[int, int]] = {}   # member -> (deadline, epoch it was set at)
-        self.offsets: dict[TopicPartition, object] = {}   # committed offsets, kept by the coordinator
+        self.offsets: dict[TopicPartition, object] = {}   # committed offsets (offset_metadata_manager)
         self.created_ms = now_ms
 
     # ------------------------------------------------------------ the API
@@ -179,16 +179,6 @@ class ConsumerGroup:
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
             assignment=reconciled.assigned if (full or changed) else None)
         return out
-
-    def validate_commit(self, member_id: str, member_epoch: int) -> ErrorClass:
-        """OffsetCommit with a member epoch (v9+): only a known member at its current epoch commits; any
-        other epoch, older or newer, is STALE_MEMBER_EPOCH (Kafka's ConsumerGroup.validateMemberEpoch)."""
-        member = self.members.get(member_id)
-        if member is None:
-            return errors.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return errors.STALE_MEMBER_EPOCH
-        return errors.NONE
 
     def state(self) -> ConsumerGroupState:
         if not self.members:
