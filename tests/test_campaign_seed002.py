@@ -104,3 +104,14 @@ def test_a_scenario_named_as_its_campaign_is_the_scenario_not_the_campaign_file(
 def test_a_built_in_campaign_beside_another_is_never_taken_for_its_scenario():
     campaign = load_campaign(find_campaign("seed002-load"))   # beside campaigns/seed002.toml
     assert {cell.scenario_path.parent.name for cell in campaign.cells} == {"scenarios"}
+
+
+def test_a_campaign_report_draws_the_utilisation_curve_of_a_load_sweep(tmp_path):
+    from experiments.report.campaign_report import _utilisation_plot
+
+    sweep = "workload.service_ms={}, workload.service_p99_ms={}"
+    runs = pd.DataFrame([{"scenario": "seed002", "backend": "kip848", "strategy": "uniform",
+                          "sweep": sweep.format(median, p99), "metric": "whole run: records lost", "value": value}
+                         for median, p99, value in [(17, 125, 0), (35, 255, 40)]])
+    assert _utilisation_plot(runs, tmp_path).name == "utilisation.png"
+    assert _utilisation_plot(runs.iloc[:1], tmp_path) is None        # one utilisation is not a curve

@@ -83,3 +83,18 @@ def test_with_a_service_time_throughput_counts_a_record_when_its_handling_ended(
     table = throughput(empty, consumed, never, deliveries, CheckConfig(), handled).toPandas()
     per_second = {(row.run, row.second): row.processed for row in table.itertuples() if row.processed}
     assert per_second == {(0, 2): 1, (0, 3): 1, (0, 4): 1, (0, 5): 1, (1, 2): 4}
+
+
+@pytest.mark.spark
+def test_the_run_report_names_the_article_measures_and_draws_the_lag(synthetic_runs, tmp_path):
+    from experiments.report.run_report import strategy_table, write_report
+    from experiments.summary.rundata import load_run
+
+    run = synthetic_runs["planted"].info.run_dir
+    report = write_report([run], tmp_path / "report")
+    assert "lag.png" in {image.name for image in report.images}
+    table = strategy_table([load_run(run)])
+    assert {"records over 3 s", "max end-to-end latency, ms", "time rebalancing, ms",
+            "max consumer lag, records"} <= set(table["measure"])
+    lost = table[(table["phase"] == "crash-one") & (table["measure"] == "records over 3 s")].iloc[0, 2]
+    assert int(str(lost).replace(",", "")) > 0

@@ -1,6 +1,7 @@
 """A campaign's report: the spread of every metric across repetitions, drawn and tabulated.
 
     herd.png        requests per change against group size, log-log, median with a min-max bar per N
+    utilisation.png records over the limit against utilisation, for a sweep of the service time (seed002-load)
     <metric>.png    strip plots: one dot per run, a bar at the median, per cell (split brain, churn)
     report.md/.html what the runs show, then a section per scenario (experiments.report.campaign_page)
 """
@@ -44,6 +45,9 @@ def write_campaign_report(folder: Path) -> CampaignReport:
         image = _strip_plot(runs, metric, out)
         if image:
             images.append(image)
+    curve = _utilisation_plot(runs, out)
+    if curve:
+        images.append(curve)
     from experiments.report.campaign_page import write_campaign_pages
 
     text = (stats / "statistics.md").read_text()
@@ -85,6 +89,20 @@ def _herd_plot(runs: pd.DataFrame, out: Path) -> Path | None:
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
+
+
+def _utilisation_plot(runs: pd.DataFrame, out: Path) -> Path | None:
+    """Records over the limit against utilisation, with seed 002's totals marked, where the campaign swept the
+    workload's service time over two utilisations or more."""
+    from experiments.report.plots import utilisation_curve
+    from experiments.summary.load_sweep import ARTICLE_TOTALS, scenario_utilisation, utilisation_points
+
+    points = utilisation_points(runs)
+    if points.empty or points["utilisation"].nunique() < 2:
+        return None
+    scenario = str(runs.loc[runs["sweep"].str.contains("workload.", regex=False), "scenario"].iloc[0])
+    return utilisation_curve(points, out / "utilisation.png", article=ARTICLE_TOTALS,
+                             assumed=scenario_utilisation(scenario))
 
 
 def _strip_plot(runs: pd.DataFrame, metric: str, out: Path) -> Path | None:
