@@ -1,8 +1,8 @@
 """ConsumerGroupHeartbeat and ConsumerGroupDescribe on the wire: requests to the group's terms and answers back.
 
-The coordinator (`modern.coordinator.service.CoordinatorExtension`) owns partitions, the clock and the
-log; it finds or creates the `ConsumerGroup` and hands it here. This module only translates
-between the wire (topic ids, nullable fields, versions) and the group's own terms (topic names).
+The group metadata manager (`modern.coordinator.group_metadata_manager`) finds or creates the
+`ConsumerGroup` and decides; this module only translates between the wire (topic ids, nullable
+fields, versions) and the group's own terms (topic names).
 """
 
 from __future__ import annotations
