@@ -1,6 +1,6 @@
 """OffsetCommit and OffsetFetch on the wire, every version: requests to the coordinator's terms and answers back.
 
-The coordinator decides (which group, which error); this module only translates, so that the version
+The offset metadata manager decides (which group, which error); this module only translates, so that the version
 differences (v1's commit timestamps, v2-v4's retention, v6's leader epochs, v8's several groups, v9's
 member epochs, the pre-v2 per-partition errors) stay out of its way.
 """
