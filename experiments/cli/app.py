@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "experiments.cli.report",  # summarize, report
     "experiments.cli.events",  # events
     "experiments.cli.demo",        # demo
+    "experiments.cli.fuzz",        # fuzz wire | scenario | hostile
 ]
 
 @app.callback()
