@@ -105,9 +105,11 @@ def load(path: str | Path, *, overrides: Iterable[str] = ()) -> Scenario:
     """Read and validate a scenario file; `overrides` are "dotted.key=value" strings (`--set`)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")   # TOML is UTF-8, whatever the locale
     except OSError as error:
         raise ScenarioError(str(path), [Problem("file", None, f"cannot read: {error.strerror}")]) from None
+    except UnicodeDecodeError as error:
+        raise ScenarioError(str(path), [Problem("file", None, f"not UTF-8 text (byte {error.start})")]) from None
     return loads(text, source=str(path), overrides=overrides)
 
 

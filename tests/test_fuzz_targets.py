@@ -1,0 +1,66 @@
+"""The coverage-guided fuzz targets: a short libFuzzer run of each finds nothing, a failure is written to a
+file that replays it, and the inputs the fuzzers once broke the code with stay answered."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.fuzz import libfuzzer
+from experiments.fuzz.frames import join_frames, split_frames
+from experiments.fuzz.scenario import ScenarioHarness
+from experiments.fuzz.wire import WireHarness
+from experiments.scenario import ScenarioError, load
+
+pytestmark = pytest.mark.broker
+
+SHORT_RUN_S = 5
+
+
+@pytest.mark.parametrize("target", libfuzzer.TARGETS)
+def test_a_short_run_from_the_stored_corpus_finds_nothing(target, tmp_path):
+    result = libfuzzer.run(target, tmp_path, seconds=SHORT_RUN_S)
+    assert result.ok, f"{result.failures} (log {result.log}):\n{result.log.read_text()[-3000:]}"
+    assert result.runs > len(list(libfuzzer.stored_corpus(target).iterdir()))  # the seeds, then mutations
+
+
+def test_a_failure_is_read_back_with_the_file_that_replays_it(tmp_path):
+    log = tmp_path / "fuzz.log"
+    log.write_text("#4096\tpulse  cov: 10 ft: 10 corp: 3/10b exec/s: 100 rss: 60Mb\n"
+                   " === Uncaught Python exception: ===\nValueError: x\n"
+                   f"artifact_prefix='{tmp_path}/failures/'; Test unit written to {tmp_path}/failures/crash-0a1b\n")
+    result = libfuzzer.read_result("wire", log, exit_code=1, seconds=3.0)
+    assert not result.ok
+    assert result.failures == (tmp_path / "failures" / "crash-0a1b",)
+    assert result.runs == 4096
+
+
+def test_replaying_an_input_runs_it_once(tmp_path):
+    saved = tmp_path / "input"
+    saved.write_bytes(b"boom")   # a TOML error, which the loader names: no failure
+    result = libfuzzer.run("scenario", tmp_path / "out", replay=[saved])
+    assert result.ok, result.log.read_text()[-2000:]
+
+
+def test_the_stored_corpus_holds_recorded_frames_of_both_clients_and_the_shipped_scenarios():
+    wire = [path.name for path in libfuzzer.stored_corpus("wire").iterdir()]
+    assert any(name.startswith("session-kp-") for name in wire)
+    assert any(name.startswith("session-ck-consumer") for name in wire)   # KIP-848 heartbeats from librdkafka
+    for path in libfuzzer.stored_corpus("wire").iterdir():
+        frames = list(split_frames(path.read_bytes()))
+        assert frames and join_frames(frames) == path.read_bytes(), path.name
+    assert len(list(libfuzzer.stored_corpus("scenario").glob("*.toml"))) >= 10
+
+
+def test_every_stored_input_goes_through_the_broker_cleanly():
+    harness = WireHarness()
+    for path in sorted(libfuzzer.stored_corpus("wire").iterdir()):
+        harness.run(path.read_bytes())
+
+
+def test_a_scenario_file_that_is_not_utf8_is_a_scenario_error(tmp_path):
+    path = tmp_path / "latin1.toml"
+    path.write_bytes('name = "caf\xe9"\n'.encode("latin-1"))
+    with pytest.raises(ScenarioError) as raised:
+        load(path)
+    assert "UTF-8" in str(raised.value)
+    ScenarioHarness().run(path.read_bytes())   # the fuzz target's own check agrees
