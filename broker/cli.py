@@ -73,6 +73,10 @@ def broker_command(
         None, help="After taking a __consumer_offsets partition, answer COORDINATOR_LOAD_IN_PROGRESS this long "
                    "(default: REBALANCE_LAB_COORDINATOR_LOAD_DELAY_MS, else 0)."),
     exit_with: int = typer.Option(0, help="Stop when the process with this pid is gone (0: never)."),
+    events: Annotated[Path | None, typer.Option(help="JSONL file for the broker's broker_liveness events.")] = None,
+    run_id: str = typer.Option("", help="run_id written into the events."),
+    liveness_interval_ms: int = typer.Option(
+        250, help="How often the broker's liveness sampler looks at its event loop (0: no sampler)."),
     log_level: str = typer.Option("INFO", help="Python log level."),
 ) -> None:
     """Run one broker of the lab's Kafka-protocol cluster until SIGTERM/SIGINT."""
@@ -90,7 +94,8 @@ def broker_command(
         _fail("--default-partitions must be at least 1")
     for name, value in (("--broker-session-timeout-ms", broker_session_timeout_ms),
                         ("--fail-back-delay-ms", fail_back_delay_ms),
-                        ("--coordinator-load-delay-ms", coordinator_load_delay_ms or 0)):
+                        ("--coordinator-load-delay-ms", coordinator_load_delay_ms or 0),
+                        ("--liveness-interval-ms", liveness_interval_ms)):
         if value < 0:
             _fail(f"{name} must not be negative")
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
@@ -98,7 +103,8 @@ def broker_command(
     config = BrokerConfig(node_id=node_id, host=host, port=port, advertise=advertise, advertise_map=advertise_map,
                           data_dir=data_dir, peers=peer_map, zk=zk, default_partitions=default_partitions,
                           broker_session_timeout_s=broker_session_timeout_ms / 1000,
-                          fail_back_delay_s=fail_back_delay_ms / 1000)
+                          fail_back_delay_s=fail_back_delay_ms / 1000,
+                          liveness_interval_s=liveness_interval_ms / 1000, events_path=events, run_id=run_id)
     broker = Broker(config, extensions=load_extensions(not no_coordinator, load_delay_ms=coordinator_load_delay_ms))
 
     async def main() -> None:

@@ -11,7 +11,8 @@ quick by default, Kafka's with `failover=FailoverTiming.kafka()`.
 
 Brokers share one data directory by default (a temporary one, removed on stop), so a
 partition's records survive its leader's death: the next leader opens the same segment.
-Each broker's log goes to `<log_dir>/broker-<id>.log`.
+Each broker's log goes to `<log_dir>/broker-<id>.log`; with `events_dir`, its `broker_liveness` events
+(broker.liveness) to `<events_dir>/broker-<id>.jsonl`.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ class LocalCluster:
                  in_memory: bool = False, host: str = "127.0.0.1", advertise_map: str | os.PathLike | None = None,
                  coordinator: bool = True, log_dir: str | os.PathLike | None = None,
                  extra_args: Iterable[str] = (), default_partitions: int = 1,
-                 failover: FailoverTiming = FailoverTiming(), env: Mapping[str, str] | None = None) -> None:
+                 failover: FailoverTiming = FailoverTiming(), env: Mapping[str, str] | None = None,
+                 events_dir: str | os.PathLike | None = None, run_id: str = "") -> None:
         if size < 1:
             raise ValueError("a cluster needs at least one broker")
         self._own_dirs: list[Path] = []
@@ -118,6 +120,8 @@ class LocalCluster:
         self.coordinator = coordinator
         self.failover = failover
         self.env = dict(env or {})   # added to each broker's environment (group settings read from it)
+        self.events_dir = Path(events_dir) if events_dir else None   # broker-<id>.jsonl: broker_liveness events
+        self.run_id = run_id
         self.extra_args = [*extra_args, "--default-partitions", str(default_partitions), *failover.args()]
         self.brokers = [BrokerProcess(i, host, port, self.log_dir / f"broker-{i}.log")
                         for i, port in enumerate(free_ports(size, host))]
@@ -246,6 +250,8 @@ class LocalCluster:
             command += ["--advertise-map", str(self.advertise_map)]
         if not self.coordinator:
             command.append("--no-coordinator")
+        if self.events_dir is not None:
+            command += ["--events", str(self.events_dir / f"broker-{broker.node_id}.jsonl"), "--run-id", self.run_id]
         with open(broker.log_path, "ab") as log_file:
             broker.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log_file,
                                               stdin=subprocess.DEVNULL, start_new_session=True,

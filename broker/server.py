@@ -31,11 +31,13 @@ from kafka.protocol.metadata import MetadataRequest
 from broker.advertise import AdvertiseMap, parse_host_port
 from broker.counters import STATS_WORD, RequestCounters
 from broker.handlers import api_versions_response, register_core_handlers
+from broker.liveness import LivenessSampler, RequestLedger
 from broker.log import PartitionLog
 from broker.peers import PeerClient
 from broker.registry import BrokerExtension, HandlerRegistry, RequestContext
 from broker.topics import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, TopicSpec, TopicStore
 from broker.view import BrokerAddress, ClusterView, LeadershipChange
+from rebalance.events import EventRecorder
 from rebalance.kafka_frames import (
     DEFAULT_MAX_FRAME_BYTES,
     FrameError,
@@ -76,6 +78,11 @@ class BrokerConfig:
     # A broker declared dead leads its preferred partitions again this long after it returns
     # (0: at once). Kafka: not before the preferred-leader election, every 300 s.
     fail_back_delay_s: float = 0.0
+    # The broker's own liveness (broker.liveness): its sampler's period (0: no sampler), and where its
+    # broker_liveness events go (None: only the log), with the run id they carry.
+    liveness_interval_s: float = 0.25
+    events_path: Path | None = None
+    run_id: str = ""
 
 
 class Broker:
@@ -102,12 +109,22 @@ class Broker:
         self._stopping = False
         self._zk = None
         self.request_counts = RequestCounters()
+        self.requests = RequestLedger()
+        self._connection_fds: dict[asyncio.Task, int] = {}   # for the bytes clients sent and the broker has not read
+        self.liveness: LivenessSampler | None = None
         self.address: tuple[str, int] | None = None
         self.fatal_error: BaseException | None = None
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
         self._failed = asyncio.get_running_loop().create_future()
+        if self.config.liveness_interval_s > 0:
+            recorder = (EventRecorder(self.config.events_path, run_id=self.config.run_id)
+                        if self.config.events_path else None)
+            self.liveness = LivenessSampler(self.requests, node_id=self.node_id, recorder=recorder,
+                                            interval_s=self.config.liveness_interval_s,
+                                            connections=lambda: list(self._connection_fds.values()))
+            self.liveness.start()
         register_core_handlers(self.registry)
         for extension in self.extensions:
             extension.install(self, self.registry)
@@ -155,6 +172,9 @@ class Broker:
             self._release(key)
         if self._zk is not None:
             await asyncio.to_thread(self._zk.stop)
+        if self.liveness is not None:
+            self.liveness.stop()
+            self.liveness.recorder.close()
 
     async def serve_until_failure(self) -> None:
         """Wait (after start) until a background task fails, and raise its error."""
@@ -220,6 +240,9 @@ class Broker:
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         client_host = peer[0] if peer else ""
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            self._connection_fds[task] = sock.fileno()
         try:
             while True:
                 async with asyncio.timeout(self.config.idle_timeout_s):
@@ -231,9 +254,15 @@ class Broker:
                 size = frame_size(prefix, self.config.max_frame_bytes)
                 async with asyncio.timeout(self.config.frame_timeout_s):
                     frame = await reader.readexactly(size)
-                answer = await self._dispatch(frame, client_host)
+                api_key = int.from_bytes(frame[:2], "big", signed=True)   # short frames fail in _dispatch
+                self.requests.arrived(api_key)
+                try:
+                    answer = await self._dispatch(frame, client_host)
+                    if answer is not None:
+                        writer.write(answer)
+                finally:
+                    self.requests.done(api_key)   # answered, needing no answer, or failed: no longer outstanding
                 if answer is not None:
-                    writer.write(answer)
                     await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
@@ -247,6 +276,7 @@ class Broker:
             log.exception("closing connection from %s after a handler error", peer)
         finally:
             self._connections.discard(task)
+            self._connection_fds.pop(task, None)
             writer.close()
 
     async def _dispatch(self, frame: bytes, client_host: str) -> bytes | None:

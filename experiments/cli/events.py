@@ -200,6 +200,12 @@ DETAILS = {
         f"{e['members']} members" if e.get("members") is not None else None, e.get("reason")),
     ev.SERVER_COUNTERS: lambda e: _words(e.get("moment"), f"{e.get('server')} served {e.get('served')}",
                                          f"{e.get('nodes')} nodes"),
+    ev.BROKER_LIVENESS: lambda e: _words(
+        f"broker {e.get('node')} {e.get('state')}",
+        f"{e['stalled_ms'] / 1000:.1f} s" if isinstance(e.get("stalled_ms"), (int, float)) else None,
+        f"{e.get('outstanding')} outstanding", f"loop lag {e['loop_lag_ms']:.0f} ms"
+        if isinstance(e.get("loop_lag_ms"), (int, float)) else None,
+        (e.get("stack") or "").split("\n")[0] or None),
     ev.METRICS: _metrics,
 }
 _SPACES = re.compile(r"\s+")

@@ -289,6 +289,7 @@ class Run:
             advertise_map=self.links.advertise_map, coordinator=self.profile.coordinator_in_brokers,
             failover=failover, env=self.profile.broker_env(self.scenario.group.session_timeout_ms,
                                                            native_settings(self.scenario, self.profile)),
+            events_dir=self.events_dir, run_id=self.run_id,   # each broker's own liveness (the server-stall check)
         )
         self.servers = ServerFaults(self.ensemble, self.cluster)
         if self.profile.coordinator_in_brokers:
