@@ -30,6 +30,7 @@ MEMBER_ID_REQUIRED: ErrorClass = _kafka.MemberIdRequiredError
 GROUP_MAX_SIZE_REACHED: ErrorClass = _kafka.GroupMaxSizeReachedError
 FENCED_INSTANCE_ID: ErrorClass = _kafka.FencedInstanceIdError
 UNSUPPORTED_VERSION: ErrorClass = _kafka.UnsupportedVersionError
+OFFSET_METADATA_TOO_LARGE: ErrorClass = _kafka.OffsetMetadataTooLargeError
 # KIP-848's consumer groups
 FENCED_MEMBER_EPOCH: ErrorClass = _kafka.FencedMemberEpochError
 STALE_MEMBER_EPOCH: ErrorClass = _kafka.StaleMemberEpochError

@@ -3,7 +3,7 @@
 When the broker's CLI builds the coordinator it reads environment variables named after Kafka's configs:
 REBALANCE_LAB_GROUP_INITIAL_REBALANCE_DELAY_MS, REBALANCE_LAB_GROUP_MIN_SESSION_TIMEOUT_MS,
 REBALANCE_LAB_GROUP_MAX_SESSION_TIMEOUT_MS, REBALANCE_LAB_GROUP_MAX_SIZE,
-REBALANCE_LAB_COORDINATOR_LOAD_DELAY_MS; for KIP-848 consumer groups
+REBALANCE_LAB_COORDINATOR_LOAD_DELAY_MS, REBALANCE_LAB_OFFSET_METADATA_MAX_BYTES; for KIP-848 consumer groups
 REBALANCE_LAB_GROUP_CONSUMER_SESSION_TIMEOUT_MS, REBALANCE_LAB_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS
 and REBALANCE_LAB_GROUP_CONSUMER_MAX_SIZE; and REBALANCE_LAB_COORDINATOR_EVENTS (a JSONL
 path for `coordinator_event` events) with REBALANCE_LAB_RUN_ID. A value that is not an integer
@@ -28,6 +28,7 @@ class CoordinatorConfig:
     consumer_group: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
     compact_after_records: int = 10_000   # compact a partition after this many appends
     load_delay_ms: int = 0                # COORDINATOR_LOAD_IN_PROGRESS this long after taking a partition
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes: longer commit metadata is refused
     events_path: str | None = None        # coordinator_event JSONL
     run_id: str = ""
 
@@ -53,7 +54,9 @@ class CoordinatorConfig:
             load_delay_ms = _int_from_env(env, "COORDINATOR_LOAD_DELAY_MS") or 0
         return cls(group=GroupConfig(**group_settings), consumer_group=ConsumerGroupConfig(**consumer_settings),
                    events_path=env.get(_ENV_PREFIX + "COORDINATOR_EVENTS"),
-                   run_id=env.get(_ENV_PREFIX + "RUN_ID", ""), load_delay_ms=load_delay_ms)
+                   run_id=env.get(_ENV_PREFIX + "RUN_ID", ""), load_delay_ms=load_delay_ms,
+                   **({"offset_metadata_max_bytes": limit}
+                      if (limit := _int_from_env(env, "OFFSET_METADATA_MAX_BYTES")) is not None else {}))
 
 
 def _int_from_env(env: Mapping[str, str], suffix: str) -> int | None:

@@ -236,11 +236,11 @@ class ConsumerGroup:
         if not request.member_id_from_client and request.member_epoch != JOIN_EPOCH and not request.member_id:
             return "MemberId can't be empty."
         if request.member_epoch == JOIN_EPOCH:
-            if request.rebalance_timeout_ms <= 0:
+            if request.rebalance_timeout_ms == -1:   # -1 is "not given"; Kafka takes 0 and other values
                 return "RebalanceTimeoutMs must be provided in first request."
             if request.owned:
                 return "TopicPartitions must be empty when (re-)joining."
-            if request.subscribed_topics is None:
+            if not request.subscribed_topics:
                 return "SubscribedTopicNames must be set in first request."
         if request.member_epoch == STATIC_LEAVE_EPOCH and not request.instance_id:
             return "InstanceId can't be null when leaving as a static member."

@@ -170,6 +170,8 @@ class GroupMetadataManager:
     async def consumer_group_heartbeat(self, ctx: Any, request: Any) -> Any:
         version = ctx.api_version
         refusal = consumer_group_wire.regex_refusal(version, request)
+        if not request.group_id:   # Kafka checks the request before it looks for the group
+            refusal = "GroupId can't be empty."
         if refusal is not None:
             return consumer_group_wire.error_response(version, errors.INVALID_REQUEST, request.member_id, refusal)
         now = self.coordinator.clock_ms()
@@ -181,8 +183,9 @@ class GroupMetadataManager:
         before = group.members.get(asked.member_id)
         out = group.heartbeat(asked, topics, now)
         result = out.result
-        if not self.apply_consumer(group, out):  # Kafka answers only once the records are written
-            result = HeartbeatResult(error=errors.NOT_COORDINATOR, member_id=request.member_id or None)
+        failure = self.apply_consumer(group, out)  # Kafka answers only once the records are written
+        if failure is not None:
+            result = HeartbeatResult(error=failure, member_id=request.member_id or None)
         self._count_if_changing(asked, before, result)
         return consumer_group_wire.heartbeat_response(version, result)
 
@@ -217,29 +220,30 @@ class GroupMetadataManager:
 
     def _deliver(self, partition: Any, group: ClassicGroup, out: ClassicOutput) -> bool:
         """Persist what changed, then release the replies (Kafka answers after the append)."""
-        stored = True
+        failure = None
         if partition is not None and out.store_group:
-            stored = self.coordinator.append(partition, [group_metadata_record(group, self.coordinator.wall_ms())])
+            failure = self.coordinator.write(partition, lambda: [group_metadata_record(group, self.coordinator.wall_ms())])
         for transition in out.transitions:
             self.coordinator.emit(group.group_id, event="state", from_state=transition.from_state.value,
                                   to_state=transition.to_state.value, generation=group.generation_id,
                                   members=len(group.members), reason=transition.reason)
         for token, result in out.replies:
-            if not stored:
-                result = _not_stored(result)
+            if failure is not None:
+                result = _not_stored(result, failure)
             if isinstance(token, asyncio.Future) and not token.done():
                 token.set_result(result)
         self.coordinator.wake_for(group.next_deadline())
-        return stored
+        return failure is None
 
-    def apply_consumer(self, group: ConsumerGroup, out: ConsumerOutput) -> bool:
-        """Write a consumer group's records, report its events, re-arm the timer; False if not written."""
-        encoded = [consumer_records.encode(record, topic_id) for record in out.records]
-        stored = self.coordinator.append_for_group(group.group_id, encoded)
+    def apply_consumer(self, group: ConsumerGroup, out: ConsumerOutput) -> ErrorClass | None:
+        """Write a consumer group's records, report its events, re-arm the timer; the error to answer if
+        they could not be written, else None."""
+        failure = self.coordinator.write(self.coordinator.partition_holding(group.group_id),
+                                         lambda: [consumer_records.encode(record, topic_id) for record in out.records])
         for event in out.events:
             self.coordinator.emit(group.group_id, protocol="consumer", **event)
         self.coordinator.wake_for(group.next_deadline())
-        return stored
+        return failure
 
     # ------------------------------------------------------------ timers
 
@@ -300,10 +304,10 @@ class GroupMetadataManager:
             self.coordinator.emit(group.group_id, event="unloaded", partition=partition.index)
 
 
-def _not_stored(result: object) -> object:
-    """What a reply becomes when its records could not be written: NOT_COORDINATOR, as in Kafka."""
+def _not_stored(result: object, failure: ErrorClass) -> object:
+    """What a reply becomes when its records could not be written: the write's error, as in Kafka."""
     if isinstance(result, SyncResult):
-        return SyncResult(error=errors.NOT_COORDINATOR)
+        return SyncResult(error=failure)
     if isinstance(result, JoinResult):
-        return JoinResult(error=errors.NOT_COORDINATOR, member_id=result.member_id)
+        return JoinResult(error=failure, member_id=result.member_id)
     return result

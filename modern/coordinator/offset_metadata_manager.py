@@ -137,34 +137,45 @@ class OffsetMetadataManager:
         generation = request.generation_id_or_member_epoch if version >= 1 else -1
         member_id = request.member_id if version >= 1 else ""
         offsets = offset_wire.committed_offsets(request, version, self.coordinator.wall_ms())
+        # Metadata past the limit is refused partition by partition once the member is let in; the others
+        # are stored (Kafka 3.7's GroupMetadataManager.storeOffsets, 4.x's OffsetMetadataManager.commitOffset).
+        oversized = offset_wire.metadata_too_large(offsets, self.coordinator.config.offset_metadata_max_bytes)
+        storable = {key: value for key, value in offsets.items() if key not in oversized}
         consumer = self.groups.consumer_group(request.group_id)
         if consumer is not None:
             error = consumer_commit_error(consumer, version, member_id, generation)
-            if error is errors.NONE:
-                error = self._commit_to_consumer_group(consumer, offsets)
-            return offset_wire.commit_response(version, offsets, error)
+            refused = dict.fromkeys(oversized, errors.OFFSET_METADATA_TOO_LARGE) if error is errors.NONE else {}
+            if error is errors.NONE and storable:
+                error = self._commit_to_consumer_group(consumer, storable)
+            return offset_wire.commit_response(version, offsets, error, refused)
         group, error = self.groups.classic_group(request.group_id, create=generation < 0)
         if error is None and group is None:
             error = errors.ILLEGAL_GENERATION  # Kafka: an unknown group with a generation is a stale member
+        refused = {}
         if error is None:
-            commit = OffsetCommit(offsets=offsets, member_id=member_id, generation_id=generation,
+            commit = OffsetCommit(offsets=storable, member_id=member_id, generation_id=generation,
                                   group_instance_id=request.group_instance_id if version >= 7 else None)
             error, committed = commit_to_classic_group(group, commit, self.coordinator.clock_ms())
-            if not self._write(group.group_id, committed):
-                error = errors.NOT_COORDINATOR
+            if error is errors.NONE:
+                refused = dict.fromkeys(oversized, errors.OFFSET_METADATA_TOO_LARGE)
+            error = self._write(group.group_id, committed) or error
             self.coordinator.wake_for(group.next_deadline())
-        return offset_wire.commit_response(version, offsets, error)
+        return offset_wire.commit_response(version, offsets, error, refused)
 
     def _commit_to_consumer_group(self, group: ConsumerGroup, offsets: dict) -> ErrorClass:
         """Written first, kept by the group only once written."""
-        if not self._write(group.group_id, offsets):
-            return errors.NOT_COORDINATOR
+        failure = self._write(group.group_id, offsets)
+        if failure is not None:
+            return failure
         group.offsets.update(offsets)
         return errors.NONE
 
-    def _write(self, group_id: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata]) -> bool:
-        records = [offset_commit_record(group_id, topic, index, value) for (topic, index), value in offsets.items()]
-        return self.coordinator.append_for_group(group_id, records)
+    def _write(self, group_id: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata]) -> ErrorClass | None:
+        """None when written (or nothing to write), else the error to answer."""
+        if not offsets:
+            return None
+        return self.coordinator.write(self.coordinator.partition_holding(group_id), lambda: [
+            offset_commit_record(group_id, topic, index, value) for (topic, index), value in offsets.items()])
 
     async def offset_fetch(self, ctx: Any, request: Any) -> Any:
         return offset_wire.fetch_response(ctx.api_version, request, self._fetch_offsets)

@@ -7,7 +7,7 @@ member epochs, the pre-v2 per-partition errors) stay out of its way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
@@ -38,17 +38,27 @@ def committed_offsets(request: Any, version: int, now_wall_ms: int) -> dict[tupl
     return offsets
 
 
-def commit_response(version: int, offsets: dict[tuple[str, int], OffsetAndMetadata], error: ErrorClass) -> Any:
-    """One error for every partition asked: a commit is stored whole or not at all."""
+def commit_response(version: int, offsets: dict[tuple[str, int], OffsetAndMetadata], error: ErrorClass,
+                    refused: Mapping[tuple[str, int], ErrorClass] | None = None) -> Any:
+    """One error for every partition asked (a commit is stored whole or not at all), but for the partitions
+    `refused` on their own (metadata past the limit)."""
+    refused = refused or {}
     by_topic: dict[str, list[int]] = {}
     for topic, partition in offsets:
         by_topic.setdefault(topic, []).append(partition)
     topic_cls = OffsetCommitResponse.OffsetCommitResponseTopic
     return OffsetCommitResponse[version](throttle_time_ms=0, topics=[
         topic_cls(name=name, partitions=[
-            topic_cls.OffsetCommitResponsePartition(partition_index=p, error_code=error.errno) for p in parts])
+            topic_cls.OffsetCommitResponsePartition(partition_index=p, error_code=refused.get((name, p), error).errno)
+            for p in parts])
         for name, parts in by_topic.items()
     ])
+
+
+def metadata_too_large(offsets: Mapping[tuple[str, int], OffsetAndMetadata], limit: int) -> set[tuple[str, int]]:
+    """The partitions whose metadata is longer than offset.metadata.max.bytes, measured as Kafka measures it:
+    Java's String.length(), UTF-16 code units (OffsetMetadataManager.isMetadataInvalid)."""
+    return {key for key, value in offsets.items() if len(value.metadata.encode("utf-16-le")) // 2 > limit}
 
 
 def fetch_response(version: int, request: Any, fetch: FetchOffsets) -> Any:

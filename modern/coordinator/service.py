@@ -25,7 +25,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -286,6 +288,18 @@ class CoordinatorExtension:
         """Append a group's records to its partition; False when this broker no longer leads it."""
         partition = self.partition_holding(group_id)
         return partition is not None and self.append(partition, records)
+
+    def write(self, partition: _Partition | None, build: Callable[[], list]) -> ErrorClass | None:
+        """Build a group's records and append them: None when written, else the error to answer.
+        A record with a string longer than its 2-byte length allows cannot be written; Kafka fails
+        that write (its record serialisation throws) and answers UNKNOWN_SERVER_ERROR."""
+        if partition is None:
+            return errors.NOT_COORDINATOR
+        try:
+            records = build()
+        except struct.error:
+            return errors.UNKNOWN_SERVER_ERROR
+        return None if self.append(partition, records) else errors.NOT_COORDINATOR
 
     def append(self, partition: _Partition, records: list) -> bool:
         """Append to a partition's log; False when the log is gone (leadership moved away meanwhile)."""
