@@ -21,7 +21,7 @@ def test_clean_log_passes_every_check(synthetic_runs):
     summary = synthetic_runs["clean"]
     failing = {c.check: (c.verdict, c.detail) for c in summary.checks if c.verdict is not Verdict.TRUE}
     assert failing == {}
-    assert len(summary.checks) == 9
+    assert len(summary.checks) == 10
 
 
 def test_torn_last_line_is_skipped_and_counted(synthetic_runs):

@@ -155,6 +155,7 @@ _NOUN = {
     "convergence": "partitions not converged within the bound",
     "fenced-commits": "stale commits refused by the coordinator",
     "server-witness": "server and member request counts apart",
+    "server-stall": "brokers answering nothing for over 2 s while requests were held up",
 }
 
 

@@ -89,6 +89,8 @@ class SyntheticRun:
     torn_tail: bool = False             # leave half a line at the end of one file, as a crash would
     server_samples: bool = True         # the runner reads the servers' counters before every change (older logs: no)
     server_extra: int = 0               # requests the servers count in the first change that no member logged
+    broker_samples: bool = True         # the brokers sample their own liveness (broker_liveness; older logs: no)
+    broker_stalls: tuple[tuple[float, float], ...] = ()   # (start s, length s): broker 0 answers nothing then
 
 
 def write_run(run_dir: str | Path, config: SyntheticRun = SyntheticRun()) -> Path:
@@ -152,7 +154,8 @@ class _EventLog:
         recorder.emit(type, member, **fields)
 
     def _open(self, process: str) -> EventRecorder:
-        backend = "" if process in ("runner", "producer") else self.backend   # as the real runner and producer
+        # as the real runner, producer and brokers
+        backend = "" if process in ("runner", "producer") or process.startswith("broker-") else self.backend
         recorder = EventRecorder(self.dir / f"{process}.jsonl", run_id=self.run_id, backend=backend,
                                  process=f"synthetic:{process}", clock=self.clock)
         self.recorders[process] = recorder
@@ -223,6 +226,7 @@ class _Simulation:
         self._server_sample(end, "phase teardown")
         for member in list(self.live):
             self._stop_member(end, member)
+        self._broker_liveness(end)
         self.out.close(c.torn_tail)
 
     def _apply(self, change: Change) -> None:
@@ -304,6 +308,24 @@ class _Simulation:
         if not self._in_brokers():
             self.out.event(member, t + 0.002, member, ev.REBALANCE_ATTEMPT, attempt=1, outcome="success",
                            duration_ms=round(self.c.rebalance_s * 1000), detail="")
+
+    def _broker_liveness(self, end: float) -> None:
+        """What broker 0's liveness sampler writes: a sample every 5 s, and each planted stall as the sampler
+        reports one (`stalled` 2 s into it, `resumed` at its end), stuck in a coordinator's callback."""
+        if not self.c.broker_samples:
+            return
+        fields = {"node": 0, "outstanding": 1, "sampler_gap_ms": 1.0}
+        for step in range(int(end // 5.0) + 1):
+            self.out.event("broker-0", step * 5.0, "", ev.BROKER_LIVENESS, state="sample", received=10 * step,
+                           answered=10 * step - 1, loop_lag_ms=50.0, gc_ms=1.0, **fields)
+        stack = "modern/coordinator/classic_group.py:1 in complete_join\nasyncio/events.py:80 in _run"
+        for start, length in self.c.broker_stalls:
+            start_ns = T0_NS + round(start * 1e9)
+            self.out.event("broker-0", start + 2.0, "", ev.BROKER_LIVENESS, state="stalled", start_ns=start_ns,
+                           stalled_ms=2000.0, loop_lag_ms=2000.0, stack=stack, **fields)
+            self.out.event("broker-0", start + length, "", ev.BROKER_LIVENESS, state="resumed", start_ns=start_ns,
+                           stalled_ms=length * 1000, loop_lag_ms=length * 1000, gc_ms=0.0, stack=stack,
+                           stack_seen=4, stack_samples=4, **fields)
 
     def _server_sample(self, t: float, moment: str) -> None:
         if self.c.server_samples:

@@ -59,6 +59,7 @@ class CheckConfig:
     # than the larger of these (docs/analysis.md, "The servers as witnesses").
     witness_tolerance_requests: int = 10
     witness_tolerance_fraction: float = 0.25
+    stall_threshold_s: float = 2.0         # a broker answering nothing this long, requests held up: a stall
 
 
 @dataclass(frozen=True)
@@ -404,6 +405,61 @@ def witness_result(row: Mapping | None, config: CheckConfig, evidence: pd.DataFr
                        f"windows ({rule}); {totals}", evidence)
 
 
+def server_stall(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
+    """Windows of more than `stall_threshold_s` in which a broker answered no request while requests were held
+    up, as each broker's own sampler wrote them (`broker_liveness`: `stalled` when a window reaches its
+    threshold, `resumed` when it ends; broker.liveness). A `stalled` without its `resumed` (the log ended, or
+    the broker died, inside the stall) lasts until that broker process's last event."""
+    liveness = inputs.control.filter(F.col("type") == ev.BROKER_LIVENESS).withColumn(
+        "last_t", F.max("t").over(Window.partitionBy("run", "process")))
+    marks = liveness.filter(F.col("state").isin("stalled", "resumed")).withColumn(
+        "start", F.col("t") - (F.col("ts_ns") - F.col("start_ns")) / 1e9)
+    ended = marks.filter(F.col("state") == "resumed")
+    still_open = marks.filter(F.col("state") == "stalled").join(
+        ended.select("run", "process", "start_ns"), ["run", "process", "start_ns"], "left_anti")
+    windows = ended.withColumn("length_s", F.col("stalled_ms") / 1000).withColumn("ended", F.lit(True)).unionByName(
+        still_open.withColumn("length_s", F.greatest(F.col("stalled_ms") / 1000, F.col("last_t") - F.col("start")))
+        .withColumn("ended", F.lit(False)))
+    stalls = windows.filter(F.col("length_s") > config.stall_threshold_s).select(
+        "run", F.col("node").alias("broker"), "process", "start", "length_s", "ended", "outstanding",
+        (F.col("loop_lag_ms") / 1000).alias("loop_lag_s"), (F.col("sampler_gap_ms") / 1000).alias("sampler_gap_s"),
+        (F.col("gc_ms") / 1000).alias("gc_s"),
+        F.array_join(F.slice(F.split(F.coalesce("stack", F.lit("")), "\n"), 1, 5), " <- ").alias("top_frames"))
+    stats = batch.values(stalls.groupBy("run").agg(
+        F.count("*").alias("n"), F.max_by(F.struct("broker", "start", "length_s", "loop_lag_s", "top_frames"),
+                                          "length_s").alias("longest")))
+    lag = batch.values(liveness.groupBy("run").agg(F.max("loop_lag_ms").alias("lag_ms"),
+                                                   F.countDistinct("process").alias("brokers")))
+    evidence = batch.first_rows(stalls, ["start", "broker"], config.evidence_rows)
+
+    def read() -> Results:
+        return {run: stall_result(stats.value.get(run), lag.value.get(run), config, evidence.value[run])
+                for run in inputs.runs}
+
+    return read
+
+
+def stall_result(row: Mapping | None, lag: Mapping | None, config: CheckConfig,
+                 evidence: pd.DataFrame | None = None) -> CheckResult:
+    """The server-stall verdict of one run: `row` has `n` (stall windows) and the `longest` of them; `lag`
+    the longest loop lag any broker sampled and how many broker processes sampled."""
+    name, limit = "server-stall", config.stall_threshold_s
+    evidence = pd.DataFrame() if evidence is None else evidence
+    count = int(row["n"]) if row else 0
+    if count:
+        longest = row["longest"]
+        frame = (longest["top_frames"] or "").split(" <- ")[0] or "no stack"
+        return CheckResult(name, Verdict.FALSE, count, f"{count} window{'s' if count > 1 else ''} of more than "
+                           f"{limit:g} s in which a broker answered no request while requests were held up; the "
+                           f"longest {longest['length_s']:.1f} s (broker {longest['broker']} at t={longest['start']:.1f} s, "
+                           f"loop lag {longest['loop_lag_s'] or 0:.1f} s, in {frame})", evidence)
+    worst = (lag or {}).get("lag_ms") or 0.0
+    processes = (lag or {}).get("brokers") or 0
+    return CheckResult(name, Verdict.TRUE, 0, f"no broker went more than {limit:g} s without answering while "
+                       f"requests were held up ({processes} broker process{'es' if processes != 1 else ''} "
+                       f"sampled; longest event-loop lag {worst / 1000:.2f} s)", evidence)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Check:
     """One check: a run without any of the event types it `needs` gets `unknown` with `missing` as detail."""
@@ -429,6 +485,8 @@ CHECKS: tuple[Check, ...] = (
     Check(name="fenced-commits", needs=(), missing="", plan=fenced_commits),
     Check(name="server-witness", needs=(ev.SERVER_COUNTERS,), missing="no server samples (the servers' counters "
           "were not recorded)", plan=server_witness),
+    Check(name="server-stall", needs=(ev.BROKER_LIVENESS,), missing="no broker liveness events (the brokers did not "
+          "sample their own liveness: a log from before they did)", plan=server_stall),
 )
 
 

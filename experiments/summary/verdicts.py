@@ -95,6 +95,7 @@ QUESTION = {
     "convergence": "every partition with exactly one owner, within the bound after the last fault",
     "fenced-commits": "a stale member's commit refused by the coordinator: a protection, not an anomaly",
     "server-witness": "the servers' own request counts against the members' (count: windows that disagree)",
+    "server-stall": "a broker answering no request for more than 2 s while requests were held up (count: windows)",
 }
 
 

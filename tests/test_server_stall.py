@@ -1,0 +1,198 @@
+"""The broker's own liveness and the server-stall check.
+
+The stall is made inside the broker, as a slow callback would make it: a function run on the broker's event
+loop (EmbeddedBroker.call) that sleeps 3 s. SIGSTOP would not do: it stops the sampler thread with the loop.
+The broker is the real one (the same Broker class, sockets and sampler thread as in a broker process), in
+the test's process so that its loop can be reached; the healthy run uses broker processes as the runner does.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import MetadataRequest
+
+from broker.embedded import EmbeddedBroker
+from broker.liveness import RequestLedger, running_callback
+from broker.server import BrokerConfig
+from broker.topics import TopicSpec
+from experiments.run.synthetic import SyntheticRun, write_run
+from experiments.summary.checker import Verdict
+from rebalance import events as ev
+from rebalance.events import read_events
+from rebalance.kafka_frames import encode_request
+
+STALL_S = 3.0
+
+
+def _parked_fetch(topic: str) -> FetchRequest:
+    """A Fetch the broker parks for 10 s: nothing to read, one byte wanted (Kafka's DelayedFetch)."""
+    return FetchRequest[12](max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                            session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[FetchRequest.FetchTopic(
+                                topic=topic, partitions=[FetchRequest.FetchTopic.FetchPartition(
+                                    partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+
+
+def _liveness(path: Path, state: str | None = None) -> list[dict]:
+    if not path.exists():
+        return []
+    return [e for e in read_events(path) if e["type"] == ev.BROKER_LIVENESS and state in (None, e["state"])]
+
+
+def _wait_for(condition, timeout_s: float = 30.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s: {what}")
+        time.sleep(0.05)
+
+
+def _hold_the_loop(broker) -> None:   # what a slow callback does: the loop runs nothing else meanwhile
+    time.sleep(STALL_S)
+
+
+def _write_broker_run(run_dir: Path, events: Path) -> Path:
+    """A run folder holding one broker's events (the other checks have nothing to read: unknown)."""
+    (run_dir / "events").mkdir(parents=True)
+    (run_dir / "events" / "broker-0.jsonl").write_bytes(events.read_bytes())
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def stalled_broker(tmp_path_factory):
+    """A broker whose loop was held 3 s while a client's Fetch was parked in it and another client's
+    Metadata request sat unread; first 3 s with only the parked Fetch and the loop free."""
+    root = tmp_path_factory.mktemp("stall")
+    events = root / "broker-0.jsonl"
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("broker.liveness").addHandler(handler)
+    try:
+        with EmbeddedBroker(BrokerConfig(port=0, events_path=events, run_id="stall")) as embedded:
+            embedded.run(embedded.broker.create_topic(TopicSpec(name="quiet", partitions=1)))
+            parked = socket.create_connection(embedded.broker.address)
+            other = socket.create_connection(embedded.broker.address)
+            parked.sendall(encode_request(_parked_fetch("quiet"), 1, "parked"))
+            _wait_for(lambda: embedded.broker.requests.outstanding == 1, what="the Fetch is parked")
+            time.sleep(STALL_S)      # the parked Fetch alone, the loop free: no stall
+            free_loop = _liveness(events, "stalled")
+            late = threading.Timer(0.5, other.sendall, [encode_request(MetadataRequest[1](topics=None), 2, "late")])
+            late.start()             # sent while the loop is held
+            embedded.call(_hold_the_loop, timeout_s=30)
+            late.join()
+            other.settimeout(30)
+            answered = other.recv(4)   # the late request is answered once the loop runs again
+            _wait_for(lambda: _liveness(events, "resumed"), what="the broker writes the end of the stall")
+            parked.close()
+            other.close()
+    finally:
+        logging.getLogger("broker.liveness").removeHandler(handler)
+    return {"events": events, "free_loop": free_loop, "answered": answered, "log": [r.getMessage() for r in records]}
+
+
+@pytest.mark.broker
+def test_a_parked_request_with_a_free_loop_is_not_a_stall(stalled_broker):
+    assert stalled_broker["free_loop"] == []
+
+
+@pytest.mark.broker
+def test_a_held_loop_is_written_as_a_stall_with_the_stack_that_held_it(stalled_broker):
+    (stalled,) = _liveness(stalled_broker["events"], "stalled")
+    (resumed,) = _liveness(stalled_broker["events"], "resumed")
+    assert stalled["node"] == 0 and stalled["outstanding"] >= 1 and stalled["loop_lag_ms"] >= 2000
+    assert stalled["stack"].split("\n")[0].endswith(" in _hold_the_loop")     # the innermost frame: the cause
+    assert stalled["unread_bytes"] > 0                                        # the late request, not read yet
+    assert resumed["start_ns"] == stalled["start_ns"] and resumed["stalled_ms"] >= STALL_S * 1000
+    assert " in _hold_the_loop" in resumed["stack"] and resumed["stack_seen"] >= 1
+    assert stalled_broker["answered"]                                         # and then it answered
+
+
+@pytest.mark.broker
+def test_the_slow_callback_is_named_in_the_brokers_log(stalled_broker):
+    log = "\n".join(stalled_broker["log"])
+    assert "the event loop has not turned for" in log and "_hold_the_loop" in log
+    assert "answering again after" in log
+
+
+def test_prompt_requests_count_as_held_up_and_parked_ones_do_not():
+    clock = iter(range(0, 10**6, 1000))
+    ledger = RequestLedger(clock=lambda: next(clock))
+    ledger.arrived(1)                    # Fetch: parked by design
+    ledger.arrived(11)                   # JoinGroup: parked by design
+    assert (ledger.outstanding, ledger.prompt_outstanding) == (2, 0)
+    ledger.arrived(12)                   # Heartbeat: answered at once
+    assert ledger.prompt_outstanding == 1
+    ledger.done(12)
+    ledger.done(1)
+    assert (ledger.outstanding, ledger.prompt_outstanding) == (1, 0)
+
+
+def test_the_running_callback_is_the_tasks_coroutine():
+    stack = ["broker/server.py:300 in _dispatch", "broker/server.py:257 in _serve_connection",
+             "asyncio/tasks.py:267 in __step", "asyncio/events.py:80 in _run", "asyncio/base_events.py:1922 in _run_once"]
+    assert running_callback(stack) == "broker/server.py:257 in _serve_connection"
+    assert running_callback(["a.py:1 in f"]) == "a.py:1 in f"
+
+
+@pytest.mark.spark
+@pytest.mark.broker
+@pytest.mark.timeout(900)
+def test_the_check_reads_a_real_stall_and_a_healthy_broker(spark, stalled_broker, broker_cluster, tmp_path):
+    from experiments.summary import summarize_runs
+
+    cluster = broker_cluster(1, in_memory=True, events_dir=tmp_path / "healthy-events", run_id="healthy")
+    cluster.metadata(0, [])
+    events = tmp_path / "healthy-events" / "broker-0.jsonl"
+    _wait_for(lambda: _liveness(events, "sample"), what="the broker's first sample")
+    cluster.stop()
+    samples = _liveness(events)
+    assert {e["state"] for e in samples} == {"sample"} and samples[0]["run_id"] == "healthy"
+
+    stalled = _write_broker_run(tmp_path / "stalled", stalled_broker["events"])
+    healthy = _write_broker_run(tmp_path / "healthy", events)
+    stalled_summary, healthy_summary = summarize_runs(spark, [stalled, healthy])
+    check = next(c for c in stalled_summary.checks if c.check == "server-stall")
+    assert check.verdict is Verdict.FALSE and check.count == 1
+    row = check.evidence.iloc[0]
+    assert row["broker"] == 0 and row["length_s"] >= STALL_S and row["ended"]
+    assert row["top_frames"].startswith("tests/test_server_stall.py") and "_hold_the_loop" in row["top_frames"]
+    assert "in tests/test_server_stall.py" in check.detail
+    ok = next(c for c in healthy_summary.checks if c.check == "server-stall")
+    assert ok.verdict is Verdict.TRUE and "1 broker process sampled" in ok.detail
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(900)
+def test_the_check_over_synthetic_logs(spark, tmp_path):
+    from experiments.summary import summarize_runs
+
+    stalls = write_run(tmp_path / "stalls", SyntheticRun(name="stalls", duration_s=16.0,
+                                                         broker_stalls=((4.0, 3.5), (9.0, 2.5))))
+    quiet = write_run(tmp_path / "quiet", SyntheticRun(name="quiet", duration_s=16.0))
+    older = write_run(tmp_path / "older", SyntheticRun(name="older", duration_s=6.0, timeline=(),
+                                                       broker_samples=False))
+    summaries = summarize_runs(spark, [stalls, quiet, older])
+    found, clean, unknown = (next(c for c in s.checks if c.check == "server-stall") for s in summaries)
+    assert found.verdict is Verdict.FALSE and found.count == 2
+    assert list(found.evidence["start"].round(2)) == [4.0, 9.0]
+    assert list(found.evidence["length_s"]) == [3.5, 2.5]
+    assert found.detail.startswith("2 windows of more than 2 s in which a broker answered no request")
+    assert "the longest 3.5 s (broker 0 at t=4.0 s" in found.detail
+    assert "modern/coordinator/classic_group.py:1 in complete_join" in found.detail
+    assert clean.verdict is Verdict.TRUE and clean.count == 0
+    assert unknown.verdict is Verdict.UNKNOWN and "no broker liveness events" in unknown.detail
+
+
+@pytest.mark.broker
+def test_the_event_declares_every_field_the_sampler_writes(stalled_broker):
+    declared = set(ev.VOCABULARY[ev.BROKER_LIVENESS].fields) | set(ev.REQUIRED_FIELDS)
+    written = _liveness(stalled_broker["events"])
+    assert {e["state"] for e in written} == {"sample", "stalled", "resumed"}
+    assert all(set(event) <= declared for event in written), [set(e) - declared for e in written]
