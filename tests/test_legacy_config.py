@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from experiments.cli.app import app
 from experiments.scenario import load as load_scenario
+from experiments.scenario.model import on_backend
 from legacy_zk.config import LegacyConfig
 from legacy_zk.registry import GroupPaths, consumer_id_string, parse_registration, registration_json
 from legacy_zk.watcher import Reason, RebalanceTrigger, WatcherExecutor
@@ -192,7 +193,7 @@ STRATEGY_SAID = "the 0.8 {} assignor"
 
 
 def legacy_settings(path: Path) -> LegacyConfig:
-    scenario = load_scenario(path)
+    scenario = on_backend(load_scenario(path), "legacy")
     group = scenario.group
     return LegacyConfig.from_member_config(MemberConfig(
         group=group.name, topics=scenario.subscribed_topics, strategy=group.strategy, zk_connect="127.0.0.1:2181",
