@@ -108,3 +108,21 @@ def heartbeat(conn, **fields):
 ])
 def test_consumer_group_heartbeat_checks_as_kafka(connection, fields, expected):
     assert heartbeat(connection, **fields).error_code == expected.errno
+
+
+def test_a_session_timeout_out_of_bounds_is_refused_before_the_member_is_looked_up(connection):
+    # Kafka's GroupCoordinator.handleJoinGroup checks the session timeout before it looks for the group,
+    # so a stranger's member id with a bad timeout is INVALID_SESSION_TIMEOUT, not UNKNOWN_MEMBER_ID
+    answer = connection.request(JoinGroupRequest[5](
+        group_id=f"g-{uuid.uuid4().hex[:8]}", session_timeout_ms=1, rebalance_timeout_ms=10_000,
+        member_id="stranger", group_instance_id=None, protocol_type="consumer",
+        protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")]))
+    assert answer.error_code == errors.INVALID_SESSION_TIMEOUT.errno
+
+
+def test_owned_partitions_of_unknown_topics_on_a_join_are_refused(connection):
+    import uuid as uuid_module
+
+    answer = heartbeat(connection, topic_partitions=[ConsumerGroupHeartbeatRequest.TopicPartitions(
+        topic_id=uuid_module.uuid4(), partitions=[0])])
+    assert answer.error_code == errors.INVALID_REQUEST.errno

@@ -61,9 +61,9 @@ class HostileReport:
         broken = Counter(v["check"] for v in self.violations)
         return {"batches": self.batches, "requests": sum(self.requests.values()), "by_api": dict(self.requests),
                 "seconds": round(self.seconds, 1), "slowest_answer_s": round(self.slowest_answer_s, 3),
-                "rss_mb_first": self.rss_mb[0] if self.rss_mb else None,
-                "rss_mb_max": max(self.rss_mb) if self.rss_mb else None,
-                "rss_mb_last": self.rss_mb[-1] if self.rss_mb else None,
+                "rss_mb_first": round(self.rss_mb[0], 1) if self.rss_mb else None,
+                "rss_mb_max": round(max(self.rss_mb), 1) if self.rss_mb else None,
+                "rss_mb_last": round(self.rss_mb[-1], 1) if self.rss_mb else None,
                 "violations": dict(broken), "first_violations": self.violations[:20]}
 
 

@@ -34,6 +34,8 @@ OFFSET_METADATA_MAX_BYTES = 4096          # Kafka's offset.metadata.max.bytes
 KNOWN_ASSIGNORS = ("uniform", "range")
 # Kafka's defaults for group.min.session.timeout.ms and group.max.session.timeout.ms
 MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS = 6_000, 1_800_000
+RECORD_STRING_MAX_BYTES = 32_767          # a __consumer_offsets record keeps ids with a 2-byte length
+SHORT_IDS: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -63,12 +65,17 @@ class Hostile:
         return f"Hostile({self.kind}, {text[:300]}{'...' if len(text) > 300 else ''})"
 
 
+def _too_long(text: str | None) -> bool:
+    return text is not None and len(text.encode()) > RECORD_STRING_MAX_BYTES
+
+
 def _codes(*names: str) -> frozenset[int]:
     """Error codes by Kafka's names (kafka.errors' table)."""
     return frozenset(_BY_NAME[name] for name in names)
 
 
-_BY_NAME = {cls.message: cls.errno for cls in Errors.BrokerResponseError.__subclasses__()} | {"NONE": 0}
+_BY_NAME = {cls.message: cls.errno for cls in Errors.BrokerResponseError.__subclasses__()} | {"NONE": 0,
+                                                                                             "UNKNOWN_SERVER_ERROR": -1}
 
 
 def ident(draw, prefix: str, flexible: bool = True) -> str:
@@ -76,6 +83,8 @@ def ident(draw, prefix: str, flexible: bool = True) -> str:
     length = draw(st.sampled_from(ID_LENGTHS if flexible else ID_LENGTHS[:-1] + (32_767,)))
     if length == 0:
         return ""
+    if length == 1:   # one character per kind, so that a classic and a consumer group never share one by chance
+        return SHORT_IDS.setdefault(prefix, chr(ord("A") + len(SHORT_IDS)))
     stem = f"{prefix}-{uuid.uuid4().hex}"
     return (stem * (length // len(stem) + 1))[:length]
 
@@ -100,8 +109,10 @@ def join_group(draw, target: Target) -> Hostile:
         expected = _codes("INVALID_GROUP_ID")
     elif not MIN_SESSION_TIMEOUT_MS <= session <= MAX_SESSION_TIMEOUT_MS:
         expected = _codes("INVALID_SESSION_TIMEOUT")
-    elif request.member_id:
-        expected = _codes("UNKNOWN_MEMBER_ID")      # a member id for a group the coordinator never saw
+    elif request.member_id:   # a member id the group never gave out (a group it may not even have)
+        expected = _codes("UNKNOWN_MEMBER_ID")
+        if not protocols or not request.protocol_type:   # a group that exists checks its protocols first
+            expected |= _codes("INCONSISTENT_GROUP_PROTOCOL")
     elif not protocols or not request.protocol_type:
         expected = _codes("INCONSISTENT_GROUP_PROTOCOL")
     else:
@@ -156,7 +167,8 @@ def offset_commit(draw, target: Target) -> Hostile:
         for index, length in enumerate(lengths)]
     topic = ident(draw, "absent-topic", version >= 8) or target.topic
     if simple:
-        group, generation, member = ident(draw, "hostile-commit", version >= 8), -1, ""   # "" too: Kafka takes it
+        # not "": Kafka takes a commit to the group "", the lab refuses it (docs/broker.md)
+        group, generation, member = ident(draw, "hostile-commit", version >= 8) or "hostile-commit", -1, ""
     else:
         group = target.classic_group
         stale = draw(st.booleans())
@@ -168,8 +180,11 @@ def offset_commit(draw, target: Target) -> Hostile:
         group_id=group, generation_id_or_member_epoch=generation, member_id=member, group_instance_id=None,
         retention_time_ms=-1, topics=[topic_cls(name=topic, partitions=partitions)])
     expect = {}
+    unwritable = simple and (_too_long(group) or _too_long(topic))
     for index, length in enumerate(lengths):
-        if not simple:
+        if unwritable:   # its record cannot be written: Kafka's serialisation fails the request
+            expect[f"{topic}-{index}"] = _codes("UNKNOWN_SERVER_ERROR", "OFFSET_METADATA_TOO_LARGE")
+        elif not simple:
             refused = "ILLEGAL_GENERATION" if member == target.classic_member else "UNKNOWN_MEMBER_ID"
             expect[f"{topic}-{index}"] = _codes(refused)
         elif length > OFFSET_METADATA_MAX_BYTES:
@@ -194,11 +209,12 @@ def leave_group(draw, target: Target) -> Hostile:
 def describe_groups(draw, target: Target) -> Hostile:
     count = draw(st.sampled_from((1, 100, 10_000)))
     version = draw(st.integers(0, 5))
-    groups = [ident(draw, "described", version >= 5) for _ in range(min(count, 3))]
+    groups = [ident(draw, "described", version >= 5) or "described" for _ in range(min(count, 3))]
     groups += [f"described-{i}" for i in range(count)]
     request = DescribeGroupsRequest[version](groups=groups + [target.classic_group],
                                                               include_authorized_operations=False)
-    # Kafka describes any group id, "" included, as Dead without an error (GroupCoordinator.handleDescribeGroup)
+    # Kafka describes any group id as Dead without an error (GroupCoordinator.handleDescribeGroup); "" too, which
+    # the lab refuses (docs/broker.md), so it is not drawn
     return Hostile("DescribeGroups", request, {"groups": _codes("NONE")})
 
 
@@ -227,6 +243,8 @@ def consumer_group_heartbeat(draw, target: Target) -> Hostile:
         fields.update(member_id=ident(draw, "absent-member") or "absent", member_epoch=draw(st.integers(1, INT32_MAX)))
     request = ConsumerGroupHeartbeatRequest[version](**fields)
     expected = _heartbeat_expectation(shape, group, rebalance, subscribed, owned, assignor)
+    if expected == _codes("NONE") and (_too_long(group) or _too_long(fields["member_id"])):
+        expected = _codes("UNKNOWN_SERVER_ERROR")
     return Hostile("ConsumerGroupHeartbeat", request, {"error": expected},
                    fresh_consumer_group=group if shape == "join" and group else None)
 

@@ -107,7 +107,7 @@ class SteadyMembers:
             instance_id=None, rack_id=None, rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
             subscribed_topic_names=[self.topic], subscribed_topic_regex=None, server_assignor=None,
             client_assignors=[], topic_partitions=[ConsumerGroupHeartbeatRequest.TopicPartitions(
-                topic_id=topic_id(self.topic), partitions=owned)]))
+                topic_id=topic_id(self.topic), partitions=owned)] if owned else []))
         if answer.error_code != 0:
             raise SteadyError(f"consumer group heartbeat answered error {answer.error_code}")
         self.epoch = answer.member_epoch
@@ -132,10 +132,11 @@ class SteadyMembers:
         """Commit the next offsets from both members, read them back: a group no one fenced never goes back."""
         self.next_offset += 1
         problems = []
-        for group, generation, member in ((self.classic_group, self.generation, self.classic_member),
-                                          (self.consumer_group, self.epoch, self.consumer_member)):
+        # a consumer group member commits with its member epoch, which only v9 carries
+        for group, generation, member, version in ((self.classic_group, self.generation, self.classic_member, 8),
+                                                   (self.consumer_group, self.epoch, self.consumer_member, 9)):
             topic_cls = OffsetCommitRequest.OffsetCommitRequestTopic
-            answer = self.connection.request(OffsetCommitRequest[8](
+            answer = self.connection.request(OffsetCommitRequest[version](
                 group_id=group, generation_id_or_member_epoch=generation, member_id=member, group_instance_id=None,
                 topics=[topic_cls(name=self.topic, partitions=[topic_cls.OffsetCommitRequestPartition(
                     partition_index=p, committed_offset=self.next_offset, committed_leader_epoch=-1,

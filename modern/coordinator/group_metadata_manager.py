@@ -80,7 +80,13 @@ class GroupMetadataManager:
 
     async def join_group(self, ctx: Any, request: Any) -> Any:
         version = ctx.api_version
-        group, error = self.classic_group(request.group_id, create=not request.member_id)
+        group, error = self.classic_group(request.group_id, create=False)
+        settings = self.config.group
+        if error is None and not (settings.min_session_timeout_ms <= request.session_timeout_ms
+                                  <= settings.max_session_timeout_ms):
+            error = errors.INVALID_SESSION_TIMEOUT   # Kafka checks it before it looks for (or makes) the group
+        if error is None and group is None and not request.member_id:
+            group, error = self.classic_group(request.group_id, create=True)
         if error is None and group is None:
             error = errors.UNKNOWN_MEMBER_ID  # a member id for a group this coordinator does not know
         if error is not None:
@@ -172,6 +178,8 @@ class GroupMetadataManager:
         refusal = consumer_group_wire.regex_refusal(version, request)
         if not request.group_id:   # Kafka checks the request before it looks for the group
             refusal = "GroupId can't be empty."
+        elif request.member_epoch == 0 and (request.topic_partitions is None or request.topic_partitions):
+            refusal = "TopicPartitions must be empty when (re-)joining."   # checked before unknown topics drop out
         if refusal is not None:
             return consumer_group_wire.error_response(version, errors.INVALID_REQUEST, request.member_id, refusal)
         now = self.coordinator.clock_ms()
