@@ -77,6 +77,9 @@ def broker_command(
     run_id: str = typer.Option("", help="run_id written into the events."),
     liveness_interval_ms: int = typer.Option(
         250, help="How often the broker's liveness sampler looks at its event loop (0: no sampler)."),
+    asyncio_debug: bool = typer.Option(
+        False, "--asyncio-debug", help="asyncio's debug mode, with its slow-callback warning (callbacks over 0.5 s) "
+                                       "in the log; it doubles the broker's CPU a request (also PYTHONASYNCIODEBUG=1)."),
     log_level: str = typer.Option("INFO", help="Python log level."),
 ) -> None:
     """Run one broker of the lab's Kafka-protocol cluster until SIGTERM/SIGINT."""
@@ -123,7 +126,7 @@ def broker_command(
             await broker.stop()
 
     try:
-        asyncio.run(main())
+        asyncio.run(main(), debug=True if asyncio_debug else None)   # None: PYTHONASYNCIODEBUG decides
     except asyncio.CancelledError:
         pass
     except OSError as error:

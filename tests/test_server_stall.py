@@ -8,6 +8,7 @@ the test's process so that its loop can be reached; the healthy run uses broker 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import threading
@@ -196,3 +197,18 @@ def test_the_event_declares_every_field_the_sampler_writes(stalled_broker):
     written = _liveness(stalled_broker["events"])
     assert {e["state"] for e in written} == {"sample", "stalled", "resumed"}
     assert all(set(event) <= declared for event in written), [set(e) - declared for e in written]
+
+
+@pytest.mark.broker
+def test_asyncio_names_a_callback_over_half_a_second_in_debug_mode(caplog):
+    with EmbeddedBroker(BrokerConfig(port=0)) as embedded:
+        assert embedded.call(lambda broker: asyncio.get_running_loop().slow_callback_duration) == 0.5
+        embedded.call(lambda broker: asyncio.get_running_loop().set_debug(True))   # what --asyncio-debug does
+        with caplog.at_level(logging.WARNING, logger="asyncio"):
+            embedded.call(_hold_briefly)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "asyncio"]
+    assert any(w.startswith("Executing") and "invoke" in w and " took " in w for w in warnings), warnings
+
+
+def _hold_briefly(broker) -> None:
+    time.sleep(0.7)
