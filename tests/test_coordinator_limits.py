@@ -126,3 +126,16 @@ def test_owned_partitions_of_unknown_topics_on_a_join_are_refused(connection):
     answer = heartbeat(connection, topic_partitions=[ConsumerGroupHeartbeatRequest.TopicPartitions(
         topic_id=uuid_module.uuid4(), partitions=[0])])
     assert answer.error_code == errors.INVALID_REQUEST.errno
+
+
+def test_the_group_id_empty_is_valid_for_offsets_and_describe_as_in_kafka(connection):
+    from kafka.protocol.admin import DescribeGroupsRequest
+
+    assert commit(connection, "", {0: ""}).topics[0].partitions[0].error_code == 0
+    assert fetched(connection, "")[0] == 10
+    described = connection.request(DescribeGroupsRequest[5](groups=[""], include_authorized_operations=False))
+    assert described.groups[0].error_code == 0
+    join = JoinGroupRequest[5](group_id="", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+                               group_instance_id=None, protocol_type="consumer",
+                               protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")])
+    assert connection.request(join).error_code == errors.INVALID_GROUP_ID.errno   # not for membership

@@ -167,8 +167,7 @@ def offset_commit(draw, target: Target) -> Hostile:
         for index, length in enumerate(lengths)]
     topic = ident(draw, "absent-topic", version >= 8) or target.topic
     if simple:
-        # not "": Kafka takes a commit to the group "", the lab refuses it (docs/broker.md)
-        group, generation, member = ident(draw, "hostile-commit", version >= 8) or "hostile-commit", -1, ""
+        group, generation, member = ident(draw, "hostile-commit", version >= 8), -1, ""   # "" too: Kafka takes it
     else:
         group = target.classic_group
         stale = draw(st.booleans())
@@ -209,12 +208,11 @@ def leave_group(draw, target: Target) -> Hostile:
 def describe_groups(draw, target: Target) -> Hostile:
     count = draw(st.sampled_from((1, 100, 10_000)))
     version = draw(st.integers(0, 5))
-    groups = [ident(draw, "described", version >= 5) or "described" for _ in range(min(count, 3))]
+    groups = [ident(draw, "described", version >= 5) for _ in range(min(count, 3))]
     groups += [f"described-{i}" for i in range(count)]
     request = DescribeGroupsRequest[version](groups=groups + [target.classic_group],
                                                               include_authorized_operations=False)
-    # Kafka describes any group id as Dead without an error (GroupCoordinator.handleDescribeGroup); "" too, which
-    # the lab refuses (docs/broker.md), so it is not drawn
+    # Kafka describes any group id, "" included, as Dead without an error (GroupCoordinator.handleDescribeGroup)
     return Hostile("DescribeGroups", request, {"groups": _codes("NONE")})
 
 

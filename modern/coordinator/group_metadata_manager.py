@@ -40,9 +40,11 @@ class GroupMetadataManager:
 
     # ------------------------------------------------------------ one kind per group id
 
-    def classic_group(self, group_id: str, *, create: bool) -> tuple[ClassicGroup | None, ErrorClass | None]:
-        """The classic group if this broker coordinates it (creating it on request), else the error to answer."""
-        partition, error = self.coordinator.partition_for(group_id)
+    def classic_group(self, group_id: str, *, create: bool,
+                      allow_empty: bool = False) -> tuple[ClassicGroup | None, ErrorClass | None]:
+        """The classic group if this broker coordinates it (creating it on request), else the error to answer.
+        Kafka lets OffsetCommit, OffsetFetch and DescribeGroups name the group "" (GroupCoordinator.isValidGroupId)."""
+        partition, error = self.coordinator.partition_for(group_id, allow_empty=allow_empty)
         if error is not None:
             return None, error
         if group_id in partition.consumer_groups:
@@ -145,7 +147,7 @@ class GroupMetadataManager:
     async def describe_groups(self, ctx: Any, request: Any) -> Any:
         answers = []
         for group_id in request.groups:
-            group, error = self.classic_group(group_id, create=False)
+            group, error = self.classic_group(group_id, create=False, allow_empty=True)
             if error is errors.GROUP_ID_NOT_FOUND and ctx.api_version < 6:
                 error = None  # Kafka: a consumer group is Dead without an error before DescribeGroups v6
             if error is not None or group is None:

@@ -148,7 +148,7 @@ class OffsetMetadataManager:
             if error is errors.NONE and storable:
                 error = self._commit_to_consumer_group(consumer, storable)
             return offset_wire.commit_response(version, offsets, error, refused)
-        group, error = self.groups.classic_group(request.group_id, create=generation < 0)
+        group, error = self.groups.classic_group(request.group_id, create=generation < 0, allow_empty=True)
         if error is None and group is None:
             error = errors.ILLEGAL_GENERATION  # Kafka: an unknown group with a generation is a stale member
         refused = {}
@@ -190,7 +190,7 @@ class OffsetMetadataManager:
                 return error, []
             offsets = consumer.offsets
         else:
-            group, error = self.groups.classic_group(group_id, create=False)
+            group, error = self.groups.classic_group(group_id, create=False, allow_empty=True)
             if error is not None:
                 return error, []
             offsets = group.offsets if group is not None else {}

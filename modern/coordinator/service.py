@@ -263,11 +263,12 @@ class CoordinatorExtension:
 
     # ------------------------------------------------------------ what the managers ask of the service
 
-    def partition_for(self, group_id: str) -> tuple[_Partition | None, ErrorClass | None]:
-        """The partition holding the group if this broker coordinates it, else the error to answer."""
+    def partition_for(self, group_id: str, *, allow_empty: bool = False) -> tuple[_Partition | None, ErrorClass | None]:
+        """The partition holding the group if this broker coordinates it, else the error to answer. The
+        group id "" is valid only where Kafka keeps it valid (`allow_empty`: offsets and DescribeGroups)."""
         if self.failure is not None:
             raise RuntimeError("the coordinator's group timers failed") from self.failure
-        if not group_id:
+        if not group_id and not allow_empty:
             return None, errors.INVALID_GROUP_ID
         index = self._partition_index(group_id)
         partition = self._partitions.get(index)
