@@ -21,8 +21,9 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 from broker.admin import create_topic
 from modern.common import errors
 from modern.common.consumer_group_messages import ConsumerGroupHeartbeatResponse
-from modern.kip848.heartbeats import GroupHeartbeats, State
+from modern.kip848.heartbeats import GroupHeartbeats
 from modern.kip848.member import Kip848Member
+from modern.kip848.member_states import ClientMemberState
 from rebalance import heartbeats
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig, RebalanceListener
@@ -261,7 +262,7 @@ def unit_member(**extra) -> Kip848Member:
     """A member in the group at epoch 3, owning t-0 (consumed up to 5) and t-1 (up to 9); nothing started."""
     member = Kip848Member(MemberConfig(group="g", topics=("t",), member_name="m", bootstrap="127.0.0.1:1",
                                        extra=extra))
-    member.heartbeats._state, member.heartbeats._epoch = State.MEMBER, 3
+    member.heartbeats._state, member.heartbeats._epoch = ClientMemberState.STABLE, 3
     member._owned, member._positions = frozenset({TP0, TP1}), {TP0: 5, TP1: 9}
     member._assign = lambda partitions: setattr(member, "_owned", member._owned | partitions)  # no fetch here
     return member
@@ -309,7 +310,7 @@ def test_the_commit_before_reconciling_is_retried_up_to_the_rebalance_timeout_no
 def test_no_commit_before_reconciling_when_auto_commit_is_off():
     member = Kip848Member(MemberConfig(group="g", topics=("t",), member_name="m", bootstrap="127.0.0.1:1",
                                        auto_commit=False))
-    member.heartbeats._state, member.heartbeats._epoch = State.MEMBER, 3
+    member.heartbeats._state, member.heartbeats._epoch = ClientMemberState.STABLE, 3
     member._owned, member._positions = frozenset({TP0, TP1}), {TP0: 5, TP1: 9}
     sent = scripted_commits(member)
     member.heartbeats._target = frozenset({TP0})
@@ -327,7 +328,7 @@ def in_group(**extra) -> GroupHeartbeats:
     """The heartbeat side of a member at epoch 3 whose coordinator is known; no thread started."""
     beats = Kip848Member(MemberConfig(group="g", topics=("t",), member_name="m", bootstrap="127.0.0.1:1",
                                       extra=extra)).heartbeats
-    beats._state, beats._epoch = State.MEMBER, 3
+    beats._state, beats._epoch = ClientMemberState.STABLE, 3
     beats._main = beats._beat = Scripted()
     beats._coordinator, beats._coordinator_known = ("stub", 1), True
     return beats

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from modern.common import errors
-from modern.kip848.heartbeats import State
 from modern.kip848.member import Kip848Member
+from modern.kip848.member_states import ClientMemberState
 from rebalance.member import MemberConfig
 from rebalance.types import Record
 from tests.modern_support import wait_until
@@ -26,7 +26,7 @@ def committing_member(*answers) -> tuple[Kip848Member, list]:
     member = Kip848Member(MemberConfig(group="g", topics=("t",), member_name="m", bootstrap="127.0.0.1:1",
                                        auto_commit_interval_ms=INTERVAL_MS))
     beats = member.heartbeats
-    beats._state, beats._epoch, beats._coordinator_known = State.MEMBER, 3, True
+    beats._state, beats._epoch, beats._coordinator_known = ClientMemberState.STABLE, 3, True
     member._owned, member._positions = frozenset({TP0, TP1}), {TP0: 5, TP1: 9}
     member._assign = lambda partitions: setattr(member, "_owned", member._owned | partitions)
     sent: list[dict] = []

@@ -1,18 +1,17 @@
 """The member's side of ConsumerGroupHeartbeat: finding the coordinator, the heartbeat thread,
 the member epoch and the assignment the coordinator last sent.
 
-States (changed only through `_set_state`):
-
-    JOINING  --answer-->  MEMBER  --FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID-->  FENCED
-    FENCED   --rejoin() (the polling thread let its partitions go)-->  JOINING
-    any      --leave() / stop()-->  STOPPED;  any --refusal no retry can cure-->  FATAL
-
-A JOINING member sends epoch 0 and every field; a MEMBER sends its epoch, and only the fields that
-changed (its owned partitions when they changed), as Kafka's consumer does; after any failed
-heartbeat every field is sent again. A FENCED member sends nothing until the polling thread has
-declared its partitions lost: only then does it join again, under the same member id (Kafka 4's
-client keeps its id for its lifetime). The session is the coordinator's: a member cut off keeps its
-partitions, retrying with backoff, until an answer says it was fenced, as Kafka's consumer does.
+The member's state is a `ClientMemberState` (`modern.kip848.member_states` writes the states and their
+allowed moves down, beside Kafka's), changed only through `_set_state`, which refuses any other move.
+A JOINING member sends epoch 0 and every field; a member with an epoch sends it, and only the fields
+that changed (its owned partitions when they changed), as Kafka's consumer does; after any failed
+heartbeat every field is sent again. An answer whose target differs from what the member owns moves
+it to RECONCILING; the polling thread reconciles and acknowledges (ACKNOWLEDGING: the next heartbeat
+goes at once), and that heartbeat leaves it STABLE or RECONCILING, as Kafka's
+`onHeartbeatRequestGenerated`. A FENCED member sends nothing until the polling thread has declared its
+partitions lost: only then does it join again, under the same member id (Kafka 4's client keeps its id
+for its lifetime). The session is the coordinator's: a member cut off keeps its partitions, retrying
+with backoff, until an answer says it was fenced, as Kafka's consumer does.
 
 Errors, as Kafka's AbstractHeartbeatRequestManager reads them: NOT_COORDINATOR and
 COORDINATOR_NOT_AVAILABLE mark the coordinator unknown and reset the backoff, so the next heartbeat
@@ -32,7 +31,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 from modern.common import errors
@@ -42,6 +40,15 @@ from modern.common.coordinator_lookup import Coordinator, CoordinatorLookup, Exp
 from modern.common.errors import GroupError
 from modern.common.traced_requests import TracedRequests
 from modern.kip848.client_settings import Kip848Settings
+from modern.kip848.member_states import (
+    HEARTBEAT_NOW,
+    HEARTBEATING,
+    IN_GROUP,
+    PREVIOUS_STATES,
+    RECONCILES,
+    ClientMemberState,
+    check_transition,
+)
 from rebalance import events as ev
 from rebalance import heartbeats
 from rebalance.events import EventRecorder
@@ -53,19 +60,14 @@ JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
 FENCING_ERRORS = frozenset({errors.FENCED_MEMBER_EPOCH, errors.UNKNOWN_MEMBER_ID})
 
 
-class State(Enum):
-    JOINING = "joining"
-    MEMBER = "member"
-    FENCED = "fenced"
-    STOPPED = "stopped"
-    FATAL = "fatal"
+S = ClientMemberState
 
 
 @dataclass(frozen=True)
 class Snapshot:
     """What the polling thread reconciles against, read in one go."""
 
-    state: State
+    state: ClientMemberState
     member_epoch: int
     target: frozenset[TopicPartition] | None   # the last assignment the coordinator sent (None: none yet)
     target_seq: int                            # bumped by every answer that carried an assignment
@@ -84,14 +86,13 @@ class GroupHeartbeats:
         self._topic_names = {topic_id(name): name for name in settings.topics}
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
-        self._state = State.JOINING
+        self._state = S.UNSUBSCRIBED
         self._epoch = JOIN_EPOCH
         self._target: frozenset[TopicPartition] | None = None
         self._target_seq = 0
         self._fatal: BaseException | None = None
         self._interval_ms = 1_000                  # until the coordinator says
         self._next_due = 0.0
-        self._ack = False
         self._send_all = True                      # every field in the next heartbeat
         self._last_reported: frozenset[TopicPartition] | None = None
         self.backoff = ExponentialBackoff(settings.retry_backoff_ms, settings.retry_backoff_max_ms)
@@ -115,6 +116,10 @@ class GroupHeartbeats:
     # ------------------------------------------------------------ what the polling thread uses
 
     def start(self) -> None:
+        """Subscribe: an unsubscribed member starts joining, and the heartbeat thread starts."""
+        with self._lock:
+            if self._state is S.UNSUBSCRIBED:
+                self._set_state(S.JOINING)
         self._thread.start()
 
     def snapshot(self) -> Snapshot:
@@ -129,43 +134,72 @@ class GroupHeartbeats:
     def coordinator_known(self) -> bool:
         return self._coordinator_known
 
-    def ack_now(self) -> None:
-        """The owned partitions changed: report them with the next heartbeat, now."""
+    def reconciling(self) -> bool:
+        """The polling thread starts reconciling the target; False if the member may no longer (fenced,
+        leaving or stopped meanwhile)."""
         with self._lock:
-            self._ack = True
-            self._wake.notify_all()
+            if self._state not in RECONCILES:
+                return False
+            self._set_state(S.RECONCILING)
+            return True
+
+    def ack_now(self) -> None:
+        """A reconciliation step is done: report the owned partitions with the next heartbeat, now.
+        Nothing to report once the member is out of the group meanwhile."""
+        with self._lock:
+            if self._state in (S.RECONCILING, S.ACKNOWLEDGING):
+                self._set_state(S.ACKNOWLEDGING)
 
     def rejoin(self) -> None:
         """After fencing, once the partitions were declared lost: join again with epoch 0."""
         with self._lock:
-            if self._state is State.FENCED:
+            if self._state is S.FENCED:
                 self._epoch, self._target, self._send_all = JOIN_EPOCH, None, True
-                self._set_state(State.JOINING)
-                self._wake.notify_all()
+                self._set_state(S.JOINING)
+
+    def prepare_leaving(self) -> None:
+        """Closing: the polling thread commits and revokes next; heartbeats go on meanwhile (Kafka's
+        leaveGroup, before its callbacks run)."""
+        with self._lock:
+            if self._state in PREVIOUS_STATES[S.PREPARE_LEAVING] - {S.UNSUBSCRIBED}:   # not started: nothing to do
+                self._set_state(S.PREPARE_LEAVING)
 
     def leave(self) -> None:
-        """Stop heartbeating and tell the coordinator: epoch -1, or -2 for a static member."""
+        """Stop heartbeating and tell the coordinator: epoch -1, or -2 for a static member. Only a member
+        the coordinator gave an epoch sends it; one fenced meanwhile is out of the group already."""
+        self.prepare_leaving()
         with self._lock:
-            was_member = self._state is State.MEMBER
-        self.stop()
-        if not was_member or self._coordinator is None:
-            return
-        epoch = STATIC_LEAVE_EPOCH if self.settings.instance_id else LEAVE_EPOCH
-        try:
-            connection = self._connect(*self._coordinator)
+            if self._state is S.PREPARE_LEAVING:
+                self._set_state(S.LEAVING)
+            elif self._state is S.FENCED:
+                self._set_state(S.UNSUBSCRIBED)   # Kafka's leaveGroup for a fenced member
+            send = self._state is S.LEAVING and self._epoch > 0 and self._coordinator is not None
+        self._halt()
+        if send:
+            epoch = STATIC_LEAVE_EPOCH if self.settings.instance_id else LEAVE_EPOCH
             try:
-                self._heartbeat(connection, epoch, send_all=False, owned=None)
-            finally:
-                connection.close()
-        except ConnectionFailed:
-            pass   # the coordinator will find out when the session ends
+                connection = self._connect(*self._coordinator)
+                try:
+                    self._heartbeat(connection, epoch, send_all=False, owned=None)
+                finally:
+                    connection.close()
+            except ConnectionFailed:
+                pass   # the coordinator will find out when the session ends
+        with self._lock:
+            if self._state is S.LEAVING:
+                self._set_state(S.UNSUBSCRIBED)   # sent or skipped, as Kafka's onHeartbeatRequestSkipped
 
     def stop(self) -> None:
-        """Stop at once and send nothing more (a crash, or the first half of leave)."""
+        """Stop at once and send nothing more (a crash)."""
+        with self._lock:
+            if self._state is not S.FATAL:
+                self._set_state(S.STOPPED)
+        self._halt()
+
+    def _halt(self) -> None:
+        """End the heartbeat thread and close its connections; the state is the caller's."""
         self._stopping.set()
         with self._lock:
-            if self._state is not State.FATAL:
-                self._set_state(State.STOPPED)
             self._wake.notify_all()
         for connection in (self._beat, self._main):
             if connection is not None:
@@ -191,30 +225,35 @@ class GroupHeartbeats:
         try:
             while not self._stopping.is_set():
                 with self._wake:
-                    if self._state in (State.FENCED, State.FATAL, State.STOPPED):
+                    if self._state not in HEARTBEATING:
                         self._wake.wait(0.1)
                         continue
                     wait_s = self._next_due - time.monotonic()
-                    waiting = self._backing_off or (not self._ack and self._state is State.MEMBER)
+                    waiting = self._backing_off or self._state not in HEARTBEAT_NOW
                     if wait_s > 0 and waiting:
                         self._wake.wait(wait_s)   # releases the lock: snapshot() never waits on a backoff
                         continue
-                    self._ack = self._backing_off = False
+                    self._backing_off = False
                 self._beat_once()
         except BaseException as error:  # never vanish: the next poll raises it
             with self._lock:
                 self._fatal = error
-                self._set_state(State.FATAL)
+                if self._state in PREVIOUS_STATES[S.FATAL]:   # else fenced or stopped: the error is kept
+                    self._set_state(S.FATAL)
 
     def _beat_once(self) -> None:
         try:
             self._find_coordinator()
             with self._lock:
-                joining = self._state is State.JOINING
+                if self._state not in HEARTBEATING:
+                    return   # left, fenced or stopped since the loop looked
+                joining = self._state is S.JOINING
                 epoch = JOIN_EPOCH if joining else self._epoch
                 send_all = self._send_all or joining
                 owned = frozenset() if joining else self._owned()
                 changed = owned != self._last_reported
+                if self._state is S.ACKNOWLEDGING:   # this heartbeat is the acknowledgement
+                    self._set_state(S.STABLE if owned == self._target else S.RECONCILING)
             report = owned if (send_all or changed) else None
             answer = self._heartbeat(self._beat, epoch, send_all=send_all, owned=report)
         except ConnectionFailed:
@@ -227,8 +266,9 @@ class GroupHeartbeats:
     def _on_answer(self, answer: Any, reported: frozenset[TopicPartition] | None) -> None:
         error = errors.for_code(answer.error_code)
         with self._lock:
-            if self._state not in (State.JOINING, State.MEMBER):
-                return   # stopped meanwhile: the answer is void
+            state = self._state
+            if state not in HEARTBEATING:
+                return   # left, fenced or stopped meanwhile: the answer is void
             if error is errors.NONE:
                 self._epoch = answer.member_epoch
                 if answer.heartbeat_interval_ms > 0:
@@ -241,10 +281,14 @@ class GroupHeartbeats:
                 self._send_all = False
                 self._failed_attempts = 0
                 self._next_due = time.monotonic() + self._interval_ms / 1000
-                self._set_state(State.MEMBER)
-            elif error in FENCING_ERRORS and self._state is State.MEMBER:
+                self._set_state(self._after_success(state))
+            elif error in FENCING_ERRORS and state in IN_GROUP:
                 self._epoch, self._target, self._last_reported = JOIN_EPOCH, None, None
-                self._set_state(State.FENCED)
+                if state is S.PREPARE_LEAVING:   # Kafka: no leave heartbeat and no rejoin then
+                    self._set_state(S.LEAVING)
+                    self._set_state(S.UNSUBSCRIBED)
+                else:
+                    self._set_state(S.FENCED)
             elif error in errors.COORDINATOR_MOVED:
                 # Kafka: mark the coordinator unknown and reset the backoff, so the next heartbeat goes
                 # as soon as the lookup answers.
@@ -256,7 +300,16 @@ class GroupHeartbeats:
                 self._retry_later()
             else:   # UNSUPPORTED_ASSIGNOR, INVALID_REQUEST, GROUP_MAX_SIZE_REACHED, UNRELEASED_INSTANCE_ID, ...
                 self._fatal = GroupError(error, "ConsumerGroupHeartbeat")
-                self._set_state(State.FATAL)
+                self._set_state(S.FATAL)
+
+    def _after_success(self, state: ClientMemberState) -> ClientMemberState:
+        """Where an answered heartbeat leaves the member: a joining or stable member with a target it does
+        not own starts reconciling; RECONCILING and ACKNOWLEDGING end only through the polling thread and
+        the acknowledging heartbeat; a leaving member takes no new assignment."""
+        if state in (S.JOINING, S.STABLE):
+            pending = self._target is not None and self._target != self._owned()
+            return S.RECONCILING if pending else S.STABLE
+        return state
 
     def _retry_later(self) -> None:
         """Back off (Kafka's: from retry.backoff.ms doubling up to retry.backoff.max.ms, +-20 %) and send
@@ -327,10 +380,14 @@ class GroupHeartbeats:
 
     # ------------------------------------------------------------ helpers
 
-    def _set_state(self, state: State) -> None:
-        self._state = state
-        self._wake.notify_all()
-        self.news.set()
+    def _set_state(self, state: ClientMemberState) -> None:
+        """The one place the state changes: an illegal move raises; every move wakes the heartbeat thread
+        and tells the polling thread there is news."""
+        with self._lock:
+            check_transition(self._state, state)
+            self._state = state
+            self._wake.notify_all()
+            self.news.set()
 
     def _decode(self, assignment: Any) -> frozenset[TopicPartition]:
         return frozenset(TopicPartition(self._topic_names[t.topic_id], p) for t in assignment.topic_partitions

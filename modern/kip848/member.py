@@ -36,7 +36,8 @@ from modern.common.errors import ErrorClass, GroupError
 from modern.common.fetched import FetchingMember
 from modern.common.fetcher import Fetcher
 from modern.kip848.client_settings import settings_from
-from modern.kip848.heartbeats import FENCING_ERRORS, GroupHeartbeats, State
+from modern.kip848.heartbeats import FENCING_ERRORS, GroupHeartbeats
+from modern.kip848.member_states import IN_GROUP, RECONCILES, ClientMemberState
 from rebalance import events as ev
 from rebalance.events import EventRecorder, NullRecorder
 from rebalance.member import MemberConfig, RebalanceListener
@@ -98,6 +99,7 @@ class Kip848Member(FetchingMember):
 
     def _give_up_partitions(self) -> None:
         """Commit, revoke (listener); `close` then leaves with epoch -1 (-2 for a static member)."""
+        self.heartbeats.prepare_leaving()
         if self._owned and self.config.auto_commit:
             self._commit_offsets({tp: o for tp, o in self._positions.items() if tp in self._owned})
         if self._owned:
@@ -127,16 +129,20 @@ class Kip848Member(FetchingMember):
             if self._owned:
                 self._lose(set(self._owned))
             raise seen.fatal
-        if seen.state is State.FENCED:
+        if seen.state is ClientMemberState.FENCED:
             if self._owned:
                 self._lose(set(self._owned))
             self._open_rebalance("fenced")
             self.heartbeats.rejoin()
             return
-        if seen.state is not State.MEMBER or seen.target is None:
+        if seen.state not in RECONCILES or seen.target is None:
             return
         target = seen.target
+        if target == self._owned and seen.state is ClientMemberState.RECONCILING:
+            self.heartbeats.ack_now()   # the target came back to what is owned: nothing to do but say so
         if target != self._owned:
+            if not self.heartbeats.reconciling():
+                return   # fenced or stopped since the snapshot: the next poll sees it
             self._open_rebalance("assignment")
             self._auto_commit_before_reconciliation()
             revoked = set(self._owned - target)
@@ -202,7 +208,7 @@ class Kip848Member(FetchingMember):
         positions = {tp: o for tp, o in self._positions.items() if tp in self._owned}
         busy = self._commit_in_flight is not None and self._commit_in_flight.is_alive()
         if not positions or busy or not self.heartbeats.coordinator_known \
-                or self.heartbeats.snapshot().state is not State.MEMBER:
+                or self.heartbeats.snapshot().state not in RECONCILES:
             return
         self._restart_auto_commit_timer()   # before the commit goes: its failure may bring it forward
         self._commit_in_flight = threading.Thread(target=self._auto_commit_once, args=(positions,),
@@ -232,7 +238,7 @@ class Kip848Member(FetchingMember):
             offsets = {tp: o for tp, o in self._positions.items() if tp in self._owned}
             if not offsets:
                 return errors.NONE
-            if self.heartbeats.snapshot().state is not State.MEMBER:
+            if self.heartbeats.snapshot().state not in IN_GROUP:
                 return errors.UNKNOWN_MEMBER_ID   # fenced or stopped meanwhile: nothing to commit for
             error = self._commit_once(offsets)
             retriable = error in RETRIABLE or error is errors.STALE_MEMBER_EPOCH
@@ -259,7 +265,7 @@ class Kip848Member(FetchingMember):
             return errors.NONE
         deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
         while True:
-            if self.heartbeats.snapshot().state is not State.MEMBER:
+            if self.heartbeats.snapshot().state not in IN_GROUP:
                 error = errors.UNKNOWN_MEMBER_ID   # not sent: the member is not in the group
                 self._committed(offsets, error, self.heartbeats.member_epoch)
                 return error
