@@ -1,8 +1,9 @@
 """The docker provider: one container per node, started with testcontainers, driven with docker-py.
 
 Image: $LAB_ZK_IMAGE, else the official `zookeeper:3.8` when present or pullable, else the
-lab's own `rebalance-lab/zookeeper:3.8` built offline by docker/zookeeper/build.sh. Both
-images read the same ZOO_* variables.
+lab's own `rebalance-lab/zookeeper:3.8` built offline by docker/zookeeper/build.sh (`./lab setup`
+and the first `./lab test` build it; the demo does not need it). Both images read the same ZOO_*
+variables. "auto" picks this provider only when an image is already here: it never pulls.
 
 Networking: every container sits on Docker's default bridge with its client port published
 on a fixed 127.0.0.1 port (so the address survives restarts), and, in an ensemble, also on an
@@ -31,38 +32,53 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 
 def available() -> bool:
+    """Whether "auto" may pick Docker: the engine answers and a ZooKeeper image is already here.
+    Nothing is pulled: a first `./lab demo` on a machine without an image runs the Debian jars at once
+    instead of waiting on (or timing out against) a registry, once per run."""
     try:
-        resolve_image(docker_client(timeout_s=5))
-    except (ProviderUnavailable, ImageMissing):
+        return present_image(docker_client(timeout_s=5)) is not None
+    except ProviderUnavailable:
         return False
-    return True
+
+
+def _present(client, tag: str) -> bool:
+    import docker.errors
+
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def _pulled(client, tag: str) -> bool:
+    import docker.errors
+
+    try:
+        client.images.pull(tag)
+        return True
+    except docker.errors.APIError:
+        return False
+
+
+def present_image(client) -> str | None:
+    """The image this provider would use that is already here, without pulling, or None."""
+    wanted = os.environ.get("LAB_ZK_IMAGE")
+    for tag in (wanted,) if wanted else (OFFICIAL_IMAGE, LOCAL_IMAGE):
+        if _present(client, tag):
+            return tag
+    return None
 
 
 def resolve_image(client) -> str:
-    import docker.errors
-
-    def present(tag: str) -> bool:
-        try:
-            client.images.get(tag)
-            return True
-        except docker.errors.ImageNotFound:
-            return False
-
-    def pulled(tag: str) -> bool:
-        try:
-            client.images.pull(tag)
-            return True
-        except docker.errors.APIError:
-            return False
-
+    """The image to start: one already here, else one pulled (docker was asked for by name)."""
+    if tag := present_image(client):
+        return tag
     if wanted := os.environ.get("LAB_ZK_IMAGE"):
-        if present(wanted) or pulled(wanted):
+        if _pulled(client, wanted):
             return wanted
         raise ImageMissing(f"LAB_ZK_IMAGE={wanted} is not present and cannot be pulled")
-    for tag in (OFFICIAL_IMAGE, LOCAL_IMAGE):
-        if present(tag):
-            return tag
-    if pulled(OFFICIAL_IMAGE):
+    if _pulled(client, OFFICIAL_IMAGE):
         return OFFICIAL_IMAGE
     raise ImageMissing(f"no ZooKeeper image: {OFFICIAL_IMAGE} cannot be pulled and {LOCAL_IMAGE} is missing; {BUILD_HINT}")
 
