@@ -169,6 +169,7 @@ def encode_response(response: Any, correlation_id: int) -> bytes:
 
 
 _CHECKED_FOR_NULL = {"string", "bytes"}  # not uuid: the codec decodes the all-zero uuid as None
+_ARRAYS_CHECKED_FOR_NULL = {f"[]{kind}" for kind in _CHECKED_FOR_NULL}
 
 
 def _null_where_not_allowed(container: Any, version: int) -> str | None:
@@ -191,4 +192,6 @@ def _null_where_not_allowed(container: Any, version: int) -> str | None:
                 found = _null_where_not_allowed(item, version)
                 if found:
                     return f"{field.name}[].{found}"
+        elif field.type_str in _ARRAYS_CHECKED_FOR_NULL and any(item is None for item in value):
+            return f"{field.name}[]"  # an element of an array of strings or bytes is never nullable
     return None

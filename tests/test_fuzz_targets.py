@@ -10,6 +10,7 @@ from experiments.fuzz.frames import join_frames, split_frames
 from experiments.fuzz.scenario import ScenarioHarness
 from experiments.fuzz.wire import WireHarness
 from experiments.scenario import ScenarioError, load
+from rebalance.kafka_frames import FrameError, decode_request
 
 pytestmark = pytest.mark.broker
 
@@ -64,3 +65,12 @@ def test_a_scenario_file_that_is_not_utf8_is_a_scenario_error(tmp_path):
         load(path)
     assert "UTF-8" in str(raised.value)
     ScenarioHarness().run(path.read_bytes())   # the fuzz target's own check agrees
+
+
+def test_a_null_in_an_array_of_strings_is_a_malformed_request():
+    # found by the wire fuzzer: DescribeGroups naming a null group reached the coordinator, which hashed None
+    found = libfuzzer.stored_corpus("wire") / "found-describe-null-group-id"
+    frame = next(split_frames(found.read_bytes()))
+    with pytest.raises(FrameError, match=r"groups\[\]"):
+        decode_request(frame)
+    WireHarness().run(found.read_bytes())
