@@ -36,7 +36,7 @@ def _kafka_python(bootstrap: str, topic: str, index: int, stop: threading.Event)
 
 
 def _lab(bootstrap: str, topic: str, index: int, stop: threading.Event) -> None:
-    from modern.common.fetcher import Fetcher
+    from modern.client.fetcher import Fetcher
     from rebalance.types import TopicPartition
 
     fetcher = Fetcher([bootstrap], client_id=f"m{index}")

@@ -81,10 +81,11 @@ def test_no_two_way_tie_between_packages():
 
 
 @pytest.mark.parametrize(("package", "forbidden"), [
-    ("modern.coordinator", ("modern.classic", "modern.kip848")),
+    ("modern.coordinator", ("modern.classic", "modern.kip848", "modern.client")),
     ("modern.classic", ("modern.coordinator", "modern.kip848")),
     ("modern.kip848", ("modern.coordinator", "modern.classic")),
-    ("modern.common", ("modern.coordinator", "modern.classic", "modern.kip848")),
+    ("modern.client", ("modern.coordinator", "modern.classic", "modern.kip848")),
+    ("modern.common", ("modern.coordinator", "modern.classic", "modern.kip848", "modern.client")),
 ])
 def test_the_coordinator_and_the_clients_do_not_import_each_other(package, forbidden):
     graph = _imports()

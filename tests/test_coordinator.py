@@ -20,8 +20,8 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 from broker.embedded import EmbeddedBroker
 from broker.server import BrokerConfig
 from modern.classic.consumer_protocol import encode_subscription
+from modern.client.connection import BrokerConnection, parse_address
 from modern.common import errors
-from modern.common.connection import BrokerConnection, parse_address
 from modern.coordinator.classic_group import GroupConfig
 from modern.coordinator.records.classic_group import GroupRecord
 from modern.coordinator.records.offset_commit import OffsetRecord

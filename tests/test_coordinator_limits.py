@@ -16,8 +16,8 @@ from kafka.protocol.consumer import (
 
 from broker.embedded import EmbeddedBroker
 from broker.server import BrokerConfig
+from modern.client.connection import BrokerConnection, parse_address
 from modern.common import errors
-from modern.common.connection import BrokerConnection, parse_address
 from modern.common.consumer_group_messages import ConsumerGroupHeartbeatRequest
 from modern.coordinator.classic_group import GroupConfig
 from modern.coordinator.config import CoordinatorConfig

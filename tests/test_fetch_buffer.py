@@ -1,10 +1,10 @@
-"""The fetcher's buffer (`modern.common.fetch_buffer`), as Kafka 3.7's FetchBuffer, FetchCollector and
+"""The fetcher's buffer (`modern.client.fetch_buffer`), as Kafka 3.7's FetchBuffer, FetchCollector and
 SubscriptionState order it: arrival order, a partition handed out in part first in line, a drained partition
 to the end of the fetch order, buffered data of kept partitions kept across an assignment."""
 
 from __future__ import annotations
 
-from modern.common.fetch_buffer import FetchBuffer
+from modern.client.fetch_buffer import FetchBuffer
 from rebalance.types import Record, TopicPartition
 
 P0, P1, P2 = (TopicPartition("t", p) for p in range(3))

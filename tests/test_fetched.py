@@ -1,4 +1,4 @@
-"""The members' shared half (`modern.common.fetched`): positions the reset policy gives are committed like
+"""The members' shared half (`modern.client.fetched`): positions the reset policy gives are committed like
 consumed ones, and an OffsetFetch that times out leaves its partitions waiting, not fetched, for a later poll
 to ask again; poll never raises for it (against the lab's broker)."""
 
@@ -12,9 +12,9 @@ import pytest
 
 from broker.admin import create_topic
 from broker.topics import TopicSpec
+from modern.client.fetched import FetchingMember
 from modern.common import errors
 from modern.common.errors import GroupError
-from modern.common.fetched import FetchingMember
 from rebalance.backends import profile
 from rebalance.events import NullRecorder
 from rebalance.member import MemberConfig

@@ -1,4 +1,4 @@
-"""The group members' data path (`modern.common.fetcher`) against the lab's broker, with records written by
+"""The group members' data path (`modern.client.fetcher`) against the lab's broker, with records written by
 kafka-python's producer: the reset policy, seek, reassignment, max.poll.records, an offset out of range, a
 close that unblocks a waiting fetch, and a dead leader that holds up no fetch from the live ones."""
 
@@ -15,7 +15,7 @@ from kafka import KafkaProducer
 from broker.admin import create_topic
 from broker.cluster import FailoverTiming
 from broker.topics import TopicSpec
-from modern.common.fetcher import MAX_POLL_RECORDS, Fetcher
+from modern.client.fetcher import MAX_POLL_RECORDS, Fetcher
 from rebalance.types import TopicPartition
 
 pytestmark = pytest.mark.broker

@@ -15,8 +15,8 @@ import confluent_kafka
 import pytest
 
 from broker.admin import create_topic
+from modern.client.connection import BrokerConnection, parse_address
 from modern.common import errors
-from modern.common.connection import BrokerConnection, parse_address
 from modern.common.consumer_group_messages import ConsumerGroupDescribeRequest
 from tests.modern_support import produce, wait_until
 from tests.test_modern_conformance import Worker, committed_offsets, complete_and_disjoint, find_coordinator

@@ -14,8 +14,8 @@ from broker.admin import create_topic
 from broker.embedded import EmbeddedBroker
 from broker.server import BrokerConfig
 from modern.classic.consumer_protocol import encode_subscription
+from modern.client.connection import BrokerConnection, parse_address
 from modern.common import errors
-from modern.common.connection import BrokerConnection, parse_address
 from modern.common.consumer_group_messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from modern.coordinator.classic_group import GroupConfig
 from modern.coordinator.consumer_group import ConsumerGroupConfig

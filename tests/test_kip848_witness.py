@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from broker.counters import group_requests, read_counters
-from modern.common.connection import parse_address
+from modern.client.connection import parse_address
 from modern.common.consumer_group_messages import ConsumerGroupHeartbeatRequest
 from rebalance import heartbeats
 from rebalance.topic_ids import topic_id

@@ -20,9 +20,9 @@ from broker.admin import create_topic
 from experiments.faults.proxy import ProxyHub, Toxic
 from experiments.scenario import LinkFault
 from modern.classic.member import ModernMember, settings_from
+from modern.client.connection import BrokerConnection, ConnectionFailed, parse_address
+from modern.client.fetched import CommitFailedError
 from modern.common import errors
-from modern.common.connection import BrokerConnection, ConnectionFailed, parse_address
-from modern.common.fetched import CommitFailedError
 from rebalance.assignors import CooperativeStickyAssignor, RangeAssignor
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig

@@ -18,8 +18,8 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 
 from broker.admin import create_topic
 from modern.classic.member import ModernMember
+from modern.client.connection import BrokerConnection, parse_address
 from modern.common import errors
-from modern.common.connection import BrokerConnection, parse_address
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig, RebalanceListener
 from rebalance.types import TopicPartition

@@ -26,8 +26,8 @@ from modern.classic.group_membership import GroupMembership, JoinOutcome, now_ms
 from modern.classic.member import ModernMember, settings_from
 from modern.classic.membership import HeartbeatTimer, Membership, MembershipState
 from modern.classic.settings import ClientSettings
+from modern.client.coordinator_lookup import Coordinator, ExponentialBackoff
 from modern.common import errors
-from modern.common.coordinator_lookup import Coordinator, ExponentialBackoff
 from rebalance.backends import profile
 from rebalance.events import EventRecorder, NullRecorder, read_events
 from rebalance.member import Member, MemberConfig

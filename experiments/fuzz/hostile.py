@@ -33,7 +33,7 @@ from kafka.protocol.metadata import ApiVersionsRequest
 
 from experiments.fuzz.hostile_values import Hostile, batches
 from experiments.fuzz.steady import SteadyMembers
-from modern.common.connection import BrokerConnection, ConnectionFailed, parse_address
+from modern.client.connection import BrokerConnection, ConnectionFailed, parse_address
 from modern.common.consumer_group_messages import ConsumerGroupDescribeRequest
 
 ANSWER_LIMIT_S = 1.0

@@ -19,7 +19,7 @@ from kafka.protocol.consumer import (
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from experiments.fuzz.hostile_values import Target
-from modern.common.connection import BrokerConnection
+from modern.client.connection import BrokerConnection
 from modern.common.consumer_group_messages import ConsumerGroupHeartbeatRequest
 from rebalance.topic_ids import topic_id
 

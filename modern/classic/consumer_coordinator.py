@@ -38,8 +38,8 @@ from modern.classic.consumer_protocol import (
 from modern.classic.group_membership import GroupMembership, JoinOutcome
 from modern.classic.membership import MembershipState
 from modern.classic.settings import ClientSettings
+from modern.client.connection import BrokerConnection, ConnectionFailed
 from modern.common import errors
-from modern.common.connection import BrokerConnection, ConnectionFailed
 from modern.common.errors import ErrorClass, GroupError
 from rebalance import events as ev
 from rebalance.assignors import get_assignor

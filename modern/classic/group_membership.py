@@ -38,11 +38,11 @@ from modern.classic.membership import (
     MembershipState,
 )
 from modern.classic.settings import ClientSettings
+from modern.client.connection import BrokerConnection, ConnectionFailed
+from modern.client.coordinator_lookup import Coordinator, CoordinatorLookup, ExponentialBackoff
+from modern.client.traced_requests import TracedRequests
 from modern.common import errors
-from modern.common.connection import BrokerConnection, ConnectionFailed
-from modern.common.coordinator_lookup import Coordinator, CoordinatorLookup, ExponentialBackoff
 from modern.common.errors import ErrorClass, GroupError
-from modern.common.traced_requests import TracedRequests
 from rebalance import events as ev
 from rebalance.events import EventRecorder
 from rebalance.metrics import RebalanceMetrics
@@ -217,7 +217,7 @@ class GroupMembership:
 
     def ensure_coordinator(self) -> BrokerConnection:
         """The connection for commits and offset fetches, once the coordinator is known. One lookup per
-        client (`modern.common.coordinator_lookup`): a thread that needs the coordinator while another looks it
+        client (`modern.client.coordinator_lookup`): a thread that needs the coordinator while another looks it
         up waits for that answer. Connections are replaced only when the answer names another broker;
         a request in flight on another thread is never cut short by a lookup."""
         self.lookup.ensure(known=lambda: self._main is not None and self._coordinator_known,

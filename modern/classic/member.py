@@ -2,7 +2,7 @@
 
 The group side is `modern.classic.consumer_coordinator.ConsumerCoordinator` (membership in
 `modern.classic.group_membership`, its states in `modern.classic.membership`); the data side is
-`modern.common.fetcher` (assign + seek, as a consumer in manual-assignment mode), fetching exactly what the
+`modern.client.fetcher` (assign + seek, as a consumer in manual-assignment mode), fetching exactly what the
 coordinator gave us. The member's name is its client.id, so brokers that advertise per-client-id addresses
 route its traffic through that member's fault proxies.
 
@@ -19,11 +19,11 @@ from collections.abc import Mapping
 
 from modern.classic.consumer_coordinator import ConsumerCoordinator
 from modern.classic.settings import ClientSettings
+from modern.client.connection import ConnectionFailed, parse_address
+from modern.client.fetched import FetchingMember
+from modern.client.fetcher import Fetcher
 from modern.common import errors
-from modern.common.connection import ConnectionFailed, parse_address
 from modern.common.errors import ErrorClass
-from modern.common.fetched import FetchingMember
-from modern.common.fetcher import Fetcher
 from rebalance import events as ev
 from rebalance.events import EventRecorder, NullRecorder
 from rebalance.member import MemberConfig, RebalanceListener

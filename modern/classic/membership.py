@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from modern.classic.settings import ClientSettings
+from modern.client.coordinator_lookup import ExponentialBackoff
 from modern.common import errors
-from modern.common.coordinator_lookup import ExponentialBackoff
 from rebalance.types import NO_GENERATION, Generation
 
 

@@ -1,1 +1,1 @@
-"""What the clients and the coordinator share on the wire: connection, error codes, traced requests, coordinator lookup, fetched batches, ConsumerGroupHeartbeat/Describe."""
+"""What the clients and the coordinator both say on the wire: Kafka's error codes and the ConsumerGroupHeartbeat/Describe messages with their schemas."""

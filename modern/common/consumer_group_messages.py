@@ -1,7 +1,7 @@
 """ConsumerGroupHeartbeat (API 68) and ConsumerGroupDescribe (API 69) on kafka-python's codec.
 
 kafka-python builds a message class from a JSON definition in Kafka's format; it ships none for
-these two APIs, so this project writes its own (in `modern/coordinator/schemas/`) and hands them to the same
+these two APIs, so this project writes its own (in `modern/common/schemas/`) and hands them to the same
 loader. Importing this module registers the classes with `rebalance.kafka_frames`, which then decodes
 and encodes them like any other API.
 """

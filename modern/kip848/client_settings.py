@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from modern.common.connection import parse_address
+from modern.client.connection import parse_address
 from rebalance.member import MemberConfig
 
 SERVER_ASSIGNORS = ("uniform", "range", "uniform-4.1")   # the coordinator's (modern.coordinator.assignors.ASSIGNORS)

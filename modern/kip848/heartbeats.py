@@ -17,7 +17,7 @@ Errors, as Kafka's AbstractHeartbeatRequestManager reads them: NOT_COORDINATOR a
 COORDINATOR_NOT_AVAILABLE mark the coordinator unknown and reset the backoff, so the next heartbeat
 goes as soon as the lookup answers; COORDINATOR_LOAD_IN_PROGRESS and a broken connection back off
 (exponentially from retry.backoff.ms to retry.backoff.max.ms, with jitter); the lookup is the client's
-one `modern.common.coordinator_lookup.CoordinatorLookup`, with the same backoff.
+one `modern.client.coordinator_lookup.CoordinatorLookup`, with the same backoff.
 
 Partition callbacks never run here: the polling thread reads `snapshot()` and reconciles, then
 calls `ack_now()` so the change is reported without waiting for the interval.
@@ -33,12 +33,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from modern.client.connection import BrokerConnection, ConnectionFailed
+from modern.client.coordinator_lookup import Coordinator, CoordinatorLookup, ExponentialBackoff
+from modern.client.traced_requests import TracedRequests
 from modern.common import errors
-from modern.common.connection import BrokerConnection, ConnectionFailed
 from modern.common.consumer_group_messages import ConsumerGroupHeartbeatRequest
-from modern.common.coordinator_lookup import Coordinator, CoordinatorLookup, ExponentialBackoff
 from modern.common.errors import GroupError
-from modern.common.traced_requests import TracedRequests
 from modern.kip848.client_settings import Kip848Settings
 from modern.kip848.member_states import (
     HEARTBEAT_NOW,

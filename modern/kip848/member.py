@@ -17,7 +17,7 @@ as Kafka runs rebalance callbacks inside poll():
      restarts when a reconciliation completes, and a retriable failure is retried after
      retry.backoff.ms.
 
-The data side is `modern.common.fetcher` (assign + seek), as in `modern.classic.member`.
+The data side is `modern.client.fetcher` (assign + seek), as in `modern.classic.member`.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from collections.abc import Mapping
 
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 
+from modern.client.connection import ConnectionFailed
+from modern.client.fetched import FetchingMember
+from modern.client.fetcher import Fetcher
 from modern.common import errors
-from modern.common.connection import ConnectionFailed
 from modern.common.errors import ErrorClass, GroupError
-from modern.common.fetched import FetchingMember
-from modern.common.fetcher import Fetcher
 from modern.kip848.client_settings import settings_from
 from modern.kip848.heartbeats import FENCING_ERRORS, GroupHeartbeats
 from modern.kip848.member_states import IN_GROUP, RECONCILES, ClientMemberState

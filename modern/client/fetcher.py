@@ -37,8 +37,8 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.record import MemoryRecords
 
-from modern.common.connection import ConnectionFailed, parse_address, shut_down
-from modern.common.fetch_buffer import FetchBuffer
+from modern.client.connection import ConnectionFailed, parse_address, shut_down
+from modern.client.fetch_buffer import FetchBuffer
 from rebalance.kafka_frames import (
     DEFAULT_MAX_FRAME_BYTES,
     SIZE_BYTES,

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 from kafka.protocol.metadata import FindCoordinatorRequest
 
+from modern.client.connection import BrokerConnection, ConnectionFailed
+from modern.client.traced_requests import TracedRequests
 from modern.common import errors
-from modern.common.connection import BrokerConnection, ConnectionFailed
 from modern.common.errors import GroupError
-from modern.common.traced_requests import TracedRequests
 
 FIND_VERSION = 3
 BACKOFF_MULTIPLIER = 2     # Kafka's CommonClientConfigs.RETRY_BACKOFF_EXP_BASE

@@ -1,5 +1,5 @@
 """What both group clients do alike once their group has given them partitions: fetch exactly those
-(`modern.common.fetcher`, a consumer's data path without a group of its own), log the records, commit on
+(`modern.client.fetcher`, a consumer's data path without a group of its own), log the records, commit on
 demand, and report the assignment (the modern and kip848 members)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import threading
 from collections.abc import Callable, Mapping, MutableMapping, Set
 from typing import Any
 
+from modern.client.fetcher import Fetcher
 from modern.common import errors
 from modern.common.errors import ErrorClass, GroupError
-from modern.common.fetcher import Fetcher
 from rebalance import events as ev
 from rebalance.events import EventRecorder
 from rebalance.member import MemberConfig

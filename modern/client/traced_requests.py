@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from modern.client.connection import BrokerConnection, ConnectionFailed
 from modern.common import errors
-from modern.common.connection import BrokerConnection, ConnectionFailed
 from rebalance import events as ev
 from rebalance.events import EventRecorder
 

@@ -1,0 +1,1 @@
+"""The clients' shared plumbing (Kafka's `clients/.../consumer/internals` parts both consumers use): the connection, traced requests, the coordinator lookup, the fetcher, its buffer and what a member does with the batches."""
