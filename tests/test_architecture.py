@@ -92,3 +92,17 @@ def test_the_coordinator_and_the_clients_do_not_import_each_other(package, forbi
     wrong = sorted((source, target) for source, target in graph.edges
                    if source.startswith(package) and target.startswith(forbidden))
     assert not wrong, wrong
+
+
+def test_common_holds_only_what_the_coordinator_and_a_client_both_use():
+    """`modern.common` is the wire both sides speak; what only the clients use belongs in `modern.client`."""
+    graph = _imports()
+    clients = ("modern.client", "modern.classic", "modern.kip848")
+    one_sided = []
+    for module, path in sorted(_modules().items()):
+        if not module.startswith("modern.common.") or path.name == "__init__.py":
+            continue
+        importers = [source for source, _ in graph.in_edges(module)]
+        if not (any(i.startswith("modern.coordinator") for i in importers) and any(i.startswith(clients) for i in importers)):
+            one_sided.append(module)
+    assert not one_sided, f"in modern.common but not used by both the coordinator and a client: {one_sided}"
