@@ -9,6 +9,7 @@ the test's process so that its loop can be reached; the healthy run uses broker 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 import threading
@@ -142,22 +143,46 @@ def test_the_running_callback_is_the_tasks_coroutine():
     assert running_callback(["a.py:1 in f"]) == "a.py:1 in f"
 
 
+HEALTHY = """\
+name = "healthy-brokers"
+seed = 1
+duration = 6
+settle = 2
+
+[cluster]
+brokers = 1
+
+[[topics]]
+name = "t0"
+partitions = 2
+
+[producer]
+rate = 20
+
+[group]
+members = 2
+"""
+
+
 @pytest.mark.spark
 @pytest.mark.broker
+@pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_check_reads_a_real_stall_and_a_healthy_broker(spark, stalled_broker, broker_cluster, tmp_path):
+def test_the_check_reads_a_real_stall_and_a_healthy_run(spark, stalled_broker, tmp_path):
+    from experiments.run import runner
+    from experiments.scenario import load
     from experiments.summary import summarize_runs
 
-    cluster = broker_cluster(1, in_memory=True, events_dir=tmp_path / "healthy-events", run_id="healthy")
-    cluster.metadata(0, [])
-    events = tmp_path / "healthy-events" / "broker-0.jsonl"
-    _wait_for(lambda: _liveness(events, "sample"), what="the broker's first sample")
-    cluster.stop()
-    samples = _liveness(events)
-    assert {e["state"] for e in samples} == {"sample"} and samples[0]["run_id"] == "healthy"
+    scenario = tmp_path / "healthy.toml"
+    scenario.write_text(HEALTHY)
+    healthy = tmp_path / "healthy"
+    result = runner.run(load(scenario), runner.RunOptions(backend="modern", run_dir=healthy, progress=False))
+    assert result.status == "completed", result.reason
+    samples = _liveness(healthy / "events" / "broker-0.jsonl")     # the runner gave the broker its events file
+    assert samples and {e["state"] for e in samples} == {"sample"} and samples[-1]["answered"] > 0
+    assert {e["run_id"] for e in samples} == {json.loads((healthy / "lock.json").read_text())["run_id"]}
 
     stalled = _write_broker_run(tmp_path / "stalled", stalled_broker["events"])
-    healthy = _write_broker_run(tmp_path / "healthy", events)
     stalled_summary, healthy_summary = summarize_runs(spark, [stalled, healthy])
     check = next(c for c in stalled_summary.checks if c.check == "server-stall")
     assert check.verdict is Verdict.FALSE and check.count == 1
@@ -166,7 +191,7 @@ def test_the_check_reads_a_real_stall_and_a_healthy_broker(spark, stalled_broker
     assert row["top_frames"].startswith("tests/test_server_stall.py") and "_hold_the_loop" in row["top_frames"]
     assert "in tests/test_server_stall.py" in check.detail
     ok = next(c for c in healthy_summary.checks if c.check == "server-stall")
-    assert ok.verdict is Verdict.TRUE and "1 broker process sampled" in ok.detail
+    assert ok.verdict is Verdict.TRUE and "1 broker process sampled" in ok.detail, ok.detail
 
 
 @pytest.mark.spark
