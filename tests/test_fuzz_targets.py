@@ -15,11 +15,13 @@ from rebalance.kafka_frames import FrameError, decode_request
 pytestmark = pytest.mark.broker
 
 SHORT_RUN_S = 5
+# The suite shares a loaded machine: an input gets more than the commands' one second before it is a hang.
+INPUT_TIMEOUT_S = 5
 
 
 @pytest.mark.parametrize("target", libfuzzer.TARGETS)
 def test_a_short_run_from_the_stored_corpus_finds_nothing(target, tmp_path):
-    result = libfuzzer.run(target, tmp_path, seconds=SHORT_RUN_S)
+    result = libfuzzer.run(target, tmp_path, seconds=SHORT_RUN_S, input_timeout_s=INPUT_TIMEOUT_S)
     assert result.ok, f"{result.failures} (log {result.log}):\n{result.log.read_text()[-3000:]}"
     assert result.runs > len(list(libfuzzer.stored_corpus(target).iterdir()))  # the seeds, then mutations
 

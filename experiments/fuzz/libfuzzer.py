@@ -52,11 +52,11 @@ def default_out(target: str, root: Path = Path("runs")) -> Path:
 
 
 def command(target: str, out: Path, *, seconds: int | None = None, runs: int | None = None,
-            replay: list[Path] | None = None) -> list[str]:
+            replay: list[Path] | None = None, input_timeout_s: int = INPUT_TIMEOUT_S) -> list[str]:
     """The child's command line: a timed or counted run over the corpora, or one pass over given files."""
     if target not in TARGETS:
         raise ValueError(f"unknown fuzz target {target!r} (one of {', '.join(TARGETS)})")
-    argv = [sys.executable, "-m", "experiments.fuzz.target", target, f"-timeout={INPUT_TIMEOUT_S}",
+    argv = [sys.executable, "-m", "experiments.fuzz.target", target, f"-timeout={input_timeout_s}",
             f"-rss_limit_mb={RSS_LIMIT_MB}", f"-max_len={MAX_LEN[target]}", "-print_final_stats=1",
             f"-artifact_prefix={out / 'failures'}/"]
     if replay is not None:
@@ -71,14 +71,15 @@ def command(target: str, out: Path, *, seconds: int | None = None, runs: int | N
 
 
 def run(target: str, out: Path, *, seconds: int | None = None, runs: int | None = None,
-        replay: list[Path] | None = None) -> FuzzResult:
+        replay: list[Path] | None = None, input_timeout_s: int = INPUT_TIMEOUT_S) -> FuzzResult:
     """Run the target to its end (time, count, or first failure) and read the outcome from its log."""
     (out / "corpus").mkdir(parents=True, exist_ok=True)
     (out / "failures").mkdir(exist_ok=True)
     log_path = out / ("replay.log" if replay is not None else "fuzz.log")
     started = time.monotonic()
     with log_path.open("w") as log_file:
-        completed = subprocess.run(command(target, out, seconds=seconds, runs=runs, replay=replay),
+        completed = subprocess.run(command(target, out, seconds=seconds, runs=runs, replay=replay,
+                                           input_timeout_s=input_timeout_s),
                                    stdout=log_file, stderr=subprocess.STDOUT, check=False)
     return read_result(target, log_path, completed.returncode, time.monotonic() - started)
 
