@@ -9,8 +9,8 @@ time since the loop last ran its tick), and writes `broker_liveness` events:
   the longest loop lag and the longest lateness of the sampler's own ticks since the last sample, and the
   time spent in the garbage collector so far;
 - `stalled`, once a window reaches `stall_s` in which the broker answered nothing while requests were
-  held up, with the Python stack of the event-loop thread at that moment and the bytes clients have sent
-  that the broker has not read yet;
+  held up, with the Python stack of the event-loop thread at that moment, the bytes clients have sent
+  that the broker has not read yet and the connections it has not accepted yet;
 - `resumed`, when that window ends (a request answered), with its length and the stack seen most often
   while it lasted (one stack a sampler tick: a coarse profile of the stall).
 
@@ -41,6 +41,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kafka.protocol.api_key import ApiKey
 
@@ -115,6 +116,24 @@ def running_callback(stack: list[str]) -> str:
     return stack[0] if stack else "?"
 
 
+def unaccepted_connections(port: int | None, tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> int:
+    """Connections the kernel has completed on a listening `port` that the broker has not accepted yet: for a
+    socket in LISTEN state, Linux reports its accept queue's length as the rx_queue of /proc/net/tcp."""
+    if port is None:
+        return 0
+    waiting = 0
+    for table in tables:
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 4 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                waiting += int(fields[4].split(":")[1], 16)
+    return waiting
+
+
 @dataclass
 class _Window:
     """A stall in progress: the broker answering nothing while requests are held up."""
@@ -151,7 +170,7 @@ class LivenessSampler:
 
     def __init__(self, ledger: RequestLedger, *, node_id: int, recorder: ev.EventRecorder | None,
                  interval_s: float = 0.25, stall_s: float = 2.0, slow_s: float = 0.5,
-                 connections: Callable[[], list[int]] = list) -> None:
+                 connections: Callable[[], list[int]] = list, port: Callable[[], int | None] = lambda: None) -> None:
         self.ledger = ledger
         self.node_id = node_id
         self.recorder = recorder or ev.NullRecorder()
@@ -159,6 +178,7 @@ class LivenessSampler:
         self.stall_s = stall_s
         self.slow_s = slow_s
         self._connections = connections   # the connections' file descriptors (for bytes not yet read)
+        self._port = port                 # the listening port (for connections not yet accepted)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._loop_ran_ns = time.monotonic_ns()
@@ -285,6 +305,7 @@ class LivenessSampler:
         self._emit("stalled", start_ns=window.start_ns, stalled_ms=(now - window.start_ns) / 1e6,
                    outstanding=window.outstanding, loop_lag_ms=lag_ns / 1e6,
                    sampler_gap_ms=window.sampler_gap_ns / 1e6, unread_bytes=self._unread_bytes(),
+                   unaccepted=unaccepted_connections(self._port()),
                    stack="\n".join(stack))
 
     def _end(self, window: _Window, now: int) -> None:

@@ -123,7 +123,8 @@ class Broker:
                         if self.config.events_path else None)
             self.liveness = LivenessSampler(self.requests, node_id=self.node_id, recorder=recorder,
                                             interval_s=self.config.liveness_interval_s,
-                                            connections=lambda: list(self._connection_fds.values()))
+                                            connections=lambda: list(self._connection_fds.values()),
+                                            port=lambda: self.address[1] if self.address else None)
             self.liveness.start()
         register_core_handlers(self.registry)
         for extension in self.extensions:

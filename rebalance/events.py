@@ -110,7 +110,7 @@ SERVER_COUNTERS = _event("server_counters", "the runner read the servers' own co
 BROKER_LIVENESS = _event("broker_liveness", "a broker's own sampler: a periodic sample, or a window in which it "
                          "answered nothing while requests were held up (stalled, then resumed)", state=TEXT, node=INT,
                          received=INT, answered=INT, outstanding=INT, loop_lag_ms=FLOAT, sampler_gap_ms=FLOAT,
-                         gc_ms=FLOAT, start_ns=INT, stalled_ms=FLOAT, unread_bytes=INT, stack=TEXT, stack_seen=INT,
+                         gc_ms=FLOAT, start_ns=INT, stalled_ms=FLOAT, unread_bytes=INT, unaccepted=INT, stack=TEXT, stack_seen=INT,
                          stack_samples=INT)
 METRICS = _event("metrics", "a periodic snapshot under Kafka's consumer metric names (fields vary)")
 

@@ -68,8 +68,9 @@ def _write_broker_run(run_dir: Path, events: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def stalled_broker(tmp_path_factory):
-    """A broker whose loop was held 3 s while a client's Fetch was parked in it and another client's
-    Metadata request sat unread; first 3 s with only the parked Fetch and the loop free."""
+    """A broker whose loop was held 3 s while a client's Fetch was parked in it, another client's Metadata
+    request sat unread and a third client's connection waited to be accepted; first 3 s with only the parked
+    Fetch and the loop free."""
     root = tmp_path_factory.mktemp("stall")
     events = root / "broker-0.jsonl"
     records = []
@@ -86,9 +87,14 @@ def stalled_broker(tmp_path_factory):
             time.sleep(STALL_S)      # the parked Fetch alone, the loop free: no stall
             free_loop = _liveness(events, "stalled")
             late = threading.Timer(0.5, other.sendall, [encode_request(MetadataRequest[1](topics=None), 2, "late")])
+            newcomer: list[socket.socket] = []
+            knocks = threading.Timer(0.5, lambda: newcomer.append(socket.create_connection(embedded.broker.address)))
             late.start()             # sent while the loop is held
+            knocks.start()           # a connection the loop cannot accept meanwhile
             embedded.call(_hold_the_loop, timeout_s=30)
             late.join()
+            knocks.join()
+            newcomer[0].close()
             other.settimeout(30)
             answered = other.recv(4)   # the late request is answered once the loop runs again
             _wait_for(lambda: _liveness(events, "resumed"), what="the broker writes the end of the stall")
@@ -111,6 +117,7 @@ def test_a_held_loop_is_written_as_a_stall_with_the_stack_that_held_it(stalled_b
     assert stalled["node"] == 0 and stalled["outstanding"] >= 1 and stalled["loop_lag_ms"] >= 2000
     assert stalled["stack"].split("\n")[0].endswith(" in _hold_the_loop")     # the innermost frame: the cause
     assert stalled["unread_bytes"] > 0                                        # the late request, not read yet
+    assert stalled["unaccepted"] >= 1                                         # the newcomer, not accepted yet
     assert resumed["start_ns"] == stalled["start_ns"] and resumed["stalled_ms"] >= STALL_S * 1000
     assert " in _hold_the_loop" in resumed["stack"] and resumed["stack_seen"] >= 1
     assert stalled_broker["answered"]                                         # and then it answered
