@@ -27,6 +27,7 @@ from broker.topics import TopicSpec
 from experiments.run.synthetic import SyntheticRun, write_run
 from experiments.summary.checker import Verdict
 from rebalance import events as ev
+from rebalance.backends import backend_names, profile
 from rebalance.events import read_events
 from rebalance.kafka_frames import encode_request
 
@@ -183,7 +184,9 @@ def test_the_check_reads_a_real_stall_and_a_healthy_run(spark, stalled_broker, t
     scenario = tmp_path / "healthy.toml"
     scenario.write_text(HEALTHY)
     healthy = tmp_path / "healthy"
-    result = runner.run(load(scenario), runner.RunOptions(backend="modern", run_dir=healthy, progress=False))
+    backend = next(name for name in backend_names()               # a group in the brokers, no ZooKeeper
+                   if profile(name).coordinator_in_brokers and not profile(name).needs_zookeeper)
+    result = runner.run(load(scenario), runner.RunOptions(backend=backend, run_dir=healthy, progress=False))
     assert result.status == "completed", result.reason
     samples = _liveness(healthy / "events" / "broker-0.jsonl")     # the runner gave the broker its events file
     assert samples and {e["state"] for e in samples} == {"sample"} and samples[-1]["answered"] > 0
