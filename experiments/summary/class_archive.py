@@ -3,8 +3,9 @@
 A Spark session loads some twenty thousand classes from the jars of the pyspark package, which took
 about 2 of the 4 seconds of a session's start on 2 cores, and more again in its first query. The JVM
 can record the classes an application loaded into an archive (`-XX:ArchiveClassesAtExit`) and map
-them at the next start (`-XX:SharedArchiveFile`). `./lab setup` records one by summarising a small
-synthetic run; `start_spark` uses it when it exists. The archive is only valid for the same JVM and
+them at the next start (`-XX:SharedArchiveFile`). `./lab setup` and the first `./lab test` record one
+by summarising a small synthetic run (the demo does not wait for it: recording costs more than it
+saves there); `start_spark` uses it when it exists. The archive is only valid for the same JVM and
 the same jars, so its name carries the pyspark version and the Java binary; with none, or a stale
 one, the JVM simply loads classes as usual.
 
