@@ -18,11 +18,12 @@ def _check(config: MemberConfig) -> None:
 
 
 PROFILE = BackendProfile(
-    name="legacy", summary="Kafka 0.8's ZooKeeper rebalancer", settings_section="legacy", strategies=STRATEGIES,
+    name="legacy", summary="Kafka 0.8's ZooKeeper rebalancer", strategies=STRATEGIES, group_protocol=None,
     needs_zookeeper=True, coordinator_in_brokers=False, connects_to=Server.ZOOKEEPER, member_id=_consumer_id,
     commits_carry_generation=False,   # 0.8 kept offsets in ZooKeeper, with no generation to fence them
     check=_check, member_class="legacy_zk.member:LegacyMember",
     default_strategy="range",   # 0.8's partition.assignment.strategy default
     # every member reads every registration (N x N), claims, releases and reads offsets per partition (P)
     herd_cost_terms=("N2", "N", "P", "1"),
+    colour="#d62728", marker="o", column=0,
 )

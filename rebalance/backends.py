@@ -1,8 +1,15 @@
 """Backends by profile: what each rebalancer needs, how its members connect and are named, what it accepts.
 
-The runner, the member command and the member host ask a `BackendProfile` instead of testing a
-backend's name. A new backend is a profile module of its own plus one entry in `_PROFILES`.
-Entries are imported when first asked for, so that rebalance/ never imports kazoo or sockets itself.
+The runner, the member command, the member host, the scenario loader and the report ask a
+`BackendProfile` instead of testing a backend's name: its settings section, its colour and marker, its
+place among the columns are its profile's answer. A new backend is a profile module of its own plus one
+entry in `_PROFILES`. Entries are imported when first asked for, so that rebalance/ never imports kazoo
+or sockets itself.
+
+The three generations: `legacy` (Kafka 0.8, members coordinating in ZooKeeper), `classic` (the classic
+group protocol, JoinGroup and SyncGroup to a coordinator in the brokers) and `kip848` (KIP-848's
+consumer group protocol). `modern`, the classic backend's earlier name, is accepted as its alias
+wherever a name is read: scenario and campaign files, the command line, old runs' records and events.
 """
 
 from __future__ import annotations
@@ -20,9 +27,19 @@ DEFAULT_STRATEGY = "default"
 # Backend name -> "module:attribute" of its profile.
 _PROFILES: dict[str, str] = {
     "legacy": "legacy_zk.backend:PROFILE",
-    "modern": "modern.classic.backend:PROFILE",
+    "classic": "modern.classic.backend:PROFILE",
     "kip848": "modern.kip848.backend:PROFILE",
 }
+
+# Earlier name -> the backend's name: old scenario files, campaign files and runs still read.
+_ALIASES: dict[str, str] = {"modern": "classic"}
+
+
+class GroupProtocol(Enum):
+    """Kafka's `group.protocol`: how a member of a coordinator-based generation talks to its coordinator."""
+
+    CLASSIC = "classic"     # JoinGroup, SyncGroup, Heartbeat: the group-wide barrier
+    CONSUMER = "consumer"   # KIP-848's ConsumerGroupHeartbeat: each member converges on its own
 
 
 class Server(Enum):
@@ -55,7 +72,8 @@ class BackendProfile:
     connects_to: Server                 # what a member's address names
     strategies: tuple[str, ...]         # partition.assignment.strategy values it accepts
     default_strategy: str               # what its generation assigns with when nobody chooses
-    settings_section: str               # [group.<section>] of a scenario: native settings by Kafka name
+    # Kafka's group.protocol; None before there was one (0.8's members coordinate in ZooKeeper)
+    group_protocol: GroupProtocol | None
     commits_carry_generation: bool      # offsets_committed events carry the group generation
     member_id: Callable[[str, str], str]            # (group, member name) -> the id its events carry
     check: Callable[[MemberConfig], None]           # raises ValueError or TypeError on a bad config
@@ -67,9 +85,11 @@ class BackendProfile:
     # (experiments.summary.herd_model): "N2" (N squared), "N" (group size), "P" (partitions), "moved" (members
     # whose assignment changed), "1" (a constant). What the protocol's own steps make the cost grow with.
     herd_cost_terms: tuple[str, ...] = ("N", "1")
-    # "module:attribute" of the assignors its coordinator runs (name -> function), where the protocol puts
-    # the assignment in the coordinator (KIP-848); `assign --strategy uniform` finds them here.
-    server_assignors: str | None = None
+    # How the report draws and places it: a matplotlib colour and marker, and its column (oldest protocol
+    # first, as the lab tells the story).
+    colour: str
+    marker: str
+    column: int
 
     def make(self, config: MemberConfig, **hooks: object) -> Member:
         """A member of this backend; `hooks` are the member's `listener` and `recorder`."""
@@ -79,8 +99,10 @@ class BackendProfile:
         """The strategy a scenario's `name` means on this backend: its own default for "default"."""
         return self.default_strategy if name == DEFAULT_STRATEGY else name
 
-    def coordinator_assignors(self) -> Mapping[str, Callable]:
-        return _load(self.server_assignors) if self.server_assignors else {}
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Earlier names it still answers to (a scenario's `[group.modern]` is `[group.classic]`)."""
+        return tuple(alias for alias, name in sorted(_ALIASES.items()) if name == self.name)
 
     def address(self, config: MemberConfig) -> str | None:
         return getattr(config, self.connects_to.config_field)
@@ -90,12 +112,32 @@ def backend_names() -> tuple[str, ...]:
     return tuple(sorted(_PROFILES))
 
 
+def canonical_name(name: str) -> str:
+    """The backend's name for `name`, which may be an earlier one (`modern` -> `classic`); any other
+    name, known or not (an old run's "unknown"), comes back unchanged."""
+    return _ALIASES.get(name, name)
+
+
 def profile(name: str) -> BackendProfile:
+    """The profile of a backend by its name or an alias of it."""
     try:
-        target = _PROFILES[name]
+        target = _PROFILES[canonical_name(name)]
     except KeyError:
-        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(backend_names())}") from None
+        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(backend_names())} "
+                         f"({', '.join(f'{a} = {n}' for a, n in sorted(_ALIASES.items()))})") from None
     return _load(target)
+
+
+def profiles() -> tuple[BackendProfile, ...]:
+    """Every backend's profile, in column order."""
+    return tuple(sorted((profile(name) for name in _PROFILES), key=lambda each: each.column))
+
+
+def column_order(name: str) -> tuple[int, str]:
+    """A sort key that puts backends in their profiles' column order; a name no profile answers to
+    (an old run's "unknown") goes last, by name."""
+    known = canonical_name(name) in _PROFILES
+    return (profile(name).column if known else len(_PROFILES) + 1, canonical_name(name))
 
 
 def _load(target: str):

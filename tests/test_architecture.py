@@ -106,3 +106,76 @@ def test_common_holds_only_what_the_coordinator_and_a_client_both_use():
         if not (any(i.startswith("modern.coordinator") for i in importers) and any(i.startswith(clients) for i in importers)):
             one_sided.append(module)
     assert not one_sided, f"in modern.common but not used by both the coordinator and a client: {one_sided}"
+
+
+# Every name a backend answers to, its own and its aliases: the profiles' business, not a stage's.
+BACKEND_NAMES = {"legacy", "classic", "kip848", "modern"}
+# Modules where one of those words means something else, and why.
+SAME_WORD_OTHER_MEANING = {
+    "experiments/fuzz/record.py": "Kafka's own group.protocol values (classic, consumer) for a real Kafka client",
+}
+
+
+def _names_a_backend(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value in BACKEND_NAMES
+
+
+def _backend_name_tests(tree: ast.AST) -> list[tuple[int, str]]:
+    """Where a module tests a string against a backend's name: a comparison with one (`== "kip848"`,
+    `in ("legacy", ...)`), a table keyed by one, a match case on one, a lookup or a call given one
+    (`group["legacy"]`, `settings(table, "kip848")`), or a literal list of nothing but backend names (a
+    column order)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            inner = [element for operand in operands if isinstance(operand, (ast.Tuple, ast.List, ast.Set))
+                     for element in operand.elts]
+            if any(_names_a_backend(each) for each in [*operands, *inner]):
+                found.append((node.lineno, "compared"))
+        elif isinstance(node, ast.Dict) and any(key is not None and _names_a_backend(key) for key in node.keys):
+            found.append((node.lineno, "a table keyed by backend name"))
+        elif isinstance(node, ast.MatchValue) and _names_a_backend(node.value):
+            found.append((node.lineno, "a match case"))
+        elif isinstance(node, ast.Subscript) and _names_a_backend(node.slice):
+            found.append((node.lineno, "looked up by backend name"))
+        elif isinstance(node, ast.Call) and any(_names_a_backend(argument) for argument in node.args):
+            found.append((node.lineno, "a backend's name handed to a call"))
+        elif (isinstance(node, (ast.Tuple, ast.List, ast.Set)) and len(node.elts) > 1
+              and all(_names_a_backend(each) for each in node.elts)):
+            found.append((node.lineno, "a list of backend names"))
+    return found
+
+
+def test_no_stage_tests_a_backends_name():
+    """Above rebalance/, a backend's settings section, colour, marker, column and protocol are its
+    profile's answers (rebalance/backends.py): a stage that compares a string to `legacy`, `classic`,
+    `kip848` or the alias `modern` has grown a table the next backend would have to be added to."""
+    wrong = [f"{path.relative_to(ROOT)}:{line}: {what}"
+             for path in sorted((ROOT / "experiments").rglob("*.py"))
+             if path.relative_to(ROOT).as_posix() not in SAME_WORD_OTHER_MEANING
+             for line, what in _backend_name_tests(ast.parse(path.read_text()))]
+    assert not wrong, "experiments/ tests backend names (ask the profile instead):\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("source", [
+    'if backend == "kip848": pass',
+    'if backend in ("legacy", "classic"): pass',
+    'STYLE = {"modern": ("#1f77b4", "s")}',
+    'ORDER = ("legacy", "classic", "kip848")',
+    'settings = group["legacy"]',
+    'legacy = self.settings(table, "legacy", path)',
+    'match backend:\n    case "classic": pass',
+])
+def test_the_backend_name_scan_finds_each_kind_of_test(source):
+    assert _backend_name_tests(ast.parse(source))
+
+
+@pytest.mark.parametrize("source", [
+    'help = "legacy: range, roundrobin"',
+    'backend: str = "classic"',
+    'TARGETS = {"wire": ["broker", "modern", "rebalance.kafka_frames"]}',
+    'profile(name).colour',
+])
+def test_the_backend_name_scan_leaves_names_in_words_and_defaults(source):
+    assert not _backend_name_tests(ast.parse(source))

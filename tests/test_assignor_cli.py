@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rebalance import cli
+from experiments.cli import assign as cli
 
 app = typer.Typer()
 cli.register(app)

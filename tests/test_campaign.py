@@ -38,17 +38,17 @@ seed = 40
 
 [[matrix]]
 scenario = "tiny-join.toml"
-backends = ["legacy", "modern"]
+backends = ["legacy", "classic"]
 """
 
 
 CLAIM = """
 [[claims]]
-says = "legacy duplicates more than modern"
+says = "legacy duplicates more than classic"
 scenario = "tiny-join"
 metric = "duplicates"
 higher = ["legacy"]
-lower = ["modern"]
+lower = ["classic"]
 """
 
 
@@ -72,19 +72,19 @@ def test_the_plan_interleaves_cells_and_shares_seeds_across_backends(tmp_path):
     campaign = load_campaign(write_campaign(tmp_path, CAMPAIGN.replace("repetitions = 2", "repetitions = 3")))
     plan = campaign.plan()
     assert [(run.cell.backend, run.repetition) for run in plan] == [
-        ("legacy", 0), ("modern", 0), ("legacy", 1), ("modern", 1), ("legacy", 2), ("modern", 2)]
+        ("legacy", 0), ("classic", 0), ("legacy", 1), ("classic", 1), ("legacy", 2), ("classic", 2)]
     assert [run.seed for run in plan] == [40, 40, 41, 41, 42, 42]
     scenario = campaign.scenario_of(plan[2])
     assert scenario.seed == 41 and list(scenario.backends) == ["legacy"]
 
 
 def test_the_block_repetitions_and_the_default_of_five(tmp_path):
-    text = CAMPAIGN.replace("repetitions = 2\n", "").replace('backends = ["legacy", "modern"]', 'backends = ["legacy"]')
-    text += '\n[[matrix]]\nscenario = "tiny-join.toml"\nbackends = ["modern"]\nrepetitions = 7\n'
+    text = CAMPAIGN.replace("repetitions = 2\n", "").replace('backends = ["legacy", "classic"]', 'backends = ["legacy"]')
+    text += '\n[[matrix]]\nscenario = "tiny-join.toml"\nbackends = ["classic"]\nrepetitions = 7\n'
     campaign = load_campaign(write_campaign(tmp_path, text))
     counts = {cell.backend: cell.repetitions for cell in campaign.cells}
-    assert counts == {"legacy": 5, "modern": 7} and len(campaign.plan()) == 12
-    assert [run.cell.backend for run in campaign.plan()][-2:] == ["modern", "modern"]   # interleaved, then the rest
+    assert counts == {"legacy": 5, "classic": 7} and len(campaign.plan()) == 12
+    assert [run.cell.backend for run in campaign.plan()][-2:] == ["classic", "classic"]   # interleaved, then the rest
 
 
 def test_a_folder_of_runs_from_another_commit_is_refused_unless_mixing_is_allowed(tmp_path):
@@ -187,15 +187,15 @@ def test_a_difference_needs_five_runs_a_side_and_the_exact_test():
         return [{"scenario": "s", "backend": backend, "strategy": "range", "sweep": "-", "n": 4,
                  "metric": "m", "value": v} for v in values]
 
-    few = comparisons(pd.DataFrame(rows("legacy", [100, 104, 98]) + rows("modern", [10, 12, 11])))
+    few = comparisons(pd.DataFrame(rows("legacy", [100, 104, 98]) + rows("classic", [10, 12, 11])))
     assert not few["difference"].any() and few["reading"].iloc[0] == "too few runs (n = 3/3; needs 5)"
-    same = comparisons(pd.DataFrame(rows("legacy", [10, 11, 12, 10, 13]) + rows("modern", [11, 10, 12, 13, 10])))
+    same = comparisons(pd.DataFrame(rows("legacy", [10, 11, 12, 10, 13]) + rows("classic", [11, 10, 12, 13, 10])))
     assert not same["difference"].any() and same["reading"].iloc[0].startswith("no difference shown at n = 5/5")
-    apart = comparisons(pd.DataFrame(rows("legacy", [100, 104, 98, 101, 99]) + rows("modern", [10, 12, 11, 9, 10])))
+    apart = comparisons(pd.DataFrame(rows("legacy", [100, 104, 98, 101, 99]) + rows("classic", [10, 12, 11, 9, 10])))
     row = apart.iloc[0]
     assert row["difference"] and row["shift"] == -90.0 and row["p"] == pytest.approx(2 / 252)
     assert (row["ci_low"], row["ci_high"]) == (-94.0, -87.0) and row["coverage"] == pytest.approx(244 / 252)
-    fixed = comparisons(pd.DataFrame(rows("legacy", [7] * 5) + rows("modern", [7] * 5)))
+    fixed = comparisons(pd.DataFrame(rows("legacy", [7] * 5) + rows("classic", [7] * 5)))
     assert fixed["reading"].iloc[0] == "identical in all 5/5 runs" and np.isnan(fixed["p"].iloc[0])
 
 
@@ -205,11 +205,11 @@ def test_cells_that_differ_in_backend_and_strategy_are_compared_too():
                  "metric": "records lost", "value": v} for v in values]
 
     compared = comparisons(pd.DataFrame(rows("legacy", "range", [900, 950, 1000, 1100, 990])
-                                        + rows("modern", "range", [400, 420, 380, 500, 450])
-                                        + rows("modern", "sticky", [10, 0, 5, 30, 3])))
+                                        + rows("classic", "range", [400, 420, 380, 500, 450])
+                                        + rows("classic", "sticky", [10, 0, 5, 30, 3])))
     assert sorted(compared["compares"]) == ["backend", "both", "strategy"]
     both = compared[compared["compares"] == "both"].iloc[0]
-    assert (both["a"], both["b"]) == ("legacy/range", "modern/sticky") and both["difference"]
+    assert (both["a"], both["b"]) == ("legacy/range", "classic/sticky") and both["difference"]
 
 
 def _manifest_statuses(folder: Path) -> dict[str, str]:
@@ -292,8 +292,8 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
 
     cells = pd.read_parquet(folder / "statistics" / "cells.parquet")
     duplicates = cells[cells["metric"] == "duplicates"].set_index("backend")
-    assert duplicates.loc["legacy", "runs"] == 5 and duplicates.loc["modern", "runs"] == 5
-    assert duplicates.loc["modern", "max"] == 0 and duplicates.loc["legacy", "min"] > 0
+    assert duplicates.loc["legacy", "runs"] == 5 and duplicates.loc["classic", "runs"] == 5
+    assert duplicates.loc["classic", "max"] == 0 and duplicates.loc["legacy", "min"] > 0
     assert duplicates.loc["legacy", "coverage"] == pytest.approx(0.9375)
     compared = pd.read_parquet(folder / "statistics" / "comparisons.parquet")
     row = compared[(compared["metric"] == "duplicates") & (compared["compares"] == "backend")].iloc[0]
@@ -307,7 +307,7 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     assert report.html.is_file() and any(image.name == "duplicates.png" for image in report.images)
     page = results_markdown([folder])
     assert "n = 5" in page and "Which differences hold up" in page
-    assert page.index("legacy duplicates more than modern") < page.index("Which differences hold up")
+    assert page.index("legacy duplicates more than classic") < page.index("Which differences hold up")
     assert "1 runs from commit `0123456789ab`" in page
 
     # A second campaign folder is pooled run by run: the same cells now have six runs, both campaigns named.

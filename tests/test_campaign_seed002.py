@@ -15,7 +15,7 @@ repetitions = 1
 
 [[matrix]]
 scenario = "seed002"
-backends = ["modern"]
+backends = ["classic"]
 sweep = { "workload.service_ms" = [17, 35], "workload.service_p99_ms" = [125, 255] }
 paired = true
 """
@@ -24,8 +24,8 @@ paired = true
 def test_the_seed002_campaign_plans_its_cells_and_claims_on_phases():
     campaign = load_campaign(find_campaign("seed002"))
     cells = {(cell.backend, cell.strategy) for cell in campaign.cells}
-    assert cells == {("modern", "range"), ("modern", "roundrobin"), ("modern", "sticky"),
-                     ("modern", "cooperative-sticky"), ("legacy", "range"), ("legacy", "roundrobin"),
+    assert cells == {("classic", "range"), ("classic", "roundrobin"), ("classic", "sticky"),
+                     ("classic", "cooperative-sticky"), ("legacy", "range"), ("legacy", "roundrobin"),
                      ("kip848", "uniform"), ("kip848", "range")}
     assert len(campaign.plan()) == 40 and all(cell.repetitions == 5 for cell in campaign.cells)
     metrics = {claim.metric for claim in campaign.claims}
@@ -41,7 +41,7 @@ def test_the_seed002_campaign_plans_its_cells_and_claims_on_phases():
 def test_the_load_campaign_sweeps_utilisation_with_the_service_times_shape():
     campaign = load_campaign(find_campaign("seed002-load"))
     assert {(cell.backend, cell.strategy) for cell in campaign.cells} == {
-        ("modern", "range"), ("modern", "cooperative-sticky"), ("kip848", "uniform")}
+        ("classic", "range"), ("classic", "cooperative-sticky"), ("kip848", "uniform")}
     loads = sorted({campaign.scenario_of(run).load().utilisation for run in campaign.plan()})
     assert loads == pytest.approx([0.3, 0.6, 0.8, 0.9], abs=0.006)
     sigma = load("experiments/scenarios/seed002.toml").workload.sigma
@@ -80,14 +80,14 @@ def test_a_load_sweep_reads_as_points_against_utilisation(tmp_path):
     from experiments.summary.load_sweep import ARTICLE_TOTALS, scenario_utilisation, utilisation_points
 
     sweep = "workload.service_ms={}, workload.service_p99_ms={}"
-    runs = pd.DataFrame([{"scenario": "seed002", "backend": "modern", "strategy": strategy,
+    runs = pd.DataFrame([{"scenario": "seed002", "backend": "classic", "strategy": strategy,
                           "sweep": sweep.format(median, p99), "metric": "whole run: records lost", "value": value}
                          for strategy, median, p99, value in [("range", 17, 125, 10), ("range", 52, 380, 900),
                                                               ("range", 52, 380, 700)]]
-                        + [{"scenario": "seed002", "backend": "modern", "strategy": "range", "sweep": "-",
+                        + [{"scenario": "seed002", "backend": "classic", "strategy": "range", "sweep": "-",
                             "metric": "whole run: records lost", "value": 3}])
     points = utilisation_points(runs)
-    assert list(points["utilisation"]) == [0.295, 0.899, 0.899] and list(points["cell"]) == ["modern/range"] * 3
+    assert list(points["utilisation"]) == [0.295, 0.899, 0.899] and list(points["cell"]) == ["classic/range"] * 3
     assert round(scenario_utilisation("seed002"), 2) == 0.26
     image = utilisation_curve(points, tmp_path / "load.png", article=ARTICLE_TOTALS, assumed=0.26)
     assert image.read_bytes().startswith(b"\x89PNG")

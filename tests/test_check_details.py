@@ -67,7 +67,7 @@ def test_disagreement_states_the_tolerance_too():
 
 
 def test_servers_that_counted_nothing_leave_the_witness_unknown():
-    # N = 300 on modern: the members logged 3 requests between samples, the brokers counted none; 3 is within
+    # N = 300 on classic: the members logged 3 requests between samples, the brokers counted none; 3 is within
     # the 10-request tolerance, but a witness that saw nothing cannot vouch for anything.
     result = witness_result(_row(server=0.0, client=3, served=0), CheckConfig())
     assert result.verdict is Verdict.UNKNOWN

@@ -137,5 +137,5 @@ def test_a_run_without_lock_json_is_described_from_its_events(synthetic_runs):
     summary = synthetic_runs["clean"]
     assert not (summary.info.run_dir / "lock.json").exists()
     # Group size: the one the group spent most time at (two members, from the crash at 13 s to 24 s).
-    assert (summary.info.backend, summary.info.strategy, summary.info.members) == ("modern", "range", 2)
+    assert (summary.info.backend, summary.info.strategy, summary.info.members) == ("classic", "range", 2)
     assert summary.facts["partitions"] == 6 and summary.info.session_timeout_ms is None

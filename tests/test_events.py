@@ -25,11 +25,11 @@ from rebalance.types import TopicPartition
 
 
 def test_every_event_carries_the_common_fields(tmp_path):
-    with EventRecorder(tmp_path / "p.jsonl", run_id="r1", backend="modern", process="h:1") as recorder:
+    with EventRecorder(tmp_path / "p.jsonl", run_id="r1", backend="classic", process="h:1") as recorder:
         recorder.emit(PARTITIONS_ASSIGNED, member="m1", partitions={TopicPartition("t0", 1), TopicPartition("t0", 0)})
     (event,) = read_events(tmp_path / "p.jsonl")
     assert set(REQUIRED_FIELDS) <= set(event)
-    assert (event["run_id"], event["backend"], event["process"], event["member"]) == ("r1", "modern", "h:1", "m1")
+    assert (event["run_id"], event["backend"], event["process"], event["member"]) == ("r1", "classic", "h:1", "m1")
     assert event["partitions"] == ["t0-0", "t0-1"]  # sets are written sorted, partitions as "topic-N"
 
 

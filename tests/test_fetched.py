@@ -94,7 +94,7 @@ def test_a_committed_offset_fetch_that_times_out_waits_unfetched_for_a_later_pol
         member._fetcher.close()
 
 
-@pytest.mark.parametrize("backend", ["modern", "kip848"])
+@pytest.mark.parametrize("backend", ["classic", "kip848"])
 def test_a_member_whose_offset_fetch_times_out_keeps_polling(broker_cluster, monkeypatch, unique_topic, backend):
     """The members' own OffsetFetch path: a timeout (the client's retries spent) is not raised out of poll."""
     monkeypatch.setenv("REBALANCE_LAB_GROUP_INITIAL_REBALANCE_DELAY_MS", "200")
@@ -103,8 +103,8 @@ def test_a_member_whose_offset_fetch_times_out_keeps_polling(broker_cluster, mon
     produce(cluster.bootstrap, unique_topic, 0, 4)
     member = profile(backend).make(MemberConfig(group=f"g-{unique_topic}", topics=(unique_topic,),
                                                 bootstrap=cluster.bootstrap, member_name="m", auto_commit=False))
-    owner = member.coordinator if backend == "modern" else member
-    name = "fetch_committed" if backend == "modern" else "_fetch_committed"
+    owner = member.coordinator if backend == "classic" else member
+    name = "fetch_committed" if backend == "classic" else "_fetch_committed"
     real, failures = getattr(owner, name), []
 
     def times_out_once(partitions):

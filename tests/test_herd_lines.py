@@ -46,8 +46,8 @@ SIZES = (4, 8, 16, 32)
 
 
 def _sweep() -> list[RunData]:
-    """modern/range; kip848 with uniform (two members move at every N) and with range (about half move)."""
-    return ([_run("modern", "range", n, 3 * n + 6, 3 * n + 1, moved=n + 1) for n in SIZES]
+    """classic/range; kip848 with uniform (two members move at every N) and with range (about half move)."""
+    return ([_run("classic", "range", n, 3 * n + 6, 3 * n + 1, moved=n + 1) for n in SIZES]
             + [_run("kip848", "uniform", n, 9, 6, moved=2) for n in SIZES]
             + [_run("kip848", "range", n, 4.5 * (n // 2 + 1), 4.0 * (n // 2), moved=n // 2 + 1) for n in SIZES])
 
@@ -57,17 +57,17 @@ def test_kip848_with_uniform_and_with_range_are_two_labelled_lines_of_the_plot()
     figure = plots.herd_figure(herd_points(runs), runs)
     lines = {line.get_label(): line for line in figure.axes[0].get_lines()}
     joins = {label.split(":")[0]: line for label, line in lines.items() if label.endswith("join, measured")}
-    assert sorted(joins) == ["kip848 (range)", "kip848 (uniform)", "modern (range)"]
+    assert sorted(joins) == ["classic (range)", "kip848 (range)", "kip848 (uniform)"]
     uniform, ranged = joins["kip848 (uniform)"], joins["kip848 (range)"]
     assert uniform.get_color() == ranged.get_color() and uniform.get_marker() != ranged.get_marker()
     models = sorted(label for label in lines if " model: " in label)
-    assert [label.split(" model: ")[0] for label in models] == ["kip848 (range)", "kip848 (uniform)", "modern (range)"]
+    assert [label.split(" model: ")[0] for label in models] == ["classic (range)", "kip848 (range)", "kip848 (uniform)"]
     assert lines[next(label for label in models if label.startswith("kip848 (range)"))].get_linestyle() == "--"
 
 
 def test_the_cost_model_is_fitted_per_line_and_a_constant_where_every_join_moves_as_many():
     models = {model.label: model for model in fit_models(change_rows(_sweep()), kinds=("join",))}
-    assert sorted(models) == ["kip848 (range)", "kip848 (uniform)", "modern (range)"]
+    assert sorted(models) == ["classic (range)", "kip848 (range)", "kip848 (uniform)"]
     assert all(isinstance(model, HerdModel) for model in models.values())
     assert {c.term: round(c.median, 6) for c in models["kip848 (range)"].coefficients} == {"moved": 4.5, "1": 0.0}
     uniform = models["kip848 (uniform)"]
@@ -76,28 +76,28 @@ def test_the_cost_model_is_fitted_per_line_and_a_constant_where_every_join_moves
 
 
 def test_overlapped_changes_are_left_out_of_the_model_which_says_how_many():
-    runs = [_run("modern", "range", n, 3 * n + 6, 3 * n + 1) for n in (4, 8, 16, 32, 64)]
-    runs[2] = _run("modern", "range", 16, 37, 101, overlapped=(True, True))   # the join and leave merged
-    model = fit_one("modern", "join", change_rows(runs)[lambda rows: rows["kind"] == "join"], strategy="range")
+    runs = [_run("classic", "range", n, 3 * n + 6, 3 * n + 1) for n in (4, 8, 16, 32, 64)]
+    runs[2] = _run("classic", "range", 16, 37, 101, overlapped=(True, True))   # the join and leave merged
+    model = fit_one("classic", "join", change_rows(runs)[lambda rows: rows["kind"] == "join"], strategy="range")
     assert {c.term: round(c.median, 6) for c in model.coefficients} == {"N": 3.0, "1": 6.0}   # 37 not fitted
     assert model.left_out == 1 and model.sizes == (4, 8, 32, 64)
     assert "1 overlapped change left out" in model.sentence()
     text = herd_sentence(herd_points(runs), runs=runs)
-    assert "modern (range) 18 / 30 / 37* / 102 / 198" in text and "*: the change overlapped another" in text
+    assert "classic (range) 18 / 30 / 37* / 102 / 198" in text and "*: the change overlapped another" in text
     assert "1 overlapped change left out" in text
 
 
 def test_the_report_tables_name_each_line_s_strategy_and_star_an_overlapped_change():
     runs = [_run("kip848", "uniform", n, 9, 6) for n in (8, 16)] + [
-        _run("modern", "range", n, 3 * n + 6, 3 * n + 1, overlapped=(n == 16, False)) for n in (8, 16)]
+        _run("classic", "range", n, 3 * n + 6, 3 * n + 1, overlapped=(n == 16, False)) for n in (8, 16)]
     (scenario,) = scenarios(runs)
     joins = herd_tables(scenario)[0]
-    assert list(joins.frame.columns) == ["group size N", "modern (range)", "kip848 (uniform)"]
+    assert list(joins.frame.columns) == ["group size N", "classic (range)", "kip848 (uniform)"]
     assert joins.frame.iloc[1].tolist() == ["N = 16", "54*", "9"]
     assert "*: the change overlapped another" in joins.note
     both = runs + [_run("kip848", "range", n, 20, 18) for n in (8, 16)]
     (scenario,) = scenarios(both)    # kip848 ran two strategies: the columns say backend/strategy
-    assert list(herd_tables(scenario)[0].frame.columns) == ["group size N", "modern/range", "kip848/range",
+    assert list(herd_tables(scenario)[0].frame.columns) == ["group size N", "classic/range", "kip848/range",
                                                             "kip848/uniform"]
 
 
@@ -122,7 +122,7 @@ def test_a_change_not_stable_when_the_next_began_overlaps_it_and_both_are_marked
 
 
 def _line(t_s: float, **fields) -> str:
-    return json.dumps({"run_id": "r", "backend": "modern", "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
+    return json.dumps({"run_id": "r", "backend": "classic", "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
                        "process": fields.get("member") or "runner", **fields}) + "\n"
 
 

@@ -41,14 +41,14 @@ def test_kip848_costs_what_the_moved_members_cost_and_modern_what_every_member_c
     grid = [(n, 2 * n, m) for n, m in ((10, 3), (30, 4), (100, 3), (300, 5), (1000, 4))]
     kip = fit_one("kip848", "join", rows("kip848", lambda n, p, m: 6 * m + 2, grid))
     assert {c.term: round(c.median, 6) for c in kip.coefficients} == {"moved": 6.0, "1": 2.0}
-    modern = fit_one("modern", "join", rows("modern", lambda n, p, m: 4 * n + 3, grid))
-    assert {c.term: round(c.median, 6) for c in modern.coefficients} == {"N": 4.0, "1": 3.0}
-    assert curve(modern, np.array([50.0]), partitions=100.0)[0] == pytest.approx(203.0)
+    classic = fit_one("classic", "join", rows("classic", lambda n, p, m: 4 * n + 3, grid))
+    assert {c.term: round(c.median, 6) for c in classic.coefficients} == {"N": 4.0, "1": 3.0}
+    assert curve(classic, np.array([50.0]), partitions=100.0)[0] == pytest.approx(203.0)
 
 
 def test_spread_is_over_one_fit_per_repetition():
     grid = [(n, 2 * n, 0) for n in (10, 30, 100, 300)]
-    model = fit_one("modern", "join", rows("modern", lambda n, p, m: 4 * n + 3, grid, repetitions=5, noise=20))
+    model = fit_one("classic", "join", rows("classic", lambda n, p, m: 4 * n + 3, grid, repetitions=5, noise=20))
     slope = model.coefficients[0]
     assert model.fits == 5 and slope.low < slope.median < slope.high
     assert slope.low == pytest.approx(4, abs=0.5) and slope.high == pytest.approx(4, abs=0.5)

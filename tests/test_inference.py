@@ -111,11 +111,11 @@ def _claim(higher: str, lower: str, says: str = "claim") -> Claim:
 
 
 def test_a_claim_holds_only_if_every_pair_it_names_holds():
-    runs = _runs({("legacy", "N=10"): [50, 52, 51, 55, 53], ("modern", "N=10"): [30, 31, 29, 33, 32],
-                  ("legacy", "N=20"): [150, 152, 151, 155, 153], ("modern", "N=20"): [60, 61, 59, 63, 62],
+    runs = _runs({("legacy", "N=10"): [50, 52, 51, 55, 53], ("classic", "N=10"): [30, 31, 29, 33, 32],
+                  ("legacy", "N=20"): [150, 152, 151, 155, 153], ("classic", "N=20"): [60, 61, 59, 63, 62],
                   ("kip848", "N=10"): [30, 32, 31, 29, 35], ("kip848", "N=20"): [90, 160, 95, 170, 99]})
-    results = evaluate(runs, [_claim("legacy", "modern", "legacy above modern at every N"),
-                              _claim("modern", "legacy"), _claim("legacy", "kip848"), _claim("legacy", "zk")])
+    results = evaluate(runs, [_claim("legacy", "classic", "legacy above classic at every N"),
+                              _claim("classic", "legacy"), _claim("legacy", "kip848"), _claim("legacy", "zk")])
     verdicts = [result.verdict for result in results]
     assert verdicts == [SUPPORTED, NOT_SUPPORTED, NOT_SUPPORTED, NO_RUNS]
     assert results[0].pairs == 2 and results[0].p == pytest.approx(2 / 252) and results[0].n == "5/5"
@@ -123,8 +123,8 @@ def test_a_claim_holds_only_if_every_pair_it_names_holds():
 
 
 def test_a_claim_with_too_few_runs_is_undetermined():
-    runs = _runs({("legacy", "-"): [50, 52, 51], ("modern", "-"): [30, 31, 29]})
-    (result,) = evaluate(runs, [_claim("legacy", "modern")])
+    runs = _runs({("legacy", "-"): [50, 52, 51], ("classic", "-"): [30, 31, 29]})
+    (result,) = evaluate(runs, [_claim("legacy", "classic")])
     assert result.verdict == TOO_FEW and np.isnan(result.p) and result.n == "3/3"
 
 
@@ -133,19 +133,19 @@ def test_timings_of_runs_made_beside_another_are_shown_but_never_compared_or_cla
         return [{"scenario": "s", "backend": backend, "strategy": "range", "sweep": "-", "n": 4, "parallel": parallel,
                  "metric": metric, "value": v} for v in values]
 
-    apart = {"legacy": [100, 104, 98, 101, 99], "modern": [10, 12, 11, 9, 10]}
+    apart = {"legacy": [100, 104, 98, 101, 99], "classic": [10, 12, 11, 9, 10]}
     for metric, parallel, status in [("stable after (s)", True, PARALLEL_TIMING), ("stable after (s)", False, "tested"),
                                      ("join: requests per change", True, "tested")]:
         runs = pd.DataFrame([row for backend, values in apart.items() for row in rows(backend, values, metric, parallel)])
         (row,) = comparisons(runs).itertuples()
         assert row.status == status and row.difference == (status == "tested"), (metric, parallel)
         (claimed,) = evaluate(runs, [Claim(says="c", scenario="s", metric=metric, higher=("legacy",),
-                                           lower=("modern",))])
+                                           lower=("classic",))])
         assert claimed.verdict == (BESIDE if status == PARALLEL_TIMING else SUPPORTED), (metric, parallel)
 
 
 def test_a_claim_on_cells_of_one_value_each_is_decided_without_a_test():
-    runs = _runs({("legacy", "-"): [2] * 5, ("modern", "-"): [0] * 5, ("kip848", "-"): [0] * 5})
-    ordered, same = evaluate(runs, [_claim("legacy", "modern"), _claim("modern", "kip848")])
+    runs = _runs({("legacy", "-"): [2] * 5, ("classic", "-"): [0] * 5, ("kip848", "-"): [0] * 5})
+    ordered, same = evaluate(runs, [_claim("legacy", "classic"), _claim("classic", "kip848")])
     assert ordered.verdict == SUPPORTED and ordered.shift == 2 and np.isnan(ordered.p) and np.isnan(ordered.coverage)
     assert same.verdict == NOT_SUPPORTED and same.shift == 0 and np.isnan(same.p)

@@ -154,7 +154,7 @@ def test_watcher_executor_reports_errors_and_goes_on():
 @pytest.mark.parametrize("args, message", [
     (["member", "--group", "g", "--topic", "t"], "--zk HOST:PORT[/chroot] is required"),
     (["member", "--backend", "nope", "--group", "g", "--topic", "t"], "--backend 'nope'"),
-    (["member", "--backend", "modern", "--group", "g", "--topic", "t"], "--bootstrap HOST:PORT is required"),
+    (["member", "--backend", "classic", "--group", "g", "--topic", "t"], "--bootstrap HOST:PORT is required"),
     (["member", "--group", "g", "--topic", "t", "--zk", "127.0.0.1:1", "--config", "rebalance.max.retries"],
      "expected KEY=VALUE"),
     (["member", "--group", "g", "--topic", "t", "--zk", "127.0.0.1:1", "--config", "rebalance.max.retry=3"],
@@ -197,7 +197,7 @@ def legacy_settings(path: Path) -> LegacyConfig:
     group = scenario.group
     return LegacyConfig.from_member_config(MemberConfig(
         group=group.name, topics=scenario.subscribed_topics, strategy=group.strategy, zk_connect="127.0.0.1:2181",
-        session_timeout_ms=group.session_timeout_ms, extra={**group.extra, **group.legacy},
+        session_timeout_ms=group.session_timeout_ms, extra=group.settings_of("legacy"),
     ))
 
 

@@ -147,7 +147,7 @@ def test_commits_wait_for_a_stable_membership_while_the_leader_holds_its_sync(cl
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     produce(cluster.bootstrap, topic, 200)
     path = tmp_path / "events.jsonl"
-    recorder = EventRecorder(path, backend="modern")
+    recorder = EventRecorder(path, backend="classic")
     slow = f"{__name__}:SlowCooperativeSticky"
     with Members(recorder) as members:
         first = members.start(member(cluster, topic, group, "first", recorder, strategy=slow, commit_interval_ms=100,
@@ -189,7 +189,7 @@ def test_a_member_cut_from_its_coordinator_keeps_fetching_until_fenced(cluster, 
     proxy = on_loop(hub.add("cut", ("coord", "data"), "broker-0", parse_address(cluster.bootstrap)))
     (tmp_path / "advertise.json").write_text(json.dumps({"cut": {"0": proxy.address}}))
     path = tmp_path / "events.jsonl"
-    recorder = EventRecorder(path, backend="modern")
+    recorder = EventRecorder(path, backend="classic")
     stop_producing = threading.Event()
 
     def keep_producing() -> None:
@@ -257,7 +257,7 @@ def test_an_unknown_member_id_from_join_declares_the_partitions_lost_before_rejo
     topic, group = names
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     path = tmp_path / "events.jsonl"
-    recorder = EventRecorder(path, backend="modern")
+    recorder = EventRecorder(path, backend="classic")
     beats = {"heartbeat.interval.ms": 4000}  # so the removal reaches JoinGroup before any heartbeat
     with Members(recorder) as members:
         first = members.start(member(cluster, topic, group, "first", recorder, strategy="cooperative-sticky",
@@ -289,7 +289,7 @@ def test_a_leader_assigning_for_longer_than_a_session_keeps_its_membership(clust
     topic, group = names
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     path = tmp_path / "events.jsonl"
-    recorder = EventRecorder(path, backend="modern")
+    recorder = EventRecorder(path, backend="classic")
     slow = f"{__name__}:VerySlowRange"
     with Members(recorder) as members:
         first = members.start(member(cluster, topic, group, "first", recorder, strategy=slow,
@@ -312,7 +312,7 @@ def test_the_revocation_commit_is_retried_until_it_lands(cluster, names, tmp_pat
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     produce(cluster.bootstrap, topic, 40)
     path = tmp_path / "events.jsonl"
-    recorder = EventRecorder(path, backend="modern")
+    recorder = EventRecorder(path, backend="classic")
     with Members(recorder) as members:
         first = members.start(member(cluster, topic, group, "first", recorder, strategy="range",
                                      commit_interval_ms=600_000))
@@ -347,7 +347,7 @@ def test_cooperative_revocation_commits_nothing_and_the_pre_join_commit_holds_no
     topic, group = names
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     path = tmp_path / "events.jsonl"
-    recorder = EventRecorder(path, backend="modern")
+    recorder = EventRecorder(path, backend="classic")
     stop_producing = threading.Event()
 
     def keep_producing() -> None:

@@ -161,7 +161,7 @@ def test_our_members_and_kafka_python_in_one_group(cluster_factory, names, tmp_p
     cluster = cluster_factory(1)
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     produce(cluster.bootstrap, topic, 60)
-    recorder = EventRecorder(tmp_path / "events.jsonl", backend="modern")
+    recorder = EventRecorder(tmp_path / "events.jsonl", backend="classic")
     workers = [
         modern_worker("ours-0", cluster.bootstrap, topic, group, recorder),
         kafka_python_worker("kp-0", cluster.bootstrap, topic, group),
@@ -283,7 +283,7 @@ def test_coordinator_failover_keeps_the_group_and_its_offsets(cluster_factory, n
     cluster = cluster_factory(3)
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     produce(cluster.bootstrap, topic, 60)
-    recorder = EventRecorder(tmp_path / "events.jsonl", backend="modern")
+    recorder = EventRecorder(tmp_path / "events.jsonl", backend="classic")
     workers = [modern_worker(f"ours-{i}", cluster.bootstrap, topic, group, recorder) for i in range(2)]
     try:
         wait_until(lambda: complete_and_disjoint(workers), "a complete assignment")
@@ -374,7 +374,7 @@ def test_our_cooperative_members_revoke_only_what_moves_in_two_rounds(cluster_fa
     cluster = cluster_factory(1)
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     path = tmp_path / "events.jsonl"
-    recorder = EventRecorder(path, backend="modern")
+    recorder = EventRecorder(path, backend="classic")
     workers = [modern_worker(f"coop-{i}", cluster.bootstrap, topic, group, recorder, "cooperative-sticky")
                for i in range(2)]
     try:

@@ -131,7 +131,7 @@ def test_metrics_use_kafka_names():
 
 
 def test_backend_registry_builds_a_member():
-    member = profile("modern").make(MemberConfig(group="g", topics=("t",), bootstrap="127.0.0.1:1", member_name="x"))
+    member = profile("classic").make(MemberConfig(group="g", topics=("t",), bootstrap="127.0.0.1:1", member_name="x"))
     assert isinstance(member, ModernMember) and isinstance(member, Member)
     assert member.member_id == "x" and member.assignment() == set()
 
@@ -478,7 +478,7 @@ def wait_until(condition, what: str, timeout_s: float = 60) -> None:
 def test_max_poll_interval_makes_a_member_leave_and_lose_its_partitions(cluster, tmp_path):
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     create_topic(cluster.bootstrap, topic, 4)
-    recorder = EventRecorder(tmp_path / "events.jsonl", backend="modern")
+    recorder = EventRecorder(tmp_path / "events.jsonl", backend="classic")
 
     def make(name: str, max_poll_ms: int) -> ModernMember:
         member = ModernMember(MemberConfig(group=group, topics=(topic,), member_name=name, bootstrap=cluster.bootstrap,
@@ -518,7 +518,7 @@ def test_member_cli_runs_a_modern_member_and_leaves_on_sigterm(cluster, tmp_path
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     create_topic(cluster.bootstrap, topic, 3)
     events = tmp_path / "cli.jsonl"
-    command = [sys.executable, "-m", "experiments.cli.app", "member", "--backend", "modern", "--bootstrap",
+    command = [sys.executable, "-m", "experiments.cli.app", "member", "--backend", "classic", "--bootstrap",
                cluster.bootstrap, "--group", group, "--topic", topic, "--strategy", "cooperative-sticky",
                "--id", "cli-member", "--instance-id", "cli-instance", "--events", str(events),
                "--config", "heartbeat.interval.ms=500"]

@@ -40,7 +40,7 @@ seed = 4
 
 [[matrix]]
 scenario = "tiny.toml"
-backends = ["modern"]
+backends = ["classic"]
 """
 
 
@@ -62,7 +62,7 @@ def started(monkeypatch) -> list:
 
     def compare(scenario, run_dir, **_):
         calls.append(run_dir)
-        return [runner.RunResult(run_dir / "modern", "completed")]
+        return [runner.RunResult(run_dir / "classic", "completed")]
 
     monkeypatch.setattr(runner, "run", run)
     monkeypatch.setattr(runner, "compare", compare)
@@ -73,7 +73,7 @@ def earlier_run(folder: Path, status: str = "completed") -> Path:
     """What a run leaves: its lock.json and event files."""
     (folder / "events").mkdir(parents=True)
     (folder / "events" / "runner.jsonl").write_text('{"type":"phase","name":"setup"}\n')
-    write_run_meta(folder, RunMeta(name="tiny", run_id="tiny-modern-1", backend="modern", strategy="range",
+    write_run_meta(folder, RunMeta(name="tiny", run_id="tiny-classic-1", backend="classic", strategy="range",
                                    session_timeout_ms=6000, topics={"t0": 4}, members=2, group="g", status=status))
     return folder
 
@@ -84,9 +84,9 @@ def invoke(*args: str):
 
 def test_a_run_refuses_a_folder_an_earlier_run_left(tmp_path, scenario, started):
     out = earlier_run(tmp_path / "herd-5")
-    result = invoke("run", str(scenario), "--backend", "modern", "--out", str(out))
+    result = invoke("run", str(scenario), "--backend", "classic", "--out", str(out))
     assert result.exit_code == 2
-    assert f"--out {out} holds a completed run of tiny on modern" in result.output
+    assert f"--out {out} holds a completed run of tiny on classic" in result.output
     assert "--force" in result.output
     assert started == [] and (out / "lock.json").is_file()
 
@@ -103,7 +103,7 @@ def test_compare_refuses_a_non_empty_folder(tmp_path, scenario, started):
 def test_a_new_or_empty_folder_is_taken(tmp_path, scenario, started):
     (tmp_path / "empty").mkdir()
     for out in (tmp_path / "empty", tmp_path / "new"):
-        result = invoke("run", str(scenario), "--backend", "modern", "--out", str(out))
+        result = invoke("run", str(scenario), "--backend", "classic", "--out", str(out))
         assert result.exit_code == 0, result.output
     assert started == [tmp_path / "empty", tmp_path / "new"]
 
@@ -111,7 +111,7 @@ def test_a_new_or_empty_folder_is_taken(tmp_path, scenario, started):
 def test_force_deletes_an_earlier_run_then_runs(tmp_path, scenario, started):
     out = earlier_run(tmp_path / "herd-5")
     (out / "brokers" / "data" / "t0-0").mkdir(parents=True)      # the topic a second run would trip on
-    result = invoke("run", str(scenario), "--backend", "modern", "--out", str(out), "--force")
+    result = invoke("run", str(scenario), "--backend", "classic", "--out", str(out), "--force")
     assert result.exit_code == 0, result.output
     assert started == [out] and not out.exists()   # the (replaced) runner would make it afresh
     assert f"deleted {out}" in result.output
@@ -120,7 +120,7 @@ def test_force_deletes_an_earlier_run_then_runs(tmp_path, scenario, started):
 def test_force_replaces_a_compare_folder(tmp_path, scenario, started):
     out = tmp_path / "split"
     earlier_run(out / "legacy")
-    earlier_run(out / "modern", status="failed")
+    earlier_run(out / "classic", status="failed")
     result = invoke("compare", str(scenario), "--out", str(out), "--force")
     assert result.exit_code == 0, result.output
     assert started == [out] and not out.exists()
@@ -130,7 +130,7 @@ def test_force_never_deletes_a_folder_without_a_run(tmp_path, scenario, started)
     out = tmp_path / "mine"
     (out / "sub").mkdir(parents=True)
     (out / "sub" / "thesis.tex").write_text("keep me")
-    result = invoke("run", str(scenario), "--backend", "modern", "--out", str(out), "--force")
+    result = invoke("run", str(scenario), "--backend", "classic", "--out", str(out), "--force")
     assert result.exit_code == 2 and "holds no run" in result.output
     assert (out / "sub" / "thesis.tex").read_text() == "keep me" and started == []
 
@@ -138,7 +138,7 @@ def test_force_never_deletes_a_folder_without_a_run(tmp_path, scenario, started)
 def test_force_never_deletes_the_current_directory(tmp_path, scenario, started, monkeypatch):
     out = earlier_run(tmp_path / "herd-5")
     monkeypatch.chdir(out / "events")
-    result = invoke("run", str(scenario), "--backend", "modern", "--out", str(out), "--force")
+    result = invoke("run", str(scenario), "--backend", "classic", "--out", str(out), "--force")
     assert result.exit_code == 2 and "contains the current directory" in result.output
     assert (out / "lock.json").is_file() and started == []
 
@@ -148,7 +148,7 @@ def test_run_and_force_refuse_a_campaign_folder(tmp_path, scenario, started):
     out.mkdir()
     (out / "manifest.json").write_text("{}")
     for force in ((), ("--force",)):
-        result = invoke("run", str(scenario), "--backend", "modern", "--out", str(out), *force)
+        result = invoke("run", str(scenario), "--backend", "classic", "--out", str(out), *force)
         assert result.exit_code == 2 and "is a campaign folder" in result.output
     assert (out / "manifest.json").is_file() and started == []
 

@@ -144,7 +144,7 @@ def test_a_member_busy_with_a_batch_holds_the_whole_group_until_it_polls(cluster
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     path = tmp_path / "events.jsonl"
-    recorder = EventRecorder(path, backend="modern")
+    recorder = EventRecorder(path, backend="classic")
     busy_listener = ThreadNoting()
 
     def member(name: str, listener: RebalanceListener | None = None) -> ModernMember:

@@ -33,39 +33,39 @@ def _herd_run(backend: str, n: int, requests: int, strategy: str = "range") -> R
 
 
 def test_herd_points_use_changes_to_a_group_of_n(tmp_path):
-    runs = [_herd_run("legacy", n, n * (n + 2)) for n in (5, 10, 20)] + [_herd_run("modern", n, 2 * n)
+    runs = [_herd_run("legacy", n, n * (n + 2)) for n in (5, 10, 20)] + [_herd_run("classic", n, 2 * n)
                                                                           for n in (5, 10, 20)]
     points = herd_points(runs)
     assert len(points) == 6 and (points["changes"] == 2).all()   # the shutdown is not a change to N
     legacy = points[points["backend"] == "legacy"].set_index("N")["requests_per_change"]
     assert legacy[20] / legacy[10] > 3.5                           # about N squared
     slopes = herd_slopes(points)                                   # on log-log axes: N squared and N
-    assert slopes["legacy"] > 1.8 and 0.9 < slopes["modern"] < 1.1
+    assert slopes["legacy"] > 1.8 and 0.9 < slopes["classic"] < 1.1
     path = plots.herd(points, tmp_path / "herd.png")
     assert path.read_bytes().startswith(PNG)
 
 
 def test_the_herd_plot_draws_each_backends_joins_and_its_fitted_model_in_its_own_style(tmp_path):
-    costs = {"legacy": lambda n: n * (n + 2), "modern": lambda n: 2 * n, "kip848": lambda n: 7}
+    costs = {"legacy": lambda n: n * (n + 2), "classic": lambda n: 2 * n, "kip848": lambda n: 7}
     runs = [_herd_run(backend, n, cost(n)) for backend, cost in costs.items() for n in (4, 8, 16, 32)]
     figure = plots.herd_figure(herd_points(runs), runs)
     labels = {line.get_label(): line for line in figure.axes[0].get_lines()}
     joins = {label.split(":")[0]: line for label, line in labels.items() if label.endswith("join, measured")}
-    assert sorted(joins) == ["kip848 (range)", "legacy (range)", "modern (range)"]   # each line names its strategy
+    assert sorted(joins) == ["kip848 (range)", "legacy (range)", "classic (range)"]   # each line names its strategy
     assert len({(line.get_color(), line.get_marker()) for line in joins.values()}) == 3
-    assert list(joins["modern (range)"].get_ydata()) == [8, 16, 32, 64]
+    assert list(joins["classic (range)"].get_ydata()) == [8, 16, 32, 64]
     models = [label for label in labels if " model: " in label]
     assert any(label.startswith("legacy (range) model: 1.00·N² + 2.00·N") for label in models), models
-    assert any(label.startswith("modern (range) model: 2.00·N") for label in models), models
+    assert any(label.startswith("classic (range) model: 2.00·N") for label in models), models
     assert not any("guide" in label for label in labels)     # the model replaces the guide lines
     assert plots.backend_style("kip848") != plots.backend_style("legacy")
     assert plots.backend_style("new", ["kip848", "new", "other"]) != plots.backend_style("other", ["new", "other"])
 
 
 def test_a_report_of_several_runs_gets_a_folder_of_its_own_named_for_them():
-    assert report_dir([Path("/r/cmp/legacy"), Path("/r/cmp/modern")]) == Path("/r/cmp/report-legacy+modern")
+    assert report_dir([Path("/r/cmp/legacy"), Path("/r/cmp/classic")]) == Path("/r/cmp/report-legacy+classic")
     assert report_dir([Path("/r/herd-5"), Path("/r/herd-10")]) == Path("/r/report-herd-5+herd-10")
-    many = report_dir([Path(f"/r/demo/herd-{n}/{b}") for n in (8, 16, 32) for b in ("legacy", "modern")])
+    many = report_dir([Path(f"/r/demo/herd-{n}/{b}") for n in (8, 16, 32) for b in ("legacy", "classic")])
     assert many == Path("/r/demo/report-herd-8-legacy+5-more")
     assert report_dir([Path("/r/one")]) == Path("/r/one")
 
@@ -93,11 +93,11 @@ def test_a_report_of_three_backends_has_a_column_for_each(synthetic_runs, tmp_pa
     runs = [synthetic_runs[name].info.run_dir for name in ("planted", "clean", "kip848-8")]
     loaded = [load_run(run) for run in runs]
     verdicts = verdict_table(loaded)
-    assert list(verdicts.columns) == ["check", "planted legacy", "clean modern", "kip848-8 kip848"]
+    assert list(verdicts.columns) == ["check", "planted legacy", "clean classic", "kip848-8 kip848"]
     witness = {str(row["check"]): row for _, row in verdicts.iterrows()}["server-witness"]
     assert str(witness["kip848-8 kip848"]) == "ok"
     points = herd_points(loaded)
-    assert set(points["backend"]) == {"legacy", "modern", "kip848"}
+    assert set(points["backend"]) == {"legacy", "classic", "kip848"}
     report = write_report(runs, tmp_path / "three")
     assert "## kip848-8" in report.markdown.read_text() and "ownership-3-kip848.png" in {
         p.name for p in report.images}
@@ -126,12 +126,12 @@ def test_the_herd_finding_gives_the_join_and_the_leave_by_n_then_the_fitted_mode
     from experiments.report.findings import herd_sentence
 
     runs = [_herd_run("legacy", n, n * n + 2 * n) for n in (4, 8, 16, 32)] + [
-        _herd_run("modern", n, 2 * n + 3) for n in (4, 8, 16, 32)]
+        _herd_run("classic", n, 2 * n + 3) for n in (4, 8, 16, 32)]
     text = herd_sentence(herd_points(runs), runs=runs)
     assert text.startswith("Requests per join at N = 4 / 8 / 16 / 32: legacy (range) 24 / 80 / 288 / 1,088; "
-                           "modern (range) 11 / 19 / 35 / 67. Requests per leave at N = 4 / 8 / 16 / 32:"), text
+                           "classic (range) 11 / 19 / 35 / 67. Requests per leave at N = 4 / 8 / 16 / 32:"), text
     assert "Fitted cost of a join: legacy (range) ≈ 1.00·N² + 2.00·N" in text, text
-    assert "modern (range) ≈ 2.00·N + 3.00" in text, text
+    assert "classic (range) ≈ 2.00·N + 3.00" in text, text
 
 
 @pytest.mark.spark

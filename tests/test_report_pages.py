@@ -26,7 +26,7 @@ ARTEFACTS = Path(__file__).resolve().parent.parent / ".lab" / "artefacts" / "rep
 HERD_TIMELINE = (Change(at_s=4.0, action="join"), Change(at_s=8.0, action="leave"))
 SPLIT_ANOMALIES = {   # what the demo's split brain shows: double ownership everywhere, the rest apart
     "legacy": frozenset({Anomaly.DOUBLE_OWNERSHIP, Anomaly.DUPLICATE, Anomaly.OFFSET_REGRESSION}),
-    "modern": frozenset({Anomaly.DOUBLE_OWNERSHIP, Anomaly.FENCED_COMMIT}),
+    "classic": frozenset({Anomaly.DOUBLE_OWNERSHIP, Anomaly.FENCED_COMMIT}),
     "kip848": frozenset({Anomaly.DOUBLE_OWNERSHIP, Anomaly.FENCED_COMMIT}),
 }
 
@@ -51,7 +51,7 @@ def test_the_demo_report_opens_on_its_findings_and_fits_the_screen(spark, browse
     from experiments.summary import summarize_runs
 
     root = tmp_path / "demo"
-    runs = plan_runs(root, [4, 8], ("legacy", "modern", "kip848"))
+    runs = plan_runs(root, [4, 8], ("legacy", "classic", "kip848"))
     for run in runs:
         if run.label == "split-brain":
             config = SyntheticRun(name=run.scenario, backend=run.backend, duration_s=16.0, rate=60.0,
@@ -124,6 +124,6 @@ seed = 40
 
 [[matrix]]
 scenario = "small-herd.toml"
-backends = ["legacy", "modern"]
+backends = ["legacy", "classic"]
 sweep = { "group.members" = [2, 4] }
 """

@@ -27,7 +27,7 @@ def test_a_run_without_lock_json_has_no_metadata(tmp_path):
 
 def test_a_lock_from_before_the_run_at_a_glance_fields_is_read_from_its_scenario(tmp_path):
     (tmp_path / "lock.json").write_text(json.dumps({
-        "run_id": "r0", "backend": "modern", "status": "completed", "reason": "",
+        "run_id": "r0", "backend": "classic", "status": "completed", "reason": "",
         "scenario": {"name": "churn", "source": "churn.toml", "sha256": None, "resolved": {
             "name": "churn", "topics": [{"name": "t0", "partitions": 6}],
             "group": {"name": "lab-group", "members": 3, "strategy": "roundrobin", "session_timeout_ms": 10000}}},
@@ -40,6 +40,7 @@ def test_a_lock_from_before_the_run_at_a_glance_fields_is_read_from_its_scenario
     assert (meta.name, meta.strategy, meta.session_timeout_ms, meta.group) == ("churn", "roundrobin", 10000, "lab-group")
     assert meta.topics == {"t0": 6} and meta.members == 2          # the initial members, not the host table
     assert meta.hosts == {"m0": ("m0",), "m1": ("m1",), "m2": ("m2",)}
+    assert meta.backend == "classic"   # the classic backend's earlier name, read as its name
 
 
 def test_an_older_synthetic_lock_keeps_its_settings_in_the_scenario(tmp_path):
@@ -55,7 +56,7 @@ def test_an_older_synthetic_lock_keeps_its_settings_in_the_scenario(tmp_path):
 def test_the_synthetic_generator_writes_through_the_one_writer(tmp_path):
     run_dir = write_run(tmp_path / "run", SyntheticRun(duration_s=2.0, members=2, timeline=()))
     meta = read_run_meta(run_dir)
-    assert (meta.backend, meta.members, meta.topics, meta.status) == ("modern", 2, {"t0": 6}, "completed")
+    assert (meta.backend, meta.members, meta.topics, meta.status) == ("classic", 2, {"t0": 6}, "completed")
 
 
 def test_unknown_keys_and_broken_files_name_the_file(tmp_path):

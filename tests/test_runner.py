@@ -2,7 +2,7 @@
 
 - one scenario (a member crash and a coord-link black hole) on both backends: the fault events match
   in target and in time, within TOLERANCE_S of each other and of the schedule;
-- the black-holed coordinator link stops the modern member's heartbeats; on legacy the black-holed
+- the black-holed coordinator link stops the classic member's heartbeats; on legacy the black-holed
   member loses its ZooKeeper connection;
 - an invalid scenario is rejected before anything starts;
 - an interrupted run (SIGINT to the runner) leaves nothing running and keeps its events.
@@ -85,12 +85,12 @@ def offset(event: dict, start: int) -> float:
 def test_same_faults_at_the_same_times_on_both_backends(tmp_path):
     path = tmp_path / "scenario.toml"
     path.write_text(SCENARIO)
-    results = runner.compare(load(path), tmp_path / "run", progress=False, backends=("legacy", "modern"))
+    results = runner.compare(load(path), tmp_path / "run", progress=False, backends=("legacy", "classic"))
     assert [(result.run_dir.name, result.status) for result in results] == [
-        ("legacy", "completed"), ("modern", "completed")], [result.reason for result in results]
+        ("legacy", "completed"), ("classic", "completed")], [result.reason for result in results]
 
     timelines = {}
-    for backend in ("legacy", "modern"):
+    for backend in ("legacy", "classic"):
         start, faults = fault_timeline(tmp_path / "run" / backend)
         timelines[backend] = (start, faults)
         assert [(event["type"], event["fault_id"], event["kind"], event["target"], event["link"])
@@ -119,13 +119,13 @@ def test_same_faults_at_the_same_times_on_both_backends(tmp_path):
         assert served == sorted(served) and served[-1] > served[0], (backend, served)   # the group's work, seen
         assert lock["schedule"] == json.loads((tmp_path / "run" / "compare.json").read_text())["schedule"]
 
-    (legacy_start, legacy), (modern_start, modern) = timelines["legacy"], timelines["modern"]
-    for one, other in zip(legacy[:3], modern[:3], strict=True):
-        assert abs(offset(one, legacy_start) - offset(other, modern_start)) < TOLERANCE_S
+    (legacy_start, legacy), (classic_start, classic) = timelines["legacy"], timelines["classic"]
+    for one, other in zip(legacy[:3], classic[:3], strict=True):
+        assert abs(offset(one, legacy_start) - offset(other, classic_start)) < TOLERANCE_S
 
     # Modern: the black-holed coordinator link stops m000's heartbeats for the window.
-    events = list(read_events(tmp_path / "run" / "modern" / "events"))
-    beats = [offset(event, modern_start) for event in events
+    events = list(read_events(tmp_path / "run" / "classic" / "events"))
+    beats = [offset(event, classic_start) for event in events
              if event["type"] == "coordination_request" and event.get("op") == "Heartbeat"
              and event["member"] == "m000" and event.get("error") != "NETWORK_EXCEPTION"]   # answered ones
     assert any(t < 8 for t in beats), beats
@@ -155,20 +155,20 @@ def test_an_invalid_scenario_is_rejected_before_anything_starts(tmp_path):
 
 
 def test_a_backend_the_scenario_is_not_for_is_refused(tmp_path):
-    path = tmp_path / "modern-only.toml"
-    path.write_text(SCENARIO.replace("seed = 3", 'seed = 3\nbackends = ["modern"]'))
+    path = tmp_path / "classic-only.toml"
+    path.write_text(SCENARIO.replace("seed = 3", 'seed = 3\nbackends = ["classic"]'))
     result = CliRunner().invoke(app, ["run", str(path), "--backend", "legacy", "--out", str(tmp_path / "x")])
-    assert result.exit_code == 2 and "modern only" in result.output
+    assert result.exit_code == 2 and "classic only" in result.output
 
 
 def start_run_until_timeline(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
-    """A modern run (with ZooKeeper, so its cleanup is exercised too) in a child process, once its
+    """A classic run (with ZooKeeper, so its cleanup is exercised too) in a child process, once its
     timeline has started."""
     path = tmp_path / "scenario.toml"
     path.write_text(SCENARIO.replace("duration = 24", "duration = 120").replace(
         "at = 8\naction", "at = 60\naction"))
     run_dir = (tmp_path / "run").resolve()
-    process = subprocess.Popen([sys.executable, "-m", "experiments.cli.app", "run", str(path), "--backend", "modern",
+    process = subprocess.Popen([sys.executable, "-m", "experiments.cli.app", "run", str(path), "--backend", "classic",
                                 "--out", str(run_dir), "--no-progress"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 180
@@ -269,12 +269,12 @@ def test_backend_profiles_answer_what_the_runner_asks():
     from rebalance.backends import Server, backend_names, profile
     from rebalance.member import MemberConfig
 
-    assert backend_names() == ("kip848", "legacy", "modern")
-    legacy, modern = profile("legacy"), profile("modern")
-    assert legacy.member_id("lab-group", "m001") == "lab-group_m001" and modern.member_id("lab-group", "m001") == "m001"
-    assert legacy.strategies == ("range", "roundrobin") and "cooperative-sticky" in modern.strategies
+    assert backend_names() == ("classic", "kip848", "legacy")
+    legacy, classic = profile("legacy"), profile("classic")
+    assert legacy.member_id("lab-group", "m001") == "lab-group_m001" and classic.member_id("lab-group", "m001") == "m001"
+    assert legacy.strategies == ("range", "roundrobin") and "cooperative-sticky" in classic.strategies
     assert (legacy.needs_zookeeper, legacy.coordinator_in_brokers, legacy.connects_to) == (True, False, Server.ZOOKEEPER)
-    assert (modern.needs_zookeeper, modern.coordinator_in_brokers, modern.connects_to) == (False, True, Server.BROKERS)
+    assert (classic.needs_zookeeper, classic.coordinator_in_brokers, classic.connects_to) == (False, True, Server.BROKERS)
     config = MemberConfig(group="g", topics=("t",), zk_connect="127.0.0.1:1", extra={"rebalance.max.retry": 3})
     with pytest.raises(ValueError, match="unknown 0.8 consumer setting"):
         legacy.check(config)

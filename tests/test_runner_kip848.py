@@ -17,7 +17,7 @@ SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
 
 def test_classic_strategies_run_unchanged_on_the_server_assignors():
     kip848 = profile("kip848")
-    assert set(profile("modern").strategies) <= set(kip848.strategies)   # every scenario's strategy is accepted
+    assert set(profile("classic").strategies) <= set(kip848.strategies)   # every scenario's strategy is accepted
     config = MemberConfig(group="g", topics=("t",), bootstrap="127.0.0.1:1")
     from modern.kip848.client_settings import settings_from
 
@@ -37,7 +37,7 @@ def test_the_brokers_get_the_scenarios_session_for_consumer_groups():
     assert (default.session_timeout_ms, default.heartbeat_interval_ms) == (6000, 666)   # Kafka's 5 s of 45 s
     given = CoordinatorConfig.from_env(kip848.broker_env(9000, {"group.consumer.heartbeat.interval.ms": 1500}))
     assert (given.consumer_group.session_timeout_ms, given.consumer_group.heartbeat_interval_ms) == (9000, 1500)
-    assert profile("modern").broker_env(6000, {}) == {} and profile("legacy").broker_env(6000, {}) == {}
+    assert profile("classic").broker_env(6000, {}) == {} and profile("legacy").broker_env(6000, {}) == {}
 
 
 # A join, then a crash: the crashed member's partitions move only once the brokers end its session.

@@ -50,7 +50,7 @@ def test_a_valid_file_loads_with_defaults():
     scenario = load("")
     assert scenario.group.members == 4
     assert scenario.cluster.brokers == 2
-    assert scenario.backends == ("kip848", "legacy", "modern")   # every registered backend
+    assert scenario.backends == ("classic", "kip848", "legacy")   # every registered backend
     assert scenario.subscribed_topics == ("t0",)
     assert scenario.settle == 10
 
@@ -190,7 +190,7 @@ def test_a_crashed_member_cannot_be_crashed_again():
     assert "crashed" in problem.message
 
 
-def test_legacy_rejects_modern_only_strategies_and_isolating_a_single_node():
+def test_legacy_rejects_coordinator_only_strategies_and_isolating_a_single_node():
     found = problems("""
     [[timeline]]
     at = 5
@@ -435,3 +435,46 @@ def test_churn_scenario_expands_into_whole_hosts():
     assert len(grow.targets) == 50 and grow.targets == shrink.targets
     assert [step.targets for step in restarts] == [tuple(f"h000-{i}" for i in range(5)),
                                                    tuple(f"h001-{i}" for i in range(5))]
+
+
+def test_a_backends_settings_are_kept_under_its_profiles_name():
+    scenario = load("""
+    [group.classic]
+    "heartbeat.interval.ms" = 1000
+    [group.kip848]
+    "group.consumer.heartbeat.interval.ms" = 2000
+    [group.extra]
+    "max.poll.interval.ms" = 60000
+    """)
+    assert scenario.group.settings_of("classic") == {"max.poll.interval.ms": 60000, "heartbeat.interval.ms": 1000}
+    assert scenario.group.settings_of("kip848") == {"max.poll.interval.ms": 60000,
+                                                    "group.consumer.heartbeat.interval.ms": 2000}
+    assert scenario.group.settings_of("legacy") == {"max.poll.interval.ms": 60000}
+
+
+def test_modern_is_accepted_as_an_alias_of_classic():
+    scenario = load("""
+    [group.modern]
+    "heartbeat.interval.ms" = 1000
+    """, BASE.replace('name = "t"\n', 'name = "t"\nbackends = ["legacy", "modern"]\n'))
+    assert scenario.backends == ("legacy", "classic")
+    assert scenario.group.settings_of("classic") == {"heartbeat.interval.ms": 1000}
+    assert scenario.group.settings_of("modern") == {"heartbeat.interval.ms": 1000}
+
+
+def test_a_section_under_its_name_and_its_alias_is_refused():
+    [problem] = problems("""
+    [group.classic]
+    "heartbeat.interval.ms" = 1000
+    [group.modern]
+    "heartbeat.interval.ms" = 2000
+    """)
+    assert problem.field == "group.modern" and "[group.classic]" in problem.message
+
+
+def test_an_unknown_backend_section_is_refused():
+    [problem] = problems("""
+    [group.kafka4]
+    "heartbeat.interval.ms" = 1000
+    """)
+    assert problem.field == "group.kafka4"

@@ -12,7 +12,7 @@ process) and h001-1 paused by emulation for 3 s; at t = 18 h000-0 leaves. Checke
 - its session expires on the server as after SIGKILL: legacy, its /consumers/<group>/ids node outlives
   the crash (no closeSession) and then disappears; on both backends the group rebalances without it;
 - each link fault reaches only its member (coord: legacy, only it loses its ZooKeeper connection;
-  modern, only its heartbeats stop; data: only it stops consuming, through the brokers' advertise map
+  classic, only its heartbeats stop; data: only it stops consuming, through the brokers' advertise map
   keyed by its own client id);
 - the restarted member comes back under its name; the paused member consumes nothing while paused;
   the leaving member closes cleanly while its host process runs on.
@@ -145,7 +145,7 @@ def member_id(backend: str, name: str) -> str:
 @pytest.mark.zk
 @pytest.mark.broker
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["legacy", "modern"])
+@pytest.mark.parametrize("backend", ["legacy", "classic"])
 def test_one_member_of_a_shared_host_crashed_by_emulation(tmp_path, backend):
     path = tmp_path / "scenario.toml"
     path.write_text(SCENARIO)
@@ -223,7 +223,7 @@ def test_one_member_of_a_shared_host_crashed_by_emulation(tmp_path, backend):
                    and event["member"] == member and link_start + 1_000_000_000 < event["ts_ns"] < link_stop)
 
     assert consumed_in_window(neighbour) == 0, "records passed the data black hole"
-    # Both keep fetching while cut off from coordination (modern commits asynchronously, as Kafka's consumer does).
+    # Both keep fetching while cut off from coordination (classic commits asynchronously, as Kafka's consumer does).
     assert consumed_in_window(linked) > 0, "a member cut off from its coordination service keeps fetching"
     if backend == "legacy":
         suspended = {event["member"] for event in events if event["type"] == "session_state"
@@ -287,9 +287,9 @@ def test_the_member_command_checks_per_member_addresses():
     assert wrong.exit_code == 2
     assert "--zk was given 2 times: give it once (shared by all members) or once per member (--count 3)" \
         in wrong.output
-    single = run("--backend", "modern", "--id", "m000", "--bootstrap", "a:1", "--bootstrap", "b:2")
+    single = run("--backend", "classic", "--id", "m000", "--bootstrap", "a:1", "--bootstrap", "b:2")
     assert single.exit_code == 2 and "--bootstrap was given 2 times" in single.output
-    bad_fd = run("--backend", "modern", "--id", "m000", "--bootstrap", "a:1", "--control-fd", "987")
+    bad_fd = run("--backend", "classic", "--id", "m000", "--bootstrap", "a:1", "--control-fd", "987")
     assert bad_fd.exit_code == 2 and "--control-fd 987" in bad_fd.output
 
 
@@ -308,7 +308,7 @@ def test_the_member_command_takes_its_members_configs_as_one_json_file(tmp_path)
     def run(documents, *args: str):
         path = tmp_path / "members.json"
         path.write_text(json.dumps(documents))
-        return CliRunner().invoke(app, ["member", "--backend", "modern", "--member-configs", str(path), *args])
+        return CliRunner().invoke(app, ["member", "--backend", "classic", "--member-configs", str(path), *args])
 
     mixed = run([config.to_json()], "--group", "g")
     assert mixed.exit_code == 2 and "--member-configs replaces --group" in mixed.output
@@ -317,7 +317,7 @@ def test_the_member_command_takes_its_members_configs_as_one_json_file(tmp_path)
     unnamed = run([{**config.to_json(), "member_name": None}])
     assert unnamed.exit_code == 2 and "every member needs a name of its own" in unnamed.output
     no_address = run([{**config.to_json(), "bootstrap": None}])
-    assert no_address.exit_code == 2 and "--bootstrap HOST:PORT is required for the modern backend" in no_address.output
+    assert no_address.exit_code == 2 and "--bootstrap HOST:PORT is required for the classic backend" in no_address.output
 
 
 @pytest.mark.zk

@@ -52,32 +52,32 @@ def test_rebalance_metrics_use_kafka_names(synthetic_runs):
     assert group["rebalance-total"] == synthetic_runs["clean"].facts["events_by_type"]["rebalance_completed"]
     assert group["rebalance-latency-max"] >= group["rebalance-latency-avg"] > 0
     assert group["failed-rebalance-total"] == 0
-    assert metrics["join-time-avg"].notna().all()        # modern: JoinGroup requests were timed
+    assert metrics["join-time-avg"].notna().all()        # classic: JoinGroup requests were timed
 
 
 @pytest.mark.spark
 def test_herd_cost_per_change_legacy_reads_the_whole_group(synthetic_runs):
-    modern = synthetic_runs["clean"].tables["herd"].set_index("t")
+    classic = synthetic_runs["clean"].tables["herd"].set_index("t")
     legacy = synthetic_runs["planted"].tables["herd"].set_index("t")
-    join_modern, join_legacy = modern.loc[6.0], legacy.loc[6.0]   # two members join a group of three
-    assert join_modern["kind"] == join_legacy["kind"] == "join"
-    assert (join_modern["live_before"], join_modern["live_after"]) == (3, 5)
-    assert join_modern["requests"] == 2 * 5 and join_modern["notifications"] == 0      # JoinGroup + SyncGroup each
+    join_classic, join_legacy = classic.loc[6.0], legacy.loc[6.0]   # two members join a group of three
+    assert join_classic["kind"] == join_legacy["kind"] == "join"
+    assert (join_classic["live_before"], join_classic["live_after"]) == (3, 5)
+    assert join_classic["requests"] == 2 * 5 and join_classic["notifications"] == 0      # JoinGroup + SyncGroup each
     assert join_legacy["requests"] == 5 * (5 + 2) and join_legacy["notifications"] == 5  # N reads each
-    assert join_modern["stable_s"] == pytest.approx(0.3, abs=0.01)
-    assert join_modern["stop_the_world_s"] == pytest.approx(0.3, abs=0.01)
+    assert join_classic["stable_s"] == pytest.approx(0.3, abs=0.01)
+    assert join_classic["stop_the_world_s"] == pytest.approx(0.3, abs=0.01)
 
 
 @pytest.mark.spark
 def test_herd_table_puts_the_servers_count_beside_the_members(synthetic_runs):
-    modern = synthetic_runs["clean"].tables["herd"].set_index("t")
+    classic = synthetic_runs["clean"].tables["herd"].set_index("t")
     legacy = synthetic_runs["planted"].tables["herd"].set_index("t")
-    assert list(modern.columns).index("server_requests") == list(modern.columns).index("requests") + 1
-    sampled = modern[modern["server_requests"].notna()]
+    assert list(classic.columns).index("server_requests") == list(classic.columns).index("requests") + 1
+    sampled = classic[classic["server_requests"].notna()]
     assert set(sampled["kind"]) == {"join", "leave", "crash"}        # every change the runner sampled around
     assert (sampled["server_requests"] == sampled["requests"]).all()
     assert legacy.loc[6.0, "server_requests"] == legacy.loc[6.0, "requests"] + SERVER_EXTRA
-    assert pd.isna(modern["server_requests"].iloc[-1])                # the members' final leave: no sample after
+    assert pd.isna(classic["server_requests"].iloc[-1])                # the members' final leave: no sample after
     assert synthetic_runs["unsampled"].tables["herd"]["server_requests"].isna().all()
 
 
@@ -135,7 +135,7 @@ def test_a_clean_restart_ends_ownership_at_the_members_own_revocation(spark, tmp
     from experiments.summary import summarize_run
 
     def line(t_s: float, **fields) -> str:
-        return json.dumps({"run_id": "r", "backend": "modern", "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
+        return json.dumps({"run_id": "r", "backend": "classic", "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
                            "process": fields.get("member", "runner"), **fields}) + "\n"
 
     events = tmp_path / "events"

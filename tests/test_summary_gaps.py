@@ -14,7 +14,7 @@ pytestmark = pytest.mark.timeout(900)
 
 
 def line(t_s: float, **fields) -> str:
-    return json.dumps({"run_id": "r", "backend": "modern", "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
+    return json.dumps({"run_id": "r", "backend": "classic", "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
                        "process": fields.get("member") or "runner", **fields}) + "\n"
 
 

@@ -130,7 +130,7 @@ def test_the_final_line_says_faults_and_membership_changes_apart(tmp_path, capsy
     loaded = load(_scenario_file(tmp_path))
     progress = Progress(tmp_path / "events", loaded, resolve(loaded))
     progress.feed(_event(ev.FAULT_STARTED, kind="leave", target="m004"))
-    progress.final(SimpleNamespace(backend="modern", events_dir=tmp_path / "events"), "completed", "")
+    progress.final(SimpleNamespace(backend="classic", events_dir=tmp_path / "events"), "completed", "")
     assert "faults 0, membership changes 1" in " ".join(capsys.readouterr().err.split())
     assert _recent_line(_event(ev.FAULT_STOPPED, kind="leave", target="m004")) is None
 

@@ -7,7 +7,7 @@ default strategy (`strategy = "default"`).
   unanswered keeps it unstable;
 - the runner holds such a step back until then (at most its timeout), moves the rest of the timeline back
   by the wait, and writes in the step's event how it went;
-- "default" is range on legacy and modern, uniform on kip848, and the herd scenarios run it.
+- "default" is range on legacy and classic, uniform on kip848, and the herd scenarios run it.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ WAIT = 'after = "stable"\ntimeout = {timeout}\n'
 
 def tiny(*, wait: str = WAIT.format(timeout=5), strategy: str = "range", duration: float = 1.0, **kwargs):
     return loads(TINY.format(wait=wait, strategy=strategy, duration=duration),
-                 overrides=[f'backends=["{kwargs.get("backend", "modern")}"]'])
+                 overrides=[f'backends=["{kwargs.get("backend", "classic")}"]'])
 
 
 # -- the file ------------------------------------------------------------------------------------
@@ -85,13 +85,13 @@ def test_a_wait_is_after_stable_with_a_positive_timeout(wait, problem):
 # -- each generation's default strategy -----------------------------------------------------------
 
 def test_each_generation_assigns_with_its_own_default():
-    assert {name: profile(name).default_strategy for name in ("legacy", "modern", "kip848")} == \
-        {"legacy": "range", "modern": "range", "kip848": "uniform"}
+    assert {name: profile(name).default_strategy for name in ("legacy", "classic", "kip848")} == \
+        {"legacy": "range", "classic": "range", "kip848": "uniform"}
     scenario = loads(TINY.format(wait="", strategy="default", duration=1.0).replace("zookeeper_nodes = 0",
                                                                                     "zookeeper_nodes = 1"))
     assert scenario.group.strategy == "default"
     assert {backend: on_backend(scenario, backend).group.strategy for backend in scenario.backends} == \
-        {"kip848": "uniform", "legacy": "range", "modern": "range"}
+        {"kip848": "uniform", "legacy": "range", "classic": "range"}
     for backend in scenario.backends:   # each backend's own check takes it, and its members are told its name
         check_member_settings(scenario, profile(backend))
         assert member_config(scenario, profile(backend), "m000", "127.0.0.1:1").strategy == \
@@ -161,7 +161,7 @@ def test_the_members_a_step_waits_for_are_those_the_schedule_has_running_then():
 # -- the runner's wait ----------------------------------------------------------------------------
 
 def _run(tmp_path, scenario) -> tuple[Run, list]:
-    run = Run(scenario, RunOptions(backend="modern", run_dir=tmp_path, progress=False), resolve(scenario))
+    run = Run(scenario, RunOptions(backend="classic", run_dir=tmp_path, progress=False), resolve(scenario))
     applied: list = []
 
     async def nothing(*args, **kwargs) -> None:

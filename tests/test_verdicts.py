@@ -54,12 +54,12 @@ READINGS = [
 def test_a_pipe_gets_one_whole_line_per_check_and_run():
     out = io.StringIO()
     console = Console(file=out, width=40, force_terminal=False)          # a narrow CI log
-    print_verdicts(console, "Checks", [("legacy", READINGS), ("modern", READINGS[:2])])
+    print_verdicts(console, "Checks", [("legacy", READINGS), ("classic", READINGS[:2])])
     lines = out.getvalue().splitlines()
     for reading in READINGS:
         assert sum(reading.line in line and line.startswith(reading.check) for line in lines) == (
             2 if reading in READINGS[:2] else 1), lines
-    assert any("offset-regressions" in line and "  modern  -" in line for line in lines)
+    assert any("offset-regressions" in line and "  classic  -" in line for line in lines)
     assert not any("│" in line for line in lines)
 
 
@@ -85,15 +85,15 @@ def _run(verdicts: list[tuple[str, str, int, str]], name: str, backend: str) -> 
 def test_the_report_table_has_compact_words_coloured_by_word_with_the_run_s_line_as_tooltip():
     legacy = _run([("double-ownership", "false", 3, "3 windows, 30.00 s in total"),
                    ("fenced-commits", "true", 0, "no commit was fenced")], "split", "legacy")
-    modern = _run([("double-ownership", "true", 0, "every partition had at most one owner"),
-                   ("fenced-commits", "false", 1, "1 UNKNOWN_MEMBER_ID")], "split", "modern")
-    table = verdict_table([legacy, modern])
-    assert list(table.columns) == ["check", "legacy", "modern"]          # one scenario: a column per backend
+    classic = _run([("double-ownership", "true", 0, "every partition had at most one owner"),
+                   ("fenced-commits", "false", 1, "1 UNKNOWN_MEMBER_ID")], "split", "classic")
+    table = verdict_table([legacy, classic])
+    assert list(table.columns) == ["check", "legacy", "classic"]          # one scenario: a column per backend
     rows = {str(row["check"]): row for _, row in table.iterrows()}
     assert rows["double-ownership"]["check"].note == question("double-ownership")   # the meaning, once per row
     assert str(rows["double-ownership"]["legacy"]) == "VIOLATED (3)"
     assert rows["double-ownership"]["legacy"].title.startswith("VIOLATED (3): 3 windows")
-    assert str(rows["fenced-commits"]["modern"]) == "protected (1)" and str(rows["double-ownership"]["modern"]) == "ok"
+    assert str(rows["fenced-commits"]["classic"]) == "protected (1)" and str(rows["double-ownership"]["classic"]) == "ok"
     page = table_html(table)
     assert "<td class='bad' title='VIOLATED (3): 3 windows" in page and ">VIOLATED (3)</td>" in page
     assert "<td class='protected' title='protected (1): " in page

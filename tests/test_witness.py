@@ -115,8 +115,8 @@ def test_herd_points_and_plot_carry_the_servers_count(tmp_path):
                        ownership=empty, faults=empty, herd=herd, metrics=empty, evidence={})
 
     runs = [run("legacy", n, n * (n + 2), n * (n + 2) * 1.1) for n in (4, 8, 16)]
-    runs += [run("modern", n, 2 * n, None) for n in (4, 8, 16)]    # recorded before the servers' counters were
+    runs += [run("classic", n, 2 * n, None) for n in (4, 8, 16)]    # recorded before the servers' counters were
     points = herd_points(runs).set_index(["backend", "N"])
     assert points.loc[("legacy", 8), "server_requests_per_change"] == pytest.approx(88.0)
-    assert points.xs("modern")["server_requests_per_change"].isna().all()
+    assert points.xs("classic")["server_requests_per_change"].isna().all()
     assert plots.herd(points.reset_index(), tmp_path / "herd.png").stat().st_size > 0

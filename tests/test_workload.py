@@ -52,7 +52,7 @@ def test_without_a_workload_table_members_handle_records_at_once():
     scenario = loads(BASE)
     assert scenario.workload == WorkloadSpec() and not scenario.workload.handles
     assert scenario.load().utilisation is None
-    hosts_argv = host_argv(scenario, profile("modern"), ("m000",), config_path=_tmp_json(), address_of=lambda _: "h:1",
+    hosts_argv = host_argv(scenario, profile("classic"), ("m000",), config_path=_tmp_json(), address_of=lambda _: "h:1",
                            events=_tmp_json(), run_id="r")
     assert "--workload" not in hosts_argv      # herd and split-brain hosts run as before
 
@@ -63,9 +63,9 @@ def test_the_workload_gives_service_time_commit_and_capacity():
     load = scenario.load()
     assert load.capacity_per_s == pytest.approx(1000) and load.utilisation == pytest.approx(0.6)
     assert load.line() == "utilisation 0.60: 600 records/s offered, capacity 1000 records/s at 50 members"
-    config = member_config(scenario, profile("modern"), "m000", "h:1")
+    config = member_config(scenario, profile("classic"), "m000", "h:1")
     assert config.auto_commit is False                   # batch: the host commits, not the client's timer
-    argv = host_argv(scenario, profile("modern"), ("m000",), config_path=_tmp_json(), address_of=lambda _: "h:1",
+    argv = host_argv(scenario, profile("classic"), ("m000",), config_path=_tmp_json(), address_of=lambda _: "h:1",
                      events=_tmp_json(), run_id="r")
     workload = json.loads(argv[argv.index("--workload") + 1])
     assert workload["seed"] == 7 and workload["service_ms"] == 50
@@ -156,7 +156,7 @@ class RecordingHost(Host):
 
 
 class Running:
-    """A host of `count` modern members on a fresh topic, run on a thread, stopped at the end."""
+    """A host of `count` classic members on a fresh topic, run on a thread, stopped at the end."""
 
     def __init__(self, cluster, tmp_path, spec: WorkloadSpec, *, count: int = 1, partitions: int = 2) -> None:
         suffix = uuid.uuid4().hex[:8]
@@ -165,12 +165,12 @@ class Running:
         self.partitions = partitions
         create_topic(self.bootstrap, self.topic, partitions)
         self.path = tmp_path / "events.jsonl"
-        self.recorder = EventRecorder(self.path, run_id="r", backend="modern")
+        self.recorder = EventRecorder(self.path, run_id="r", backend="classic")
         configs = {f"m{index}": MemberConfig(group=group, topics=(self.topic,), member_name=f"m{index}",
                                              bootstrap=self.bootstrap, auto_commit=spec.commit == "auto")
                    for index in range(count)}
         self.stop = threading.Event()
-        self.host = RecordingHost(profile("modern").make, configs, self.recorder, self.stop, workload=spec, seed=3)
+        self.host = RecordingHost(profile("classic").make, configs, self.recorder, self.stop, workload=spec, seed=3)
         for name in configs:
             self.host.make(name)
         self.thread = threading.Thread(target=self.host.run, daemon=True)
@@ -284,7 +284,7 @@ def test_the_run_record_keeps_the_workload_offered_load_capacity_and_utilisation
     from experiments.scenario import resolve
 
     scenario = loads(BASE + '[workload]\nservice = "fixed"\nservice_ms = 50\ncommit = "batch"\n', source="s.toml")
-    run = SimpleNamespace(scenario=scenario, schedule=resolve(scenario), run_id="r", backend="modern", applied=[],
+    run = SimpleNamespace(scenario=scenario, schedule=resolve(scenario), run_id="r", backend="classic", applied=[],
                           t0_ns=None, started_ms=0, zk_connect=None, ensemble=None, cluster=None, members_proxied={},
                           member_id=lambda name: name)
     write_run_meta(tmp_path, describe_run(run, "running"))
@@ -315,7 +315,7 @@ def test_a_leave_finishes_the_batch_before_the_member_closes(cluster, tmp_path):
 
 
 def _line(t_s: float, **fields) -> str:
-    return json.dumps({"run_id": "r", "backend": "modern", "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
+    return json.dumps({"run_id": "r", "backend": "classic", "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
                        "process": fields.get("member") or "runner", **fields}) + "\n"
 
 

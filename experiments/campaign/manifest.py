@@ -21,6 +21,7 @@ from pathlib import Path
 
 from experiments.campaign.model import Campaign, PlannedRun
 from experiments.run.provenance import versions
+from rebalance.backends import canonical_name
 
 MANIFEST = "manifest.json"
 PENDING, RUNNING, COMPLETED, FAILED, INTERRUPTED = "pending", "running", "completed", "failed", "interrupted"
@@ -79,7 +80,8 @@ class Manifest:
     @classmethod
     def read(cls, folder: Path) -> Manifest:
         data = json.loads((folder / MANIFEST).read_text())
-        runs = {row["run"]: RunEntry(**row) for row in data["runs"]}
+        # an older folder's backend may be an earlier name of one (`modern`): read as its backend's name
+        runs = {row["run"]: RunEntry(**{**row, "backend": canonical_name(row["backend"])}) for row in data["runs"]}
         return cls(campaign=data["campaign"], machine=data["machine"], runs=runs)
 
 

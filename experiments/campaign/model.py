@@ -1,13 +1,13 @@
 """A campaign: a matrix of scenario runs, each cell repeated, declared in one TOML file.
 
     name = "quick"
-    description = "herd at N = 4 and 8 on both backends"
+    description = "herd at N = 4 and 8 on legacy and classic"
     repetitions = 5               # the default; a comparison needs at least 5 runs a side
     seed = 1000                   # repetition r runs with seed 1000 + r, the same on every backend
 
     [[matrix]]
     scenario = "demo-herd"        # a built-in scenario's name, or a path relative to this file
-    backends = ["legacy", "modern"]          # default: the scenario's own (all registered if it names none)
+    backends = ["legacy", "classic"]         # default: the scenario's own (all registered if it names none)
     strategies = ["range"]                   # default: the scenario's own ("default": each backend's)
     set = ["group.per_process=4"]            # overrides for every cell of this block
     sweep = { "group.members" = [4, 8] }     # one cell per combination of values
@@ -15,14 +15,15 @@
     repetitions = 10                         # this block's cells only (timings under churn)
 
     [[claims]]                    # a headline claim, declared before the runs, tested with Holm
-    says = "legacy's requests per join exceed modern's at every N"
+    says = "legacy's requests per join exceed classic's at every N"
     scenario = "demo-herd"
     metric = "join: requests per change"
     higher = ["legacy"]           # cells: "backend" or "backend/strategy"
-    lower = ["modern"]            # every higher cell against every lower one, at every sweep value
+    lower = ["classic"]           # every higher cell against every lower one, at every sweep value
 
 A cell is one (scenario, backend, strategy, sweep values); every cell runs its block's `repetitions`
-times, else the campaign's.
+times, else the campaign's. A backend's earlier name (`modern` for `classic`) is accepted in `backends`
+and in claims, and cells are named by the backend's own name.
 The plan interleaves the cells (repetition 0 of every cell, then repetition 1, ...) so a slow drift
 of the machine spreads over every cell instead of masquerading as a difference between them.
 Everything is checked, and every scenario of the matrix loaded and validated, before anything runs.
@@ -40,7 +41,7 @@ from pathlib import Path
 from experiments.run.member_configs import check_member_settings
 from experiments.scenario import Problem, Scenario, ScenarioError, find_file, load
 from experiments.scenario.loader import LineIndex
-from rebalance.backends import profile
+from rebalance.backends import canonical_name, profile
 
 BUILTIN_SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 BUILTIN_CAMPAIGNS = Path(__file__).resolve().parent.parent / "campaigns"
@@ -129,7 +130,7 @@ def declared_claims(text: str) -> tuple[Claim, ...]:
 def selects(selector: str, backend: str, strategy: str) -> bool:
     """A claim's selector, "backend" or "backend/strategy", against one cell's backend and strategy."""
     wanted_backend, _, wanted_strategy = selector.partition("/")
-    return backend == wanted_backend and (not wanted_strategy or strategy == wanted_strategy)
+    return canonical_name(backend) == canonical_name(wanted_backend) and (not wanted_strategy or strategy == wanted_strategy)
 
 
 def _strategy_on(backend: str, strategy: str) -> str:
@@ -289,10 +290,10 @@ class _Reader:
         except ScenarioError as error:
             self.fail((*where, "scenario"), f"{scenario_path.name} with set={common}: " + "; ".join(error.lines()))
             return []
-        backends = self.strings(block, "backends", where) or list(base.backends)
+        backends = [canonical_name(name) for name in self.strings(block, "backends", where) or base.backends]
         strategies = self.strings(block, "strategies", where) or [base.group.strategy]
         cells = []
-        # "default" is each backend's own strategy: a cell names the one it runs (kip848/uniform, modern/range)
+        # "default" is each backend's own strategy: a cell names the one it runs (kip848/uniform, classic/range)
         chosen = [(backend, strategy) for backend in backends
                   for strategy in dict.fromkeys(_strategy_on(backend, name) for name in strategies)]
         for (backend, strategy), values in itertools.product(chosen, points):

@@ -20,7 +20,7 @@ app = typer.Typer(
 
 COMMAND_MODULES = [
     "zkensemble.cli",          # zk up | status | down
-    "rebalance.cli",           # assign, movement
+    "experiments.cli.assign",  # assign, movement
     "broker.cli",              # broker
     "experiments.run.member_cli",  # member (legacy or modern)
     "experiments.cli.run",     # run, compare

@@ -13,7 +13,7 @@ from rich.table import Table
 from experiments.run import runner
 from experiments.run.member_configs import check_member_settings
 from experiments.scenario import Scenario, ScenarioError, find_file, load
-from rebalance.backends import backend_names, profile
+from rebalance.backends import backend_names, canonical_name, profile
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 console = Console(highlight=False)
@@ -76,7 +76,8 @@ def _check_provider(zk_provider: str) -> None:
 
 def run_command(
     scenario: ScenarioArgument,
-    backend: Annotated[str, typer.Option(help=f"One of: {', '.join(backend_names())}.")],
+    backend: Annotated[str, typer.Option(help=f"One of: {', '.join(backend_names())} "
+                                              "(`modern` is accepted as an alias of `classic`).")],
     out: OutOption = None,
     overrides: SetOption = None,
     zk_provider: ProviderOption = "auto",
@@ -84,8 +85,9 @@ def run_command(
     force: ForceOption = False,
 ) -> None:
     """Run a scenario on one backend; leaves RUN_DIR/events/ and RUN_DIR/lock.json."""
-    if backend not in backend_names():
+    if canonical_name(backend) not in backend_names():
         _fail(f"--backend {backend!r}: choose one of {', '.join(backend_names())}")
+    backend = canonical_name(backend)   # the run, its events and its folder carry the backend's own name
     _check_provider(zk_provider)
     loaded = _load(scenario, overrides, (backend,))
     if backend not in loaded.backends:

@@ -64,7 +64,7 @@ def demo_markdown(*, points: pd.DataFrame, split, image: str, herd_table: bool =
 
 
 def _names(backends) -> str:
-    """The backends in words: "legacy and modern", "kip848, legacy and modern"."""
+    """The backends in words: "classic and legacy", "classic, kip848 and legacy"."""
     names = sorted(set(backends))
     return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
 

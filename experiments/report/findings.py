@@ -27,6 +27,7 @@ import pandas as pd
 from experiments.summary.campaign_stats import COORDINATOR_GAP
 from experiments.summary.rundata import RunData, herd_points, herd_slopes
 from experiments.summary.verdicts import Reading, Word, combine, read
+from rebalance.backends import column_order
 
 # -- numbers in words --------------------------------------------------------------------------
 
@@ -46,19 +47,18 @@ def seconds(value: float | None) -> str:
 
 
 def names(items: Iterable[str]) -> str:
-    """"legacy", "legacy and modern", "kip848, legacy and modern"."""
+    """"legacy", "legacy and classic", "legacy, classic and kip848"."""
     items = list(items)
     return " and ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 _NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
 
-# Columns go oldest protocol first, as the lab tells the story; a backend not listed follows, by name.
-GENERATIONS = ("legacy", "modern", "kip848")
-
 
 def backend_order(backend: str) -> tuple[int, str]:
-    return (GENERATIONS.index(backend) if backend in GENERATIONS else len(GENERATIONS), backend)
+    """Columns go in the profiles' order (oldest protocol first, as the lab tells the story); a name no
+    profile answers to follows, by name."""
+    return column_order(backend)
 
 
 # -- a report's scenarios ----------------------------------------------------------------------

@@ -30,22 +30,31 @@ from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 from experiments.scenario.actions import is_membership_phase  # noqa: E402
 from experiments.scenario.labels import fault_label, is_membership_change  # noqa: E402
 from experiments.summary.rundata import RunData  # noqa: E402
+from rebalance.backends import BackendProfile, profile  # noqa: E402
 
 FAULT_COLOR = "#f4a6a6"
 INSTANT_COLOR = "#b22222"
 PHASE_COLOR = "#555555"
 MEMBERSHIP_COLOR = "#1b7f79"
 DOUBLE_COLOR = "#d62728"
-BACKEND_STYLE = {"legacy": ("#d62728", "o"), "modern": ("#1f77b4", "s"), "kip848": ("#2ca02c", "^")}
-OTHER_STYLES = [("#9467bd", "D"), ("#8c564b", "v"), ("#e377c2", "P")]   # backends added later
+OTHER_STYLES = [("#9467bd", "D"), ("#8c564b", "v"), ("#e377c2", "P")]   # names no profile answers to
 
 
 def backend_style(backend: str, others: list[str] | None = None) -> tuple[str, str]:
-    """A backend's colour and marker; one not listed takes the next free style of `OTHER_STYLES`."""
-    if backend in BACKEND_STYLE:
-        return BACKEND_STYLE[backend]
-    unlisted = sorted(b for b in (others or [backend]) if b not in BACKEND_STYLE)
+    """A backend's colour and marker, as its profile gives them; a name no profile answers to (an old
+    run's "unknown") takes the next free style of `OTHER_STYLES`."""
+    known = _profile_of(backend)
+    if known is not None:
+        return known.colour, known.marker
+    unlisted = sorted(b for b in (others or [backend]) if _profile_of(b) is None)
     return OTHER_STYLES[unlisted.index(backend) % len(OTHER_STYLES)] if backend in unlisted else OTHER_STYLES[0]
+
+
+def _profile_of(backend: str) -> BackendProfile | None:
+    try:
+        return profile(backend)
+    except ValueError:
+        return None
 LABEL_POINTS = 7     # font size of the phase and fault labels
 
 
@@ -304,17 +313,13 @@ def herd(points: pd.DataFrame, path: Path, runs: list[RunData] | None = None) ->
 
 def herd_lines(points: pd.DataFrame) -> list[tuple[str, str]]:
     """The herd plot's lines: (backend, strategy) pairs, a backend's default strategy first."""
-    from rebalance.backends import profile
-
     points = points if "strategy" in points else points.assign(strategy="")
     pairs = {(str(backend), str(strategy)) for backend, strategy in zip(points["backend"], points["strategy"],
                                                                            strict=True)}
 
     def default_first(pair: tuple[str, str]) -> tuple:
-        try:
-            default = profile(pair[0]).default_strategy
-        except ValueError:
-            default = ""
+        known = _profile_of(pair[0])
+        default = known.default_strategy if known is not None else ""
         return (pair[0], pair[1] != default, pair[1])
 
     return sorted(pairs, key=default_first)

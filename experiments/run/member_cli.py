@@ -29,7 +29,7 @@ import typer
 
 from experiments.run.member_host import Host
 from experiments.scenario.model import WorkloadSpec
-from rebalance.backends import BackendProfile, backend_names, profile
+from rebalance.backends import BackendProfile, backend_names, canonical_name, profile
 from rebalance.events import EventRecorder, NullRecorder
 from rebalance.member import MemberConfig
 
@@ -47,12 +47,12 @@ def member(
         help="ZooKeeper HOST:PORT or HOST:PORT/chroot (legacy); with --count K, once for all members "
              "or K times, one per member in order.")] = None,
     bootstrap: Annotated[list[str] | None, typer.Option(
-        help="Broker HOST:PORT[,HOST:PORT] (modern; legacy finds brokers in ZooKeeper); with --count K, "
+        help="Broker HOST:PORT[,HOST:PORT] (classic and kip848; legacy finds brokers in ZooKeeper); with --count K, "
              "once for all members or K times, one per member in order.")] = None,
     strategy: Annotated[str | None, typer.Option(
         help="Assignment strategy (legacy: range, roundrobin); default range.")] = None,
-    name: Annotated[str | None, typer.Option("--id", help="Member name (legacy consumer.id, modern client.id).")] = None,
-    instance_id: Annotated[str | None, typer.Option(help="Static membership id (modern).")] = None,
+    name: Annotated[str | None, typer.Option("--id", help="Member name (legacy consumer.id, else client.id).")] = None,
+    instance_id: Annotated[str | None, typer.Option(help="Static membership id (classic and kip848).")] = None,
     session_timeout_ms: Annotated[int | None, typer.Option(min=1, help="Session timeout in ms.")] = None,
     config: Annotated[
         list[str] | None, typer.Option(help="KEY=VALUE backend setting by its Kafka name (repeatable).")
@@ -70,9 +70,10 @@ def member(
              '"commit": "batch", "seed": 1}\' (a scenario\'s [workload] table; default: no service time).')] = None,
 ) -> None:
     """Run group member(s) in the foreground, printing assignments as they change."""
-    if backend not in backend_names():
+    if canonical_name(backend) not in backend_names():
         _fail(f"--backend {backend!r}: choose one of {', '.join(backend_names())}")
-    chosen = profile(backend)
+    chosen = profile(backend)   # by its name or an alias (`modern` is `classic`)
+    backend = chosen.name
     if member_configs is not None:
         given = [option for option, value in (("--group", group), ("--topic", topic), ("--zk", zk),
                  ("--bootstrap", bootstrap), ("--strategy", strategy), ("--id", name), ("--instance-id", instance_id),

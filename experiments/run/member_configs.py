@@ -15,9 +15,8 @@ from rebalance.member import MemberConfig
 
 
 def native_settings(scenario: Scenario, profile: BackendProfile) -> Mapping[str, object]:
-    """[group.extra] overlaid with the backend's own section ([group.legacy], [group.modern], [group.kip848])."""
-    group = scenario.group
-    return {**group.extra, **getattr(group, profile.settings_section)}
+    """[group.extra] overlaid with the backend's own section ([group.<its name>])."""
+    return scenario.group.settings_of(profile.name)
 
 
 def workload_settings(scenario: Scenario) -> Mapping[str, object]:
@@ -46,7 +45,9 @@ def check_member_settings(scenario: Scenario, profile: BackendProfile) -> None:
     try:
         profile.check(member_config(scenario, profile, "m000", placeholder, workload=False))
     except (ValueError, TypeError) as error:
-        section = profile.settings_section
+        # the section as the file spells it: the backend's name or an alias of it
+        section = next((key for key in (profile.name, *profile.aliases)
+                        if scenario.line_of("group", key) != scenario.line_of("group")), profile.name)
         line = scenario.line_of("group", section) or scenario.line_of("group", "extra") or scenario.line_of("group")
         raise ScenarioError(scenario.source, [Problem(f"group.{section}", line, str(error))]) from None
     if workload_settings(scenario):

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from rebalance.backends import canonical_name
+
 LOCK_FILE = "lock.json"
 
 
@@ -123,7 +125,7 @@ def _from_json(document: Mapping[str, object]) -> RunMeta:
     return RunMeta(
         name=str(document.get("name") or scenario.name or ""),
         run_id=str(document.get("run_id") or ""),
-        backend=str(document.get("backend") or ""),
+        backend=canonical_name(str(document.get("backend") or "")),   # an older run's `modern` is `classic`
         strategy=str(document.get("strategy") or group.get("strategy") or ""),
         session_timeout_ms=int(session) if session else None,
         topics=_topics(document.get("topics") or resolved.get("topics")),

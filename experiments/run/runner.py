@@ -63,7 +63,7 @@ from experiments.scenario import Scenario, Schedule, Step, resolve
 from experiments.scenario.actions import Target, phase_name, spec_of
 from experiments.scenario.model import on_backend
 from rebalance import events as ev
-from rebalance.backends import profile
+from rebalance.backends import canonical_name, profile
 from rebalance.events import EventRecorder
 
 STABLE_QUIET_S = 2.0
@@ -101,12 +101,13 @@ def run(scenario: Scenario, options: RunOptions, *, schedule: Schedule | None = 
 
 def compare(scenario: Scenario, run_dir: Path, *, zk_provider: str = "auto", progress: bool = True,
             backends: tuple[str, ...] | None = None) -> list[RunResult]:
-    """Both backends, one after the other, with the identical schedule, into RUN_DIR/<backend>."""
+    """Each backend, one after the other, with the identical schedule, into RUN_DIR/<backend>."""
     schedule = resolve(scenario)
-    for backend in backends or scenario.backends:
-        check_member_settings(scenario, profile(backend))   # both checked before either starts
+    backends = tuple(canonical_name(backend) for backend in backends or scenario.backends)
+    for backend in backends:
+        check_member_settings(scenario, profile(backend))   # all checked before any starts
     results = []
-    for backend in backends or scenario.backends:
+    for backend in backends:
         result = run(scenario, RunOptions(backend=backend, run_dir=run_dir / backend, zk_provider=zk_provider,
                                           progress=progress), schedule=schedule)
         results.append(result)
@@ -122,6 +123,7 @@ def compare(scenario: Scenario, run_dir: Path, *, zk_provider: str = "auto", pro
 
 class Run:
     def __init__(self, scenario: Scenario, options: RunOptions, schedule: Schedule) -> None:
+        options = replace(options, backend=canonical_name(options.backend))   # `modern` runs as `classic`
         if options.backend not in scenario.backends:
             raise ValueError(f"scenario {scenario.name!r} is for {', '.join(scenario.backends)}, "
                              f"not {options.backend!r}")

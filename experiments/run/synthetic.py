@@ -22,7 +22,7 @@ from pathlib import Path
 
 from experiments.run.runmeta import RunMeta, ScenarioSource, write_run_meta
 from rebalance import events as ev
-from rebalance.backends import backend_names, profile
+from rebalance.backends import GroupProtocol, backend_names, profile
 from rebalance.events import EventRecorder
 
 T0_NS = 5_000_000_000_000          # an arbitrary CLOCK_MONOTONIC origin
@@ -73,7 +73,7 @@ class SyntheticRun:
     """What to simulate: the group, the load, the timeline and the anomalies to plant."""
 
     name: str = "synthetic"
-    backend: str = "modern"
+    backend: str = "classic"
     strategy: str = "range"
     topic: str = "t0"
     partitions: int = 6
@@ -117,13 +117,14 @@ def simulated_backends() -> tuple[str, ...]:
     return backend_names()
 
 
-# Simulations other than the eager classic one, by backend: KIP-848's member-by-member convergence.
-_SIMULATIONS = {"kip848": "experiments.run.synthetic_kip848:Kip848Simulation"}
+# Simulations other than the eager one, by the group protocol the backend's profile names: KIP-848's
+# member-by-member convergence.
+_SIMULATIONS = {GroupProtocol.CONSUMER: "experiments.run.synthetic_kip848:Kip848Simulation"}
 
 
 def simulation_class(backend: str) -> type:
     """The simulation of `backend`'s protocol: eager rebalances unless `_SIMULATIONS` names another."""
-    target = _SIMULATIONS.get(backend)
+    target = _SIMULATIONS.get(profile(backend).group_protocol)
     if target is None:
         return _Simulation
     module, _, name = target.partition(":")
@@ -471,7 +472,7 @@ class _Simulation:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Write a synthetic event log (RUN_DIR/events, lock.json).")
     parser.add_argument("run_dir")
-    parser.add_argument("--backend", default="modern", choices=simulated_backends())
+    parser.add_argument("--backend", default="classic", choices=simulated_backends())
     parser.add_argument("--anomaly", action="append", default=[], choices=[a.value for a in Anomaly])
     parser.add_argument("--members", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=6)

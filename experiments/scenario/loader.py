@@ -8,6 +8,7 @@ crashed twice, overlapping faults on one target). docs/scenarios.md is the refer
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import tomllib
@@ -43,7 +44,7 @@ from experiments.scenario.model import (
     strategies_for,
 )
 from experiments.scenario.resolver import resolve
-from rebalance.backends import DEFAULT_STRATEGY, profile
+from rebalance.backends import DEFAULT_STRATEGY, canonical_name, profile
 from rebalance.member import DEFAULT_SESSION_TIMEOUT_MS
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
@@ -274,10 +275,11 @@ class _Checker:
         if not isinstance(value, list) or not value or not all(isinstance(item, str) for item in value):
             self.fail(("backends",), f"must be a non-empty list drawn from {list(BACKENDS)}")
             return BACKENDS
-        for item in value:
-            if item not in BACKENDS:
+        named = [canonical_name(item) for item in value]   # an earlier name (`modern`) is its backend's alias
+        for item, name in zip(value, named, strict=True):
+            if name not in BACKENDS:
                 self.fail(("backends",), f"unknown backend {item!r} (expected {' or '.join(BACKENDS)})")
-        return tuple(item for item in value if item in BACKENDS) or BACKENDS
+        return tuple(dict.fromkeys(name for name in named if name in BACKENDS)) or BACKENDS
 
     def cluster(self, table: dict, backends: tuple[str, ...]) -> ClusterSpec:
         path = ("cluster",)
@@ -394,8 +396,9 @@ class _Checker:
 
     def group(self, table: dict, backends: tuple[str, ...], topics: tuple[str, ...]) -> GroupSpec:
         path = ("group",)
+        sections = {name: (name, *profile(name).aliases) for name in BACKENDS}   # [group.<backend>] or an alias
         self.unknown_keys(table, {"name", "members", "strategy", "session_timeout_ms", "per_process", "static",
-                                  "topics", "warmup_timeout", "extra", "legacy", "modern", "kip848"}, path)
+                                  "topics", "warmup_timeout", "extra", *itertools.chain(*sections.values())}, path)
         name = self.string(table, "name", path, default="lab-group")
         if not re.fullmatch(r"[A-Za-z0-9._\-]+", name or ""):
             self.fail((*path, "name"), f"a group name of letters, digits, '.', '_' or '-' is required, got {name!r}")
@@ -427,9 +430,16 @@ class _Checker:
         return GroupSpec(
             name=name, members=members, strategy=strategy, session_timeout_ms=session, per_process=per_process,
             static=static, topics=tuple(subscribed), warmup_timeout=float(warmup),
-            extra=self.settings(table, "extra", path), legacy=self.settings(table, "legacy", path),
-            modern=self.settings(table, "modern", path), kip848=self.settings(table, "kip848", path),
+            extra=self.settings(table, "extra", path),
+            settings={name: self.backend_settings(table, keys, path) for name, keys in sections.items()},
         )
+
+    def backend_settings(self, table: dict, keys: tuple[str, ...], path: tuple) -> dict:
+        """One backend's own section, under its name or one alias of it (`[group.modern]`), not both."""
+        given = [key for key in keys if key in table]
+        if len(given) > 1:
+            self.fail((*path, given[1]), f"[group.{given[1]}] is [group.{given[0]}] under another name: give one")
+        return self.settings(table, given[0], path) if given else {}
 
     def timeline(self, data: dict, duration: float, cluster: ClusterSpec) -> tuple[TimelineEntry, ...]:
         value = data.get("timeline", [])

@@ -15,7 +15,7 @@ from statistics import NormalDist
 from typing import Protocol
 
 from experiments.scenario.actions import Action, Direction, Link, LinkFault, Target, spec_of
-from rebalance.backends import backend_names, profile
+from rebalance.backends import backend_names, canonical_name, profile
 from rebalance.member import DEFAULT_SESSION_TIMEOUT_MS
 
 BACKENDS = backend_names()
@@ -61,13 +61,16 @@ class GroupSpec:
     strategy: str = "range"
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     per_process: int = 1            # members sharing one host process (faults on part of it are emulated)
-    static: bool = False            # modern: group.instance.id = member name
+    static: bool = False            # the coordinator-based generations: group.instance.id = member name
     topics: tuple[str, ...] = ()    # default: every topic
     warmup_timeout: float = 120.0   # seconds to wait for a stable group before the timeline starts
-    extra: Mapping[str, object] = field(default_factory=dict)    # native settings for both backends
-    legacy: Mapping[str, object] = field(default_factory=dict)   # native settings, legacy only
-    modern: Mapping[str, object] = field(default_factory=dict)   # native settings, modern only
-    kip848: Mapping[str, object] = field(default_factory=dict)   # native settings, kip848 only
+    extra: Mapping[str, object] = field(default_factory=dict)    # native settings for every backend
+    # Native settings of one backend only ([group.<backend>]), keyed by its profile's name.
+    settings: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+
+    def settings_of(self, backend: str) -> Mapping[str, object]:
+        """[group.extra] overlaid with the backend's own section."""
+        return {**self.extra, **self.settings.get(canonical_name(backend), {})}
 
 
 SERVICES = ("none", "fixed", "lognormal")

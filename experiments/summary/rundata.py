@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rebalance.backends import canonical_name
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunData:
@@ -30,7 +32,7 @@ class RunData:
 
     @property
     def backend(self) -> str:
-        return self.info.get("backend") or "unknown"
+        return canonical_name(self.info.get("backend") or "unknown")   # an older summary may say `modern`
 
     @property
     def label(self) -> str:

@@ -9,6 +9,7 @@ import pandas as pd
 
 from experiments.run.runmeta import read_run_meta
 from experiments.summary.checker import CheckResult
+from rebalance.backends import canonical_name
 
 
 def read_lock(run_dir: Path) -> dict:
@@ -38,7 +39,7 @@ def run_info(run_dir: Path, lock: dict, *, usual_backend: str | None, usual_stra
     return RunInfo(
         run_dir=run_dir,
         name=str(lock.get("name") or run_dir.name),
-        backend=str(lock.get("backend") or usual_backend or "unknown"),
+        backend=canonical_name(str(lock.get("backend") or usual_backend or "unknown")),   # older events: `modern`
         strategy=str(lock.get("strategy") or usual_strategy or "unknown"),
         session_timeout_ms=int(session) if session else None,
         topics=_topics(lock.get("topics")),

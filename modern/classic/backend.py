@@ -1,8 +1,10 @@
-"""The modern backend's profile: the classic group protocol, with its coordinator inside the brokers."""
+"""The classic backend's profile: Kafka's classic group protocol, its coordinator inside the brokers.
+
+Its earlier name, `modern`, is an alias (rebalance.backends)."""
 
 from __future__ import annotations
 
-from rebalance.backends import BackendProfile, Server
+from rebalance.backends import BackendProfile, GroupProtocol, Server
 from rebalance.member import MemberConfig
 
 # The Kafka client strategies a member may name in JoinGroup.
@@ -16,8 +18,8 @@ def _settings_check(config: MemberConfig) -> None:
 
 
 PROFILE = BackendProfile(
-    name="modern", summary="the classic coordinator protocol", settings_section="modern", strategies=STRATEGIES,
-    needs_zookeeper=False, coordinator_in_brokers=True, connects_to=Server.BROKERS,
+    name="classic", summary="Kafka's classic group protocol (JoinGroup, SyncGroup)", strategies=STRATEGIES,
+    group_protocol=GroupProtocol.CLASSIC, needs_zookeeper=False, coordinator_in_brokers=True, connects_to=Server.BROKERS,
     member_id=lambda group, name: name,   # its client.id: the coordinator's member id is given only at join
     commits_carry_generation=True,   # OffsetCommit is fenced by the generation
     check=_settings_check, member_class="modern.classic.member:ModernMember",
@@ -25,4 +27,5 @@ PROFILE = BackendProfile(
     # first that every member lists, range (ConsumerConfig, AbstractCoordinator's protocol selection)
     default_strategy="range",
     herd_cost_terms=("N", "1"),   # every member rejoins and syncs: the group-wide barrier
+    colour="#1f77b4", marker="s", column=1,
 )

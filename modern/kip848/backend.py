@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from modern.kip848.client_settings import STRATEGIES, broker_heartbeat_interval_ms
-from rebalance.backends import BackendProfile, Server
+from rebalance.backends import BackendProfile, GroupProtocol, Server
 from rebalance.member import MemberConfig
 
 
@@ -21,13 +21,13 @@ def _broker_env(session_timeout_ms: int, settings: dict[str, object]) -> dict[st
 
 
 PROFILE = BackendProfile(
-    name="kip848", summary="KIP-848's consumer group protocol (ConsumerGroupHeartbeat)", settings_section="kip848",
-    strategies=STRATEGIES, needs_zookeeper=False, coordinator_in_brokers=True, connects_to=Server.BROKERS,
-    member_id=lambda group, name: name,   # its client.id, as modern's; the coordinator's id is a UUID it makes
+    name="kip848", summary="KIP-848's consumer group protocol (ConsumerGroupHeartbeat)",
+    group_protocol=GroupProtocol.CONSUMER, strategies=STRATEGIES, needs_zookeeper=False, coordinator_in_brokers=True, connects_to=Server.BROKERS,
+    member_id=lambda group, name: name,   # its client.id, as classic's; the coordinator's id is a UUID it makes
     commits_carry_generation=True,   # OffsetCommit v9 is fenced by the member epoch
     check=_settings_check, member_class="modern.kip848.member:Kip848Member", broker_env=_broker_env,
     herd_cost_terms=("moved", "1"),   # only members whose target changed do more than heartbeat
-    server_assignors="modern.coordinator.assignors:ASSIGNORS",
     # group.consumer.assignors defaults to [uniform, range]: a member that names none gets the first, uniform
     default_strategy="uniform",
+    colour="#2ca02c", marker="^", column=2,
 )

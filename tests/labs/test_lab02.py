@@ -60,7 +60,7 @@ def _most(walked: Walk, claim: Claim, kind: str) -> None:
     leader, factor = claim.args["backend"], float(claim.args["times"])
     ratios = []
     for n in sizes:
-        costs = {backend: int(_change(walked, backend, n, kind)["requests"]) for backend in ("legacy", "modern", "kip848")}
+        costs = {backend: int(_change(walked, backend, n, kind)["requests"]) for backend in ("legacy", "classic", "kip848")}
         others = max(cost for backend, cost in costs.items() if backend != leader)
         assert costs[leader] >= factor * others, f"{claim.sentence}\nN = {n}: requests per {kind} {costs}"
         ratios.append(costs[leader] / others)
@@ -95,13 +95,13 @@ def _model(walked: Walk, claim: Claim) -> None:
 
 @LAB.check("moved-at-join")
 def _moved(walked: Walk, claim: Claim) -> None:
-    assert claim.args == {"modern": "all", "kip848": "at-most-all"}
+    assert claim.args == {"classic": "all", "kip848": "at-most-all"}
     for n in _sizes(walked):
-        modern = int(_change(walked, "modern", n, "join")["members_moved"])
+        classic = int(_change(walked, "classic", n, "join")["members_moved"])
         kip848 = int(_change(walked, "kip848", n, "join")["members_moved"])
         walked.measured.setdefault(f"line {claim.line}: {claim.id}", {})[f"N={n}"] = \
-            {"modern": modern, "kip848": kip848}
-        assert modern == n + 1, f"N = {n}: modern's join changed {modern} members of {n + 1}"
+            {"classic": classic, "kip848": kip848}
+        assert classic == n + 1, f"N = {n}: classic's join changed {classic} members of {n + 1}"
         assert 1 <= kip848 <= n + 1, f"N = {n}: kip848's join changed {kip848} members of {n + 1}"
 
 
@@ -130,12 +130,12 @@ def _notified(walked: Walk, claim: Claim) -> None:
         assert told >= expected, f"{claim.sentence}\nnot notified within 1 s of {change['type']}: {sorted(expected - told)}"
 
 
-@LAB.check("modern-join-requests")
-def _modern_join(walked: Walk, claim: Claim) -> None:
+@LAB.check("classic-join-requests")
+def _classic_join(walked: Walk, claim: Claim) -> None:
     """The newcomer's FindCoordinator and MEMBER_ID_REQUIRED, then each of the N + 1 members' one JoinGroup,
     one SyncGroup and one OffsetFetch, until the leave."""
     n = int(claim.args["n"])
-    run = _run(walked, n, "modern")
+    run = _run(walked, n, "classic")
     newcomer = events(run, "member_started")[-1]
     leave = next(e for e in events(run, "member_stopped") if e["ts_ns"] > newcomer["ts_ns"])
     requests = [e for e in events(run, "coordination_request") if newcomer["ts_ns"] <= e["ts_ns"] < leave["ts_ns"]]

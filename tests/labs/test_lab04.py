@@ -95,7 +95,7 @@ def _member_lines(block) -> dict[str, str]:
 
 
 def _drive(walk: ThreeTerminals, tmux: Tmux) -> None:
-    servers_block, legacy_block, kill_block, modern_block, cleanup_block = walk.text.blocks
+    servers_block, legacy_block, kill_block, classic_block, cleanup_block = walk.text.blocks
     two_each = {"alice": ["t0-0", "t0-1"], "bob": ["t0-2", "t0-3"], "carol": ["t0-4", "t0-5"]}
 
     # 1. the servers, typed line by line in terminal 1
@@ -144,9 +144,9 @@ def _drive(walk: ThreeTerminals, tmux: Tmux) -> None:
     for name in ("alice", "bob"):
         walk.terminals[name].wait(lambda lines, name=name: walk.terminals[name].at_prompt(), 60, "prompt")
     step = walk.steps["cooperative"] = Step("cooperative", time.monotonic())
-    modern = _member_lines(walk.commands(modern_block))
+    classic = _member_lines(walk.commands(classic_block))
     for name in NAMES:
-        walk.terminals[name].type(modern[name])
+        walk.terminals[name].type(classic[name])
         _wait_for(walk, (name,), lambda member, owned: bool(owned), f"{name}'s first partitions",
                   since=step.started)
         time.sleep(1)

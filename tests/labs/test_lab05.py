@@ -68,10 +68,10 @@ def _cheaper(walked: Walk, claim: Claim) -> None:
 @LAB.check("stop-the-world")
 def _stop_the_world(walked: Walk, claim: Claim) -> None:
     walked.note(claim, {name: float(_change(walked, name)["stop_the_world_s"]) for name in
-                        ("three-8/legacy", "three-8/modern", "three-8/kip848", "kip848-uniform-8")})
+                        ("three-8/legacy", "three-8/classic", "three-8/kip848", "kip848-uniform-8")})
     for name in claim.args["zero"].split(","):
         assert _change(walked, name)["stop_the_world_s"] == 0, f"{name}: {_change(walked, name)}"
-    for name in ("three-8/legacy", "three-8/modern", "three-8/kip848", "kip848-uniform-8"):
+    for name in ("three-8/legacy", "three-8/classic", "three-8/kip848", "kip848-uniform-8"):
         value = _change(walked, name)["stop_the_world_s"]
         assert value < float(claim.args["under_s"]), f"{name}: stop-the-world {value:.2f} s"
 

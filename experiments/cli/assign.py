@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from modern.coordinator.assignors import ASSIGNORS as COORDINATOR_ASSIGNORS
 from rebalance.assignors import LEGACY_NAMES, cooperative_rounds, get_assignor
 from rebalance.assignors.base import Group
 from rebalance.assignors.legacy import legacy_assign
@@ -125,16 +126,8 @@ def _server(strategy, topics, members, owned, statics) -> dict[str, list[TopicPa
 
 
 def _server_assignor(strategy: str):
-    """The coordinator's assignor of that name, from the backend whose profile offers it (loaded when asked
-    for: rebalance/ imports no backend)."""
-    from rebalance.backends import backend_names, profile
-
-    name = SERVER_STRATEGIES[strategy]
-    for backend in backend_names():
-        assignors = profile(backend).coordinator_assignors()
-        if name in assignors:
-            return assignors[name]
-    raise InputError(f"no backend's coordinator has an assignor named {name!r}")
+    """The KIP-848 coordinator's assignor of that name, from the coordinator's own table."""
+    return COORDINATOR_ASSIGNORS[SERVER_STRATEGIES[strategy]]
 
 
 def _legacy(strategy, topics, members, stream_counts) -> dict[str, list[TopicPartition]]:
