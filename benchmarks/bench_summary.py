@@ -66,7 +66,7 @@ HERD_TIMELINE = (
 
 def shape(kind: str, index: int) -> SyntheticRun:
     """The index-th run of a shape: backends alternate, so one pass sees both."""
-    backend = ("legacy", "modern")[index % 2]
+    backend = ("legacy", "classic")[index % 2]
     if kind == "demo":
         planted = frozenset(Anomaly) if index % 3 == 2 else frozenset()
         return SyntheticRun(name=f"demo-{index:03d}", backend=backend, anomalies=planted, seed=index)

@@ -1,4 +1,4 @@
-"""One event schema for both rebalancers, written as JSON lines, one file per process.
+"""One event schema for every backend, written as JSON lines, one file per process.
 
 Every event carries: run_id, backend, ts_ns (CLOCK_MONOTONIC, comparable across the
 processes of one machine), ts_ms (wall clock), process, member, type; then fields of

@@ -1,7 +1,7 @@
-"""The one interface both rebalancers implement, and the config every member is made from.
+"""The one interface every backend's member implements, and the config every member is made from.
 
 The runner only ever talks to a `Member`; whether it coordinates through ZooKeeper
-(legacy_zk) or through a group coordinator (modern) is the backend's business
+(legacy_zk) or through a group coordinator (classic, kip848) is the backend's business
 (`rebalance.backends` says which backends there are and how each is made).
 """
 
@@ -38,17 +38,17 @@ DEFAULT_SESSION_TIMEOUT_MS = 6000   # the lab's one default: 0.8's zookeeper.ses
 class MemberConfig:
     """Everything a backend needs to make a member. Unknown keys fail loudly (frozen, keyword-only).
 
-    Timeouts use the modern names; each backend maps them onto its own settings
+    Timeouts use the coordinator clients' names; each backend maps them onto its own settings
     (legacy: session_timeout_ms -> zookeeper.session.timeout.ms). Backend-specific
     settings go in `extra` under their native Kafka names, e.g.
-    {"rebalance.max.retries": 4} for legacy or {"heartbeat.interval.ms": 3000} for modern.
+    {"rebalance.max.retries": 4} for legacy or {"heartbeat.interval.ms": 3000} for classic.
     """
 
     group: str
     topics: tuple[str, ...]
     strategy: str = "range"
-    member_name: str | None = None          # legacy: consumer.id; modern: client.id
-    group_instance_id: str | None = None    # static membership (modern only)
+    member_name: str | None = None          # legacy: consumer.id; classic, kip848: client.id
+    group_instance_id: str | None = None    # static membership (classic, kip848)
     zk_connect: str | None = None           # legacy: "host:port[,host:port]/chroot"
     bootstrap: str | None = None            # broker address(es) "host:port[,host:port]"
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
@@ -81,7 +81,7 @@ class Member(Protocol):
     member_id: str
 
     def start(self) -> None:
-        """Register (legacy) or join (modern); returns once the attempt is under way."""
+        """Register (legacy) or join (classic, kip848); returns once the attempt is under way."""
 
     def poll(self, timeout_s: float) -> list[Record]:
         """Records of the partitions this member believes it owns."""

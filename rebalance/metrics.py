@@ -1,8 +1,8 @@
-"""Kafka's consumer rebalance metrics under their Kafka names, shared by both backends.
+"""Kafka's consumer rebalance metrics under their Kafka names, shared by every backend.
 
 The clock is the caller's: every method that needs the time takes `now_s` (monotonic
 seconds), so the numbers are as testable as the rest of the logic. Thread-safe, because
-the modern client records from its join worker while the polling thread takes snapshots.
+the classic client records from its join worker while the polling thread takes snapshots.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The value of a record produced by the lab's workload: JSON {"seq": N, "ts_ms": produce wall ms}.
 
-The producer writes it and both backends read the produce time back, so that the checker can
+The producer writes it and every backend reads the produce time back, so that the checker can
 measure produce-to-process latency the same way for each.
 """
 

@@ -1,4 +1,4 @@
-"""Value types shared by both rebalancers: partitions, subscriptions, assignments, generations.
+"""Value types shared by every backend: partitions, subscriptions, assignments, generations.
 
 Frozen dataclasses, so an assignment is replaced and never edited in place.
 """
@@ -70,7 +70,7 @@ class Assignment:
 
 @dataclass(frozen=True)
 class Record:
-    """One consumed record, as both backends hand it to the application."""
+    """One consumed record, as every backend hands it to the application."""
 
     topic: str
     partition: int

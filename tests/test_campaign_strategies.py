@@ -12,7 +12,7 @@ def test_default_cells_are_named_for_each_backend_s_own_strategy(tmp_path):
                         'strategies = ["default", "range"]\nsweep = { "group.members" = [4] }\n')
     cells = load_campaign(campaign).cells
     assert sorted((cell.backend, cell.strategy) for cell in cells) == [
-        ("kip848", "range"), ("kip848", "uniform"), ("legacy", "range"), ("classic", "range")]
+        ("classic", "range"), ("kip848", "range"), ("kip848", "uniform"), ("legacy", "range")]
     assert any(cell.key == "demo-herd-kip848-uniform-members-4" for cell in cells)
     kip848 = next(cell for cell in cells if cell.strategy == "uniform")
     assert 'group.strategy="uniform"' in kip848.overrides(1)

@@ -50,7 +50,7 @@ rate = 20
 members = 3
 session_timeout_ms = 6000
 
-[group.modern]
+[group.classic]
 "heartbeat.interval.ms" = 1000
 
 [[timeline]]

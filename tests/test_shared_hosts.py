@@ -59,7 +59,7 @@ members = 4
 per_process = 2
 session_timeout_ms = 6000
 
-[group.modern]
+[group.classic]
 "heartbeat.interval.ms" = 1000
 
 [[timeline]]

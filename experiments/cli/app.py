@@ -12,7 +12,8 @@ import typer
 
 app = typer.Typer(
     name="rebalance-lab",
-    help="Kafka consumer-group rebalancers (0.8 ZooKeeper vs coordinator) under identical faults.",
+    help="Three generations of Kafka consumer-group rebalancing (0.8 on ZooKeeper, the classic protocol, "
+         "KIP-848) under identical faults.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -22,7 +23,7 @@ COMMAND_MODULES = [
     "zkensemble.cli",          # zk up | status | down
     "experiments.cli.assign",  # assign, movement
     "broker.cli",              # broker
-    "experiments.run.member_cli",  # member (legacy or modern)
+    "experiments.run.member_cli",  # member (of any backend)
     "experiments.cli.run",     # run, compare
     "experiments.cli.campaign",  # campaign, campaigns, results
     "experiments.cli.report",  # summarize, report
@@ -33,7 +34,8 @@ COMMAND_MODULES = [
 
 @app.callback()
 def _root() -> None:
-    """Kafka consumer-group rebalancers (0.8 ZooKeeper vs coordinator) under identical faults."""
+    """Three generations of Kafka consumer-group rebalancing (0.8 on ZooKeeper, the classic protocol, KIP-848)
+    under identical faults."""
 
 
 @app.command()

@@ -1,4 +1,4 @@
-"""`rebalance-lab run | compare | scenarios`: scenario files on one backend, on both, and the built-in list."""
+"""`rebalance-lab run | compare | scenarios`: scenario files on one backend, on each of theirs, and the built-in list."""
 
 from __future__ import annotations
 
@@ -162,8 +162,8 @@ def claim_out_folder(folder: Path, *, force: bool) -> None:
 
 
 def _runs_held(folder: Path) -> str:
-    """What the runs in a folder are, in words (`a completed run of herd on modern`, `the runs of a compare:
-    legacy, modern`), or "" when it holds none."""
+    """What the runs in a folder are, in words (`a completed run of herd on classic`, `the runs of a compare:
+    legacy, classic, kip848`), or "" when it holds none."""
     from experiments.run.runmeta import LOCK_FILE, read_run_meta
 
     if (folder / LOCK_FILE).is_file():

@@ -1,4 +1,4 @@
-"""Member faults: crash, pause, leave and restart, the same for both backends.
+"""Member faults: crash, pause, leave and restart, the same for every backend.
 
 A step whose targets are every member of their host process gets real signals on that process
 (SIGKILL, SIGSTOP/SIGCONT, SIGTERM). A step on part of a shared host process goes, one member at a

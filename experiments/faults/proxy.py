@@ -324,7 +324,7 @@ class ProxyHub:
     """Every proxy of a run, by member and link; the runner's control surface for link faults.
 
     A link is a list of (proxy, traffic class): a member's ZooKeeper proxies carry its whole `coord`
-    link; a Kafka proxy in front of a broker carries both of a modern member's links, one class each."""
+    link; a Kafka proxy in front of a broker carries both of a classic or kip848 member's links, one class each."""
 
     def __init__(self, *, seed: int = 0) -> None:
         self._seed = seed

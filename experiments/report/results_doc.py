@@ -100,7 +100,7 @@ def _herd_section(cells: pd.DataFrame) -> list[str]:
              "requests, watch notifications, time until the last assignment, stop-the-world time and "
              "partition-seconds without an owner. Only the changes the scenario's timeline makes count, not "
              "the warm-up's first joins nor the teardown. A request is a ZooKeeper operation (legacy), a group "
-             "request other than Heartbeat and OffsetCommit (modern), or a FindCoordinator, OffsetFetch or "
+             "request other than Heartbeat and OffsetCommit (classic), or a FindCoordinator, OffsetFetch or "
              "ConsumerGroupHeartbeat that joined, left, acknowledged or changed an assignment (kip848; "
              "docs/analysis.md). Each cell's topic size is its scenario's (the herd scenarios give every member "
              "work: P = 2N).\n"]

@@ -248,7 +248,7 @@ def herd_tables(scenario: Scenario) -> list[Table]:
                  **{header: _starred(mine[(mine["N"] == size) & (mine["column"] == column)])
                     for column, header in headers.items()}}
                 for size in sorted(mine["N"].unique())]
-        notes = ["Requests: ZooKeeper operations (legacy), group API calls (modern), KIP-848 heartbeats that "
+        notes = ["Requests: ZooKeeper operations (legacy), group API calls (classic), KIP-848 heartbeats that "
                  "joined, left or changed an assignment (kip848)."] if index == 0 else []
         if starred and index == 0:
             notes.append("*: the change overlapped another (the next began before it was stable); the cost model "

@@ -5,7 +5,7 @@ Which servers a member's links lead to is the backend profile's answer:
 - coordination in ZooKeeper (legacy): `coord` = one proxy per ZooKeeper node, listed in the member's
   own connect string; `data` = one proxy per broker, which the brokers advertise to that member
   (the advertise map, keyed by its client id: the member name);
-- a coordinator inside the brokers (modern): one Kafka proxy per broker carries both links, told apart
+- a coordinator inside the brokers (classic, kip848): one Kafka proxy per broker carries both links, told apart
   frame by frame (the group APIs are `coord`, the rest `data`); the brokers advertise these proxies
   to the member (Metadata and FindCoordinator alike) and its bootstrap list names them.
 Upstreams are looked up per connection, so a restarted server on a new address is still reached.

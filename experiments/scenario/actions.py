@@ -40,7 +40,7 @@ class Action(Enum):
 
 
 class Link(Enum):
-    COORD = "coord"   # legacy: to ZooKeeper; modern: to the group coordinator
+    COORD = "coord"   # legacy: to ZooKeeper; classic, kip848: to the group coordinator
     DATA = "data"     # to the brokers (fetch)
     BOTH = "both"
 
@@ -159,7 +159,7 @@ ACTIONS: dict[Action, ActionSpec] = {spec.action: spec for spec in (
     ActionSpec(action=Action.BROKER_KILL, target=Target.BROKER, span=Span.UNTIL_UNDONE, fields=frozenset({"broker"})),
     ActionSpec(action=Action.BROKER_RESTART, target=Target.BROKER, span=Span.INSTANT, fields=frozenset({"broker"}),
                undoes=_KILLED_BROKER),
-    # The same on the coordinator's broker, picked before the run, so both backends lose the same broker.
+    # The same on the coordinator's broker, picked before the run, so every backend loses the same broker.
     ActionSpec(action=Action.COORDINATOR_KILL, target=Target.COORDINATOR, span=Span.UNTIL_UNDONE,
                fields=frozenset()),
     ActionSpec(action=Action.COORDINATOR_RESTART, target=Target.COORDINATOR, span=Span.INSTANT, fields=frozenset(),

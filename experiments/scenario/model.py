@@ -242,7 +242,7 @@ def on_backend(scenario: Scenario, backend: str) -> Scenario:
 
 
 def member_name(index: int) -> str:
-    """Members are named by their index, so a schedule reads the same for both backends."""
+    """Members are named by their index, so a schedule reads the same for every backend."""
     return f"m{index:03d}"
 
 

@@ -1,7 +1,7 @@
 """From a declared timeline to a concrete schedule: every "random" target picked with the scenario's
 seed, every scale and rolling restart expanded into single steps, every fault with a duration
-followed by its heal. Deterministic in the scenario and its seed, so two runs of one file, on
-`legacy` and on `modern`, get the same steps at the same times on the same targets.
+followed by its heal. Deterministic in the scenario and its seed, so the runs of one file, on
+`legacy`, `classic` and `kip848`, get the same steps at the same times on the same targets.
 
 One method per action on `_Resolver`; what each action is (its target, its span, what undoes it,
 whether it is emulated on part of a shared host) comes from experiments/scenario/actions.py.

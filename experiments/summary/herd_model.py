@@ -4,11 +4,11 @@ A log-log slope through three points cannot tell N x N reads from per-partition 
 constant; a model with one term per step of the protocol can. Each backend's profile names its terms
 (`BackendProfile.herd_cost_terms`):
 
-- legacy:  requests = a·N² + b·N + c·P + d. In 0.8 every member re-reads every registration (N x N), runs
+- legacy:   requests = a·N² + b·N + c·P + d. In 0.8 every member re-reads every registration (N x N), runs
   a fixed number of requests of its own (N), and releases, claims and reads the offset of each partition
   (P) whoever owns it;
-- modern:  requests = a·N + d. Every member rejoins and syncs behind the group-wide barrier;
-- kip848:  requests = a·M + d, M the members whose assignment changed. The others only heartbeat.
+- classic:  requests = a·N + d. Every member rejoins and syncs behind the group-wide barrier;
+- kip848:   requests = a·M + d, M the members whose assignment changed. The others only heartbeat.
 
 N is the group's size before the change, P its partition count. When P is the same multiple of N in every
 run (the herd scenarios give each member two partitions), P and N cannot be told apart: the P term is

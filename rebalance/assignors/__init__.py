@@ -32,7 +32,7 @@ _BUILTIN: dict[str, type[Assignor]] = {
     )
 }
 
-# The strategies of the coordinator protocol (what a modern member may put in JoinGroup), plus the baseline.
+# The strategies of the coordinator protocol (what a classic member may put in JoinGroup), plus the baseline.
 ASSIGNOR_NAMES: tuple[str, ...] = ("range", "roundrobin", "sticky", "cooperative-sticky", "optimal")
 LEGACY_NAMES: tuple[str, ...] = ("legacy-range", "legacy-roundrobin")
 

@@ -2,7 +2,7 @@
 
 An assignor is a pure function of (partitions per topic, member subscriptions): no I/O,
 no clock, no randomness, so the same input always gives the same assignment, whichever
-process computes it (the leader in modern runs, every member in legacy runs).
+process computes it (the leader in classic runs, every member in legacy runs).
 """
 
 from __future__ import annotations
