@@ -196,7 +196,8 @@ def test_a_difference_needs_five_runs_a_side_and_the_exact_test():
     assert row["difference"] and row["shift"] == -90.0 and row["p"] == pytest.approx(2 / 252)
     assert (row["ci_low"], row["ci_high"]) == (-94.0, -87.0) and row["coverage"] == pytest.approx(244 / 252)
     fixed = comparisons(pd.DataFrame(rows("legacy", [7] * 5) + rows("classic", [7] * 5)))
-    assert fixed["reading"].iloc[0] == "identical in all 5/5 runs" and np.isnan(fixed["p"].iloc[0])
+    assert fixed["reading"].iloc[0] == "no difference shown at n = 5/5 (p = 1 two-sided); identical in all 5/5 runs"
+    assert fixed["p"].iloc[0] == 1.0
 
 
 def test_cells_that_differ_in_backend_and_strategy_are_compared_too():
@@ -298,7 +299,7 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     compared = pd.read_parquet(folder / "statistics" / "comparisons.parquet")
     row = compared[(compared["metric"] == "duplicates") & (compared["compares"] == "backend")].iloc[0]
     assert row["a"] == "legacy" and row["shift"] < 0
-    assert row["difference"] or row["status"] == "constant"
+    assert row["status"] == "tested" and row["p"] == pytest.approx(2 / 252)   # complete separation, the floor
     claims = pd.read_parquet(folder / "statistics" / "claims.parquet")
     assert list(claims["verdict"]) == ["supported"] and claims["n"].iloc[0] == "5/5"
     statistics = (folder / "statistics" / "statistics.md").read_text()
@@ -318,7 +319,8 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     (other / "manifest.json").write_text(json.dumps(copied))
     pooled = results_markdown([folder, other])
     assert "n = 10" in pooled and "n = 5," not in pooled
-    assert "campaign `more`" in pooled and "./lab results runs/" in pooled and "runs/more" in pooled
+    assert "campaign `more`" in pooled and "./lab results docs/results-data/" in pooled
+    assert "./lab results-data runs/more --out docs/results-data/more" in pooled
     notes = tmp_path / "readings.md"
     notes.write_text("## Reading the tables\n\nThe legacy duplicates held up.\n")
     annotated = results_markdown([folder], notes)

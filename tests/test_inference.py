@@ -3,8 +3,8 @@
 - the exact p-value is scipy's, with and without ties, and n alone bounds how small it can be;
 - the Hodges-Lehmann interval has its textbook coverage;
 - Benjamini-Hochberg and Holm reject what they should;
-- A/A: pages of comparisons between cells drawn from one distribution (continuous and tied counts, n = 5 and
-  10, 1,000 pages each) call a difference on at most 5% of pages;
+- cells that gave one value in every run get their exact p too (complete separation at 5/5: 2/252);
+- (the A/A rates and the intervals' coverage by simulation: tests/test_inference_aa.py)
 - a planted shift of two standard deviations at n = 10 is found at least 90% of the time;
 - a declared claim gets one verdict: supported, not supported, or undetermined.
 """
@@ -20,6 +20,7 @@ from experiments.campaign.model import Claim
 from experiments.summary.campaign_stats import comparisons
 from experiments.summary.claims import BESIDE, NO_RUNS, NOT_SUPPORTED, SUPPORTED, TOO_FEW, evaluate
 from experiments.summary.inference import (
+    ONE_SIDED,
     PARALLEL_TIMING,
     benjamini_hochberg,
     compare,
@@ -29,7 +30,6 @@ from experiments.summary.inference import (
     smallest_p,
 )
 
-PAGES = 1000
 PER_PAGE = 10
 
 
@@ -58,11 +58,27 @@ def test_the_shift_interval_has_its_textbook_coverage(n, coverage):
     assert shift == pytest.approx(np.median(np.subtract.outer(b, a)))
 
 
-def test_too_few_runs_and_constant_cells_are_not_tested():
+def test_too_few_runs_are_not_tested_and_constant_cells_get_their_exact_p():
     assert compare([1, 2, 3], [7, 8, 9]).status == "too few runs"
-    assert compare([4] * 5, [4] * 5).status == "identical"
-    assert compare([4] * 5, [6] * 6).status == "constant"
+    identical, constant = compare([4] * 5, [4] * 5), compare([4] * 5, [6] * 5)
+    assert identical.status == constant.status == "tested"
+    assert identical.p == 1.0
+    assert constant.p == pytest.approx(2 / 252)                     # the floor at 5/5, not a certainty
+    assert compare([4] * 5, [6] * 5, sides=ONE_SIDED).p == pytest.approx(1 / 252)
+    assert compare([6] * 5, [4] * 5, sides=ONE_SIDED).p == 1.0       # the other direction
     assert compare([1, 2, 3, 4, 5], [7, 8, 9, 10, 11]).status == "tested"
+
+
+def test_the_one_sided_p_value_is_scipys_upper_tail_with_and_without_ties():
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        a, b = rng.poisson(2, 5).astype(float), rng.poisson(3, 6).astype(float)
+        expected = stats.mannwhitneyu(b, a, alternative="greater",
+                                      method=stats.PermutationMethod(n_resamples=np.inf)).pvalue
+        assert exact_p(a, b, sides=ONE_SIDED) == pytest.approx(expected, abs=1e-12)
+        a, b = rng.normal(size=5), rng.normal(0.5, size=5)
+        expected = stats.mannwhitneyu(b, a, alternative="greater", method="exact").pvalue
+        assert exact_p(a, b, sides=ONE_SIDED) == pytest.approx(expected, abs=1e-12)
 
 
 def test_benjamini_hochberg_and_holm():
@@ -70,24 +86,6 @@ def test_benjamini_hochberg_and_holm():
     assert list(benjamini_hochberg(p)) == [True, True] + [False] * 8
     assert list(holm([0.01, 0.04, 0.03])) == [True, False, False]
     assert list(holm([0.01, 0.02, 0.03])) == [True, True, True]
-
-
-def _false_page_rate(draw, n: int, rng) -> float:
-    false_pages = 0
-    for _ in range(PAGES):
-        p = [compare(draw(rng, n), draw(rng, n)).p for _ in range(PER_PAGE)]
-        p = [value for value in p if not np.isnan(value)]
-        false_pages += bool(benjamini_hochberg(p).any()) if p else False
-    return false_pages / PAGES
-
-
-@pytest.mark.parametrize("n", [5, 10])
-@pytest.mark.parametrize("kind", ["continuous", "tied"])
-def test_a_page_of_a_a_comparisons_calls_a_difference_on_at_most_five_percent_of_pages(kind, n):
-    def draw(rng, size):
-        return rng.normal(size=size) if kind == "continuous" else rng.poisson(3, size).astype(float)
-
-    assert _false_page_rate(draw, n, np.random.default_rng(2500 + n)) <= 0.05
 
 
 def test_a_planted_shift_of_two_standard_deviations_is_found_at_n_10():
@@ -118,8 +116,10 @@ def test_a_claim_holds_only_if_every_pair_it_names_holds():
                               _claim("classic", "legacy"), _claim("legacy", "kip848"), _claim("legacy", "zk")])
     verdicts = [result.verdict for result in results]
     assert verdicts == [SUPPORTED, NOT_SUPPORTED, NOT_SUPPORTED, NO_RUNS]
-    assert results[0].pairs == 2 and results[0].p == pytest.approx(2 / 252) and results[0].n == "5/5"
-    assert results[0].p_holm == pytest.approx(2 * 2 / 252)   # two claims were tested: Holm doubles the smaller p
+    assert results[0].pairs == 2 and results[0].p == pytest.approx(1 / 252) and results[0].n == "5/5"
+    assert results[0].sides == "one-sided" and results[0].k == 4
+    # four claims were declared (one never ran): Holm multiplies the smallest p by four
+    assert results[0].p_holm == pytest.approx(4 / 252)
 
 
 def test_a_claim_with_too_few_runs_is_undetermined():
@@ -135,7 +135,8 @@ def test_timings_of_runs_made_beside_another_are_shown_but_never_compared_or_cla
 
     apart = {"legacy": [100, 104, 98, 101, 99], "classic": [10, 12, 11, 9, 10]}
     for metric, parallel, status in [("stable after (s)", True, PARALLEL_TIMING), ("stable after (s)", False, "tested"),
-                                     ("join: requests per change", True, "tested")]:
+                                     ("join: requests per change", True, "tested"), ("duplicates", True, PARALLEL_TIMING),
+                                     ("fenced commits", True, PARALLEL_TIMING), ("offset regressions", True, "tested")]:
         runs = pd.DataFrame([row for backend, values in apart.items() for row in rows(backend, values, metric, parallel)])
         (row,) = comparisons(runs).itertuples()
         assert row.status == status and row.difference == (status == "tested"), (metric, parallel)
@@ -144,8 +145,12 @@ def test_timings_of_runs_made_beside_another_are_shown_but_never_compared_or_cla
         assert claimed.verdict == (BESIDE if status == PARALLEL_TIMING else SUPPORTED), (metric, parallel)
 
 
-def test_a_claim_on_cells_of_one_value_each_is_decided_without_a_test():
+def test_a_claim_on_cells_of_one_value_each_gets_its_exact_p_and_enters_holm():
     runs = _runs({("legacy", "-"): [2] * 5, ("classic", "-"): [0] * 5, ("kip848", "-"): [0] * 5})
     ordered, same = evaluate(runs, [_claim("legacy", "classic"), _claim("classic", "kip848")])
-    assert ordered.verdict == SUPPORTED and ordered.shift == 2 and np.isnan(ordered.p) and np.isnan(ordered.coverage)
-    assert same.verdict == NOT_SUPPORTED and same.shift == 0 and np.isnan(same.p)
+    assert ordered.verdict == SUPPORTED and ordered.shift == 2 and ordered.p == pytest.approx(1 / 252)
+    assert ordered.p_holm == pytest.approx(2 / 252) and ordered.k == 2
+    assert ordered.described == "one value in every run of each cell, n = 5/5"
+    assert ordered.coverage == pytest.approx((1 - 2 / 32) ** 2) and not ordered.exact   # a bound, both constant
+    assert same.verdict == NOT_SUPPORTED and same.shift == 0 and same.p == 1.0
+    assert same.described == "identical in all 5/5 runs"

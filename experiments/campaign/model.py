@@ -182,7 +182,7 @@ def load_campaign(path: str | Path) -> Campaign:
 class _Reader:
     """Turns the parsed TOML into a Campaign, collecting every problem instead of stopping at one."""
 
-    TOP_KEYS = {"name", "description", "repetitions", "seed", "matrix", "claims"}
+    TOP_KEYS = {"name", "description", "repetitions", "seed", "matrix", "claims", "detect"}   # detect: summary.power
     BLOCK_KEYS = {"scenario", "backends", "strategies", "set", "sweep", "paired", "repetitions"}
     CLAIM_KEYS = {"says", "scenario", "metric", "higher", "lower"}
 

@@ -7,7 +7,8 @@
 3. collapsed: the other herd measures, the per-phase figures, and the comparisons.
 
 Every figure is `median [min-max]` over the cell's runs; `statistics/statistics.md` keeps every cell with its
-95% interval.
+interval of the median and that interval's real coverage; a shift's interval is labelled with its coverage for
+its data (exact, or "≥" a bound that errs low).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from experiments.report.findings import (
     spread_text,
 )
 from experiments.report.page import Block, Detail, Figure, RowHeader, Section, Table
+from experiments.summary.inference import coverage_text
 
 FINDINGS_TITLE = "What these runs show"
 _HERD_KINDS = ("join", "leave", "crash")
@@ -148,7 +150,8 @@ def campaign_sections(cells: pd.DataFrame, compared: pd.DataFrame, images: list[
                 "metric": [RowHeader(r.metric, "" if r.sweep == "-" else str(r.sweep)) for r in held.itertuples()],
                 "shift (b - a) [interval, its coverage]": [
                     f"{spread_text(r.shift, r.shift, r.shift, unit=metric_unit(r.metric))} "
-                    f"[{r.ci_low:,.1f}, {r.ci_high:,.1f}, {r.coverage:.0%}]" for r in held.itertuples()],
+                    f"[{r.ci_low:,.1f}, {r.ci_high:,.1f}, {coverage_text(r.coverage, r.coverage_exact)}]"
+                    for r in held.itertuples()],
                 "reading": list(held["reading"])})
             details.append(Detail(summary=f"Differences that hold up ({len(held)}; exact test, false discovery "
                                           "rate 5% over the page)", tables=[Table(title="", frame=shown)]))

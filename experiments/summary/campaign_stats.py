@@ -5,20 +5,22 @@ The interval of a median is the distribution-free order-statistic interval [x(k)
 largest k whose coverage 1 - 2 P(Binomial(n, 1/2) < k) is at least 95%. Below n = 6 no such k exists and
 the interval is [min, max] with the coverage it has (75% at n = 3, 94% at n = 5); its label says which.
 
-Timings (seconds, milliseconds, partition-seconds, and records lost, which are records processed past a
-latency limit) are compared only between runs made one at a time: a run made beside another
-(`--parallel` > 1) shares two cores with it, which stretches its timings but not its counts.
+Every measure is classified once (`experiments.summary.measures`): a count the schedule alone fixes
+(requests, notifications, offset regressions) or one that timing can move (every duration, duplicates,
+records over the latency limit, fenced commits). The second kind is compared only between runs made one at
+a time: a run made beside another (`--parallel` > 1) shares two cores with it.
 
-Two cells are compared by the exact Mann-Whitney test and the Hodges-Lehmann shift with its
-distribution-free interval (`experiments.summary.inference`): only with at least 5 runs a side, never
-when every run of both cells gave one value each (then the values are simply stated), and a difference
-is called one only if it survives Benjamini-Hochberg at a false discovery rate of 5% over every test on
-the page.
+Every pair of cells of one scenario and sweep is compared, whether they differ in backend, in strategy or
+in both, by the exact two-sided Mann-Whitney test and the Hodges-Lehmann shift with its distribution-free
+interval and that interval's coverage for its data (`experiments.summary.inference`): with at least 5 runs
+a side, cells that gave one value in every run included (their p is exact too), and a difference is called
+one only if it survives Benjamini-Hochberg at a false discovery rate of 5% over every test on the page.
 
 Per-run metrics come from each run's summary (`summary/*.parquet`, written by `summarize`):
 - herd.parquet, per kind of change (join, leave, crash, ...) made by the scenario's timeline (not the
-  warm-up's first joins nor the teardown's leaves): requests and
-  notifications per change, stable after (s), stop-the-world (s), partition-seconds without an owner;
+  warm-up's first joins nor the teardown's leaves), each the run's mean over its changes of that kind:
+  requests and notifications per change, stable after (s), stop-the-world (s), partition-seconds without
+  an owner;
 - phases.parquet, per phase: records lost, max latency (ms), time spent rebalancing (ms); and the records lost
   over the scenario's timeline (`whole run: records lost`: every phase but setup, warm-up and teardown);
 - coordinator_gaps.parquet (runs whose coordinator's broker was killed or a coordination link cut):
@@ -42,13 +44,19 @@ from experiments.campaign.model import declared_claims
 from experiments.summary import markdown_table
 from experiments.summary.claims import claims_frame, claims_markdown, evaluate
 from experiments.summary.inference import (
+    BOTH_CONSTANT,
     MIN_RUNS,
     PARALLEL_TIMING,
+    TESTED,
+    TOO_FEW,
+    TWO_SIDED,
     Q,
     benjamini_hochberg,
     compare,
+    coverage_text,
     ran_beside,
 )
+from experiments.summary.power import declared_detections, power_markdown
 from experiments.summary.rundata import scenario_window
 
 LEVEL = 0.95
@@ -90,7 +98,9 @@ def _coverage(n: int, k: int) -> float:
 # -- per-run metrics ---------------------------------------------------------------------------
 
 def run_metrics(folder: Path) -> pd.DataFrame:
-    """One row per completed, summarised run per metric: the cell's columns, run, repetition, n, metric, value."""
+    """One row per completed, summarised run per metric: the cell's columns, run, repetition, seed, the
+    commit that made it, n, how many runs ran at once (`at_once`) and whether another ran beside it
+    (`parallel`), metric, value."""
     manifest = Manifest.read(folder)
     rows = []
     for entry in manifest.runs.values():
@@ -99,11 +109,13 @@ def run_metrics(folder: Path) -> pd.DataFrame:
             continue
         base = {"campaign": manifest.campaign["name"], "run": entry.run, "scenario": entry.scenario,
                 "backend": entry.backend, "strategy": entry.strategy, "sweep": _sweep_label(entry.sweep),
-                "repetition": entry.repetition, "n": _members(summary, entry),
-                "parallel": (entry.parallel or 1) > 1}
+                "repetition": entry.repetition, "seed": entry.seed,
+                "commit": entry.git_commit or manifest.machine.get("git_commit") or "",
+                "n": _members(summary, entry), "at_once": entry.parallel or 1, "parallel": (entry.parallel or 1) > 1}
         for metric, value in _metrics_of(summary):
             rows.append({**base, "metric": metric, "value": value})
-    columns = ["campaign", "run", *CELL_COLUMNS, "repetition", "n", "parallel", "metric", "value"]
+    columns = ["campaign", "run", *CELL_COLUMNS, "repetition", "seed", "commit", "n", "at_once", "parallel",
+               "metric", "value"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -178,14 +190,14 @@ def cell_statistics(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 COMPARISON_COLUMNS = ["scenario", "backend", "strategy", "sweep", "metric", "compares", "a", "b", "n_a", "n_b",
-                      "median_a", "median_b", "shift", "ci_low", "ci_high", "coverage", "p", "status", "difference",
-                      "reading"]
+                      "median_a", "median_b", "min_a", "max_a", "min_b", "max_b", "shift", "ci_low", "ci_high",
+                      "coverage", "coverage_exact", "case", "p", "sides", "status", "difference", "reading"]
 
 
 def comparisons(runs: pd.DataFrame) -> pd.DataFrame:
     """Every pair of cells of one scenario and sweep on every metric, whether they differ in backend, in
-    strategy or in both (`compares`): the exact test where it can be made, and Benjamini-Hochberg over all
-    of them. `difference` is True only for a tested pair that survives it. A pair that differs in one of
+    strategy or in both (`compares`): the exact two-sided test where it can be made (5 runs a side, and
+    for a measure timing can move, no run made beside another), and Benjamini-Hochberg over all of them. `difference` is True only for a tested pair that survives it. A pair that differs in one of
     backend and strategy keeps the other in its column; `a` and `b` name what differs."""
     rows = []
     for (scenario, sweep, metric), group in runs.groupby(["scenario", "sweep", "metric"], sort=False):
@@ -202,11 +214,13 @@ def comparisons(runs: pd.DataFrame) -> pd.DataFrame:
             result = compare(va, vb, beside=ran_beside(rows_a, metric) or ran_beside(rows_b, metric))
             rows.append({"scenario": scenario, "backend": backend, "strategy": strategy, "sweep": sweep,
                          "metric": metric, "compares": vary, "a": a, "b": b, "n_a": len(va), "n_b": len(vb),
-                         "median_a": float(np.median(va)), "median_b": float(np.median(vb)), "shift": result.shift,
-                         "ci_low": result.low, "ci_high": result.high, "coverage": result.coverage, "p": result.p,
-                         "status": result.status})
+                         "median_a": float(np.median(va)), "median_b": float(np.median(vb)),
+                         "min_a": float(va.min()), "max_a": float(va.max()), "min_b": float(vb.min()),
+                         "max_b": float(vb.max()), "shift": result.shift, "ci_low": result.low,
+                         "ci_high": result.high, "coverage": result.coverage, "coverage_exact": result.exact,
+                         "case": result.case, "p": result.p, "sides": result.sides, "status": result.status})
     frame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS[:-2])
-    tested = (frame["status"] == "tested").to_numpy()
+    tested = (frame["status"] == TESTED).to_numpy()
     difference = np.zeros(len(frame), dtype=bool)
     difference[tested] = benjamini_hochberg(frame.loc[tested, "p"].to_numpy())
     frame["difference"] = difference
@@ -215,32 +229,38 @@ def comparisons(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def reading(row) -> str:
-    """A comparison in words; "no difference shown" is never "equal"."""
+    """A comparison in words; "no difference shown" is never "equal", and "identical in all n runs" is a
+    description of the runs, not a verdict."""
     n = f"n = {row.n_a}/{row.n_b}"
-    if row.status == "too few runs":
+    if row.status == TOO_FEW:
         return f"too few runs ({n}; needs {MIN_RUNS})"
     if row.status == PARALLEL_TIMING:
-        return f"not compared: a timing from runs made beside another ({n})"
-    if row.status == "identical":
-        return f"identical in all {row.n_a}/{row.n_b} runs"
-    if row.status == "constant":
-        return f"the same in every run of each ({row.a} {number(row.median_a, 2)}, {row.b} {number(row.median_b, 2)}; {n})"
+        return f"not compared: a measure timing can move, from runs made beside another ({n})"
+    p = f"p = {row.p:.2g} {getattr(row, 'sides', TWO_SIDED)}"
     if row.difference:
-        return f"{row.b} {'higher' if row.shift > 0 else 'lower'} than {row.a} (p = {row.p:.2g}, {n})"
-    return f"no difference shown at {n} (p = {row.p:.2g})"
+        said = f"{row.b} {'higher' if row.shift > 0 else 'lower'} than {row.a} ({p}, {n})"
+    else:
+        said = f"no difference shown at {n} ({p})"
+    if getattr(row, "case", "") == BOTH_CONSTANT:
+        said += (f"; identical in all {row.n_a}/{row.n_b} runs" if row.median_a == row.median_b else
+                 f"; the same in every run of each ({row.a} {number(row.median_a, 2)}, {row.b} {number(row.median_b, 2)})")
+    return said
 
 
 def page_counts(compared: pd.DataFrame) -> str:
     """How many comparisons a page made, how many could be tested, and how many differences survive."""
-    tested = int((compared["status"] == "tested").sum())
+    tested = int((compared["status"] == TESTED).sum())
     found = int(compared["difference"].sum())
-    few = int((compared["status"] == "too few runs").sum())
-    same = int(compared["status"].isin(["identical", "constant"]).sum())
+    few = int((compared["status"] == TOO_FEW).sum())
+    same = int(((compared["status"] == TESTED) & (compared["case"] == BOTH_CONSTANT)).sum()) \
+        if "case" in compared else 0
     beside = int((compared["status"] == PARALLEL_TIMING).sum())
-    return (f"{len(compared):,} comparisons: {tested:,} tested (exact Mann-Whitney, at least {MIN_RUNS} runs a "
-            f"side), {found:,} of them differences at a false discovery rate of {Q:.0%} (Benjamini-Hochberg over "
-            f"the {tested:,}); {few:,} with too few runs; {same:,} where every run of each cell gave one value"
-            + (f"; {beside:,} timings not compared because their runs ran beside another" if beside else "") + ".")
+    return (f"{len(compared):,} comparisons: {tested:,} tested (exact two-sided Mann-Whitney, at least {MIN_RUNS} "
+            f"runs a side; {same:,} of them between cells that gave one value in every run), {found:,} of them "
+            f"differences at a false discovery rate of {Q:.0%} (Benjamini-Hochberg over the {tested:,}); {few:,} "
+            f"with too few runs"
+            + (f"; {beside:,} not compared: measures timing can move, from runs made beside another" if beside
+               else "") + ".")
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -252,13 +272,15 @@ def write_statistics(folder: Path) -> Path:
     runs = run_metrics(folder)
     cells = cell_statistics(runs)
     compared = comparisons(runs)
-    claimed = evaluate(runs, declared_claims((folder / "campaign.toml").read_text()))
+    text = (folder / "campaign.toml").read_text()
+    claimed = evaluate(runs, declared_claims(text))
     runs.to_parquet(out / "runs.parquet", index=False)
     cells.to_parquet(out / "cells.parquet", index=False)
     compared.to_parquet(out / "comparisons.parquet", index=False)
     claims_frame(claimed).to_parquet(out / "claims.parquet", index=False)
+    powered = power_markdown(list(declared_detections(text)), len(claimed))
     (out / "statistics.md").write_text(statistics_markdown(Manifest.read(folder), cells, compared,
-                                                           claims_markdown(claimed)))
+                                                           claims_markdown(claimed) + powered))
     return out
 
 
@@ -302,18 +324,29 @@ def statistics_markdown(manifest: Manifest, cells: pd.DataFrame, compared: pd.Da
                                            f"({interval_label(r.coverage, r.runs)})" for r in table.itertuples()]
         lines.append(markdown_table(table[["metric", "cell", "value", "interval of the median"]]))
     lines.append("## Differences\n")
-    lines.append(page_counts(compared) + " Listed: the differences, with the Hodges-Lehmann shift (b - a) and its "
-                 "distribution-free interval. Every comparison is in `comparisons.parquet`.\n")
+    lines.append(page_counts(compared) + " Listed: the differences, each cell's values, and the Hodges-Lehmann "
+                 "shift (b - a) with its distribution-free interval and that interval's coverage. Every comparison "
+                 "is in `comparisons.parquet`.\n")
     found = compared[compared["difference"]]
     if len(found):
-        shown = found.assign(
-            where=found["scenario"] + " " + found["sweep"].where(found["sweep"] != "-", ""),
-            shift_interval=[f"{number(r.shift, 1)} [{number(r.ci_low, 1)}, {number(r.ci_high, 1)}] "
-                            f"({r.coverage:.0%})" for r in found.itertuples()])
-        lines.append(markdown_table(shown[["where", "metric", "a", "b", "shift_interval", "reading"]]))
+        lines.append(markdown_table(differences_table(found)))
     else:
         lines.append("_(none)_\n")
     return "\n".join(lines)
+
+
+def differences_table(found: pd.DataFrame) -> pd.DataFrame:
+    """The listed differences with both cells' values (`median [min-max], n`), so every one can be read off
+    the page, and the shift with its interval's coverage."""
+    return pd.DataFrame({
+        "where": found["scenario"] + found["sweep"].map(lambda s: "" if s == "-" else f" ({s})"),
+        "metric": found["metric"],
+        "a": [f"{r.a}: {spread(r.median_a, r.min_a, r.max_a, r.n_a)}" for r in found.itertuples()],
+        "b": [f"{r.b}: {spread(r.median_b, r.min_b, r.max_b, r.n_b)}" for r in found.itertuples()],
+        "shift (b - a) [interval, coverage]": [
+            f"{number(r.shift, 1)} [{number(r.ci_low, 1)}, {number(r.ci_high, 1)}, "
+            f"{coverage_text(r.coverage, r.coverage_exact)}]" for r in found.itertuples()],
+        "reading": found["reading"]})
 
 
 def provenance_lines(manifests: list[Manifest]) -> list[str]:
@@ -328,6 +361,6 @@ def provenance_lines(manifests: list[Manifest]) -> list[str]:
         parallel = sum((entry.parallel or 1) > 1 for entry in done)
         if parallel:
             lines.append(f"- `{manifest.campaign['name']}`: {parallel} of {len(done)} runs ran beside another run "
-                         "(`--parallel` > 1); their counts stand, their timings are stretched, shown but never "
-                         "compared.")
+                         "(`--parallel` > 1); the counts the schedule fixes are compared, the measures timing can "
+                         "move are shown but never compared.")
     return [*lines, ""] if lines else []

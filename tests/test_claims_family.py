@@ -1,0 +1,50 @@
+"""The family of declared claims is fixed before the runs: Holm over every claim, whatever the data.
+
+- six declared claims, four of them tested as before and two whose cells gave one value in every run: all six
+  get an exact one-sided p and Holm's k is 6 (not the 4 that "needed a test");
+- a claim that cannot be tested (too few runs) still counts in k;
+- the claims' table prints k and "one-sided" beside each p, and no blanket "97%".
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from experiments.campaign.model import Claim
+from experiments.summary.claims import NOT_SUPPORTED, SUPPORTED, TOO_FEW, claims_markdown, evaluate
+
+
+def _runs(cells: dict[str, list[float]], metric: str) -> list[dict]:
+    return [{"scenario": "s", "backend": backend, "strategy": "range", "sweep": "-", "metric": metric, "value": value}
+            for backend, values in cells.items() for value in values]
+
+
+def _claim(metric: str, higher: str = "legacy", lower: str = "classic") -> Claim:
+    return Claim(says=f"{higher} above {lower} on {metric}", scenario="s", metric=metric, higher=(higher,),
+                 lower=(lower,))
+
+
+def test_every_declared_claim_enters_holm_with_its_exact_p():
+    separated = {"legacy": [50, 52, 51, 55, 53], "classic": [30, 31, 29, 33, 32]}
+    rows = []
+    for metric in ("m1", "m2", "m3", "m4"):
+        rows += _runs(separated, metric)
+    rows += _runs({"legacy": [2] * 5, "classic": [0] * 5}, "constant")
+    rows += _runs({"legacy": [10, 12, 9, 14, 11], "classic": [11, 10, 13, 9, 12]}, "overlap")
+    claims = [_claim(metric) for metric in ("m1", "m2", "m3", "m4", "constant", "overlap")]
+    results = evaluate(pd.DataFrame(rows), claims)
+    assert [result.k for result in results] == [6] * 6
+    assert [result.p for result in results[:5]] == pytest.approx([1 / 252] * 5)
+    assert results[0].p_holm == pytest.approx(6 / 252)        # k = 6, not the 4 pairs that vary
+    assert [result.verdict for result in results] == [SUPPORTED] * 5 + [NOT_SUPPORTED]
+    table = claims_markdown(results)
+    assert "| Holm p (k = 6) |" in table and table.count("(one-sided)") == 6 and "97%" not in table
+
+
+def test_a_claim_that_cannot_be_tested_still_counts_in_the_family():
+    rows = _runs({"legacy": [50, 52, 51, 55, 53], "classic": [30, 31, 29, 33, 32]}, "m")
+    rows += _runs({"legacy": [50, 52, 51], "classic": [30, 31, 29]}, "few")
+    tested, few = evaluate(pd.DataFrame(rows), [_claim("m"), _claim("few")])
+    assert few.verdict == TOO_FEW and few.k == tested.k == 2
+    assert tested.p_holm == pytest.approx(2 / 252) and tested.verdict == SUPPORTED
