@@ -17,6 +17,8 @@ def register(app: typer.Typer) -> None:
     app.command("campaign")(campaign_command)
     app.command("campaigns")(campaigns_command)
     app.command("results")(results_command)
+    app.command("results-data")(results_data_command)
+    app.command("power")(power_command)
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -124,21 +126,24 @@ def campaigns_command() -> None:
 
 def results_command(
     folders: Annotated[list[Path], typer.Argument(
-        help="Campaign folders, pooled run by run (for docs/results.md: `results`, then `kip848`).")],
+        help="Data folders (docs/results-data/NAME, written by `results-data`) or campaign folders, pooled run "
+             "by run.")],
     out: Annotated[Path | None, typer.Option("--out", help="Write here instead of standard output.")] = None,
     master: Annotated[str, typer.Option(help="Spark master for runs not yet summarised.")] = "local[*]",
     notes: Annotated[Path | None, typer.Option(
         "--notes", help="A Markdown file of readings placed after the header (docs/results-readings.md).")] = None,
 ) -> None:
-    """The results page (Markdown, every figure as median [min-max], n) from campaign folders."""
+    """The results page (Markdown, every figure as median [min-max], n) from data folders or campaign
+    folders; the same data gives the same bytes."""
     from experiments.campaign import is_campaign_dir
+    from experiments.report.results_data import is_data_dir
     from experiments.report.results_doc import results_markdown
 
     for folder in folders:
-        if not is_campaign_dir(folder):
-            _fail(f"{folder}: not a campaign folder (no manifest.json)")
+        if not is_data_dir(folder) and not is_campaign_dir(folder):
+            _fail(f"{folder}: neither a data folder (runs.csv, campaign.json) nor a campaign folder (manifest.json)")
     for folder in folders:
-        if not (folder / "statistics" / "runs.parquet").is_file():
+        if not is_data_dir(folder) and not (folder / "statistics" / "runs.parquet").is_file():
             summarize_campaign(folder, master)
     if notes is not None and not notes.is_file():
         _fail(f"{notes}: no such notes file")
@@ -148,3 +153,44 @@ def results_command(
         typer.echo(f"wrote {out}", err=True)
     else:
         typer.echo(text, nl=False)
+
+
+def results_data_command(
+    folder: Annotated[Path, typer.Argument(help="A campaign folder whose runs are summarised.")],
+    out: Annotated[Path, typer.Option("--out", help="The data folder to write (docs/results-data/NAME).")],
+    master: Annotated[str, typer.Option(help="Spark master for runs not yet summarised.")] = "local[*]",
+) -> None:
+    """Export a campaign's per-run measures (runs.csv), its provenance (campaign.json) and its file
+    (campaign.toml): the results page is made again from these alone."""
+    from experiments.campaign import is_campaign_dir
+    from experiments.report.results_data import export
+
+    if not is_campaign_dir(folder):
+        _fail(f"{folder}: not a campaign folder (no manifest.json)")
+    if not (folder / "statistics" / "runs.parquet").is_file():
+        summarize_campaign(folder, master)
+    data = export(folder, out)
+    typer.echo(f"wrote {out}: {data.runs['run'].nunique()} runs, {len(data.runs)} measures", err=True)
+
+
+def power_command(
+    file: Annotated[str, typer.Argument(help="A campaign file, or the name of a built-in one.")],
+) -> None:
+    """The runs a cell needs to detect each shift the campaign file declares (`[[detect]]`) 80% of the time,
+    by simulation with the lab's own test."""
+    from experiments.campaign import find_campaign, load_campaign
+    from experiments.summary.power import declared_detections, power_line
+
+    try:
+        campaign = load_campaign(find_campaign(file))
+        detections = declared_detections(campaign.text)
+    except ScenarioError as error:
+        _fail("\n".join(error.lines()))
+    except ValueError as error:
+        _fail(f"{file}: {error}")
+    if not detections:
+        typer.echo(f"{campaign.name} declares no shift to detect ([[detect]] metric, shift, sd)")
+        return
+    for detect in detections:
+        runs = [cell.repetitions for cell in campaign.cells if detect.scenario in (None, cell.scenario)]
+        typer.echo(power_line(detect, len(campaign.claims), min(runs) if runs else None))

@@ -1,32 +1,36 @@
-"""docs/results.md from campaign folders (`rebalance-lab results DIR [DIR ...]`): the claims the campaign
-files declared, each with its verdict; every figure as `median [min-max], n`; and the differences between
-backends and strategies that survive the page's false discovery rate.
+"""docs/results.md from the campaigns' data folders (`rebalance-lab results docs/results-data/NAME ...`, see
+`results_data`) or from campaign folders: the claims the campaign files declared, each with its verdict, its
+exact p and Holm's over the k declared claims; the power the files ask for; every figure as
+`median [min-max], n`; and the differences between cells that survive the page's false discovery rate, each
+with both cells' values.
 
 Several folders are pooled run by run: the statistics are computed again over every folder's runs, so a
-campaign that adds a backend or a size (`kip848`) extends the same tables and comparisons."""
+campaign that adds a backend or a size (`kip848`) extends the same tables and comparisons. The page is a
+function of the folders' contents alone (no clock, no paths other than the data folders' names and the notes
+file as given), so the data folders in the repository make it again byte for byte."""
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 
-from experiments.campaign.manifest import COMPLETED, Manifest
 from experiments.campaign.model import declared_claims
+from experiments.report.results_data import CampaignData, read
 from experiments.summary import markdown_table
 from experiments.summary.campaign_stats import (
     COORDINATOR_GAP,
     GAP_LOOKUPS,
     cell_statistics,
     comparisons,
-    number,
+    differences_table,
     page_counts,
-    provenance_lines,
-    run_metrics,
     spread,
 )
 from experiments.summary.claims import claims_markdown, evaluate
+from experiments.summary.power import declared_detections, power_markdown
+
+DATA_ROOT = "docs/results-data"
 
 HERD = ("requests per change", "notifications per change", "stable after (s)", "stop-the-world (s)",
         "partition-seconds unowned")
@@ -37,26 +41,36 @@ SPLIT_BRAIN = (*ANOMALIES, COORDINATOR_GAP, GAP_LOOKUPS)
 
 
 def results_markdown(folders: list[Path], notes: Path | None = None) -> str:
-    """The results page from one or more campaign folders whose runs are summarised (the metrics are read
-    from the runs' summaries again, so the page follows the current definitions). `notes`: a Markdown file
-    of readings written by hand (which differences held up, and why), placed after the header."""
-    runs = pd.concat([run_metrics(folder) for folder in folders], ignore_index=True)
+    """The results page from data folders (`results_data`) or summarised campaign folders (read as their
+    data folders would be). `notes`: a Markdown file of readings written by hand (which differences held
+    up, and why), placed after the header."""
+    return results_page([read(folder) for folder in folders], notes)
+
+
+def results_page(campaigns: list[CampaignData], notes: Path | None = None) -> str:
+    runs = pd.concat([data.runs for data in campaigns], ignore_index=True)
     cells, compared = cell_statistics(runs), comparisons(runs)
-    manifests = [Manifest.read(folder) for folder in folders]
-    claims = [claim for folder in folders for claim in declared_claims((folder / "campaign.toml").read_text())]
+    claims = [claim for data in campaigns for claim in declared_claims(data.text)]
+    detections = [detect for data in campaigns for detect in declared_detections(data.text)]
+    names = [data.name for data in campaigns]
     parts = [
         "# Results measured on this machine\n",
-        claims_markdown(evaluate(runs, claims)),
-        "Every figure is `median [min-max], n = runs`. Request and anomaly counts vary little between runs; "
-        "timings vary a lot on two shared cores, and more when a campaign runs two cells at a time "
-        "(`--parallel 2`, see docs/campaigns.md).\n",
-        *(_campaign_line(manifest) for manifest in manifests),
-        *provenance_lines(manifests),
-        "\nRegenerate this page from the campaign folders:\n",
-        "```sh\n" + "".join(f"./lab campaign {m.campaign['name']} --out runs/{m.campaign['name']}{_parallel(m)}\n"
-                            for m in manifests)
-        + "./lab results " + " ".join(f"runs/{m.campaign['name']}" for m in manifests)
+        "Regenerate this page from the data in the repository alone:\n",
+        "```sh\n./lab results " + " ".join(f"{DATA_ROOT}/{name}" for name in names)
         + (f" --notes {notes}" if notes else "") + " > docs/results.md\n```\n",
+        claims_markdown(evaluate(runs, claims)),
+        *([power_markdown(detections, len(claims), _runs_of(runs, detections))] if detections else []),
+        "Every figure is `median [min-max], n = runs`. Counts the schedule fixes (requests, notifications, "
+        "offset regressions) vary little between runs; measures timing can move (durations, duplicates, records "
+        "over the latency limit, fenced commits) vary more on two shared cores, and more when a campaign runs "
+        "two cells at a time (`--parallel 2`): from such runs they are shown and never compared "
+        "(docs/campaigns.md).\n",
+        *(_campaign_line(data.info) for data in campaigns),
+        *_provenance(campaigns),
+        "\nHow the data was made (`runs/` is not in the repository; the data folders are):\n",
+        "```sh\n" + "".join(f"./lab campaign {name} --out runs/{name}{_parallel(data.info)}\n"
+                            f"./lab results-data runs/{name} --out {DATA_ROOT}/{name}\n"
+                            for name, data in zip(names, campaigns, strict=True)) + "```\n",
     ]
     if notes:
         parts.append(notes.read_text().rstrip() + "\n")
@@ -68,21 +82,44 @@ def results_markdown(folders: list[Path], notes: Path | None = None) -> str:
     return "\n".join(parts)
 
 
-def _campaign_line(manifest: Manifest) -> str:
-    machine = manifest.machine
-    completed = sum(entry.status == COMPLETED for entry in manifest.runs.values())
-    later = Counter(entry.git_commit for entry in manifest.runs.values()
-                    if entry.status == COMPLETED and entry.git_commit not in (None, machine.get("git_commit")))
-    resumed = "".join(f", {count} runs from commit `{commit[:12]}`" for commit, count in sorted(later.items()))
-    return (f"- campaign `{manifest.campaign['name']}`: {completed} of {len(manifest.runs)} runs completed, "
-            f"{manifest.campaign['repetitions']} repetitions per cell, seeds from {manifest.campaign['seed']}; "
-            f"commit `{(machine.get('git_commit') or '?')[:12]}`{resumed}, {machine.get('cores')} cores, "
+def _runs_of(runs: pd.DataFrame, detections) -> dict:
+    """Per declared shift, the fewest runs a cell of its metric (and scenario) has."""
+    found = {}
+    for detect in detections:
+        rows = runs[(runs["metric"] == detect.metric)
+                    & ((runs["scenario"] == detect.scenario) if detect.scenario else True)]
+        counts = rows.groupby(["scenario", "backend", "strategy", "sweep"]).size()
+        found[detect] = int(counts.min()) if len(counts) else None
+    return found
+
+
+def _seeds(seeds: list[int]) -> str:
+    if not seeds:
+        return "-"
+    return f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ", ".join(map(str, seeds))
+
+
+def _campaign_line(info: dict) -> str:
+    machine = info.get("machine") or {}
+    commit = info.get("commit") or "?"
+    later = {other: count for other, count in (info.get("commits") or {}).items() if other != commit}
+    resumed = "".join(f", {count} runs from commit `{other[:12]}`" for other, count in sorted(later.items()))
+    return (f"- campaign `{info['campaign']}`: {info['runs_completed']} of {info['runs_planned']} runs completed, "
+            f"{info['repetitions']} repetitions per cell, seeds {_seeds(info.get('seeds') or [])}, --parallel "
+            f"{info.get('parallel', 1)}; commit `{commit[:12]}`{resumed}, {machine.get('cores')} cores, "
             f"{(machine.get('memory_bytes') or 0) / 2**30:.0f} GiB")
 
 
-def _parallel(manifest: Manifest) -> str:
+def _provenance(campaigns: list[CampaignData]) -> list[str]:
+    lines = [f"- `{data.name}`: {data.info['runs_beside_another']} of {data.info['runs_completed']} runs ran beside "
+             "another run (`--parallel` > 1); the counts the schedule fixes are compared, the measures timing can "
+             "move are shown but never compared." for data in campaigns if data.info.get("runs_beside_another")]
+    return [*lines, ""] if lines else []
+
+
+def _parallel(info: dict) -> str:
     """The `--parallel` the campaign's runs were made with, when more than one at a time."""
-    most = max((entry.parallel or 1 for entry in manifest.runs.values() if entry.status == COMPLETED), default=1)
+    most = info.get("parallel") or 1
     return f" --parallel {most}" if most > 1 else ""
 
 
@@ -144,11 +181,13 @@ def _per_cell_section(cells: pd.DataFrame, prefix: str, title: str, metrics) -> 
 
 def _differences(compared: pd.DataFrame) -> list[str]:
     lines = ["## Which differences hold up\n",
-             "Each pair of cells (backends at the same strategy and size, strategies on the same backend) on each "
-             "metric, by the exact Mann-Whitney test, only with at least 5 runs a side; the shift is the "
-             "Hodges-Lehmann estimate (b - a) with its distribution-free interval and that interval's coverage. "
-             "A difference is listed only if it survives Benjamini-Hochberg over every test on this page. A pair "
-             "not listed is not shown to differ, which is not the same as equal.\n"]
+             "Each pair of cells of one scenario and size on each metric (backends at the same strategy, "
+             "strategies on the same backend, and cells that differ in both), by the exact two-sided Mann-Whitney "
+             "test, only with at least 5 runs a side; the shift is the Hodges-Lehmann estimate (b - a) with its "
+             "distribution-free interval and that interval's coverage for its data (exact, or \"≥\" a bound that "
+             "errs low). A difference is listed, with both cells' values, only if it survives Benjamini-Hochberg "
+             "over every test on this page. A pair not listed is not shown to differ, which is not the same as "
+             "equal.\n"]
     if compared.empty:
         return [*lines, "_(no pairs of cells to compare)_\n"]
     lines.append(page_counts(compared) + " Each campaign folder's `statistics/comparisons.parquet` lists every "
@@ -156,12 +195,7 @@ def _differences(compared: pd.DataFrame) -> list[str]:
     held = compared[compared["difference"]]
     if held.empty:
         return lines
-    table = held.assign(
-        where=held["scenario"] + held["sweep"].map(lambda s: "" if s == "-" else f" ({s})"),
-        pair=held["a"] + " vs " + held["b"],
-        shift_interval=[f"{number(r.shift, 1)} [{number(r.ci_low, 1)}, {number(r.ci_high, 1)}] ({r.coverage:.0%})"
-                        for r in held.itertuples()])
-    return [*lines, markdown_table(table[["where", "metric", "pair", "shift_interval", "reading"]])]
+    return [*lines, markdown_table(differences_table(held))]
 
 
 def _stats(rows: pd.DataFrame) -> tuple[float, float, float, int]:

@@ -1,0 +1,125 @@
+"""A campaign's per-run measures as a small folder in the repository, from which the results page is made
+again byte for byte (`rebalance-lab results-data RUNS --out docs/results-data/NAME`, then
+`rebalance-lab results docs/results-data/NAME ...`).
+
+    runs.csv        one row per run per metric: run, scenario, backend, strategy, sweep, repetition, seed,
+                    the commit that made the run, n (the group's size), at_once (runs made at once), metric,
+                    value (Python's shortest round-trip form of the float)
+    campaign.json   the campaign: name, repetitions, seeds, runs completed of planned, the commit(s), the
+                    largest --parallel, the machine (cores, memory, platform, package versions)
+    campaign.toml   the campaign file as it ran (its claims and the shifts it is meant to detect)
+
+The rows keep the campaign's own order (the plan's runs, each run's metrics as the summary reads them), so a
+page made from the campaign folder and one made from its data folder are the same bytes; no timestamp is
+written.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.campaign.manifest import COMPLETED, Manifest, is_campaign_dir
+
+RUNS_CSV, INFO_JSON, CAMPAIGN_TOML = "runs.csv", "campaign.json", "campaign.toml"
+COLUMNS = ["run", "scenario", "backend", "strategy", "sweep", "repetition", "seed", "commit", "n", "at_once",
+           "metric", "value"]
+
+
+@dataclass(frozen=True)
+class CampaignData:
+    name: str
+    info: dict           # campaign.json
+    text: str            # the campaign file
+    runs: pd.DataFrame   # `campaign_stats.run_metrics`'s columns
+
+
+def is_data_dir(path: Path) -> bool:
+    return (path / RUNS_CSV).is_file() and (path / INFO_JSON).is_file()
+
+
+def read(folder: Path) -> CampaignData:
+    """A data folder, or a campaign folder read as its data folder would be."""
+    if is_data_dir(folder):
+        info = json.loads((folder / INFO_JSON).read_text())
+        return CampaignData(info["campaign"], info, (folder / CAMPAIGN_TOML).read_text(),
+                            parse_runs((folder / RUNS_CSV).read_text(), info["campaign"]))
+    if is_campaign_dir(folder):
+        return from_campaign(folder)
+    raise ValueError(f"{folder}: neither a campaign folder (manifest.json) nor a results-data folder "
+                     f"({RUNS_CSV} and {INFO_JSON})")
+
+
+def from_campaign(folder: Path) -> CampaignData:
+    from experiments.summary.campaign_stats import run_metrics
+
+    manifest = Manifest.read(folder)
+    name = manifest.campaign["name"]
+    text = runs_csv(run_metrics(folder))
+    runs = parse_runs(text, name)
+    return CampaignData(name, campaign_info(manifest, runs), (folder / CAMPAIGN_TOML).read_text(), runs)
+
+
+def export(folder: Path, out: Path) -> CampaignData:
+    """Write a campaign folder's data folder to `out`."""
+    data = from_campaign(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / RUNS_CSV).write_text(runs_csv(data.runs))
+    (out / INFO_JSON).write_text(json.dumps(data.info, indent=2, sort_keys=True) + "\n")
+    (out / CAMPAIGN_TOML).write_text(data.text)
+    return data
+
+
+def runs_csv(runs: pd.DataFrame) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for row in runs[COLUMNS].itertuples(index=False):
+        writer.writerow([_cell(value) for value in row])
+    return buffer.getvalue()
+
+
+def _cell(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return repr(int(value)) if value.is_integer() and abs(value) < 2 ** 53 else repr(value)
+    return str(value)
+
+
+def parse_runs(text: str, campaign: str) -> pd.DataFrame:
+    rows = []
+    for row in csv.DictReader(io.StringIO(text)):
+        at_once = int(row["at_once"])
+        rows.append({"campaign": campaign, "run": row["run"], "scenario": row["scenario"], "backend": row["backend"],
+                     "strategy": row["strategy"], "sweep": row["sweep"], "repetition": int(row["repetition"]),
+                     "seed": int(row["seed"]), "commit": row["commit"],
+                     "n": float(row["n"]) if row["n"] else math.nan, "at_once": at_once, "parallel": at_once > 1,
+                     "metric": row["metric"], "value": float(row["value"])})
+    columns = ["campaign", *COLUMNS[:10], "parallel", "metric", "value"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def campaign_info(manifest: Manifest, runs: pd.DataFrame) -> dict:
+    """campaign.json: what a reader needs to know of how the runs were made (no timestamps)."""
+    done = [entry for entry in manifest.runs.values() if entry.status == COMPLETED]
+    commits: dict[str, int] = {}
+    for entry in done:
+        commit = entry.git_commit or manifest.machine.get("git_commit") or "?"
+        commits[commit] = commits.get(commit, 0) + 1
+    machine = manifest.machine
+    return {"campaign": manifest.campaign["name"], "repetitions": manifest.campaign.get("repetitions"),
+            "seed": manifest.campaign.get("seed"), "seeds": sorted({entry.seed for entry in done}),
+            "runs_completed": len(done), "runs_planned": len(manifest.runs),
+            "runs_with_measures": int(runs["run"].nunique()) if len(runs) else 0,
+            "commit": machine.get("git_commit"), "commits": dict(sorted(commits.items())),
+            "parallel": max((entry.parallel or 1 for entry in done), default=1),
+            "runs_beside_another": sum((entry.parallel or 1) > 1 for entry in done),
+            "machine": {"cores": machine.get("cores"), "memory_bytes": machine.get("memory_bytes"),
+                        "platform": machine.get("platform"), "versions": machine.get("versions")}}
