@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from experiments.summary.campaign_stats import COORDINATOR_GAP
+from experiments.summary.herd_sizes import by_size, size_text, sizes_of
 from experiments.summary.rundata import RunData, herd_points, herd_slopes
 from experiments.summary.verdicts import Reading, Word, combine, read
 from rebalance.backends import column_order
@@ -82,7 +83,7 @@ class Scenario:
 
     @property
     def sizes(self) -> list[int]:
-        return sorted({run.group_size for run in self.runs if run.group_size is not None})
+        return sorted({size for run in self.runs for size in sizes_of(run)})
 
     @property
     def swept(self) -> bool:
@@ -236,7 +237,7 @@ def check_sentences(scenario: Scenario) -> list[str]:
             for run in scenario.runs_of(column):
                 reading = reading_of(run, check)
                 if reading is not None and reading.word is Word.UNKNOWN:
-                    where = f"{column} at N = {run.group_size}" if scenario.swept else column
+                    where = f"{column} at {size_text(run)}" if scenario.swept else column
                     unknown.setdefault(where, []).append((check, reading.meaning))
     sentences = []
     for where, nouns in sorted(found.items(), key=lambda item: (-len(item[0]), [columns.index(c) for c in item[0]])):
@@ -270,7 +271,7 @@ def herd_costs(runs: Sequence[RunData]) -> pd.DataFrame:
     from experiments.summary.herd_model import line_label
 
     rows = []
-    for run in runs:
+    for run in by_size(runs):
         changes = run.herd_changes()
         if run.group_size is None or changes.empty:
             continue

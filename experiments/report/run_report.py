@@ -42,6 +42,7 @@ from experiments.report.findings import (
     seconds,
 )
 from experiments.report.page import Block, Cell, Detail, Figure, RowHeader, Section, Table, verdict_cell
+from experiments.summary.herd_sizes import size_text, sizes_of
 from experiments.summary.rundata import RunData, from_summary, herd_points, load_run
 from experiments.summary.verdicts import Word, question
 
@@ -213,7 +214,7 @@ def checks_table(scenario: Scenario) -> Table:
             reading = scenario.reading(check, column)
             title = None
             if reading is not None and scenario.swept:   # one tooltip line per group size
-                title = "; ".join(f"N = {run.group_size}: {line.line}" for run in scenario.runs_of(column)
+                title = "; ".join(f"{size_text(run)}: {line.line}" for run in scenario.runs_of(column)
                                   if (line := reading_of(run, check)) is not None)
             cells[column] = verdict_cell(reading, title)
         readings = [scenario.reading(check, column) for column in scenario.columns]
@@ -416,18 +417,17 @@ def _section(scenario: Scenario, all_runs: list[RunData], out_dir: Path | None, 
 
 def _run_name(scenario: Scenario, run: RunData) -> str:
     column = scenario.column(run)
-    return f"{column}, N = {run.group_size}" if scenario.swept else column
+    return f"{column}, {size_text(run)}" if scenario.swept else column
 
 
 def _by_size(scenario: Scenario) -> list[tuple[str, list[RunData], list[str]]]:
     """(heading, runs, column names): one group per group size when swept, else the whole scenario."""
     if not scenario.swept:
         return [("", list(scenario.runs), _column_names(scenario, list(scenario.runs)))]
-    groups = []
-    for size in scenario.sizes:
-        runs = [run for run in scenario.runs if run.group_size == size]
-        groups.append((f"N = {size}", runs, _column_names(scenario, runs)))
-    return groups
+    groups: dict[str, list[RunData]] = {}   # a sweep inside one run is a group of its own (`N = 4 to 32`)
+    for run in sorted(scenario.runs, key=sizes_of):
+        groups.setdefault(size_text(run), []).append(run)
+    return [(heading, runs, _column_names(scenario, runs)) for heading, runs in groups.items()]
 
 
 def _column_names(scenario: Scenario, runs: list[RunData]) -> list[str]:

@@ -205,3 +205,26 @@ def phase_name(action: Action | str, targets: tuple[str, ...], params: dict) -> 
 def is_membership_phase(name: str) -> bool:
     """Whether a phase event marks a join or a scaling step (`join-2`, `scale-to-100`)."""
     return bool(_MEMBERSHIP_PHASE.fullmatch(name or ""))
+
+
+# A herd sweep inside one run marks each size it measures with a phase named `herd-N`, taken once the group
+# has grown to N and is stable: the changes from the mark to the next phase that is not a join's (the next
+# scaling step, the next mark, the teardown) are the herd's at N (experiments.summary.herd_sizes).
+_HERD_MARK = re.compile(r"herd-(\d+)")
+_JOIN_PHASE = re.compile(r"join-\d+")
+
+
+def herd_mark(size: int) -> str:
+    """The phase name that opens the measurement of a herd sweep at group size `size`."""
+    return f"herd-{size}"
+
+
+def herd_mark_size(name: str | None) -> int | None:
+    """The group size a `herd-N` phase mark measures at, or None for any other phase."""
+    found = _HERD_MARK.fullmatch(name or "")
+    return int(found.group(1)) if found else None
+
+
+def is_join_phase(name: str | None) -> bool:
+    """Whether a phase event is a join's (`join-1`), which a herd mark's window runs through."""
+    return bool(_JOIN_PHASE.fullmatch(name or ""))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
-from experiments.scenario.actions import ACTIONS, Action, Link, LinkFault, Target
+from experiments.scenario.actions import ACTIONS, Action, Link, LinkFault, Target, herd_mark_size
 from experiments.scenario.model import (
     Host,
     Problem,
@@ -198,6 +198,11 @@ class _Resolver:
     # ---- membership changes
 
     def phase(self, entry: TimelineEntry) -> None:
+        size = herd_mark_size(entry.name)
+        if size is not None and size != len(self.group.running):
+            self.fail(entry, "name", f"{entry.name} marks the herd at N = {size}, but at {entry.at} s the group "
+                                     f"has {len(self.group.running)} members (a `scale` to {size} goes first)")
+            return
         self.add(targets=(), params={"name": entry.name})
 
     def join(self, entry: TimelineEntry) -> None:

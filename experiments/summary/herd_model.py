@@ -12,9 +12,11 @@ constant; a model with one term per step of the protocol can. Each backend's pro
 
 N is the group's size before the change, P its partition count. When P is the same multiple of N in every
 run (the herd scenarios give each member two partitions), P and N cannot be told apart: the P term is
-dropped and its share is in b, which the fit says. Likewise when every join moved the same number of
-members M (a sticky assignor such as KIP-848's `uniform` moves the newcomer and one or two others at any
-N): the M term cannot be told from the constant, and the model is the constant.
+dropped and its share is in b, which the fit says. When P is the same at every N (a sweep inside one run,
+demo-herd-sweep: P fixed at the largest size's 2N), the P term is part of the constant d: legacy's model is
+then a·N² + b·N + d. Likewise when every join moved the same number of members M (a sticky assignor such
+as KIP-848's `uniform` moves the newcomer and one or two others at any N): the M term cannot be told from
+the constant, and the model is the constant.
 
 One model per backend and strategy (a line of the herd plot): kip848 with `range` and with `uniform` are
 two protocols' worth of difference. Changes marked `overlapped` (the next change began before this one
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from experiments.summary.herd_sizes import by_size
 from rebalance.backends import profile
 
 MIN_SIZES = 4        # a fit on fewer distinct group sizes is not given
@@ -132,10 +135,11 @@ def left_out_note(count: int) -> str:
 
 
 def change_rows(runs) -> pd.DataFrame:
-    """One row per change to a group of a run's size (RunData.herd_changes): backend, kind, N, P, M, requests,
-    and the cell and order that make repetitions."""
+    """One row per change to a group of a run's size (RunData.herd_changes; a sweep inside one run gives its
+    changes at each size, herd_sizes.by_size): backend, kind, N, P, M, requests, and the cell and order that
+    make repetitions."""
     rows = []
-    for run in runs:
+    for run in by_size(runs):
         changes = run.herd_changes()
         if run.group_size is None or changes.empty:
             continue
@@ -174,7 +178,10 @@ def fit_one(backend: str, kind: str, rows: pd.DataFrame, *, strategy: str = "") 
     if rows.empty:
         return NoFit(**named, reason="no change that did not overlap another")
     folded = ""
-    if "P" in terms and _p_follows_n(rows):
+    if "P" in terms and rows["P"].nunique() == 1:
+        terms.remove("P")
+        folded = f"P = {int(rows['P'].iloc[0])} in every run, so the per-partition term is part of the constant"
+    elif "P" in terms and _p_follows_n(rows):
         terms.remove("P")
         ratio = int(round((rows["P"] / rows["N"]).iloc[0]))
         folded = f"P = {ratio}N in every run, so the per-partition term is part of the N term"

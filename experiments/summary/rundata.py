@@ -111,9 +111,12 @@ def from_summary(summary) -> RunData:
 
 
 def herd_points(runs: list[RunData]) -> pd.DataFrame:
-    """One point per run: group size N and the median cost of a change to a group of (about) N."""
+    """One point per run and group size (a sweep inside one run gives one per size, herd_sizes.by_size):
+    group size N and the median cost of a change to a group of (about) N."""
+    from experiments.summary.herd_sizes import by_size
+
     rows = []
-    for run in runs:
+    for run in by_size(runs):
         changes = run.herd_changes()
         if run.group_size is None or changes.empty:
             continue
