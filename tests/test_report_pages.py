@@ -46,23 +46,23 @@ def _look(browser: Browser, page: Path, name: str, columns: int) -> None:
 
 
 def test_the_demo_report_opens_on_its_findings_and_fits_the_screen(spark, browser, tmp_path):
-    from experiments.cli.demo import plan_runs
     from experiments.report.run_report import write_report
     from experiments.summary import summarize_runs
 
     root = tmp_path / "demo"
-    runs = plan_runs(root, [4, 8], ("legacy", "classic", "kip848"))
-    for run in runs:
-        if run.label == "split-brain":
-            config = SyntheticRun(name=run.scenario, backend=run.backend, duration_s=16.0, rate=60.0,
-                                  anomalies=SPLIT_ANOMALIES[run.backend])
+    backends = ("legacy", "classic", "kip848")
+    runs = [(root / "split-brain" / backend, None, backend) for backend in backends]
+    runs += [(root / f"herd-{size}" / backend, size, backend) for size in (8, 4) for backend in backends]
+    for run_dir, size, backend in runs:
+        if size is None:
+            config = SyntheticRun(name="demo-split-brain", backend=backend, duration_s=16.0, rate=60.0,
+                                  anomalies=SPLIT_ANOMALIES[backend])
         else:
-            size = int(run.overrides[0].split("=")[1])
-            config = SyntheticRun(name=run.scenario, backend=run.backend, members=size, partitions=2 * size,
+            config = SyntheticRun(name="demo-herd", backend=backend, members=size, partitions=2 * size,
                                   duration_s=12.0, rate=60.0, timeline=HERD_TIMELINE)
-        write_run(run.run_dir, config)
-    summarize_runs(spark, [run.run_dir for run in runs])
-    report = write_report([run.run_dir for run in runs], root)
+        write_run(run_dir, config)
+    summarize_runs(spark, [run_dir for run_dir, _, _ in runs])
+    report = write_report([run_dir for run_dir, _, _ in runs], root)
 
     page = report.html.read_text()
     assert page.index("id=findings") < page.index("class=scenario")

@@ -1,29 +1,25 @@
-"""`rebalance-lab demo`: the lab in under four minutes.
+"""`rebalance-lab demo`: the lab in about three minutes.
 
-Runs a herd sweep (N = 4, 8, 16 and 32 by default, two partitions per member) and one split-brain scenario, each on the backends its
-scenario file names (demo-herd names none, so it runs on every registered backend; demo-split-brain
-names legacy and modern) with the identical fault schedule on each (the schedule is a function of the
-scenario file and its seed); `--backends` narrows or widens that. It summarises every run in one Spark pass, writes one report, and ends with the herd table, its
-fitted cost model, the split-brain verdicts and the report's path.
+The demo is a campaign, experiments/campaigns/demo.toml, run by the campaign executor
+(experiments.campaign.execute) like any other: the herd swept through N = 4, 8, 16 and 32 inside one run per
+backend (demo-herd-sweep, P fixed at 64: the largest size's 2N) and one split-brain scenario
+(demo-split-brain), each on every backend its file names, under the identical schedule on each (a function
+of the scenario file and the campaign's seed); `--backends` narrows that. The runs go two at a time
+(`--parallel`), each in a runner process of its own with its own ZooKeeper, broker, ports and chroot: on two
+cores the pair shares the CPU, which stretches timings (stable-after, latencies) but not what the herd table
+counts (requests and notifications per change) nor what the checks count. The same `--out` again resumes:
+completed runs are kept.
 
-Runs go two at a time (`--parallel`), each in a runner process of its own with its own ZooKeeper,
-broker, ports and chroot: on two cores the pair shares the CPU, which stretches timings (stable-after,
-latencies) but not what the herd table counts (requests and notifications per change) nor what the
-checks count. The backends of one scenario are started one after the other at the head of the queue, so
-they run under about the same load.
+Then one Spark pass summarises every run, one report is written into the campaign folder, and the command
+ends with the herd table, its fitted cost model, the split-brain verdicts and the report's path.
 """
 
 from __future__ import annotations
 
 import contextlib
-import shutil
-import signal
-import subprocess
-import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -31,10 +27,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from experiments.scenario.model import on_backend
 from rebalance.backends import backend_names
 
-HERD_SCENARIO = "demo-herd"
+DEMO_CAMPAIGN = "demo"
 SPLIT_BRAIN_SCENARIO = "demo-split-brain"
 
 
@@ -42,52 +37,19 @@ def register(app: typer.Typer) -> None:
     app.command()(demo)
 
 
-@dataclass(frozen=True, kw_only=True)
-class DemoRun:
-    """One scenario on one backend, as a runner process."""
+def demo_campaign(backends: tuple[str, ...] | None = None):
+    """The demo's campaign, its cells narrowed to `backends` when given."""
+    from experiments.campaign import find_campaign, load_campaign
 
-    label: str                  # the scenario's folder under the demo's, e.g. herd-8
-    scenario: str
-    backend: str
-    overrides: tuple[str, ...]
-    run_dir: Path
-
-    def argv(self, zk_provider: str) -> list[str]:
-        from experiments.cli.run import find_scenario
-
-        argv = [sys.executable, "-m", "experiments.cli.app", "run", str(find_scenario(self.scenario)),
-                "--backend", self.backend, "--out", str(self.run_dir), "--no-progress", "--zk-provider", zk_provider]
-        for override in self.overrides:
-            argv += ["--set", override]
-        return argv
-
-
-def plan_runs(root: Path, sizes: list[int], backends: tuple[str, ...] | None = None) -> list[DemoRun]:
-    """Longest first, the backends of a scenario next to each other (so they start together). Each scenario
-    runs on the backends its file names (every registered one when it names none), or on `backends`."""
-    def on(scenario: str) -> tuple[str, ...]:
-        return backends or scenario_backends(scenario)
-
-    runs = [DemoRun(label="split-brain", scenario=SPLIT_BRAIN_SCENARIO, backend=backend, overrides=(),
-                    run_dir=root / "split-brain" / backend) for backend in on(SPLIT_BRAIN_SCENARIO)]
-    for size in sorted(sizes, reverse=True):
-        runs += [DemoRun(label=f"herd-{size}", scenario=HERD_SCENARIO, backend=backend,
-                         overrides=(f"group.members={size}",), run_dir=root / f"herd-{size}" / backend)
-                 for backend in on(HERD_SCENARIO)]
-    return runs
-
-
-def scenario_backends(name: str) -> tuple[str, ...]:
-    from experiments.cli.run import find_scenario
-    from experiments.scenario import load
-
-    return load(find_scenario(name)).backends
+    campaign = load_campaign(find_campaign(DEMO_CAMPAIGN))
+    if backends is None:
+        return campaign
+    return replace(campaign, cells=tuple(cell for cell in campaign.cells if cell.backend in backends))
 
 
 def demo(
-    out: Annotated[Path | None, typer.Option(help="Where to put the runs and the report (default runs/demo-<time>).")] = None,
-    sizes: Annotated[str, typer.Option(help="Group sizes of the herd sweep, comma-separated (four or more "
-                                            "give a fitted cost model).")] = "4,8,16,32",
+    out: Annotated[Path | None, typer.Option(help="The campaign folder for the runs and the report (default "
+                                                  "runs/demo-<time>); a demo's folder again resumes it.")] = None,
     parallel: Annotated[int, typer.Option(help="Runs at a time (each has its own ZooKeeper and broker).")] = 2,
     zk_provider: Annotated[str, typer.Option("--zk-provider", help="ZooKeeper provider: auto, docker or local.")] = "auto",
     master: Annotated[str, typer.Option(help="Spark master for the summary.")] = "local[*]",
@@ -96,75 +58,93 @@ def demo(
                                                       "every registered one where it names none).")] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", hidden=True, help="Accepted for older scripts.")] = False,
 ) -> None:
-    """Herd sweep + split brain on each scenario's backends, one Spark summary, the report."""
-    from experiments.cli.report import _summarize
-    from experiments.cli.run import _load
-    from experiments.report.run_report import write_report
+    """Herd sweep + split brain on each scenario's backends (the `demo` campaign), one Spark summary, the report."""
+    from experiments.campaign import CampaignMismatch, completed_run_dirs, execute
+    from experiments.campaign.manifest import FAILED
+    from experiments.scenario import ScenarioError
 
     console = Console(highlight=False)
-    try:
-        group_sizes = sorted({int(size) for size in sizes.split(",") if size.strip()})
-    except ValueError:
-        _fail(f"--sizes {sizes!r}: expected comma-separated whole numbers, e.g. 8,16,32")
-    if not group_sizes or min(group_sizes) < 2:
-        _fail(f"--sizes {sizes!r}: every group needs at least 2 members")
     if zk_provider not in ("auto", "docker", "local"):
         _fail(f"--zk-provider {zk_provider!r}: choose auto, docker or local")
     if parallel < 1:
         _fail(f"--parallel {parallel}: at least 1")
-
-    started = time.monotonic()
-    root = out or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     chosen = tuple(name.strip() for name in backends.split(",") if name.strip()) if backends else None
     unknown = sorted(set(chosen or ()) - set(backend_names()))
     if unknown:
         _fail(f"--backends: unknown {', '.join(unknown)}; choose from {', '.join(backend_names())}")
-    runs = plan_runs(root, group_sizes, chosen)
-    strategies: dict[str, str] = {}   # the herd's strategy on each backend ("default": each generation's own)
-    for run in runs:   # every scenario checked before anything starts
-        loaded = _load(run.scenario, list(run.overrides), (run.backend,))
-        if run.scenario == HERD_SCENARIO:
-            strategies[run.backend] = on_backend(loaded, run.backend).group.strategy
-    lines = ", ".join(f"{backend} ({strategy})" for backend, strategy in strategies.items())
-    console.print(f"Rebalance Lab demo: split brain, and the herd at N = {', '.join(map(str, group_sizes))} on "
-                  f"{lines}, each under the identical fault schedule: {len(runs)} runs, {parallel} at a "
-                  f"time into {root}", soft_wrap=True)
+    try:
+        campaign = demo_campaign(chosen)
+    except ScenarioError as error:
+        _fail("; ".join(error.lines()))
+    if not campaign.cells:
+        _fail(f"--backends {backends}: no scenario of the demo runs there")
+
+    started = time.monotonic()
+    root = out or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    lines = ", ".join(dict.fromkeys(f"{cell.backend} ({cell.strategy})" for cell in campaign.cells
+                                    if cell.scenario != SPLIT_BRAIN_SCENARIO))
+    console.print(f"Rebalance Lab demo: split brain, and the herd swept through N = 4, 8, 16, 32 inside one run "
+                  f"on each of {lines}, each under the identical schedule: {len(campaign.plan())} runs, {parallel} "
+                  f"at a time into {root}", soft_wrap=True)
     if parallel > 1:
         console.print("(Parallel runs share the CPU: timings stretch; request and anomaly counts do not.)",
                       soft_wrap=True)
     spark = threading.Thread(target=_start_spark, args=(master,), daemon=True)
     spark.start()   # the JVM starts while the runs mostly wait on their timelines
-    failed = _execute(runs, parallel, zk_provider, root, console)
+    try:
+        outcome = execute(campaign, root, parallel=parallel, zk_provider=zk_provider,
+                          say=lambda line: console.print(f"  {line}", soft_wrap=True, markup=False))
+    except CampaignMismatch as error:
+        _fail(str(error))
+    if outcome.interrupted:
+        console.print(f"interrupted; what was recorded is in {root} (the same command with --out {root} "
+                      "resumes it)", soft_wrap=True)
+        raise typer.Exit(130)
+    failed = [entry for entry in outcome.manifest.runs.values() if entry.status == FAILED]
     if failed:
-        _fail(failed)
+        _fail("; ".join(f"{entry.run} failed ({entry.reason}); see {root / 'logs' / (entry.run + '.log')}"
+                        for entry in failed))
     runs_done = time.monotonic()
 
     console.print("summary: one Spark pass over every run ...", soft_wrap=True)
     spark.join()
-    run_dirs = [run.run_dir for run in runs]
-    summaries = _summarize(run_dirs, master, 3000, None)
-    report = write_report(run_dirs, root)
+    run_dirs = completed_run_dirs(root)
+    report = _summarize_and_report(run_dirs, root, master)
     console.print(f"runs {runs_done - started:.0f} s, summary and report {time.monotonic() - runs_done:.0f} s",
                   soft_wrap=True)
 
+    from experiments.report.findings import reading_of
     from experiments.report.run_report import swept_runs
     from experiments.summary.rundata import herd_points, load_run
-    from experiments.summary.verdicts import print_verdicts, read_result
+    from experiments.summary.verdicts import print_verdicts
 
-    swept = swept_runs([load_run(run_dir) for run_dir in run_dirs])
-    points = herd_points(swept)
+    runs = [load_run(run_dir) for run_dir in run_dirs]
+    swept = swept_runs(runs)
     _print_herd(console, swept)
-    split = sorted((s for s in summaries if s.info.name == SPLIT_BRAIN_SCENARIO), key=lambda s: s.info.backend)
+    split = {run.backend: {check: reading for check in run.verdicts.get("check", [])
+                           if (reading := reading_of(run, check)) is not None}
+             for run in sorted(runs, key=lambda run: run.backend) if run.info.get("name") == SPLIT_BRAIN_SCENARIO}
     print_verdicts(console, "Split brain: one member crashed, another's coordination link cut past its session",
-                   [(s.info.backend, [read_result(check) for check in s.checks]) for s in split])
+                   [(backend, list(readings.values())) for backend, readings in split.items()])
     if publish is not None:
         from experiments.report.demo_page import publish_demo
 
-        for path in publish_demo(publish, report=report, points=points, split=split):
+        for path in publish_demo(publish, report=report, points=herd_points(swept), split=split):
             console.print(f"published: {path}", soft_wrap=True)
     console.print(f"\nreport: {report.html}", soft_wrap=True)
     console.print(f"        {report.markdown}", soft_wrap=True)
     console.print(f"demo took {time.monotonic() - started:.0f} s", soft_wrap=True)
+
+
+def _summarize_and_report(run_dirs: list[Path], root: Path, master: str):
+    """Summarise the runs not yet summarised (a resumed demo keeps the rest), then one report of them all."""
+    from experiments.report.run_report import write_report, write_summary_markdown
+    from experiments.summary import summarize
+
+    pending = [run_dir for run_dir in run_dirs if not (run_dir / "summary" / "verdicts.parquet").is_file()]
+    if pending:
+        write_summary_markdown(summarize(pending, master=master))
+    return write_report(run_dirs, root)
 
 
 def _start_spark(master: str) -> None:
@@ -175,65 +155,13 @@ def _start_spark(master: str) -> None:
         start_spark(master)
 
 
-def _execute(runs: list[DemoRun], parallel: int, zk_provider: str, root: Path, console: Console) -> str:
-    """Every run, `parallel` at a time; '' when all completed, else what went wrong. Ctrl-C stops them all."""
-    logs = root / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    lock = threading.Lock()
-    children: dict[str, subprocess.Popen] = {}
-    stopping = threading.Event()
-    problems: list[str] = []
-
-    def run_one(run: DemoRun) -> None:
-        if stopping.is_set():
-            return
-        name = f"{run.label}/{run.backend}"
-        if run.run_dir.exists():
-            shutil.rmtree(run.run_dir)
-        began = time.monotonic()
-        log = logs / f"{run.label}-{run.backend}.log"
-        from experiments.faults.process import _die_with_parent
-
-        with open(log, "wb") as output:
-            child = subprocess.Popen(run.argv(zk_provider), stdin=subprocess.DEVNULL, stdout=output,
-                                     stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
-            with lock:
-                children[name] = child
-            code = child.wait()
-        with lock:
-            children.pop(name, None)
-            if code != 0 and not stopping.is_set():
-                problems.append(f"{name} ended with exit code {code}; see {log}")
-            status = "completed" if code == 0 else "stopped" if stopping.is_set() else "FAILED"
-            console.print(f"  {name}: {status} in {time.monotonic() - began:.0f} s", soft_wrap=True)
-
-    def stop(*_: object) -> None:
-        stopping.set()
-        with lock:
-            for child in children.values():
-                with contextlib.suppress(ProcessLookupError):
-                    child.send_signal(signal.SIGTERM)
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            for future in [pool.submit(run_one, run) for run in runs]:
-                future.result()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if stopping.is_set():
-        console.print(f"interrupted; what was recorded is in {root}", soft_wrap=True)
-        raise typer.Exit(130)
-    return "; ".join(problems)
-
-
 def _print_herd(console: Console, runs) -> None:
     """Per backend and N: what the join and the leave cost the group; then the fitted cost model, one line
     per backend. A table on a terminal; fixed-width plain lines in a pipe or a log (nothing cut or wrapped)."""
     from experiments.summary.herd_model import change_rows, fit_models
 
-    title = "Herd effect: cost of one member joining and one leaving a stable group of N (one run each: n = 1)"
+    title = ("Herd effect: cost of one member joining and one leaving a stable group of N (each backend's sizes "
+             "in one run: n = 1)")
     rows = change_rows(runs)
     if rows.empty:
         console.print("herd: no membership change measured", soft_wrap=True)

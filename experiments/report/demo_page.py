@@ -10,22 +10,24 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from experiments.summary import markdown_table
-from experiments.summary.verdicts import Word, question, read_result
+from experiments.summary.verdicts import Reading, Word, question
 
 BEGIN = "<!-- demo:begin (written by `./lab demo --publish docs/demo`) -->"
 END = "<!-- demo:end -->"
 
 
-def demo_markdown(*, points: pd.DataFrame, split, image: str, herd_table: bool = True, findings: Sequence = ()) -> str:
+def demo_markdown(*, points: pd.DataFrame, split: Mapping[str, Mapping[str, Reading]], image: str,
+                  herd_table: bool = True, findings: Sequence = ()) -> str:
     """What the runs show (the report's generated findings), then the herd plot, its table (unless not
-    wanted), then the split-brain checks: compact words, a column per backend, the checks ok on
-    every backend in one line, and what each shown check looks for under the table."""
+    wanted), then the split-brain checks (`split`: per backend, each check's reading): compact words, a
+    column per backend, the checks ok on every backend in one line, and what each shown check looks for
+    under the table."""
     points = points if "server_requests_per_change" in points else points.assign(server_requests_per_change=None)
     points = points if "strategy" in points else points.assign(strategy="")
     herd = points.sort_values(["backend", "strategy", "N"])[
@@ -33,8 +35,7 @@ def demo_markdown(*, points: pd.DataFrame, split, image: str, herd_table: bool =
          "stable_s"]].rename(columns={
             "requests_per_change": "requests / change", "server_requests_per_change": "server's count",
             "notifications_per_change": "notifications / change", "stable_s": "stable after (s)"})
-    readings = {summary.info.backend: {check.check: read_result(check) for check in summary.checks}
-                for summary in split}
+    readings = {backend: dict(checks) for backend, checks in split.items()}
     checks = list(dict.fromkeys(name for column in readings.values() for name in column))
     clean = [name for name in checks if all(column.get(name) is not None and column[name].word is Word.OK
                                             for column in readings.values())]
@@ -76,7 +77,7 @@ def _cell(reading) -> str:
     return reading.label if reading.word is Word.OK else f"**{reading.label}**"
 
 
-def publish_demo(folder: Path, *, report, points: pd.DataFrame, split,
+def publish_demo(folder: Path, *, report, points: pd.DataFrame, split: Mapping[str, Mapping[str, Reading]],
                  readme: Path = Path("README.md")) -> list[Path]:
     """Copy and write the files; returns what was written (README.md only when it has the markers)."""
     folder.mkdir(parents=True, exist_ok=True)
