@@ -51,7 +51,7 @@ def test_the_herd_plot_draws_each_backends_joins_and_its_fitted_model_in_its_own
     figure = plots.herd_figure(herd_points(runs), runs)
     labels = {line.get_label(): line for line in figure.axes[0].get_lines()}
     joins = {label.split(":")[0]: line for label, line in labels.items() if label.endswith("join, measured")}
-    assert sorted(joins) == ["kip848 (range)", "legacy (range)", "classic (range)"]   # each line names its strategy
+    assert sorted(joins) == ["classic (range)", "kip848 (range)", "legacy (range)"]   # each line names its strategy
     assert len({(line.get_color(), line.get_marker()) for line in joins.values()}) == 3
     assert list(joins["classic (range)"].get_ydata()) == [8, 16, 32, 64]
     models = [label for label in labels if " model: " in label]
@@ -80,7 +80,7 @@ def test_report_puts_runs_side_by_side(synthetic_runs, tmp_path):
     assert "records lost" in markdown and "max latency, s" in markdown and "rebalancing, s" in markdown
     assert "VIOLATED (1)" in markdown                    # e.g. the planted duplicate
     assert page.count("data:image/png;base64,") == len(report.images) >= 3
-    assert {p.name for p in report.images} >= {"throughput-clean.png", "ownership-1-modern.png",
+    assert {p.name for p in report.images} >= {"throughput-clean.png", "ownership-1-classic.png",
                                                "ownership-2-legacy.png"}
     assert all(p.read_bytes().startswith(PNG) for p in report.images)
     table = strategy_table([load_run(r) for r in runs])

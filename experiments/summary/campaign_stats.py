@@ -58,6 +58,7 @@ from experiments.summary.inference import (
 )
 from experiments.summary.power import declared_detections, power_markdown
 from experiments.summary.rundata import scenario_window
+from rebalance.backends import column_order
 
 LEVEL = 0.95
 CELL_COLUMNS = ["scenario", "backend", "strategy", "sweep"]
@@ -202,7 +203,8 @@ def comparisons(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (scenario, sweep, metric), group in runs.groupby(["scenario", "sweep", "metric"], sort=False):
         cells = dict(tuple(group.groupby(["backend", "strategy"])))
-        for (backend_a, strategy_a), (backend_b, strategy_b) in itertools.combinations(sorted(cells), 2):
+        for (backend_a, strategy_a), (backend_b, strategy_b) in itertools.combinations(
+                sorted(cells, key=lambda cell: (column_order(cell[0]), cell[1])), 2):
             rows_a, rows_b = cells[(backend_a, strategy_a)], cells[(backend_b, strategy_b)]
             va, vb = rows_a["value"].to_numpy(dtype=float), rows_b["value"].to_numpy(dtype=float)
             if strategy_a == strategy_b:
