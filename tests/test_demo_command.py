@@ -62,7 +62,7 @@ def test_the_demo_runs_its_campaign_then_prints_and_publishes_the_sweep_at_every
                                       "--backends", "legacy,classic", "--master", "local[2]"])
     assert result.exit_code == 0, result.output
     text = result.output
-    assert "4 runs, 2 at a time" in text
+    assert "4 runs, 3 at a time" in text
     for backend in ("legacy", "classic"):   # a row per size, from one run per backend
         rows = [line.split() for line in text.splitlines() if line.split()[:2] == [backend, "range"]]
         assert [row[2] for row in rows] == [str(n) for n in SIZES] and {row[3] for row in rows} == {"64"}

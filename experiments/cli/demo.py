@@ -4,11 +4,12 @@ The demo is a campaign, experiments/campaigns/demo.toml, run by the campaign exe
 (experiments.campaign.execute) like any other: the herd swept through N = 4, 8, 16 and 32 inside one run per
 backend (demo-herd-sweep, P fixed at 64: the largest size's 2N) and one split-brain scenario
 (demo-split-brain), each on every backend its file names, under the identical schedule on each (a function
-of the scenario file and the campaign's seed); `--backends` narrows that. The runs go two at a time
-(`--parallel`), each in a runner process of its own with its own ZooKeeper, broker, ports and chroot: on two
-cores the pair shares the CPU, which stretches timings (stable-after, latencies) but not what the herd table
-counts (requests and notifications per change) nor what the checks count. The same `--out` again resumes:
-completed runs are kept.
+of the scenario file and the campaign's seed); `--backends` narrows that. The six runs go three at a time
+(`--parallel`), each in a runner process of its own with its own ZooKeeper, broker, ports and chroot: the
+three sweeps first (the longest), then the three split brains, so each scenario runs on every backend under
+about the same load. On two cores they share the CPU, which stretches timings (stable-after, latencies) but
+not what the herd table counts (requests and notifications per change) nor what the checks count. The same
+`--out` again resumes: completed runs are kept.
 
 Then one Spark pass summarises every run, one report is written into the campaign folder, and the command
 ends with the herd table, its fitted cost model, the split-brain verdicts and the report's path.
@@ -50,7 +51,8 @@ def demo_campaign(backends: tuple[str, ...] | None = None):
 def demo(
     out: Annotated[Path | None, typer.Option(help="The campaign folder for the runs and the report (default "
                                                   "runs/demo-<time>); a demo's folder again resumes it.")] = None,
-    parallel: Annotated[int, typer.Option(help="Runs at a time (each has its own ZooKeeper and broker).")] = 2,
+    parallel: Annotated[int, typer.Option(help="Runs at a time (each has its own ZooKeeper and broker): three, "
+                                               "each scenario on every backend at once.")] = 3,
     zk_provider: Annotated[str, typer.Option("--zk-provider", help="ZooKeeper provider: auto, docker or local.")] = "auto",
     master: Annotated[str, typer.Option(help="Spark master for the summary.")] = "local[*]",
     publish: Annotated[Path | None, typer.Option(help="Also copy the herd plot and the tables there (e.g. docs/demo).")] = None,
