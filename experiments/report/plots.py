@@ -404,6 +404,8 @@ def herd_figure(points: pd.DataFrame, runs: list[RunData] | None = None):
                         "grows; lines: the fitted cost model of a join (N: members, P: partitions, M: members "
                         "whose assignment changed).", 72), fontsize=10)
     ax.grid(which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    # Below the axes: inside, a dozen entries would cover whichever curve runs along the top.
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
+    fig.set_figheight(5.4 + 0.16 * -(-len(ax.get_legend_handles_labels()[1]) // 2))
     fig.tight_layout()
     return fig
