@@ -62,6 +62,7 @@ class _Membership:
         self.crashed: set[str] = set()
         self.left: set[str] = set()
         self.hosts: list[Host] = []
+        self._host_by_member: dict[str, Host] = {}   # host_of in one look-up: a group may have thousands
         self.hosts_down: set[str] = set()   # host processes stopped or killed as a whole
 
     def whole_hosts(self, names: Iterable[str]) -> bool:
@@ -82,6 +83,7 @@ class _Membership:
             chunk = ((member_name(self.next_index),) if self.per_process == 1
                      else tuple(f"{host}-{offset}" for offset in range(size)))
             self.hosts.append(Host(name=host, members=chunk))
+            self._host_by_member.update(dict.fromkeys(chunk, self.hosts[-1]))
             self.next_index += size
             names.extend(chunk)
         self.names.extend(names)
@@ -90,12 +92,13 @@ class _Membership:
 
     def remove(self, names: Iterable[str], *, crashed: bool) -> None:
         names = list(names)
-        for name in names:
-            self.running.remove(name)
-            (self.crashed if crashed else self.left).add(name)
-        for name in names:   # a host whose members are all gone is down as a process
-            host = self.host_of(name)
-            if set(host.members) <= set(names):
+        gone = set(names)
+        if not gone <= set(self.running):
+            raise ValueError(f"not running: {sorted(gone - set(self.running))}")
+        self.running = [name for name in self.running if name not in gone]   # one pass: thousands may go at once
+        (self.crashed if crashed else self.left).update(names)
+        for host in {self.host_of(name).name: self.host_of(name) for name in names}.values():
+            if set(host.members) <= gone:   # a host whose members are all gone is down as a process
                 self.hosts_down.add(host.name)
 
     def bring_back(self, names: Iterable[str]) -> None:
@@ -106,7 +109,7 @@ class _Membership:
                 self.running.append(name)
 
     def host_of(self, member: str) -> Host:
-        return next(host for host in self.hosts if member in host.members)
+        return self._host_by_member[member]
 
 
 class _Resolver:
