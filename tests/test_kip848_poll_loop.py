@@ -146,8 +146,9 @@ def test_a_busy_member_holds_back_only_the_partitions_it_gives_up(cluster, tmp_p
                 seen_by_newcomer |= newcomer.owned() | newcomer.target()
                 owners = [newcomer.owned(), other.owned(), busy.owned()]
                 consumed = {p for p, _, when in other.consumed if when >= stalled_at}
+                # At least what it kept: a record of a partition it gave up a moment later may come first.
                 return set().union(*owners) == everything and sum(map(len, owners)) == PARTITIONS \
-                    and consumed == other.owned()
+                    and other.owned() <= consumed
 
             wait_until(rest_settled, "the other two settled, the other member consuming what it kept")
             while time.monotonic() < stalled_at + STALL_S:
