@@ -27,6 +27,7 @@ from legacy_zk.member import LegacyMember
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig
 from rebalance.types import Record, TopicPartition
+from tests import test_legacy_zk as legacy
 
 pytestmark = [pytest.mark.zk, pytest.mark.broker]
 
@@ -36,26 +37,8 @@ PER_PARTITION = 100     # 600 records: more than one fetch brings (kafka-python'
 WAIT_S = 60.0
 
 
-@pytest.fixture
-def zk_connect(zk) -> str:
-    """A fresh chroot on the session's ZooKeeper (tests/fixtures/zk.py)."""
-    connect = zk.chroot()
-    hosts, _, chroot = connect.partition("/")
-    root = KazooClient(hosts)
-    root.start(timeout=30)
-    root.ensure_path("/" + chroot)
-    root.stop()
-    root.close()
-    return connect
-
-
-@pytest.fixture
-def kz(zk_connect):
-    client = KazooClient(zk_connect)
-    client.start(timeout=30)
-    yield client
-    client.stop()
-    client.close()
+# The same fixtures as the other legacy tests: a chroot of the shared ZooKeeper, a client inside it.
+zk_connect, kz = legacy.zk_connect, legacy.kz
 
 
 @pytest.fixture

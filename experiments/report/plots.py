@@ -124,6 +124,14 @@ def _place_labels(ax, labels: list[tuple[float, str, str]]) -> float:
     return min(band / ax.bbox.height, 0.6) if row_ends else 0.0
 
 
+
+def _legend_beside(ax, run: RunData) -> None:
+    """The series' legend and the timeline's marks, to the right of the axes."""
+    handles, names = ax.get_legend_handles_labels()
+    marks = _timeline_handles(run)
+    ax.legend(handles + [handle for handle, _ in marks], names + [name for _, name in marks], fontsize=7,
+              loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
 def throughput(runs: list[RunData], path: Path) -> Path:
     fig, axes = plt.subplots(len(runs), 1, figsize=(12, 2.9 * len(runs) + 0.9), sharex=True, squeeze=False)
     span_s = max((float(run.throughput["second"].max()) + 1 for run in runs if len(run.throughput)), default=1.0)
@@ -141,10 +149,7 @@ def throughput(runs: list[RunData], path: Path) -> Path:
         ax.set_ylabel("records / s")
         ax.set_title(run.label, fontsize=10, loc="left")
         ax.grid(alpha=0.3)
-        handles, names = ax.get_legend_handles_labels()
-        marks = _timeline_handles(run)
-        ax.legend(handles + [handle for handle, _ in marks], names + [name for _, name in marks], fontsize=7,
-                  loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        _legend_beside(ax, run)
     axes[-1, 0].set_xlabel("seconds since the run started")
     limit = runs[0].latency_limit_ms / 1000 if runs else 3
     fig.suptitle(_title("Records processed per second: a dip under a fault (shaded window or red marker) or after "
@@ -178,10 +183,7 @@ def lag(runs: list[RunData], path: Path) -> Path | None:
         ax.set_ylabel("records behind")
         ax.set_title(run.label, fontsize=10, loc="left")
         ax.grid(alpha=0.3)
-        handles, names = ax.get_legend_handles_labels()
-        marks = _timeline_handles(run)
-        ax.legend(handles + [handle for handle, _ in marks], names + [name for _, name in marks], fontsize=7,
-                  loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        _legend_beside(ax, run)
     axes[-1, 0].set_xlabel("seconds since the run started")
     fig.suptitle(_title("Consumer lag: records produced but not yet taken (log end offset minus position), summed "
                         "over the partitions and for the partition that lags most; it grows while the group "
