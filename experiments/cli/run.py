@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import tomllib
 from pathlib import Path
 from typing import Annotated
 
@@ -51,6 +52,27 @@ def _load(name: str, overrides: list[str] | None, backends: tuple[str, ...] | No
         raise AssertionError from None  # unreachable
 
 
+def _listed_backends(name: str, overrides: list[str]) -> list[str] | None:
+    """The backends a scenario file (or a `--set backends=...`) lists, by their own names; None when it lists
+    none (every backend) or cannot be read (loading it then says what is wrong)."""
+    for override in reversed(overrides):
+        key, _, value = override.partition("=")
+        if key.strip() == "backends":
+            try:
+                listed = tomllib.loads(f"v = {value}")["v"]
+            except tomllib.TOMLDecodeError:
+                return None
+            break
+    else:
+        try:
+            listed = tomllib.loads(find_scenario(name).read_text(encoding="utf-8")).get("backends")
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ScenarioError):
+            return None
+    if not isinstance(listed, list) or not all(isinstance(item, str) for item in listed):
+        return None
+    return [canonical_name(item) for item in listed]
+
+
 def _report(error: ScenarioError) -> None:
     for line in error.lines():
         typer.echo(f"error: {line}", err=True)
@@ -89,9 +111,12 @@ def run_command(
         _fail(f"--backend {backend!r}: choose one of {', '.join(backend_names())}")
     backend = canonical_name(backend)   # the run, its events and its folder carry the backend's own name
     _check_provider(zk_provider)
-    loaded = _load(scenario, overrides, (backend,))
-    if backend not in loaded.backends:
-        _fail(f"scenario {loaded.name!r} is for {', '.join(loaded.backends)} only (its `backends` line)")
+    listed = _listed_backends(scenario, overrides or [])
+    if listed is not None and backend not in listed:
+        _fail(f"scenario {scenario!r} is for {', '.join(listed)} only (its `backends` line)")
+    # Run on this backend alone, so the group is checked against it only: a strategy 0.8 never had may
+    # still run on the coordinator protocols of a scenario that lists legacy too.
+    loaded = _load(scenario, [*(overrides or []), f'backends=["{backend}"]'], (backend,))
     run_dir = out or runner.default_run_dir(loaded)
     claim_out_folder(run_dir, force=force)
     result = runner.run(loaded, runner.RunOptions(backend=backend, run_dir=run_dir, zk_provider=zk_provider,
