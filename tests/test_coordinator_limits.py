@@ -139,3 +139,16 @@ def test_the_group_id_empty_is_valid_for_offsets_and_describe_as_in_kafka(connec
                                group_instance_id=None, protocol_type="consumer",
                                protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")])
     assert connection.request(join).error_code == errors.INVALID_GROUP_ID.errno   # not for membership
+
+
+def test_the_offsets_log_is_compacted_by_bytes_as_well_as_by_records():
+    extension = CoordinatorExtension(CoordinatorConfig(compact_after_bytes=64_000))
+    with EmbeddedBroker(BrokerConfig(port=0), extensions=[extension]) as embedded:
+        conn = BrokerConnection(*parse_address(embedded.bootstrap), client_id="limits", timeout_s=20)
+        group = f"g-{uuid.uuid4().hex[:8]}"
+        for _ in range(100):   # 100 commits of 4 KB metadata to one key: 400 KB, far below 10,000 records
+            assert commit(conn, group, {0: "m" * LIMIT}).topics[0].partitions[0].error_code == 0
+        conn.close()
+        batches = embedded.call(lambda broker: sum(len(log._batches) for (topic, _), log in broker._logs.items()
+                                                   if topic == "__consumer_offsets"))
+    assert batches < 20

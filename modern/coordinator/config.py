@@ -27,6 +27,9 @@ class CoordinatorConfig:
     group: GroupConfig = field(default_factory=GroupConfig)
     consumer_group: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
     compact_after_records: int = 10_000   # compact a partition after this many appends
+    # ... or this many bytes: the lab's __consumer_offsets may live in memory, where Kafka's log cleaner
+    # works on disk; large records (a member subscribed to 10,000 topics) must not pile up for hours
+    compact_after_bytes: int = 1 << 20
     load_delay_ms: int = 0                # COORDINATOR_LOAD_IN_PROGRESS this long after taking a partition
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes: longer commit metadata is refused
     events_path: str | None = None        # coordinator_event JSONL

@@ -81,7 +81,8 @@ class _Partition:
     index: int
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
     consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
-    appended: int = 0
+    appended: int = 0          # records since the last compaction
+    appended_bytes: int = 0    # their keys' and values' bytes
 
 
 class CoordinatorExtension:
@@ -312,9 +313,11 @@ class CoordinatorExtension:
             return False
         partition_log.append_records(records)
         partition.appended += len(records)
-        if partition.appended >= self.config.compact_after_records:
+        partition.appended_bytes += sum(len(key or b"") + len(value or b"") for key, value in records)
+        if partition.appended >= self.config.compact_after_records or \
+                partition.appended_bytes >= self.config.compact_after_bytes:
             partition_log.compact()
-            partition.appended = 0
+            partition.appended = partition.appended_bytes = 0
         return True
 
     def _partition_index(self, group_id: str) -> int:
