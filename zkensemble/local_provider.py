@@ -160,6 +160,11 @@ class LocalEnsemble(Ensemble):
 
     def pause(self, index: int) -> None:
         self._signal(index, signal.SIGSTOP)
+        # SIGSTOP is delivered to each of the JVM's threads as it is next scheduled; on a loaded
+        # machine one can still answer a request after kill() returns. The fault is in place
+        # only once every thread is stopped.
+        if self._alive(index):
+            wait_until(lambda: self._all_threads_stopped(index), 10, f"node {index + 1} to stop", interval_s=0.01)
 
     def resume(self, index: int) -> None:
         self._signal(index, signal.SIGCONT)
@@ -242,6 +247,15 @@ class LocalEnsemble(Ensemble):
         except OSError:
             return False
         return status != "Z" and f"{MARKER}{self.name}".encode() in cmdline
+
+    def _all_threads_stopped(self, index: int) -> bool:
+        states = []
+        for stat in glob.glob(f"/proc/{self._pids[index]}/task/*/stat"):
+            try:
+                states.append(Path(stat).read_text().rsplit(")", 1)[1].split()[0])
+            except OSError:  # a thread that ended meanwhile
+                continue
+        return bool(states) and all(state in ("T", "t", "Z", "X") for state in states)
 
     def _signal(self, index: int, signum: int) -> None:
         if self._alive(index):
