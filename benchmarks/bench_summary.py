@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.run.synthetic import Anomaly, Change, SyntheticRun, write_run
+from experiments.synthetic.simulation import Anomaly, Change, SyntheticRun, write_run
 
 # Record-equivalent events per simulated second with the settings below: produced records plus one
 # records_consumed batch and one commit per member per tick (about 50-100 members, tick 0.1 s).

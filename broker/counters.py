@@ -10,7 +10,7 @@ the counts is not itself a request, so it counts nothing.
 members send, without the background ones (Heartbeat, OffsetCommit) that the members' own count
 leaves out too. KIP-848's ConsumerGroupHeartbeat is both the rhythm and the change, so its API count
 is background; the coordinator, which knows whether a heartbeat changed anything, counts those that
-did once more under `heartbeats.CHANGING_COUNTER`, and that count is a group request.
+did once more under `heartbeat_kinds.CHANGING_COUNTER`, and that count is a group request.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from collections.abc import Mapping
 
 from kafka.protocol.api_key import ApiKey
 
-from rebalance import heartbeats
+from rebalance import heartbeat_kinds
 
 STATS_WORD = b"reqs"
 # Group APIs a rebalance causes. Heartbeat and OffsetCommit run all the time, whatever the group does.
-# A ConsumerGroupHeartbeat that is not steady (rebalance.heartbeats), counted by
+# A ConsumerGroupHeartbeat that is not steady (rebalance.heartbeat_kinds), counted by
 # modern.coordinator.group_metadata_manager beside the API's own count.
 GROUP_APIS = ("FindCoordinator", "JoinGroup", "SyncGroup", "LeaveGroup", "OffsetFetch", "DescribeGroups",
-              "ListGroups", heartbeats.CHANGING_COUNTER)
+              "ListGroups", heartbeat_kinds.CHANGING_COUNTER)
 
 
 class RequestCounters:

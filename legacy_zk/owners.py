@@ -55,21 +55,6 @@ def release(zk: TracedZooKeeper, paths: GroupPaths, partitions: Iterable[TopicPa
             pass  # already gone (zkclient's deletePath ignores it too)
 
 
-def read_owners(zk: TracedZooKeeper, paths: GroupPaths, topics: Iterable[str]) -> dict[TopicPartition, str]:
-    """The group's owner znodes as they stand: partition -> thread id."""
-    owners: dict[TopicPartition, str] = {}
-    for topic in sorted(topics):
-        try:
-            children = zk.get_children(paths.owners(topic))
-        except NoNodeError:
-            continue
-        for child in children:
-            holder = _holder(zk, paths.owner(topic, int(child)))
-            if holder is not None:
-                owners[TopicPartition(topic, int(child))] = holder
-    return owners
-
-
 def _holder(zk: TracedZooKeeper, path: str) -> str | None:
     try:
         data, _ = zk.get(path)

@@ -179,3 +179,60 @@ def test_the_backend_name_scan_finds_each_kind_of_test(source):
 ])
 def test_the_backend_name_scan_leaves_names_in_words_and_defaults(source):
     assert not _backend_name_tests(ast.parse(source))
+
+
+def _floors() -> dict[str, int]:
+    """package -> floor, from the block between the floors markers of docs/architecture.md."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("<!-- floors:begin -->", 1)[1].split("<!-- floors:end -->", 1)[0]
+    floors = {}
+    for line in block.splitlines():
+        if match := re.fullmatch(r"\s*(\d+)\s+(.+)", line):
+            for package in match.group(2).split(","):
+                floors[package.strip()] = int(match.group(1))
+    return floors
+
+
+def _floor_of(module: str, floors: dict[str, int]) -> tuple[str, int] | None:
+    named = [package for package in floors if module == package or module.startswith(package + ".")]
+    if not named:
+        return None
+    package = max(named, key=len)
+    return package, floors[package]
+
+
+def test_the_page_gives_every_package_a_floor():
+    floors = _floors()
+    assert len(floors) >= 15
+    packages = sorted(name for name, path in _modules().items() if path.name == "__init__.py")
+    # `experiments` and `modern` only hold packages that have floors of their own
+    containers = {name for name in packages if any(other.startswith(name + ".") for other in floors)}
+    missing = [name for name in packages if name not in containers and _floor_of(name, floors) is None]
+    assert not missing, f"packages without a floor in docs/architecture.md: {missing}"
+
+
+def _against_floors(edges, floors: dict[str, int]) -> list[str]:
+    wrong = []
+    for source, target in edges:
+        placed_a, placed_b = _floor_of(source, floors), _floor_of(target, floors)
+        if placed_a is None or placed_b is None:
+            wrong.append(f"{source} imports {target}: one of them has no floor")
+            continue
+        (a, floor_a), (b, floor_b) = placed_a, placed_b
+        if a != b and floor_b >= floor_a:
+            wrong.append(f"{source} ({a}, floor {floor_a}) imports {target} ({b}, floor {floor_b})")
+    return sorted(wrong)
+
+
+def test_every_import_points_down_the_declared_floors():
+    wrong = _against_floors(_imports().edges, _floors())
+    assert not wrong, "imports against the floors of docs/architecture.md:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("edge", [
+    ("experiments.run.runner", "experiments.summary.pipeline"),         # up
+    ("modern.client.fetcher", "modern.coordinator.service"),            # across one floor
+    ("legacy_zk.member", "broker.server"),
+])
+def test_the_floor_check_finds_an_import_that_does_not_point_down(edge):
+    assert _against_floors([edge], _floors())

@@ -23,11 +23,11 @@ from experiments.report.findings import backend_order
 from experiments.report.plots import backend_style
 from experiments.run import runner
 from experiments.run.runner import Run, RunOptions
-from experiments.run.synthetic import simulation_class
-from experiments.run.synthetic_kip848 import Kip848Simulation
 from experiments.scenario import loads, resolve
-from experiments.summary.rundata import load_run
-from experiments.summary.runs import run_info
+from experiments.summary.read_back import load_run
+from experiments.summary.run_metadata import run_info
+from experiments.synthetic.kip848_simulation import Kip848Simulation
+from experiments.synthetic.simulation import simulation_class
 from rebalance.backends import GroupProtocol, backend_names, canonical_name, profile, profiles
 from tests.fixtures.scenarios import tiny_join
 

@@ -274,8 +274,8 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     from experiments.campaign.manifest import COMPLETED
     from experiments.report.campaign_report import write_campaign_report
     from experiments.report.results_doc import results_markdown
-    from experiments.run.synthetic import Anomaly, SyntheticRun, write_run
     from experiments.summary import summarize
+    from experiments.synthetic.simulation import Anomaly, SyntheticRun, write_run
 
     claimed = CAMPAIGN.replace("repetitions = 2", "repetitions = 5") + CLAIM
     campaign = load_campaign(write_campaign(tmp_path, claimed))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.run.synthetic import Anomaly, SyntheticRun
 from experiments.summary.checker import Verdict
+from experiments.synthetic.simulation import Anomaly, SyntheticRun
 from tests.fixtures.spark import SERVER_EXTRA
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]  # the first test pays for the shared runs

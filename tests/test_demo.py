@@ -100,7 +100,7 @@ def test_a_pipe_gets_the_herd_table_as_whole_plain_lines_then_the_fitted_model()
     from rich.console import Console
 
     from experiments.cli.demo import _print_herd
-    from experiments.summary.rundata import RunData
+    from experiments.summary.read_back import RunData
 
     def run(backend: str, n: int, join: int, leave: int, strategy: str = "range") -> RunData:
         herd = pd.DataFrame([
@@ -132,7 +132,7 @@ def test_a_pipe_gets_the_herd_table_as_whole_plain_lines_then_the_fitted_model()
 
 def test_only_a_swept_scenario_makes_points_of_the_herd_curve():
     from experiments.report.run_report import swept_runs
-    from experiments.summary.rundata import RunData
+    from experiments.summary.read_back import RunData
 
     def run(name: str, n: int) -> RunData:
         empty = pd.DataFrame()
@@ -178,7 +178,7 @@ def test_the_published_markdown_opens_with_what_the_runs_show():
 def _sweep_run(backend: str = "legacy", *, cost=lambda n: n * n + 20 * n + 7, name: str = "demo-herd-sweep"):
     """A summarised sweep run as the report reads it: growth in bulk (unmeasured), a `herd-N` mark at each
     size, then the measured join and leave; P fixed at 64."""
-    from experiments.summary.rundata import RunData
+    from experiments.summary.read_back import RunData
 
     phases, herd, t = [("timeline", 0.0)], [], 0.0
     for index, n in enumerate((4, 8, 16, 32)):
@@ -205,7 +205,7 @@ def _sweep_run(backend: str = "legacy", *, cost=lambda n: n * n + 20 * n + 7, na
 
 def test_a_sweep_run_gives_the_herd_at_each_marked_size_and_not_its_growth():
     from experiments.summary.herd_sizes import at_sizes, size_text
-    from experiments.summary.rundata import herd_points
+    from experiments.summary.read_back import herd_points
 
     run = _sweep_run()
     views = at_sizes(run)

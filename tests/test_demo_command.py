@@ -15,7 +15,7 @@ SIZES = (4, 8, 16, 32)
 
 def _sweep_timeline():
     """As demo-herd-sweep: at each size a herd-N mark, a join, its leave; between sizes a bulk growth."""
-    from experiments.run.synthetic import Change
+    from experiments.synthetic.simulation import Change
 
     steps, t, size = [], 1.0, SIZES[0]
     for n in SIZES:
@@ -32,7 +32,7 @@ def _sweep_timeline():
 def _fake_execute(campaign, folder, **_):
     from experiments.campaign.execute import Outcome, open_folder, run_dir
     from experiments.campaign.manifest import COMPLETED
-    from experiments.run.synthetic import Anomaly, SyntheticRun, write_run
+    from experiments.synthetic.simulation import Anomaly, SyntheticRun, write_run
 
     manifest = open_folder(campaign, folder)
     timeline, end = _sweep_timeline()

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from experiments.cli.app import app
 from experiments.cli.events import DETAILS, partitions_text
-from experiments.run.synthetic import SyntheticRun, write_run
+from experiments.synthetic.simulation import SyntheticRun, write_run
 from rebalance import events as ev
 from rebalance.events import EventRecorder
 

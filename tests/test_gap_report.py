@@ -11,7 +11,7 @@ from experiments.report.findings import campaign_columns, campaign_finding, scen
 from experiments.report.results_doc import SPLIT_BRAIN, _per_cell_section
 from experiments.report.run_report import key_numbers
 from experiments.summary.campaign_stats import COORDINATOR_GAP, GAP_LOOKUPS
-from experiments.summary.rundata import RunData
+from experiments.summary.read_back import RunData
 
 
 def _run(backend: str, gap: float | None, index: int = 0) -> RunData:

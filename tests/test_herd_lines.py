@@ -21,7 +21,7 @@ from experiments.report.findings import herd_sentence, scenarios
 from experiments.report.run_report import herd_tables
 from experiments.summary.herd import herd_table, overlapping
 from experiments.summary.herd_model import HerdModel, change_rows, fit_models, fit_one
-from experiments.summary.rundata import RunData, herd_points
+from experiments.summary.read_back import RunData, herd_points
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -21,10 +21,10 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 from broker.admin import create_topic
 from modern.common import errors
 from modern.common.consumer_group_messages import ConsumerGroupHeartbeatResponse
-from modern.kip848.heartbeats import GroupHeartbeats
+from modern.kip848.heartbeat_thread import GroupHeartbeats
 from modern.kip848.member import Kip848Member
 from modern.kip848.member_states import ClientMemberState
-from rebalance import heartbeats
+from rebalance import heartbeat_kinds
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig, RebalanceListener
 from rebalance.types import TopicPartition
@@ -120,7 +120,7 @@ def test_one_to_three_members_get_a_complete_disjoint_assignment(cluster, names,
     for name in members:
         beats = [e for e in events_of(recorder, name, "coordination_request") if e["op"] == "ConsumerGroupHeartbeat"]
         assert beats[0]["detail"] == "join" and beats[-1]["detail"] == "leave"
-        assert {e["detail"] for e in beats} <= set(heartbeats.DETAILS)
+        assert {e["detail"] for e in beats} <= set(heartbeat_kinds.DETAILS)
         completed = events_of(recorder, name, "rebalance_completed")
         assert completed and completed[-1]["leader"] is False and completed[-1]["protocol"] == "uniform"
 

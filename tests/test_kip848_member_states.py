@@ -7,7 +7,7 @@ import pytest
 
 from modern.common import errors
 from modern.common.consumer_group_messages import ConsumerGroupHeartbeatResponse
-from modern.kip848.heartbeats import GroupHeartbeats
+from modern.kip848.heartbeat_thread import GroupHeartbeats
 from modern.kip848.member import Kip848Member
 from modern.kip848.member_states import (
     KAFKA_PREVIOUS_STATES,

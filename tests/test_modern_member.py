@@ -20,11 +20,11 @@ from kafka.protocol.consumer import (
 from kafka.protocol.metadata import FindCoordinatorResponse
 
 from broker.admin import create_topic
+from modern.classic.abstract_coordinator import GroupMembership, JoinOutcome, now_ms
 from modern.classic.consumer_coordinator import ConsumerCoordinator
 from modern.classic.consumer_protocol import decode_subscription, encode_assignment
-from modern.classic.group_membership import GroupMembership, JoinOutcome, now_ms
 from modern.classic.member import ModernMember, settings_from
-from modern.classic.membership import HeartbeatTimer, Membership, MembershipState
+from modern.classic.membership_states import HeartbeatTimer, Membership, MembershipState
 from modern.classic.settings import ClientSettings
 from modern.client.coordinator_lookup import Coordinator, ExponentialBackoff
 from modern.common import errors
@@ -544,7 +544,7 @@ def test_member_cli_runs_a_modern_member_and_leaves_on_sigterm(cluster, tmp_path
 
 
 def test_membership_moves_only_along_its_table():
-    from modern.classic.membership import IllegalMembershipTransition, Membership, MembershipState
+    from modern.classic.membership_states import IllegalMembershipTransition, Membership, MembershipState
     from rebalance.types import Generation
 
     joined = Membership().join_sent().member_id_given("m-1").joined(Generation(4, "m-1", "range"))

@@ -28,7 +28,7 @@ from kafka import KafkaProducer
 
 from broker.admin import create_topic
 from modern.classic.member import ModernMember
-from modern.classic.membership import MembershipState
+from modern.classic.membership_states import MembershipState
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig, RebalanceListener
 from rebalance.types import TopicPartition

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from experiments.cli.app import app
 from experiments.report import plots
 from experiments.report.run_report import report_dir, strategy_table, verdict_table, write_report
-from experiments.summary.rundata import RunData, herd_points, herd_slopes, load_run
+from experiments.summary.read_back import RunData, herd_points, herd_slopes, load_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 pytestmark = pytest.mark.timeout(900)  # the first Spark test pays for the shared runs

@@ -6,7 +6,7 @@ findings ("What these runs show") are on the first screen; and no table outside 
 has more columns than the backends plus two. A screenshot of each first screen is kept in
 .lab/artefacts/report-pages/ (the path is printed).
 
-The inputs are synthetic runs (experiments.run.synthetic) laid out as the demo and a campaign lay out real
+The inputs are synthetic runs (experiments.synthetic.simulation) laid out as the demo and a campaign lay out real
 ones, summarised by Spark, so the test takes seconds rather than the demo's minutes.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.report.page_check import Browser
-from experiments.run.synthetic import Anomaly, Change, SyntheticRun, write_run
+from experiments.synthetic.simulation import Anomaly, Change, SyntheticRun, write_run
+from tests.fixtures.page_check import Browser
 from tests.fixtures.scenarios import tiny_join
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]

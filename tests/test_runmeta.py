@@ -7,7 +7,7 @@ import json
 import pytest
 
 from experiments.run.runmeta import ClusterAddresses, RunMeta, ScenarioSource, read_run_meta, write_run_meta
-from experiments.run.synthetic import SyntheticRun, write_run
+from experiments.synthetic.simulation import SyntheticRun, write_run
 
 
 def test_what_is_written_reads_back_the_same(tmp_path):

@@ -24,8 +24,8 @@ from broker.embedded import EmbeddedBroker
 from broker.liveness import RequestLedger, running_callback
 from broker.server import BrokerConfig
 from broker.topics import TopicSpec
-from experiments.run.synthetic import SyntheticRun, write_run
 from experiments.summary.checker import Verdict
+from experiments.synthetic.simulation import SyntheticRun, write_run
 from rebalance import events as ev
 from rebalance.backends import backend_names, profile
 from rebalance.events import read_events

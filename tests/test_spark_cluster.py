@@ -76,7 +76,7 @@ def _summarize(run_dirs: list[Path], master: str) -> subprocess.CompletedProcess
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_standalone_cluster_summarises_like_local(tmp_path, spark_cluster):
-    from experiments.run.synthetic import Anomaly, SyntheticRun, write_run
+    from experiments.synthetic.simulation import Anomaly, SyntheticRun, write_run
 
     local_runs = [write_run(tmp_path / "local" / "clean", SyntheticRun(name="clean", seed=1)),
                   write_run(tmp_path / "local" / "planted", SyntheticRun(name="planted", backend="legacy", seed=2,

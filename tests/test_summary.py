@@ -7,8 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from experiments.cli.app import app
-from experiments.run.synthetic import Anomaly, SyntheticRun, write_run
 from experiments.summary import markdown_table
+from experiments.synthetic.simulation import Anomaly, SyntheticRun, write_run
 from rebalance.events import EVENT_TYPES, REQUIRED_FIELDS, read_events
 from tests.fixtures.spark import SERVER_EXTRA
 

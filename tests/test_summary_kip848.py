@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.summary.rundata import herd_points, load_run
-from rebalance import heartbeats
+from experiments.summary.read_back import herd_points, load_run
+from rebalance import heartbeat_kinds
 from rebalance.events import read_events
 from tests.fixtures.spark import KIP848_JOIN_S, KIP848_LEAVE_S
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
-JOINER = ("FindCoordinator", heartbeats.JOIN, heartbeats.ASSIGNMENT, "OffsetFetch", heartbeats.ACK)   # 5
-DONOR = (heartbeats.ASSIGNMENT, heartbeats.ACK)                          # told to give one up, says it did
-TAKER = (heartbeats.ASSIGNMENT, "OffsetFetch", heartbeats.ACK)           # gets one once it is free
+JOINER = ("FindCoordinator", heartbeat_kinds.JOIN, heartbeat_kinds.ASSIGNMENT, "OffsetFetch", heartbeat_kinds.ACK)   # 5
+DONOR = (heartbeat_kinds.ASSIGNMENT, heartbeat_kinds.ACK)                          # told to give one up, says it did
+TAKER = (heartbeat_kinds.ASSIGNMENT, "OffsetFetch", heartbeat_kinds.ACK)           # gets one once it is free
 
 
 def _change(summary, kind):
@@ -57,8 +57,8 @@ def test_a_leave_costs_its_own_heartbeat_and_the_member_that_takes_over(syntheti
 def test_steady_heartbeats_are_sent_but_not_counted(synthetic_runs):
     summary = synthetic_runs["kip848-16"]
     beats = [e for e in read_events(summary.info.run_dir / "events")
-             if e.get("op") == heartbeats.API and KIP848_JOIN_S <= (e["ts_ns"] - 5_000_000_000_000) / 1e9 < KIP848_LEAVE_S]
-    steady = [e for e in beats if e["detail"] == heartbeats.STEADY]
+             if e.get("op") == heartbeat_kinds.API and KIP848_JOIN_S <= (e["ts_ns"] - 5_000_000_000_000) / 1e9 < KIP848_LEAVE_S]
+    steady = [e for e in beats if e["detail"] == heartbeat_kinds.STEADY]
     assert len(steady) >= 16 * 3                                  # every member, about once a second
     changing = len(beats) - len(steady)                           # join, assignment and ack, by two members
     assert _change(summary, "join")["requests"] == changing + 2   # + FindCoordinator and OffsetFetch

@@ -88,7 +88,7 @@ def test_with_a_service_time_throughput_counts_a_record_when_its_handling_ended(
 @pytest.mark.spark
 def test_the_run_report_names_the_article_measures_and_draws_the_lag(synthetic_runs, tmp_path):
     from experiments.report.run_report import strategy_table, write_report
-    from experiments.summary.rundata import load_run
+    from experiments.summary.read_back import load_run
 
     run = synthetic_runs["planted"].info.run_dir
     report = write_report([run], tmp_path / "report")

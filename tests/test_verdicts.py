@@ -11,7 +11,7 @@ from rich.console import Console
 from experiments.report.page import table_html
 from experiments.report.run_report import verdict_table
 from experiments.summary.checker import CheckResult, Verdict
-from experiments.summary.rundata import RunData
+from experiments.summary.read_back import RunData
 from experiments.summary.verdicts import Word, combine, print_verdicts, question, read, read_result
 
 

@@ -103,7 +103,7 @@ def test_herd_points_and_plot_carry_the_servers_count(tmp_path):
     import pandas as pd
 
     from experiments.report import plots
-    from experiments.summary.rundata import RunData, herd_points
+    from experiments.summary.read_back import RunData, herd_points
 
     def run(backend: str, n: int, requests: int, server: float | None) -> RunData:
         herd = pd.DataFrame([{"t": 10.0, "kind": "join", "live_before": n, "live_after": n + 1, "requests": requests,

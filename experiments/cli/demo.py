@@ -117,7 +117,7 @@ def demo(
 
     from experiments.report.findings import reading_of
     from experiments.report.run_report import swept_runs
-    from experiments.summary.rundata import herd_points, load_run
+    from experiments.summary.read_back import herd_points, load_run
     from experiments.summary.verdicts import print_verdicts
 
     runs = [load_run(run_dir) for run_dir in run_dirs]

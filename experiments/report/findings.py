@@ -26,7 +26,7 @@ import pandas as pd
 
 from experiments.summary.campaign_stats import COORDINATOR_GAP
 from experiments.summary.herd_sizes import by_size, size_text, sizes_of
-from experiments.summary.rundata import RunData, herd_points, herd_slopes
+from experiments.summary.read_back import RunData, herd_points, herd_slopes
 from experiments.summary.verdicts import Reading, Word, combine, read
 from rebalance.backends import column_order
 
@@ -446,11 +446,6 @@ def spread_text(median: float, low: float, high: float, *, unit: str = "") -> st
 
 def metric_unit(metric: str) -> str:
     return "s" if metric.endswith("(s)") else "ms" if metric.endswith("(ms)") else ""
-
-
-def cell_column(row) -> str:
-    """A campaign cell's column: its backend, with the strategy where one scenario ran several."""
-    return getattr(row, "column", None) or row.backend
 
 
 def campaign_columns(cells: pd.DataFrame) -> pd.DataFrame:

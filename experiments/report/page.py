@@ -3,7 +3,7 @@ tooltip, a chart beside the table it illustrates, collapsed detail, and the page
 
 A page never scrolls sideways at 1,366 pixels: the body is at most 1,240 pixels wide, a table that is
 still too wide scrolls inside its own box, a chart shrinks to its column, and a table beside a chart
-goes above it on a narrow screen. `experiments.report.page_check` measures that in a real browser.
+goes above it on a narrow screen. `tests.fixtures.page_check` measures that in a real browser.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 from experiments.scenario.actions import is_membership_phase  # noqa: E402
 from experiments.scenario.labels import fault_label, is_membership_change  # noqa: E402
-from experiments.summary.rundata import RunData  # noqa: E402
+from experiments.summary.read_back import RunData  # noqa: E402
 from rebalance.backends import BackendProfile, profile  # noqa: E402
 
 FAULT_COLOR = "#f4a6a6"

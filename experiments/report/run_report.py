@@ -1,6 +1,6 @@
 """The report of one or several summarised runs: report.html (self-contained), report.md and PNG charts.
 
-Reads what `experiments.summary` wrote to RUN_DIR/summary/ (through `experiments.summary.rundata`) and writes,
+Reads what `experiments.summary` wrote to RUN_DIR/summary/ (through `experiments.summary.read_back`) and writes,
 in this order, in both the page and its Markdown twin:
 
 1. "What these runs show": one generated paragraph per scenario (`experiments.report.findings`);
@@ -43,11 +43,11 @@ from experiments.report.findings import (
 )
 from experiments.report.page import Block, Cell, Detail, Figure, RowHeader, Section, Table, verdict_cell
 from experiments.summary.herd_sizes import size_text, sizes_of
-from experiments.summary.rundata import RunData, from_summary, herd_points, load_run
+from experiments.summary.read_back import RunData, from_summary, herd_points, load_run
 from experiments.summary.verdicts import Word, question
 
 if TYPE_CHECKING:
-    from experiments.summary.runs import RunSummary
+    from experiments.summary.run_metadata import RunSummary
 
 TITLE = "Rebalance Lab report"
 FINDINGS_TITLE = "What these runs show"

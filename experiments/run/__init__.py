@@ -1,1 +1,1 @@
-"""One run: the runner, the member hosts and their configs, the server witness, the run record, synthetic runs for tests."""
+"""One run: the runner, the member hosts and their configs, the server witness, the run record."""

@@ -13,7 +13,7 @@ in Spark, so `--master` can point at a cluster for big logs.
 from experiments.summary.frames import EVENT_SCHEMA, EventFrames, read_events, read_runs
 from experiments.summary.output import markdown_table, write_summary
 from experiments.summary.pipeline import DEFAULT_CHECKS, summarize, summarize_run, summarize_runs
-from experiments.summary.runs import RunInfo, RunSummary, read_lock
+from experiments.summary.run_metadata import RunInfo, RunSummary, read_lock
 from experiments.summary.session import start_spark
 
 __all__ = [

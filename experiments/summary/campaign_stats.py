@@ -57,7 +57,7 @@ from experiments.summary.inference import (
     ran_beside,
 )
 from experiments.summary.power import declared_detections, power_markdown
-from experiments.summary.rundata import scenario_window
+from experiments.summary.read_back import scenario_window
 from rebalance.backends import column_order
 
 LEVEL = 0.95

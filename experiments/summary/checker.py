@@ -15,7 +15,7 @@ since the run's first event):
   derived from offset ranges;
 - `commits` (one row per partition per offsets_committed) and the `control` events.
 
-A check is planned, then read: it adds its queries to a `Batch` (experiments.summary.by_run) and returns a
+A check is planned, then read: it adds its queries to a `Batch` (experiments.summary.spark_batch) and returns a
 function that builds its results once the batch is collected. The batch runs the queries of every
 check while later ones are still being planned, and their number does not depend on the number of runs.
 """
@@ -30,9 +30,9 @@ import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from experiments.run.witness_counts import witness_windows
 from experiments.scenario.labels import fault_label
-from experiments.summary.by_run import Batch
+from experiments.summary.spark_batch import Batch
+from experiments.summary.witness_counts import witness_windows
 from rebalance import events as ev
 
 Counts = Mapping[str, int]   # events per type in a run

@@ -10,10 +10,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from experiments.run.synthetic import Anomaly, SyntheticRun, write_run
 from experiments.summary.class_archive import QUIET
 from experiments.summary.pipeline import summarize_run
 from experiments.summary.session import start_spark
+from experiments.synthetic.simulation import Anomaly, SyntheticRun, write_run
 
 
 def record(target: Path) -> None:

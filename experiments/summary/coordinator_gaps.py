@@ -30,9 +30,9 @@ from pyspark.sql import functions as F
 
 from experiments.scenario.actions import Action, Link, LinkFault
 from rebalance import events as ev
-from rebalance import heartbeats
+from rebalance import heartbeat_kinds
 
-GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch", heartbeats.API)
+GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch", heartbeat_kinds.API)
 FIND_COORDINATOR = "FindCoordinator"
 NO_COORDINATOR = ("NETWORK_EXCEPTION", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS")
 COORDINATOR_KILL = Action.COORDINATOR_KILL.value

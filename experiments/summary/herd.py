@@ -6,10 +6,10 @@ import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from experiments.run.witness_counts import herd_requests
 from experiments.summary.fault_rules import faults_that_end_ownership
+from experiments.summary.witness_counts import herd_requests
 from rebalance import events as ev
-from rebalance import heartbeats
+from rebalance import heartbeat_kinds
 
 CHANGE_GAP_S = 0.05          # membership changes closer than this count as one change
 # What a membership change causes: requests, notifications, attempts, and the assignments that end it.
@@ -124,7 +124,7 @@ def herd_changes(control: DataFrame) -> DataFrame:
 def _leaves(control: DataFrame) -> DataFrame:
     """Each member_stopped, moved back to the member's own leave heartbeat when it logged one (KIP-848's
     member says it leaves before it stops), so that the heartbeat is the leave's cost, not the change's before."""
-    is_leave = (F.col("op") == heartbeats.API) & (F.col("detail") == heartbeats.LEAVE)
+    is_leave = (F.col("op") == heartbeat_kinds.API) & (F.col("detail") == heartbeat_kinds.LEAVE)
     own = Window.partitionBy("run", "member").orderBy("t", "seq").rowsBetween(Window.unboundedPreceding, -1)
     marks = control.filter((F.col("type") == ev.MEMBER_STOPPED)
                            | ((F.col("type") == ev.COORDINATION_REQUEST) & is_leave)).select(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.summary.runs import RunSummary
+from experiments.summary.run_metadata import RunSummary
 
 
 def write_summary(summary: RunSummary) -> Path:

@@ -7,9 +7,9 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from experiments.summary.by_run import Batch, Pending
 from experiments.summary.checker import CheckConfig, CheckResult
 from experiments.summary.lag import phase_lag
+from experiments.summary.spark_batch import Batch, Pending
 from rebalance import events as ev
 
 Phases = list[tuple[str, float, float]]

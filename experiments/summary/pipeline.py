@@ -3,7 +3,7 @@
 Every query is grouped by `run`, so the number of Spark jobs is the same whatever the number of
 runs. Three steps: the read (event counts per run and type); the per-run facts (first and last
 event, phase marks, partitions), which go back to Spark as a broadcast table of per-run constants;
-then every check and aggregate for all runs, as one batch of queries (experiments.summary.by_run) whose
+then every check and aggregate for all runs, as one batch of queries (experiments.summary.spark_batch) whose
 results are split per run in pandas."""
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from experiments.run.witness_counts import witness_windows
 from experiments.summary import coordinator_gaps, herd, lag, phases, records
-from experiments.summary.by_run import Batch, Pending
 from experiments.summary.checker import CheckConfig, CheckInputs, plan_checks
 from experiments.summary.fault_rules import FAULT_EVENTS, convergence_awaited_from, fault_windows
 from experiments.summary.frames import EventFrames, read_runs
 from experiments.summary.output import write_summary
 from experiments.summary.ownership import ownership, segments
-from experiments.summary.runs import RunSummary, read_lock, run_columns, run_info
+from experiments.summary.run_metadata import RunSummary, read_lock, run_columns, run_info
 from experiments.summary.session import SMALL_INPUT_BYTES, input_bytes, start_spark, tuned_for
+from experiments.summary.spark_batch import Batch, Pending
+from experiments.summary.witness_counts import witness_windows
 from rebalance import events as ev
 from rebalance.member import DEFAULT_SESSION_TIMEOUT_MS  # when lock.json does not say (convergence bound)
 

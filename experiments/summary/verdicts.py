@@ -132,15 +132,6 @@ RICH_STYLE = {Word.OK: "green", Word.VIOLATED: "bold red", Word.PROTECTED: "cyan
 CSS_CLASS = {Word.OK: "good", Word.VIOLATED: "bad", Word.PROTECTED: "protected", Word.UNKNOWN: "unknown"}
 
 
-def word_of_label(text: str) -> Word | None:
-    """The word a rendered label starts with (HTML styling of table cells), or None."""
-    head = text.split(" ", 1)[0].rstrip(":")
-    try:
-        return Word(head)
-    except ValueError:
-        return None
-
-
 # -- the terminal --------------------------------------------------------------------------------
 
 Column = tuple[str, list[Reading]]   # a run's title and its readings, in check order

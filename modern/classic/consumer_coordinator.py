@@ -29,14 +29,14 @@ from typing import Any, Protocol
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import MetadataRequest
 
+from modern.classic.abstract_coordinator import GroupMembership, JoinOutcome
 from modern.classic.consumer_protocol import (
     decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
 )
-from modern.classic.group_membership import GroupMembership, JoinOutcome
-from modern.classic.membership import MembershipState
+from modern.classic.membership_states import MembershipState
 from modern.classic.settings import ClientSettings
 from modern.client.connection import BrokerConnection, ConnectionFailed
 from modern.common import errors

@@ -1,7 +1,7 @@
 """`ModernMember`: a consumer-group member coordinated by the group coordinator.
 
 The group side is `modern.classic.consumer_coordinator.ConsumerCoordinator` (membership in
-`modern.classic.group_membership`, its states in `modern.classic.membership`); the data side is
+`modern.classic.abstract_coordinator`, its states in `modern.classic.membership_states`); the data side is
 `modern.client.fetcher` (assign + seek, as a consumer in manual-assignment mode), fetching exactly what the
 coordinator gave us. The member's name is its client.id, so brokers that advertise per-client-id addresses
 route its traffic through that member's fault proxies.

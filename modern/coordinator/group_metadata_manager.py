@@ -29,7 +29,7 @@ from modern.coordinator.consumer_group import Output as ConsumerOutput
 from modern.coordinator.records import consumer_group as consumer_records
 from modern.coordinator.records.classic_group import group_metadata_record
 from modern.coordinator.replay import replay_consumer_groups, replay_offsets_and_classic_groups
-from rebalance import heartbeats
+from rebalance import heartbeat_kinds
 from rebalance.topic_ids import topic_id
 
 
@@ -201,11 +201,11 @@ class GroupMetadataManager:
 
     def _count_if_changing(self, asked: HeartbeatRequest, before: Member | None, result: HeartbeatResult) -> None:
         """The broker's witness count: heartbeats that joined, left, acknowledged or changed an assignment."""
-        word = heartbeats.detail(member_epoch=asked.member_epoch, owned_reported=asked.owned is not None,
+        word = heartbeat_kinds.detail(member_epoch=asked.member_epoch, owned_reported=asked.owned is not None,
                                  assignment=result.assignment, held=before.assigned if before else None)
         counters = getattr(self.coordinator.broker, "request_counts", None)
-        if word != heartbeats.STEADY and counters is not None:
-            counters.count_named(heartbeats.CHANGING_COUNTER)
+        if word != heartbeat_kinds.STEADY and counters is not None:
+            counters.count_named(heartbeat_kinds.CHANGING_COUNTER)
 
     async def consumer_group_describe(self, ctx: Any, request: Any) -> Any:
         described = []

@@ -1,7 +1,7 @@
 """`Kip848Member`: a consumer-group member speaking KIP-848's ConsumerGroupHeartbeat, as Kafka 4's
 consumer and librdkafka do with `group.protocol=consumer`.
 
-The heartbeat thread (`modern.kip848.heartbeats`) keeps the member in the group and holds the assignment
+The heartbeat thread (`modern.kip848.heartbeat_thread`) keeps the member in the group and holds the assignment
 the coordinator last sent; everything the application sees happens here, on the polling thread,
 as Kafka runs rebalance callbacks inside poll():
 
@@ -36,7 +36,7 @@ from modern.client.fetcher import Fetcher
 from modern.common import errors
 from modern.common.errors import ErrorClass, GroupError
 from modern.kip848.client_settings import settings_from
-from modern.kip848.heartbeats import FENCING_ERRORS, GroupHeartbeats
+from modern.kip848.heartbeat_thread import FENCING_ERRORS, GroupHeartbeats
 from modern.kip848.member_states import IN_GROUP, RECONCILES, ClientMemberState
 from rebalance import events as ev
 from rebalance.events import EventRecorder, NullRecorder

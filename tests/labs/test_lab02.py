@@ -1,6 +1,6 @@
 """Lab 2 (the herd effect), walked: the herd sweep on the three rebalancers at four group sizes, its report and
 the events it points at; the claims checked against the same change table and cost model the report prints
-(`experiments.summary.rundata`, `experiments.summary.herd_model`)."""
+(`experiments.summary.read_back`, `experiments.summary.herd_model`)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _run(walked: Walk, n: int, backend: str) -> Path:
 def _rows(walked: Walk):
     """The report's change table: one row per join or leave of a group of N, every run of the sweep."""
     from experiments.summary.herd_model import change_rows
-    from experiments.summary.rundata import load_run
+    from experiments.summary.read_back import load_run
 
     runs = [load_run(run) for n in _sizes(walked) for run in runs_of(walked.folder / "runs" / f"herd-{n}").values()]
     return change_rows(runs)

@@ -1,7 +1,7 @@
 """A synthetic KIP-848 group: no barrier, each member converging on its own, as the kip848 member logs it.
 
 The events follow the kip848 member's contract. Every heartbeat is a `coordination_request` with op
-ConsumerGroupHeartbeat and a `detail` word (rebalance.heartbeats): `join`, `leave`, `ack` (it reports
+ConsumerGroupHeartbeat and a `detail` word (rebalance.heartbeat_kinds): `join`, `leave`, `ack` (it reports
 partitions it let go or took), `assignment` (the answer changed what it owns) or `steady`. A change
 of membership bumps the group epoch and gives a new target (sticky: each member keeps what it has up
 to its fair share); only the members whose target differs hear of it. Such a member logs
@@ -16,9 +16,9 @@ OffsetFetch, never a steady heartbeat.
 
 from __future__ import annotations
 
-from experiments.run.synthetic import GROUP, _Simulation
+from experiments.synthetic.simulation import GROUP, _Simulation
 from rebalance import events as ev
-from rebalance import heartbeats
+from rebalance import heartbeat_kinds
 
 HEARTBEAT_INTERVAL_S = 1.0     # the broker's heartbeat interval in the simulation
 
@@ -42,14 +42,14 @@ class Kip848Simulation(_Simulation):
         fields = {"detail": detail} if detail else {}
         self.out.event(member, t, member, ev.COORDINATION_REQUEST, op=op, group=GROUP,
                        latency_ms=round(self.rng.uniform(0.2, 2.0), 3), error=None, **fields)
-        if detail != heartbeats.STEADY:
+        if detail != heartbeat_kinds.STEADY:
             self.served += 1
 
     def _consume(self, t: float) -> None:
         for member in list(self.live):       # the rhythm: one steady heartbeat per interval and member
             due = self.next_beat.get(member)
             if due is not None and due <= t:
-                self._request(t, member, heartbeats.API, heartbeats.STEADY)
+                self._request(t, member, heartbeat_kinds.API, heartbeat_kinds.STEADY)
                 self.next_beat[member] = due + HEARTBEAT_INTERVAL_S
         super()._consume(t)
 
@@ -59,7 +59,7 @@ class Kip848Simulation(_Simulation):
         super()._start_member(t)
         member = self.live[-1]
         self._request(t, member, "FindCoordinator")
-        self._request(t + 0.0002, member, heartbeats.API, heartbeats.JOIN)
+        self._request(t + 0.0002, member, heartbeat_kinds.API, heartbeat_kinds.JOIN)
         self.next_beat[member] = t + HEARTBEAT_INTERVAL_S
 
     def _stop_member(self, t: float, member: str) -> None:
@@ -69,7 +69,7 @@ class Kip848Simulation(_Simulation):
             self.out.event(member, t, member, ev.PARTITIONS_REVOKED, partitions=[self.tps[p] for p in owned])
             for p in owned:
                 self.owner[p] = None
-        self._request(t + 0.0005, member, heartbeats.API, heartbeats.LEAVE)
+        self._request(t + 0.0005, member, heartbeat_kinds.API, heartbeat_kinds.LEAVE)
         self.out.event(member, t + 0.001, member, ev.MEMBER_STOPPED, reason="close")
         self.live.remove(member)
         self.next_beat.pop(member, None)
@@ -92,13 +92,13 @@ class Kip848Simulation(_Simulation):
             if not moving:
                 continue
             self.out.event(member, answered, member, ev.REBALANCE_STARTED, trigger="assignment", group=GROUP)
-            self._request(answered, member, heartbeats.API, heartbeats.ASSIGNMENT)
+            self._request(answered, member, heartbeat_kinds.API, heartbeat_kinds.ASSIGNMENT)
             self._commit(answered + 0.001, member, moving)
             self.out.event(member, answered + 0.001, member, ev.PARTITIONS_REVOKED,
                            partitions=[self.tps[p] for p in moving])
             for p in moving:
                 self.owner[p] = None
-            self._request(answered + 0.002, member, heartbeats.API, heartbeats.ACK)
+            self._request(answered + 0.002, member, heartbeat_kinds.API, heartbeat_kinds.ACK)
             if self.target[member] <= set(self._owned(member)):   # it only gave partitions up
                 self._completed(answered + 0.002, member, self.target[member], t)
         self.assign_at = t + self.c.rebalance_s
@@ -112,13 +112,13 @@ class Kip848Simulation(_Simulation):
             if not gained:
                 continue
             self.out.event(member, t, member, ev.REBALANCE_STARTED, trigger="assignment", group=GROUP)
-            self._request(t, member, heartbeats.API, heartbeats.ASSIGNMENT)
+            self._request(t, member, heartbeat_kinds.API, heartbeat_kinds.ASSIGNMENT)
             self._request(t, member, "OffsetFetch")
             for p in gained:
                 self.owner[p] = member
                 self.position[p] = self.committed[p]
             self.out.event(member, t, member, ev.PARTITIONS_ASSIGNED, partitions=[self.tps[p] for p in gained])
-            self._request(t + 0.001, member, heartbeats.API, heartbeats.ACK)
+            self._request(t + 0.001, member, heartbeat_kinds.API, heartbeat_kinds.ACK)
             self._completed(t + 0.001, member, set(self._owned(member)), self.rebalance_started_at)
 
     def _completed(self, t: float, member: str, assigned: set[int], since: float) -> None:

@@ -10,7 +10,7 @@ brokers' counts leave the background APIs out by name, so their baseline comes o
 The members' count over the same window is their `coordination_request` events, background APIs
 (heartbeats, commits through OffsetCommit, fetches, metadata) left out. KIP-848 has no separate join
 or sync: its one ConsumerGroupHeartbeat carries both the rhythm and the changes, so a heartbeat is
-background only when the member logged it `steady` (rebalance.heartbeats); the broker counts the
+background only when the member logged it `steady` (rebalance.heartbeat_kinds); the broker counts the
 others apart. In ZooKeeper a commit is a `set` like any other, so the witness cannot leave commits
 out: here they stay in both counts (the herd table's own request count leaves them out).
 """
@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from rebalance import events as ev
-from rebalance import heartbeats
+from rebalance import heartbeat_kinds
 
 # Requests every member makes all the time, whether or not the group changes: not herd cost.
 BACKGROUND_OPS = ("Heartbeat", "OffsetCommit", "Fetch", "ListOffsets", "Metadata")
@@ -33,7 +33,7 @@ def _op() -> F.Column:
 
 
 def _background() -> F.Column:
-    steady_heartbeat = (_op() == heartbeats.API) & (F.coalesce(F.col("detail"), F.lit("")) == heartbeats.STEADY)
+    steady_heartbeat = (_op() == heartbeat_kinds.API) & (F.coalesce(F.col("detail"), F.lit("")) == heartbeat_kinds.STEADY)
     return _op().isin(*BACKGROUND_OPS) | steady_heartbeat
 
 

@@ -10,7 +10,7 @@
   5. LEAVE_GROUP       on close (dynamic members only) or when the poll interval runs out.
 
 The consumer's part (assignor, revocation, offsets) is `modern.classic.consumer_coordinator`, through the
-hooks at the end of `GroupMembership`. The state is one `Membership` value (`modern.classic.membership`)
+hooks at the end of `GroupMembership`. The state is one `Membership` value (`modern.classic.membership_states`)
 replaced through `_set`; membership is lost through `_membership_lost` and nowhere else.
 
 Threads: the polling thread prepares and completes rebalances (every partition callback runs
@@ -29,7 +29,7 @@ from typing import Any
 
 from kafka.protocol.consumer import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 
-from modern.classic.membership import (
+from modern.classic.membership_states import (
     FATAL_ERRORS,
     MEMBERSHIP_ERRORS,
     REJOIN_AT_ONCE,

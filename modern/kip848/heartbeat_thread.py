@@ -50,7 +50,7 @@ from modern.kip848.member_states import (
     check_transition,
 )
 from rebalance import events as ev
-from rebalance import heartbeats
+from rebalance import heartbeat_kinds
 from rebalance.events import EventRecorder
 from rebalance.topic_ids import topic_id
 from rebalance.types import TopicPartition
@@ -325,7 +325,7 @@ class GroupHeartbeats:
     def _heartbeat(self, connection: BrokerConnection, epoch: int, *, send_all: bool,
                    owned: frozenset[TopicPartition] | None) -> Any:
         """One ConsumerGroupHeartbeat, recorded with what it was for (join, leave, ack, assignment, steady),
-        decided by `rebalance.heartbeats.detail` from the same facts the coordinator counts it by: the
+        decided by `rebalance.heartbeat_kinds.detail` from the same facts the coordinator counts it by: the
         request's epoch and owned partitions, the answer's assignment against the last one received."""
         request = ConsumerGroupHeartbeatRequest[HEARTBEAT_VERSION](
             group_id=self.settings.group, member_id=self.member_id, member_epoch=epoch,
@@ -348,11 +348,11 @@ class GroupHeartbeats:
     def _detail(self, epoch: int, owned: frozenset[TopicPartition] | None, assignment: frozenset | None) -> str:
         with self._lock:
             held = self._target
-        return heartbeats.detail(member_epoch=epoch, owned_reported=owned is not None, assignment=assignment,
+        return heartbeat_kinds.detail(member_epoch=epoch, owned_reported=owned is not None, assignment=assignment,
                                  held=held)
 
     def _record(self, started: float, detail: str, **fields: object) -> None:
-        self.recorder.emit(ev.COORDINATION_REQUEST, self.member_name, op=heartbeats.API,
+        self.recorder.emit(ev.COORDINATION_REQUEST, self.member_name, op=heartbeat_kinds.API,
                            group=self.settings.group, latency_ms=round((time.monotonic() - started) * 1000, 3),
                            detail=detail, **fields)
 

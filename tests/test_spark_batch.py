@@ -18,7 +18,7 @@ def frame(spark):
 
 
 def test_tables_are_split_per_run_in_order_with_each_runs_dtypes(frame):
-    from experiments.summary.by_run import Batch
+    from experiments.summary.spark_batch import Batch
 
     with Batch([0, 1, 2]) as batch:
         tables = batch.tables(frame, ["name"])
@@ -37,7 +37,7 @@ def test_tables_are_split_per_run_in_order_with_each_runs_dtypes(frame):
 def test_first_rows_values_and_every_query_of_a_batch(frame):
     from pyspark.sql import functions as F
 
-    from experiments.summary.by_run import Batch
+    from experiments.summary.spark_batch import Batch
 
     with Batch([0, 2]) as batch:
         evidence = batch.first_rows(frame, ["name"], limit=2)
@@ -48,7 +48,7 @@ def test_first_rows_values_and_every_query_of_a_batch(frame):
 
 
 def test_a_result_read_before_its_batch_is_collected_is_an_error(frame):
-    from experiments.summary.by_run import Batch
+    from experiments.summary.spark_batch import Batch
 
     with Batch([0]) as batch:
         pending = batch.tables(frame)
@@ -62,7 +62,7 @@ def test_a_failing_query_raises_at_collect(spark, frame):
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
 
-    from experiments.summary.by_run import Batch
+    from experiments.summary.spark_batch import Batch
 
     broken = frame.select("run", F.assert_true(F.col("run") > 5, "run too small").alias("checked"))
     with Batch([0]) as batch:

@@ -8,7 +8,7 @@ JSONL file per process under RUN_DIR/events/ and a lock.json describing the scen
 Anomalies can be planted one by one; every planted anomaly is one the checker must find,
 and a log with none planted must pass every check.
 
-    python -m experiments.run.synthetic RUN_DIR [--anomaly duplicate ...] [--backend legacy]
+    python -m experiments.synthetic RUN_DIR [--anomaly duplicate ...] [--backend legacy]
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def simulated_backends() -> tuple[str, ...]:
 
 # Simulations other than the eager one, by the group protocol the backend's profile names: KIP-848's
 # member-by-member convergence.
-_SIMULATIONS = {GroupProtocol.CONSUMER: "experiments.run.synthetic_kip848:Kip848Simulation"}
+_SIMULATIONS = {GroupProtocol.CONSUMER: "experiments.synthetic.kip848_simulation:Kip848Simulation"}
 
 
 def simulation_class(backend: str) -> type:

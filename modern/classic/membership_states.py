@@ -1,5 +1,5 @@
 """The classic client's membership, as pure values: its states with their allowed moves, and
-heartbeat timing. No I/O and no clock reading; `modern.classic.group_membership` drives both.
+heartbeat timing. No I/O and no clock reading; `modern.classic.abstract_coordinator` drives both.
 
     UNJOINED ──join sent──> PREPARING_REBALANCE ──JoinGroup answered──> COMPLETING_REBALANCE
        ^                          ^      │                                   │      │
