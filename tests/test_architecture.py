@@ -236,3 +236,37 @@ def test_every_import_points_down_the_declared_floors():
 ])
 def test_the_floor_check_finds_an_import_that_does_not_point_down(edge):
     assert _against_floors([edge], _floors())
+
+
+# The files and folders of a run's and a campaign's folder: experiments/run/folder.py and
+# experiments/campaign/folder.py name them, and every other module asks those.
+FOLDER_NAMES = {"lock.json", "events", "logs", "summary", "run.json", "summary.md", "evidence", "compare.json",
+                "manifest.json", "campaign.toml", "runs", "statistics", "statistics.md", "report", "incomplete",
+                "members", "brokers", "advertise.json", "runner-error.txt", "runner-notes.txt"}
+FOLDER_OWNERS = {"experiments/run/folder.py", "experiments/campaign/folder.py"}
+
+
+def _spelled_folder_names(tree: ast.AST) -> list[tuple[int, str]]:
+    """`something / "events"` or `/ "verdicts.parquet"`: a path built from one of the folders' names."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            for side in (node.left, node.right):
+                if isinstance(side, ast.Constant) and isinstance(side.value, str) and (
+                        side.value in FOLDER_NAMES or side.value.endswith(".parquet")):
+                    found.append((node.lineno, side.value))
+    return found
+
+
+def test_no_stage_spells_a_run_or_campaign_folders_file_names():
+    wrong = [f"{path.relative_to(ROOT)}:{line}: / {name!r}"
+             for path in sorted((ROOT / "experiments").rglob("*.py"))
+             if path.relative_to(ROOT).as_posix() not in FOLDER_OWNERS and "corpus" not in path.parts
+             for line, name in _spelled_folder_names(ast.parse(path.read_text()))]
+    assert not wrong, "paths into a run's or a campaign's folder spelled outside their folder modules:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("source", ['run_dir / "events"', 'folder / "statistics" / "runs.parquet"',
+                                    'Path(x) / "lock.json"'])
+def test_the_folder_name_scan_finds_a_spelled_path(source):
+    assert _spelled_folder_names(ast.parse(source))

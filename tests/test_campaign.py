@@ -25,6 +25,7 @@ import pytest
 
 from experiments.campaign import Manifest, builtin_names, find_campaign, load_campaign
 from experiments.faults.process import processes_with_marker
+from experiments.run.folder import RunFolder
 from experiments.scenario import ScenarioError
 from experiments.summary.campaign_stats import comparisons, median_interval, write_statistics
 from tests.fixtures.scenarios import tiny_join
@@ -165,7 +166,7 @@ def test_a_herd_metric_counts_only_the_changes_of_the_scenario_timeline(tmp_path
     herd experiment measures: only the changes between the end of the warm-up and the teardown count."""
     from experiments.summary.campaign_stats import _metrics_of
 
-    summary = tmp_path / "summary"
+    summary = RunFolder(tmp_path).summary
     summary.mkdir()
     pd.DataFrame({"phase": ["setup", "warmup", "timeline", "stable", "join-1", "teardown"],
                   "start_s": [0.0, 2.0, 8.0, 8.0, 18.0, 78.0], "end_s": [2.0, 8.0, 8.0, 18.0, 78.0, 79.0],
@@ -177,7 +178,7 @@ def test_a_herd_metric_counts_only_the_changes_of_the_scenario_timeline(tmp_path
     pd.DataFrame([{"t": t, "kind": kind, "live_before": before, "requests": requests, "notifications": 0,
                    "stable_s": 1.0, "stop_the_world_s": 0.0, "unowned_partition_s": 0.0}
                   for t, kind, before, requests in changes]).to_parquet(summary / "herd.parquet")
-    metrics = dict(_metrics_of(summary))
+    metrics = dict(_metrics_of(RunFolder(tmp_path)))
     assert metrics["join: requests per change"] == 20
     assert metrics["leave: requests per change"] == 10
 
@@ -270,7 +271,8 @@ def test_a_campaign_survives_a_sigkill_and_resumes(tmp_path):
 def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     """A campaign folder whose runs are synthetic logs (legacy with duplicates planted), summarised and
     reduced to statistics: per cell n, median, spread; backends compared; report and results page written."""
-    from experiments.campaign.execute import open_folder, run_dir
+    from experiments.campaign.execute import open_folder
+    from experiments.campaign.folder import CampaignFolder
     from experiments.campaign.manifest import COMPLETED
     from experiments.report.campaign_report import write_campaign_report
     from experiments.report.results_doc import results_markdown
@@ -283,12 +285,12 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     manifest = open_folder(campaign, folder)
     for planned in campaign.plan():
         anomalies = frozenset({Anomaly.DUPLICATE}) if planned.cell.backend == "legacy" else frozenset()
-        write_run(run_dir(folder, planned.name), SyntheticRun(name=planned.name, backend=planned.cell.backend,
+        write_run(CampaignFolder(folder).run(planned.name).path, SyntheticRun(name=planned.name, backend=planned.cell.backend,
                                                              seed=planned.seed, anomalies=anomalies))
         manifest.runs[planned.name].status = COMPLETED
     manifest.runs[campaign.plan()[0].name].git_commit = "0123456789abcdef"   # as if made after a resume
     manifest.write(folder)
-    summarize([run_dir(folder, name) for name in manifest.runs], master="local[2]")
+    summarize([CampaignFolder(folder).run(name).path for name in manifest.runs], master="local[2]")
     write_statistics(folder)
 
     cells = pd.read_parquet(folder / "statistics" / "cells.parquet")
@@ -331,12 +333,12 @@ def test_the_coordinator_gap_is_a_campaign_metric_when_the_run_has_one(tmp_path)
     """A run's coordinator_gaps table gives the group's maximum and the lookups made meanwhile."""
     from experiments.summary.campaign_stats import COORDINATOR_GAP, GAP_LOOKUPS, _metrics_of
 
-    summary = tmp_path / "summary"
+    summary = RunFolder(tmp_path).summary
     summary.mkdir()
-    assert COORDINATOR_GAP not in dict(_metrics_of(summary))
+    assert COORDINATOR_GAP not in dict(_metrics_of(RunFolder(tmp_path)))
     pd.DataFrame({"fault_id": ["f1"] * 3, "kind": "coordinator_kill", "link": None, "member": ["a", "b", "c"],
                   "fault_t": 10.0, "answered_t": [21.5, 22.0, None], "gap_s": [11.5, 12.0, None],
                   "first_answer": "Heartbeat", "find_coordinator_requests": [9, 11, 30]}).to_parquet(
         summary / "coordinator_gaps.parquet")
-    metrics = dict(_metrics_of(summary))
+    metrics = dict(_metrics_of(RunFolder(tmp_path)))
     assert metrics[COORDINATOR_GAP] == 12.0 and metrics[GAP_LOOKUPS] == 50

@@ -30,7 +30,8 @@ def _sweep_timeline():
 
 
 def _fake_execute(campaign, folder, **_):
-    from experiments.campaign.execute import Outcome, open_folder, run_dir
+    from experiments.campaign.execute import Outcome, open_folder
+    from experiments.campaign.folder import CampaignFolder
     from experiments.campaign.manifest import COMPLETED
     from experiments.synthetic.simulation import Anomaly, SyntheticRun, write_run
 
@@ -44,7 +45,7 @@ def _fake_execute(campaign, folder, **_):
         else:
             config = SyntheticRun(name=cell.scenario, backend=cell.backend, strategy=cell.strategy, members=SIZES[0],
                                   partitions=2 * SIZES[-1], duration_s=end + 1.0, rate=60.0, timeline=timeline)
-        write_run(run_dir(folder, planned.name), config)
+        write_run(CampaignFolder(folder).run(planned.name).path, config)
         manifest.runs[planned.name].status = COMPLETED
     manifest.write(folder)
     return Outcome(folder=folder, manifest=manifest, interrupted=False)

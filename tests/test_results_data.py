@@ -20,7 +20,8 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from experiments.campaign import load_campaign
-from experiments.campaign.execute import open_folder, run_dir
+from experiments.campaign.execute import open_folder
+from experiments.campaign.folder import CampaignFolder
 from experiments.campaign.manifest import COMPLETED
 from experiments.cli.app import app
 from experiments.report.results_data import export, read
@@ -74,6 +75,7 @@ def _summaries(summary: Path, backend: str, repetition: int) -> None:
     pd.DataFrame([{"t": 10.0, "kind": "join", "live_before": 4, "requests": (300 + repetition) if legacy else 36,
                    "notifications": 19 if legacy else 0, "stable_s": 0.2 + repetition / 7, "stop_the_world_s": 0.01,
                    "unowned_partition_s": 2.5}]).to_parquet(summary / "herd.parquet")
+    (summary / "run.json").write_text('{"info": {}, "facts": {}}\n')   # written last, as the summary does
 
 
 def _campaign_folder(tmp_path: Path, parallel: int = 1) -> Path:
@@ -85,7 +87,7 @@ def _campaign_folder(tmp_path: Path, parallel: int = 1) -> Path:
     for planned in campaign.plan():
         entry = manifest.runs[planned.name]
         entry.status, entry.git_commit, entry.parallel = COMPLETED, "f" * 40, parallel
-        _summaries(run_dir(folder, planned.name) / "summary", planned.cell.backend, planned.repetition)
+        _summaries(CampaignFolder(folder).run(planned.name).path / "summary", planned.cell.backend, planned.repetition)
     manifest.machine.update({"git_commit": "f" * 40, "cores": 2, "memory_bytes": 24 * 2 ** 30})
     manifest.write(folder)
     return folder

@@ -15,7 +15,6 @@ latencies, rebalance time) but not request or notification counts or anomaly cou
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import signal
 import subprocess
@@ -27,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments.campaign.folder import MANIFEST_FILE, CampaignFolder
 from experiments.campaign.manifest import (
     COMPLETED,
     FAILED,
@@ -41,6 +41,7 @@ from experiments.campaign.manifest import (
 )
 from experiments.campaign.model import Campaign, PlannedRun
 from experiments.faults.process import _die_with_parent
+from experiments.run.folder import RunFolder
 
 Say = Callable[[str], None]
 
@@ -63,13 +64,9 @@ class Outcome:
         return counts
 
 
-def run_dir(folder: Path, name: str) -> Path:
-    return folder / "runs" / name
-
-
 def completed_run_dirs(folder: Path) -> list[Path]:
     manifest = Manifest.read(folder)
-    return [run_dir(folder, name) for name, entry in manifest.runs.items() if entry.status == COMPLETED]
+    return [CampaignFolder(folder).run(name).path for name, entry in manifest.runs.items() if entry.status == COMPLETED]
 
 
 def open_folder(campaign: Campaign, folder: Path, *, allow_mixed_commits: bool = False) -> Manifest:
@@ -89,7 +86,7 @@ def open_folder(campaign: Campaign, folder: Path, *, allow_mixed_commits: bool =
                                    f"this is {(commit or '?')[:12]}: a campaign's runs come from one commit. "
                                    "Start a new --out, or pass --allow-mixed-commits (the pages will say so)")
         for entry in manifest.runs.values():
-            if entry.status == COMPLETED and not _lock_completed(run_dir(folder, entry.run)):
+            if entry.status == COMPLETED and not CampaignFolder(folder).run(entry.run).is_completed():
                 entry.status = PENDING   # the manifest is ahead of a run folder that was removed
         # The same file can plan more runs than before: a scenario without a `backends` list runs on every
         # registered backend, so a backend added since gives the folder new cells, run on the next resume.
@@ -99,20 +96,13 @@ def open_folder(campaign: Campaign, folder: Path, *, allow_mixed_commits: bool =
         manifest.campaign["cells"] = len(campaign.cells)
         return manifest
     if folder.exists() and any(folder.iterdir()):
-        raise CampaignMismatch(f"{folder} exists and is not a campaign folder (no manifest.json); "
+        raise CampaignMismatch(f"{folder} exists and is not a campaign folder (no {MANIFEST_FILE}); "
                                "choose another --out")
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "campaign.toml").write_text(campaign.text)
+    CampaignFolder(folder).campaign_file.write_text(campaign.text)
     manifest = Manifest.new(campaign)
     manifest.write(folder)
     return manifest
-
-
-def _lock_completed(path: Path) -> bool:
-    try:
-        return json.loads((path / "lock.json").read_text()).get("status") == "completed"
-    except (OSError, ValueError):
-        return False
 
 
 class _Executor:
@@ -133,12 +123,12 @@ class _Executor:
         if self.stopping.is_set():
             return
         entry = self.manifest.runs[planned.name]
-        target = run_dir(self.folder, planned.name)
+        target = CampaignFolder(self.folder).run(planned.name).path
         if target.exists():
-            aside = self.folder / "incomplete" / f"{planned.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+            aside = CampaignFolder(self.folder).set_aside(planned.name, time.strftime('%Y%m%d-%H%M%S'))
             aside.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(target), str(aside))
-        log = self.folder / "logs" / f"{planned.name}.log"
+        log = CampaignFolder(self.folder).log(planned.name)
         log.parent.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "experiments.cli.app", "run", str(planned.cell.scenario_path),
                 "--backend", planned.cell.backend, "--out", str(target), "--no-progress",
@@ -160,7 +150,7 @@ class _Executor:
         with self.lock:
             self.children.pop(planned.name, None)
             entry.ended_ms = int(time.time() * 1000)
-            if code == 0 and _lock_completed(target):
+            if code == 0 and RunFolder(target).is_completed():
                 entry.status = COMPLETED
                 self.durations.append(entry.seconds or 0.0)
             elif self.stopping.is_set() or code in (130, -signal.SIGTERM, -signal.SIGINT):
@@ -223,10 +213,8 @@ def _repetitions(campaign: Campaign) -> str:
 
 
 def _failure_reason(target: Path, log: Path, code: int) -> str:
-    with contextlib.suppress(OSError, ValueError):
-        reason = json.loads((target / "lock.json").read_text()).get("reason")
-        if reason:
-            return str(reason)
+    if reason := RunFolder(target).reason():
+        return reason
     with contextlib.suppress(OSError):
         lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
         if lines:

@@ -14,16 +14,15 @@ import hashlib
 import json
 import os
 import platform
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from experiments.campaign.folder import CampaignFolder
 from experiments.campaign.model import Campaign, PlannedRun
-from experiments.run.provenance import versions
+from experiments.run.provenance import git_commit, versions
 from rebalance.backends import canonical_name
 
-MANIFEST = "manifest.json"
 PENDING, RUNNING, COMPLETED, FAILED, INTERRUPTED = "pending", "running", "completed", "failed", "interrupted"
 
 
@@ -70,7 +69,7 @@ class Manifest:
         return manifest
 
     def write(self, folder: Path) -> None:
-        path = folder / MANIFEST
+        path = CampaignFolder(folder).manifest
         temporary = path.with_suffix(".tmp")
         data = {"campaign": self.campaign, "machine": self.machine,
                 "runs": [asdict(entry) for entry in self.runs.values()]}
@@ -79,7 +78,7 @@ class Manifest:
 
     @classmethod
     def read(cls, folder: Path) -> Manifest:
-        data = json.loads((folder / MANIFEST).read_text())
+        data = json.loads(CampaignFolder(folder).manifest.read_text())
         # an older folder's backend may be an earlier name of one (`modern`): read as its backend's name
         runs = {row["run"]: RunEntry(**{**row, "backend": canonical_name(row["backend"])}) for row in data["runs"]}
         return cls(campaign=data["campaign"], machine=data["machine"], runs=runs)
@@ -94,21 +93,12 @@ def entry_for(planned: PlannedRun) -> RunEntry:
 
 
 def is_campaign_dir(path: Path) -> bool:
-    return (path / MANIFEST).is_file()
+    return CampaignFolder(path).is_campaign()
 
 
 def machine_facts() -> dict:
     return {"git_commit": git_commit(), "versions": versions(), "cores": os.cpu_count(),
             "memory_bytes": _memory_bytes(), "platform": platform.platform(), "created_ms": int(time.time() * 1000)}
-
-
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, text=True,
-                             capture_output=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
 
 
 def _memory_bytes() -> int | None:

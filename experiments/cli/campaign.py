@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from experiments.campaign.folder import CampaignFolder
 from experiments.scenario import ScenarioError
 
 
@@ -73,7 +74,7 @@ def campaign_command(
         raise typer.Exit(130)
     if summarize and counts.get("completed"):
         report = summarize_campaign(folder, master)
-        typer.echo(f"statistics: {folder / 'statistics' / 'statistics.md'}")
+        typer.echo(f"statistics: {CampaignFolder(folder).statistics_markdown}")
         typer.echo(f"report: {report.html}")
     if counts.get("failed"):
         raise typer.Exit(1)
@@ -83,15 +84,11 @@ def summarize_campaign(folder: Path, master: str = "local[*]"):
     """Summarise every completed run not yet summarised (one Spark session), then statistics and report."""
     from experiments.campaign import completed_run_dirs
     from experiments.report.campaign_report import write_campaign_report
-    from experiments.report.run_report import write_summary_markdown
-    from experiments.summary import summarize
+    from experiments.report.run_report import summarize_unsummarised
     from experiments.summary.campaign_stats import write_statistics
 
     runs = completed_run_dirs(folder)
-    pending = [run for run in runs if not (run / "summary" / "verdicts.parquet").is_file()]
-    if pending:
-        typer.echo(f"summarising {len(pending)} runs", err=True)
-        write_summary_markdown(summarize(pending, master=master))
+    summarize_unsummarised(runs, master=master, step=lambda text: typer.echo(f"summarising: {text}", err=True))
     write_statistics(folder)
     return write_campaign_report(folder)
 
@@ -143,7 +140,7 @@ def results_command(
         if not is_data_dir(folder) and not is_campaign_dir(folder):
             _fail(f"{folder}: neither a data folder (runs.csv, campaign.json) nor a campaign folder (manifest.json)")
     for folder in folders:
-        if not is_data_dir(folder) and not (folder / "statistics" / "runs.parquet").is_file():
+        if not is_data_dir(folder) and not CampaignFolder(folder).is_summarised():
             summarize_campaign(folder, master)
     if notes is not None and not notes.is_file():
         _fail(f"{notes}: no such notes file")
@@ -167,7 +164,7 @@ def results_data_command(
 
     if not is_campaign_dir(folder):
         _fail(f"{folder}: not a campaign folder (no manifest.json)")
-    if not (folder / "statistics" / "runs.parquet").is_file():
+    if not CampaignFolder(folder).is_summarised():
         summarize_campaign(folder, master)
     data = export(folder, out)
     typer.echo(f"wrote {out}: {data.runs['run'].nunique()} runs, {len(data.runs)} measures", err=True)

@@ -28,6 +28,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from experiments.campaign.folder import CampaignFolder
 from rebalance.backends import backend_names
 
 DEMO_CAMPAIGN = "demo"
@@ -104,7 +105,7 @@ def demo(
         raise typer.Exit(130)
     failed = [entry for entry in outcome.manifest.runs.values() if entry.status == FAILED]
     if failed:
-        _fail("; ".join(f"{entry.run} failed ({entry.reason}); see {root / 'logs' / (entry.run + '.log')}"
+        _fail("; ".join(f"{entry.run} failed ({entry.reason}); see {CampaignFolder(root).log(entry.run)}"
                         for entry in failed))
     runs_done = time.monotonic()
 
@@ -140,12 +141,9 @@ def demo(
 
 def _summarize_and_report(run_dirs: list[Path], root: Path, master: str):
     """Summarise the runs not yet summarised (a resumed demo keeps the rest), then one report of them all."""
-    from experiments.report.run_report import write_report, write_summary_markdown
-    from experiments.summary import summarize
+    from experiments.report.run_report import summarize_unsummarised, write_report
 
-    pending = [run_dir for run_dir in run_dirs if not (run_dir / "summary" / "verdicts.parquet").is_file()]
-    if pending:
-        write_summary_markdown(summarize(pending, master=master))
+    summarize_unsummarised(run_dirs, master=master)
     return write_report(run_dirs, root)
 
 

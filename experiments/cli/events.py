@@ -19,6 +19,7 @@ from typing import Annotated
 
 import typer
 
+from experiments.run.folder import RunFolder
 from experiments.scenario.actions import is_membership_phase
 from experiments.scenario.labels import fault_label, is_membership_change
 from rebalance import events as ev
@@ -54,7 +55,7 @@ def event_ns(event: dict) -> int | None:
 def read_run_events(run_dir: Path) -> list[Line]:
     """Every readable event of a run, in time order (ties keep file order)."""
     lines = []
-    for path in sorted((run_dir / "events").glob("*.jsonl")):
+    for path in RunFolder(run_dir).event_files():
         for event in ev.read_events(path):
             ns = event_ns(event) if isinstance(event, dict) else None
             if ns is not None and event.get("type"):
@@ -230,8 +231,8 @@ def describe(line: Line, t0_ns: int) -> str:
 def _check_run_dir(run_dir: Path) -> None:
     if not run_dir.exists():
         _fail(f"{run_dir}: no such run folder")
-    if not (run_dir / "events").is_dir():
-        inside = sorted(child for child in run_dir.iterdir() if (child / "events").is_dir()) \
+    if not RunFolder(run_dir).is_run():
+        inside = sorted(child for child in run_dir.iterdir() if RunFolder(child).is_run()) \
             if run_dir.is_dir() else []
         hint = f"; it holds runs: {', '.join(str(child) for child in inside)}" if inside else ""
         _fail(f"{run_dir}: not a run folder (no events/ in it){hint}")

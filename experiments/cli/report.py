@@ -14,6 +14,8 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from experiments.campaign import completed_run_dirs, is_campaign_dir
+from experiments.campaign.folder import CampaignFolder
+from experiments.run.folder import RunFolder, runs_below
 
 
 def expand_run_dirs(paths: list[Path]) -> list[Path]:
@@ -22,25 +24,16 @@ def expand_run_dirs(paths: list[Path]) -> list[Path]:
     for path in paths:
         if not path.is_dir():
             raise typer.BadParameter(f"{path}: no such directory")
-        if (path / "events").is_dir():
+        if RunFolder(path).is_run():
             runs.append(path)
             continue
         if is_campaign_dir(path):
             runs.extend(completed_run_dirs(path))
             continue
-        children = _runs_below(path)
+        children = [run.path for run in runs_below(path)]
         if not children:
             raise typer.BadParameter(f"{path}: not a run directory (no events/) and holds no runs")
         runs.extend(children)
-    return runs
-
-
-def _runs_below(folder: Path) -> list[Path]:
-    """Run directories at any depth below `folder`, following links; a run's own subfolders are not searched."""
-    runs = []
-    for child in sorted(folder.iterdir()):
-        if child.is_dir():
-            runs.extend([child] if (child / "events").is_dir() else _runs_below(child))
     return runs
 
 
@@ -50,7 +43,7 @@ def default_out(arguments: list[Path], runs: list[Path]) -> Path:
     (`report.report_dir`). Never a parent that other reports share."""
     from experiments.report.run_report import report_dir
 
-    if len(arguments) == 1 and arguments[0].is_dir() and not (arguments[0] / "events").is_dir():
+    if len(arguments) == 1 and arguments[0].is_dir() and not RunFolder(arguments[0]).is_run():
         return arguments[0]
     return report_dir(runs)
 
@@ -60,19 +53,17 @@ def _fail(message: str) -> None:
     raise typer.Exit(2)
 
 
-def _summarize(run_dirs: list[Path], master: str, latency_limit_ms: int, convergence_bound_s: float | None):
-    from experiments.report.run_report import write_summary_markdown
-    from experiments.summary import summarize
+def _summarize(run_dirs: list[Path], master: str, latency_limit_ms: int, convergence_bound_s: float | None,
+               *, again: bool = True):
+    from experiments.report.run_report import summarize_unsummarised
     from experiments.summary.checker import CheckConfig
 
     config = CheckConfig(latency_limit_ms=latency_limit_ms, convergence_bound_s=convergence_bound_s)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True),
                   transient=True) as progress:
         task = progress.add_task("summarising", total=None)
-        summaries = summarize(run_dirs, master=master, config=config,
-                              step=lambda text: progress.update(task, description=f"summarising: {text}"))
-    write_summary_markdown(summaries)
-    return summaries
+        return summarize_unsummarised(run_dirs, master=master, config=config, again=again,
+                                      step=lambda text: progress.update(task, description=f"summarising: {text}"))
 
 
 def print_verdict_table(console: Console, summaries) -> None:
@@ -101,11 +92,12 @@ def register(app: typer.Typer) -> None:
         console = Console()
         print_verdict_table(console, summaries)
         for summary in summaries:
-            console.print(f"summary: {summary.info.run_dir / 'summary' / 'summary.md'}", soft_wrap=True)
+            console.print(f"summary: {RunFolder(summary.info.run_dir).summary_markdown}", soft_wrap=True)
         for folder in filter(is_campaign_dir, run_dirs):
             from experiments.summary.campaign_stats import write_statistics
 
-            console.print(f"statistics: {write_statistics(folder) / 'statistics.md'}", soft_wrap=True)
+            write_statistics(folder)
+            console.print(f"statistics: {CampaignFolder(folder).statistics_markdown}", soft_wrap=True)
 
     @app.command()
     def report(
@@ -122,9 +114,8 @@ def register(app: typer.Typer) -> None:
 
         try:
             runs = expand_run_dirs(run_dirs)
-            pending = [run for run in runs if resummarize or not (run / "summary" / "run.json").exists()]
-            if pending:
-                summaries = _summarize(pending, master, 3000, None)
+            summaries = _summarize(runs, master, 3000, None, again=resummarize)
+            if summaries:
                 print_verdict_table(Console(), summaries)
             if len(run_dirs) == 1 and is_campaign_dir(run_dirs[0]):
                 from experiments.report.campaign_report import write_campaign_report

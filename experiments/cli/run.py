@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import tomllib
 from pathlib import Path
 from typing import Annotated
@@ -150,65 +149,19 @@ def compare_command(
 
 
 def claim_out_folder(folder: Path, *, force: bool) -> None:
-    """Make sure a run writes into a folder of its own, before anything is started.
+    """The run folder's rules (experiments.run.folder.claim), with a campaign's folder named as such."""
+    from experiments.campaign.folder import CampaignFolder
+    from experiments.run.folder import FolderRefused, claim
 
-    A new or empty folder is taken as it is. A folder with anything in it is refused: a second run there
-    would find the first one's broker data (its topics exist already) and append to its event files.
-    With `force`, a folder that holds a run (its lock.json) or the runs of a compare (a lock.json one
-    level down) is deleted first; any other folder, a campaign's, or one a run is still writing to is
-    refused even then."""
-    if not folder.exists():
-        return
-    if not folder.is_dir():
-        _fail(f"--out {folder} is a file; give a folder")
-    if not any(folder.iterdir()):
-        return
-    from experiments.campaign import is_campaign_dir
-
-    if is_campaign_dir(folder):
+    if CampaignFolder(folder).is_campaign():
         _fail(f"--out {folder} is a campaign folder; resume it with `rebalance-lab campaign FILE --out {folder}`, "
               "or choose another --out")
-    held = _runs_held(folder)
-    if not force:
-        what = f"holds {held}" if held else "is not empty"
-        _fail(f"--out {folder} {what}; choose another --out, or add --force to delete it and run again")
-    if not held:
-        _fail(f"--out {folder} is not empty and holds no run (no lock.json); --force deletes only a run's folder, "
-              "so choose another --out")
-    cwd = Path.cwd().resolve()
-    if cwd == folder.resolve() or folder.resolve() in cwd.parents:
-        _fail(f"--out {folder} contains the current directory; run from elsewhere to replace it")
-    live = _live_runs(folder)
-    if live:
-        _fail(f"--out {folder}: a run is still writing there (processes {', '.join(map(str, live[:5]))}); "
-              "stop it first, or choose another --out")
-    shutil.rmtree(folder)
-    typer.echo(f"--force: deleted {folder} ({held})", err=True)
-
-
-def _runs_held(folder: Path) -> str:
-    """What the runs in a folder are, in words (`a completed run of herd on classic`, `the runs of a compare:
-    legacy, classic, kip848`), or "" when it holds none."""
-    from experiments.run.runmeta import LOCK_FILE, read_run_meta
-
-    if (folder / LOCK_FILE).is_file():
-        try:
-            meta = read_run_meta(folder)
-        except ValueError:
-            return "a run (its lock.json unreadable)"
-        return f"a {meta.status or 'recorded'} run of {meta.name or '?'} on {meta.backend or '?'}"
-    runs = sorted(child.name for child in folder.iterdir() if (child / LOCK_FILE).is_file())
-    if runs or (folder / "compare.json").is_file():
-        return f"the runs of a compare: {', '.join(runs) or 'none completed'}"
-    return ""
-
-
-def _live_runs(folder: Path) -> list[int]:
-    """Processes started by a run in `folder` (or in one of its compare's folders) that are still alive."""
-    from experiments.faults.process import processes_with_marker
-
-    candidates = [folder, *(child for child in folder.iterdir() if child.is_dir())]
-    return sorted({pid for candidate in candidates for pid in processes_with_marker(str(candidate.resolve()))})
+    try:
+        deleted = claim(folder, force=force)
+    except FolderRefused as refused:
+        _fail(str(refused))
+    if deleted:
+        typer.echo(f"--force: deleted {folder} ({deleted})", err=True)
 
 
 def scenarios_command() -> None:

@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from experiments.campaign.folder import CampaignFolder
 from experiments.report.plots import backend_style  # noqa: E402
 
 STRIP_METRICS = ("double-ownership (s)", "duplicates", "offset regressions", "fenced commits")
@@ -32,10 +33,10 @@ class CampaignReport:
 
 
 def write_campaign_report(folder: Path) -> CampaignReport:
-    stats = folder / "statistics"
-    runs = pd.read_parquet(stats / "runs.parquet")
-    cells = pd.read_parquet(stats / "cells.parquet")
-    out = folder / "report"
+    place = CampaignFolder(folder)
+    runs = pd.read_parquet(place.statistics_table("runs"))
+    cells = pd.read_parquet(place.statistics_table("cells"))
+    out = place.report
     out.mkdir(exist_ok=True)
     images = []
     herd = _herd_plot(runs, out)
@@ -50,10 +51,10 @@ def write_campaign_report(folder: Path) -> CampaignReport:
         images.append(curve)
     from experiments.report.campaign_page import write_campaign_pages
 
-    text = (stats / "statistics.md").read_text()
+    text = place.statistics_markdown.read_text()
     lines = text.splitlines()
     markdown, page = write_campaign_pages(out, title=lines[0].lstrip("# "), meta=lines[2] if len(lines) > 2 else "",
-                                          cells=cells, compared=pd.read_parquet(stats / "comparisons.parquet"),
+                                          cells=cells, compared=pd.read_parquet(place.statistics_table("comparisons")),
                                           images=images)
     return CampaignReport(markdown=markdown, html=page, images=images)
 

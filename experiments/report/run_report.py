@@ -42,6 +42,7 @@ from experiments.report.findings import (
     seconds,
 )
 from experiments.report.page import Block, Cell, Detail, Figure, RowHeader, Section, Table, verdict_cell
+from experiments.run.folder import RunFolder
 from experiments.summary.herd_sizes import size_text, sizes_of
 from experiments.summary.read_back import RunData, from_summary, herd_points, load_run
 from experiments.summary.verdicts import Word, question
@@ -543,4 +544,19 @@ def summary_markdown(summary: RunSummary) -> str:
 def write_summary_markdown(summaries: Iterable[RunSummary]) -> None:
     """Each summarised run's RUN_DIR/summary/summary.md, beside the Parquet tables the summary wrote."""
     for summary in summaries:
-        (summary.info.run_dir / "summary" / "summary.md").write_text(summary_markdown(summary))
+        RunFolder(summary.info.run_dir).summary_markdown.write_text(summary_markdown(summary))
+
+
+def summarize_unsummarised(run_dirs: Iterable[Path], *, master: str = "local[*]", config=None, again: bool = False,
+                           step=lambda _: None) -> list[RunSummary]:
+    """Summarise the runs not summarised yet (all of them `again`), in one Spark pass, and write each one's
+    summary.md: the summary stage's tables and this stage's words about them, the one place the two meet.
+    Returns the new summaries ([] when every run had one)."""
+    from experiments.summary import DEFAULT_CHECKS, summarize
+
+    pending = [Path(run) for run in run_dirs if again or not RunFolder(run).is_summarised()]
+    if not pending:
+        return []
+    summaries = summarize(pending, master=master, config=config or DEFAULT_CHECKS, step=step)
+    write_summary_markdown(summaries)
+    return summaries

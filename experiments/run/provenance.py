@@ -1,10 +1,12 @@
-"""What a run's lock.json records about where it ran: the software versions, and values made JSON-ready."""
+"""What a run's lock.json records about where it ran: the commit, the software versions, and values made JSON-ready."""
 
 from __future__ import annotations
 
 import contextlib
 import platform
+import subprocess
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 
 def versions() -> dict[str, str]:
@@ -13,6 +15,16 @@ def versions() -> dict[str, str]:
         with contextlib.suppress(PackageNotFoundError):
             found[dist] = version(dist)
     return found
+
+
+def git_commit() -> str | None:
+    """The checkout's commit (HEAD), None outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, text=True,
+                             capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
 
 
 def jsonable(value: object) -> object:

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from experiments.run.provenance import jsonable, versions
+from experiments.run.provenance import git_commit, jsonable, versions
 from experiments.run.runmeta import ClusterAddresses, RunMeta, ScenarioSource
 
 
@@ -50,5 +50,6 @@ def describe_run(run: Any, status: str, reason: str = "") -> RunMeta:
         member_ids={name: run.member_id(name) for host in run.schedule.hosts for name in host.members},
         proxies=run.members_proxied,
         versions=versions(),
+        commit=git_commit(),
         workload={**run.scenario.workload.to_json(), **run.scenario.load().to_json()},
     )

@@ -17,9 +17,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from experiments.run.folder import RunFolder
 from rebalance.backends import canonical_name
-
-LOCK_FILE = "lock.json"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +68,7 @@ class RunMeta:
     member_ids: Mapping[str, str] = field(default_factory=dict)          # member name -> its protocol id
     proxies: Mapping[str, Mapping[str, list[str]]] = field(default_factory=dict)
     versions: Mapping[str, str] = field(default_factory=dict)
+    commit: str | None = None           # the checkout's commit that made the run (None: not recorded, or no checkout)
     # The members' work: the scenario's [workload] with the offered load, the capacity (members that can own a
     # partition x 1 / mean service time) and the utilisation ({} in runs from before it was recorded).
     workload: Mapping[str, object] = field(default_factory=dict)
@@ -79,7 +79,7 @@ class RunMeta:
 
 def write_run_meta(run_dir: Path, meta: RunMeta) -> Path:
     """Write RUN_DIR/lock.json whole: a reader never sees half a file."""
-    path = Path(run_dir) / LOCK_FILE
+    path = RunFolder(run_dir).lock
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(meta.to_json(), indent=2) + "\n")
     temporary.replace(path)
@@ -88,7 +88,7 @@ def write_run_meta(run_dir: Path, meta: RunMeta) -> Path:
 
 def read_run_meta(run_dir: Path) -> RunMeta | None:
     """RUN_DIR/lock.json as a RunMeta, or None when the run has none (everything then comes from its events)."""
-    path = Path(run_dir) / LOCK_FILE
+    path = RunFolder(run_dir).lock
     if not path.exists():
         return None
     try:

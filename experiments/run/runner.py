@@ -52,6 +52,7 @@ from experiments.faults.members import STOP_TIMEOUT_S, MemberFaults
 from experiments.faults.process import RUN_MARKER_ENV, ChildProcess
 from experiments.faults.proxy import ProxyHub
 from experiments.faults.server import ServerFaults
+from experiments.run.folder import COMPARISON_FILE, RunFolder
 from experiments.run.member_configs import check_member_settings, host_argv, native_settings
 from experiments.run.member_links import MemberLinks
 from experiments.run.progress import Progress
@@ -113,7 +114,7 @@ def compare(scenario: Scenario, run_dir: Path, *, zk_provider: str = "auto", pro
         results.append(result)
         if result.status == "interrupted":
             break
-    (run_dir / "compare.json").write_text(json.dumps({
+    (run_dir / COMPARISON_FILE).write_text(json.dumps({
         "scenario": scenario.name, "seed": scenario.seed, "schedule": schedule.to_json(),
         "runs": [{"backend": result.run_dir.name, "status": result.status, "reason": result.reason}
                  for result in results],
@@ -135,7 +136,8 @@ class Run:
         self.backend = options.backend
         self.options = options
         self.run_dir = options.run_dir.resolve()
-        self.events_dir = self.run_dir / "events"
+        self.folder = RunFolder(self.run_dir)
+        self.events_dir = self.folder.events
         self.run_id = options.run_id or f"{scenario.name}-{options.backend}-{uuid.uuid4().hex[:8]}"
         self.recorder: EventRecorder | None = None
         self.proxies = ProxyHub(seed=scenario.seed)
@@ -157,7 +159,7 @@ class Run:
         self.target_tasks: dict[str, asyncio.Future] = {}
         self.step_tasks: list[asyncio.Future] = []
         self.witness_tasks: list[asyncio.Future] = []
-        self.links = MemberLinks(self.profile, self.proxies, self.run_dir / "advertise.json")
+        self.links = MemberLinks(self.profile, self.proxies, self.folder.advertised)
         self.members_proxied = self.links.proxied
         self._abort = asyncio.Event()
         self._abort_reason = ""
@@ -194,7 +196,7 @@ class Run:
             reason = self._abort_reason
         except Exception as error:  # noqa: BLE001 - recorded, then everything is stopped
             status, reason = "failed", f"{type(error).__name__}: {error}"
-            (self.run_dir / "runner-error.txt").write_text(traceback.format_exc())
+            self.folder.runner_error.write_text(traceback.format_exc())
         finally:
             await asyncio.shield(self.teardown(status))
             display.cancel()
@@ -287,7 +289,7 @@ class Run:
                                   coordinator_load_delay_ms=cluster.coordinator_load_delay_ms)
         self.cluster = await asyncio.to_thread(
             start_cluster, cluster.brokers, zk=self.zk_connect if self.profile.needs_zookeeper else None,
-            data_dir=self.run_dir / "brokers" / "data", log_dir=self.run_dir / "logs",
+            data_dir=self.folder.broker_data, log_dir=self.folder.logs,
             advertise_map=self.links.advertise_map, coordinator=self.profile.coordinator_in_brokers,
             failover=failover, env=self.profile.broker_env(self.scenario.group.session_timeout_ms,
                                                            native_settings(self.scenario, self.profile)),
@@ -382,7 +384,7 @@ class Run:
             "--topic", topic.name, "--partitions", str(topic.partitions), "--rate", str(producer.rate),
             "--duration", str(duration), "--events", str(self.events_dir / "producer.jsonl"),
             "--run-id", self.run_id,
-        ], log_path=self.run_dir / "logs" / "producer.log")
+        ], log_path=self.folder.log("producer"))
         await self.producer.start()
 
     # ------------------------------------------------------------------ members
@@ -394,10 +396,10 @@ class Run:
     async def start_members(self, members) -> None:
         for host_name in dict.fromkeys(self.schedule.host_of(member).name for member in members):
             spec = next(host for host in self.schedule.hosts if host.name == host_name)
-            argv = host_argv(self.scenario, self.profile, spec.members, config_path=self.run_dir / "members" /
-                             f"{host_name}.json", address_of=self.member_address, events=self.events_dir /
+            argv = host_argv(self.scenario, self.profile, spec.members, config_path=self.folder.member_settings(host_name),
+                             address_of=self.member_address, events=self.events_dir /
                              f"{host_name}.jsonl", run_id=self.run_id)
-            process = ChildProcess(host_name, argv, log_path=self.run_dir / "logs" / f"{host_name}.log",
+            process = ChildProcess(host_name, argv, log_path=self.folder.log(host_name),
                                    control=len(spec.members) > 1, yields_cpu=True)   # members yield the CPU to the servers
             await process.start()
             self.hosts[host_name] = process
@@ -514,7 +516,7 @@ class Run:
                         self.abort(f"broker {broker.node_id} exited by itself; see {broker.log_path}")
 
     def note(self, text: str) -> None:
-        with open(self.run_dir / "runner-notes.txt", "a") as notes:
+        with open(self.folder.runner_notes, "a") as notes:
             notes.write(text + "\n")
 
     # ------------------------------------------------------------------ lock file

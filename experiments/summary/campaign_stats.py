@@ -38,9 +38,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.campaign.execute import run_dir
+from experiments.campaign.folder import CampaignFolder
 from experiments.campaign.manifest import COMPLETED, Manifest
 from experiments.campaign.model import declared_claims
+from experiments.run.folder import RunFolder
+from experiments.run.runmeta import read_run_meta
 from experiments.summary import markdown_table
 from experiments.summary.claims import claims_frame, claims_markdown, evaluate
 from experiments.summary.inference import (
@@ -105,25 +107,25 @@ def run_metrics(folder: Path) -> pd.DataFrame:
     manifest = Manifest.read(folder)
     rows = []
     for entry in manifest.runs.values():
-        summary = run_dir(folder, entry.run) / "summary"
-        if entry.status != COMPLETED or not (summary / "verdicts.parquet").is_file():
+        run = CampaignFolder(folder).run(entry.run)
+        if entry.status != COMPLETED or not run.is_summarised():
             continue
         base = {"campaign": manifest.campaign["name"], "run": entry.run, "scenario": entry.scenario,
                 "backend": entry.backend, "strategy": entry.strategy, "sweep": _sweep_label(entry.sweep),
                 "repetition": entry.repetition, "seed": entry.seed,
                 "commit": entry.git_commit or manifest.machine.get("git_commit") or "",
-                "n": _members(summary, entry), "at_once": entry.parallel or 1, "parallel": (entry.parallel or 1) > 1}
-        for metric, value in _metrics_of(summary):
+                "n": _members(run, entry), "at_once": entry.parallel or 1, "parallel": (entry.parallel or 1) > 1}
+        for metric, value in _metrics_of(run):
             rows.append({**base, "metric": metric, "value": value})
     columns = ["campaign", "run", *CELL_COLUMNS, "repetition", "seed", "commit", "n", "at_once", "parallel",
                "metric", "value"]
     return pd.DataFrame(rows, columns=columns)
 
 
-def _metrics_of(summary: Path) -> list[tuple[str, float]]:
+def _metrics_of(run: RunFolder) -> list[tuple[str, float]]:
     found: list[tuple[str, float]] = []
-    phases = _read(summary / "phases.parquet")
-    herd = _read(summary / "herd.parquet")
+    phases = _read(run.summary_table("phases"))
+    herd = _read(run.summary_table("herd"))
     if herd is not None and len(herd):
         start, end = scenario_window(phases)
         changes = herd[(herd["live_before"] > 0) & (herd["t"] >= start) & (herd["t"] < end)]
@@ -140,11 +142,11 @@ def _metrics_of(summary: Path) -> list[tuple[str, float]]:
         played = spans[(spans["start_s"] >= start) & (spans["start_s"] < end)]
         found.append((WHOLE_RUN_LOST, float(played["records_lost"].sum())))
         found.append(("double-ownership (s)", float(phases["double_ownership_s"].sum())))
-    gaps = _read(summary / "coordinator_gaps.parquet")
+    gaps = _read(run.summary_table("coordinator_gaps"))
     if gaps is not None and gaps["gap_s"].notna().any():
         found.append((COORDINATOR_GAP, float(gaps["gap_s"].max())))
         found.append((GAP_LOOKUPS, float(gaps["find_coordinator_requests"].sum())))
-    verdicts = _read(summary / "verdicts.parquet")
+    verdicts = _read(run.summary_table("verdicts"))
     if verdicts is not None:
         counts = dict(zip(verdicts["check"], verdicts["count"], strict=True))
         for check, label in _CHECK_METRICS.items():
@@ -157,16 +159,15 @@ def _read(path: Path) -> pd.DataFrame | None:
     return pd.read_parquet(path) if path.is_file() else None
 
 
-def _members(summary: Path, entry) -> int | None:
+def _members(run: RunFolder, entry) -> int | None:
     members = entry.sweep.get("group.members")
     if members is not None:
         return int(members)
-    import json
-
     try:
-        return int(json.loads((summary.parent / "lock.json").read_text())["members"])
-    except (OSError, ValueError, KeyError, TypeError):
+        meta = read_run_meta(run.path)
+    except ValueError:
         return None
+    return meta.members if meta is not None else None
 
 
 def _sweep_label(sweep: dict) -> str:
@@ -269,20 +270,22 @@ def page_counts(compared: pd.DataFrame) -> str:
 
 def write_statistics(folder: Path) -> Path:
     """statistics/runs.parquet, cells.parquet, comparisons.parquet and statistics.md under `folder`."""
-    out = folder / "statistics"
+    place = CampaignFolder(folder)
+    out = place.statistics
     out.mkdir(exist_ok=True)
     runs = run_metrics(folder)
     cells = cell_statistics(runs)
     compared = comparisons(runs)
-    text = (folder / "campaign.toml").read_text()
+    text = place.campaign_file.read_text()
     claimed = evaluate(runs, declared_claims(text))
-    runs.to_parquet(out / "runs.parquet", index=False)
-    cells.to_parquet(out / "cells.parquet", index=False)
-    compared.to_parquet(out / "comparisons.parquet", index=False)
-    claims_frame(claimed).to_parquet(out / "claims.parquet", index=False)
+    # runs.parquet last: it is what says the statistics are written (CampaignFolder.is_summarised)
+    cells.to_parquet(place.statistics_table("cells"), index=False)
+    compared.to_parquet(place.statistics_table("comparisons"), index=False)
+    claims_frame(claimed).to_parquet(place.statistics_table("claims"), index=False)
     powered = power_markdown(list(declared_detections(text)), len(claimed))
-    (out / "statistics.md").write_text(statistics_markdown(Manifest.read(folder), cells, compared,
+    place.statistics_markdown.write_text(statistics_markdown(Manifest.read(folder), cells, compared,
                                                            claims_markdown(claimed) + powered))
+    runs.to_parquet(place.statistics_table("runs"), index=False)
     return out
 
 

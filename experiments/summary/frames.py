@@ -16,6 +16,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from experiments.run.folder import RunFolder
 from rebalance import events as ev
 
 SPARK_TYPES = {
@@ -92,7 +93,7 @@ class EventFrames:
 
 
 def event_files(run_dir: Path) -> list[str]:
-    files = sorted(str(p) for p in (run_dir / "events").glob("*.jsonl"))
+    files = [str(path) for path in RunFolder(run_dir).event_files()]
     if not files:
         raise FileNotFoundError(f"{run_dir}: no events/*.jsonl")
     return files

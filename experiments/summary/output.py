@@ -8,16 +8,17 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.run.folder import RunFolder
 from experiments.summary.run_metadata import RunSummary
 
 
 def write_summary(summary: RunSummary) -> Path:
-    out = summary.info.run_dir / "summary"
-    evidence_dir = out / "evidence"
+    folder = RunFolder(summary.info.run_dir)
+    out, evidence_dir = folder.summary, folder.evidence
     evidence_dir.mkdir(parents=True, exist_ok=True)
-    summary.verdicts().to_parquet(out / "verdicts.parquet", index=False)
+    summary.verdicts().to_parquet(folder.summary_table("verdicts"), index=False)
     for name, table in summary.tables.items():
-        table.to_parquet(out / f"{name}.parquet", index=False)
+        table.to_parquet(folder.summary_table(name), index=False)
     for check in summary.checks:
         path = evidence_dir / f"{check.check}.parquet"
         if len(check.evidence):
@@ -25,7 +26,7 @@ def write_summary(summary: RunSummary) -> Path:
         elif path.exists():
             path.unlink()
     info = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(summary.info).items()}
-    (out / "run.json").write_text(json.dumps({"info": info, "facts": summary.facts}, indent=2, default=str) + "\n")
+    folder.summary_record.write_text(json.dumps({"info": info, "facts": summary.facts}, indent=2, default=str) + "\n")
     return out
 
 

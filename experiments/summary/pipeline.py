@@ -16,6 +16,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from experiments.run.folder import RunFolder
 from experiments.summary import coordinator_gaps, herd, lag, phases, records
 from experiments.summary.checker import CheckConfig, CheckInputs, plan_checks
 from experiments.summary.fault_rules import FAULT_EVENTS, convergence_awaited_from, fault_windows
@@ -49,7 +50,7 @@ def summarize(run_dirs: list[Path], *, master: str = "local[*]", config: CheckCo
     """Summarise several runs with one Spark session, in one pass. `tuned=False`: Spark's own settings
     whatever the input's size, and no class archive (for comparisons; experiments.summary.session)."""
     for run_dir in run_dirs:
-        if not (run_dir / "events").is_dir():
+        if not RunFolder(run_dir).is_run():
             raise FileNotFoundError(f"{run_dir}: not a run directory (no events/)")
     step("starting Spark")
     small = tuned and input_bytes(run_dirs) < SMALL_INPUT_BYTES

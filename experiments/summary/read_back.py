@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from experiments.run.folder import RunFolder
 from rebalance.backends import canonical_name
 
 
@@ -81,16 +82,16 @@ def scenario_window(phases: pd.DataFrame | None) -> tuple[float, float]:
 
 
 def load_run(run_dir: Path) -> RunData:
-    out = run_dir / "summary"
-    if not (out / "run.json").exists():
+    folder = RunFolder(run_dir)
+    if not folder.summary_record.exists():
         raise FileNotFoundError(f"{run_dir}: no summary yet (run `rebalance-lab summarize {run_dir}`)")
-    meta = json.loads((out / "run.json").read_text())
+    meta = json.loads(folder.summary_record.read_text())
 
     def table(name: str) -> pd.DataFrame:
-        path = out / f"{name}.parquet"
+        path = folder.summary_table(name)
         return pd.read_parquet(path) if path.exists() else pd.DataFrame()
 
-    evidence = {path.stem: pd.read_parquet(path) for path in sorted((out / "evidence").glob("*.parquet"))}
+    evidence = {path.stem: pd.read_parquet(path) for path in sorted(folder.evidence.glob("*.parquet"))}
     return RunData(run_dir=run_dir, info=meta["info"], facts=meta["facts"], verdicts=table("verdicts"),
                    phases=table("phases"), throughput=table("throughput"), ownership=table("ownership"),
                    faults=table("faults"), herd=table("herd"), metrics=table("rebalance_metrics"), evidence=evidence,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from experiments.run.folder import RunFolder
 from experiments.summary import class_archive
 
 # Spark's own log configuration: warnings only, and none for what is expected here (no native
@@ -56,7 +57,7 @@ def small_input_settings(parallelism: int) -> dict[str, str]:
 
 
 def input_bytes(run_dirs: list[Path]) -> int:
-    return sum(path.stat().st_size for run_dir in run_dirs for path in (Path(run_dir) / "events").glob("*.jsonl"))
+    return sum(path.stat().st_size for run_dir in run_dirs for path in RunFolder(run_dir).event_files())
 
 
 @contextmanager

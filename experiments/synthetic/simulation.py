@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from experiments.run.folder import RunFolder
 from experiments.run.runmeta import RunMeta, ScenarioSource, write_run_meta
 from rebalance import events as ev
 from rebalance.backends import GroupProtocol, backend_names, profile
@@ -96,7 +97,7 @@ class SyntheticRun:
 def write_run(run_dir: str | Path, config: SyntheticRun = SyntheticRun()) -> Path:
     """Simulate `config` and write RUN_DIR/events/*.jsonl and RUN_DIR/lock.json; return RUN_DIR."""
     run_dir = Path(run_dir)
-    (run_dir / "events").mkdir(parents=True, exist_ok=True)
+    RunFolder(run_dir).events.mkdir(parents=True, exist_ok=True)
     simulation_class(config.backend)(config, run_dir).run()
     settings = {key: value for key, value in asdict(config).items() if key not in ("timeline", "anomalies")}
     write_run_meta(run_dir, RunMeta(
@@ -175,7 +176,7 @@ class _Simulation:
     def __init__(self, config: SyntheticRun, run_dir: Path) -> None:
         self.c = config
         self.rng = random.Random(config.seed)
-        self.out = _EventLog(run_dir / "events", config.name, config.backend)
+        self.out = _EventLog(RunFolder(run_dir).events, config.name, config.backend)
         self.tps = [f"{config.topic}-{p}" for p in range(config.partitions)]
         self.live: list[str] = []
         self.next_index = 0

@@ -1,0 +1,69 @@
+"""A campaign's folder: where each of its files lives, and the one rule for whether it is summarised.
+
+    DIR/manifest.json          the campaign's record (experiments.campaign.manifest)
+    DIR/campaign.toml          the campaign file as it ran
+    DIR/runs/<run>/            one run folder each (experiments.run.folder)
+    DIR/logs/<run>.log         each run's own output
+    DIR/incomplete/<run>-<t>/  a run folder its run left unfinished, set aside when the run starts again
+    DIR/statistics/            runs, cells, comparisons and claims (*.parquet) and statistics.md
+    DIR/report/                the campaign's page and its plots
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.run.folder import RunFolder
+
+MANIFEST_FILE = "manifest.json"
+CAMPAIGN_FILE = "campaign.toml"
+
+
+@dataclass(frozen=True)
+class CampaignFolder:
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @property
+    def manifest(self) -> Path:
+        return self.path / MANIFEST_FILE
+
+    @property
+    def campaign_file(self) -> Path:
+        return self.path / CAMPAIGN_FILE
+
+    def run(self, name: str) -> RunFolder:
+        return RunFolder(self.path / "runs" / name)
+
+    def set_aside(self, name: str, stamp: str) -> Path:
+        """Where an unfinished run's folder goes before its run starts again: incomplete/<run>-<stamp>."""
+        return self.path / "incomplete" / f"{name}-{stamp}"
+
+    def log(self, name: str) -> Path:
+        return self.path / "logs" / f"{name}.log"
+
+    @property
+    def statistics(self) -> Path:
+        return self.path / "statistics"
+
+    def statistics_table(self, name: str) -> Path:
+        """statistics/NAME.parquet (runs, cells, comparisons, claims)"""
+        return self.statistics / f"{name}.parquet"
+
+    @property
+    def statistics_markdown(self) -> Path:
+        return self.statistics / "statistics.md"
+
+    @property
+    def report(self) -> Path:
+        return self.path / "report"
+
+    def is_campaign(self) -> bool:
+        return self.manifest.is_file()
+
+    def is_summarised(self) -> bool:
+        """The statistics were written: runs.parquet is what every later stage reads first."""
+        return self.statistics_table("runs").is_file()
