@@ -103,8 +103,20 @@ def test_an_older_summary_and_older_events_are_read_as_classic(tmp_path):
     (summary / "run.json").write_text(json.dumps({"info": {"name": "old", "backend": "modern", "strategy": "range"},
                                                   "facts": {}}))
     assert load_run(tmp_path / "run").backend == "classic"
-    # a run without lock.json: the backend most of its events name
-    assert run_info(tmp_path, {}, usual_backend="modern", usual_strategy="range").backend == "classic"
+    # a run whose record names the backend by its earlier name
+    (tmp_path / "lock.json").write_text(json.dumps({
+        "name": "old", "run_id": "old-1", "backend": "modern", "strategy": "range", "session_timeout_ms": 10000,
+        "topics": {"t": 2}, "members": 2, "group": "g", "status": "completed"}))
+    assert run_info(tmp_path).backend == "classic"
+
+
+def test_a_run_without_its_record_is_refused_by_name(tmp_path):
+    """The summary reads what a run was from its lock.json and guesses nothing from events."""
+    from experiments.summary import NoRunRecord
+
+    (tmp_path / "events").mkdir()
+    with pytest.raises(NoRunRecord, match="no lock.json"):
+        run_info(tmp_path)
 
 
 def test_an_older_campaign_manifest_is_read_as_classic(tmp_path):

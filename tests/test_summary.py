@@ -151,6 +151,9 @@ def test_a_clean_restart_ends_ownership_at_the_members_own_revocation(spark, tmp
         + line(3.07, member="m0", type="member_stopped", reason="close"))
     (events / "runner.jsonl").write_text(
         line(3.0, member="", type="fault_started", fault_id="f0", kind="restart", target="m0", member_ids=["m0"]))
+    (tmp_path / "lock.json").write_text(json.dumps({
+        "name": "restart", "run_id": "r", "backend": "classic", "strategy": "range", "session_timeout_ms": 10000,
+        "topics": {"t": 1}, "members": 1, "group": "g", "status": "completed"}))
     summary = summarize_run(spark, tmp_path, write=False)
     verdicts = {check.check: check.verdict.value for check in summary.checks}
     assert verdicts["consumed-without-ownership"] == "true"

@@ -13,10 +13,10 @@ in Spark, so `--master` can point at a cluster for big logs.
 from experiments.summary.frames import EVENT_SCHEMA, EventFrames, read_events, read_runs
 from experiments.summary.output import markdown_table, write_summary
 from experiments.summary.pipeline import DEFAULT_CHECKS, summarize, summarize_run, summarize_runs
-from experiments.summary.run_metadata import RunInfo, RunSummary, read_lock
+from experiments.summary.run_metadata import NoRunRecord, RunInfo, RunSummary
 from experiments.summary.session import start_spark
 
 __all__ = [
-    "DEFAULT_CHECKS", "EVENT_SCHEMA", "EventFrames", "RunInfo", "RunSummary", "markdown_table", "read_events",
-    "read_lock", "read_runs", "start_spark", "summarize", "summarize_run", "summarize_runs", "write_summary",
+    "DEFAULT_CHECKS", "EVENT_SCHEMA", "EventFrames", "NoRunRecord", "RunInfo", "RunSummary", "markdown_table", "read_events",
+    "read_runs", "start_spark", "summarize", "summarize_run", "summarize_runs", "write_summary",
 ]

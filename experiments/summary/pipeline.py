@@ -9,7 +9,7 @@ results are split per run in pandas."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +23,7 @@ from experiments.summary.fault_rules import FAULT_EVENTS, convergence_awaited_fr
 from experiments.summary.frames import EventFrames, read_runs
 from experiments.summary.output import write_summary
 from experiments.summary.ownership import ownership, segments
-from experiments.summary.run_metadata import RunSummary, read_lock, run_columns, run_info
+from experiments.summary.run_metadata import RunSummary, run_info
 from experiments.summary.session import SMALL_INPUT_BYTES, input_bytes, start_spark, tuned_for
 from experiments.summary.spark_batch import Batch, Pending
 from experiments.summary.witness_counts import witness_windows
@@ -40,9 +40,28 @@ def _ns() -> Column:
     return F.coalesce("ts_ns", F.col("ts_ms") * 1_000_000)
 
 
-_RUN_CONSTANTS = ("run int, t0_ns long, t0_ms long, run_end double, tail_start double, phase_starts array<double>, "
-                  "partitions long, since_t double, bound_s double, backend string, strategy string, n long, "
-                  "campaign string, repetition long")
+@dataclass(frozen=True)
+class RunConstants:
+    """One run's facts every later query needs, sent to Spark as one row of a broadcast table."""
+
+    run: int                        # the run's position in this pass
+    t0_ns: int                      # its first event: every `t` is seconds since
+    t0_ms: int
+    run_end: float
+    tail_start: float | None        # the last consumption minus the latency limit
+    phase_starts: list[float]
+    partitions: int
+    since_t: float | None           # convergence is awaited from here (the last fault or join)
+    bound_s: float                  # ... for at most this long
+    backend: str
+    strategy: str
+    n: int | None                   # the group's size
+
+    SCHEMA = ("run int, t0_ns long, t0_ms long, run_end double, tail_start double, phase_starts array<double>, "
+              "partitions long, since_t double, bound_s double, backend string, strategy string, n long")
+
+    def row(self) -> tuple:
+        return tuple(getattr(self, f.name) for f in fields(self))
 
 
 def summarize(run_dirs: list[Path], *, master: str = "local[*]", config: CheckConfig = DEFAULT_CHECKS,
@@ -87,29 +106,6 @@ def _bounds(frames: EventFrames, batch: Batch) -> Pending[dict[int, dict]]:
         F.max("joined_ns").alias("joined_ns"), F.max("consumed_ns").alias("consumed_ns")))
 
 
-def _usual_values(control: DataFrame, runs: list[int], batch: Batch) -> Pending[dict[int, pd.DataFrame]]:
-    """Per run, how many events name each backend and each strategy (for runs whose lock.json does not
-    say: `_usual` picks the most named)."""
-    named = control.filter(F.col("type").isNotNull() & F.col("run").isin(runs))
-    pairs = named.select("run", F.lit("backend").alias("field"), F.col("backend").alias("value")).unionByName(
-        named.select("run", F.lit("strategy").alias("field"), F.col("strategy").alias("value")))
-    return batch.tables(pairs.filter(F.col("value").isNotNull() & (F.col("value") != "")).groupBy(
-        "run", "field", "value").count(), ["field", "value"])
-
-
-def _usual(counts: pd.DataFrame, field: str) -> str | None:
-    named = counts[counts["field"] == field]
-    return None if named.empty else named.sort_values("count", ascending=False, kind="stable")["value"].iloc[0]
-
-
-def _mentioned_partitions(frames: EventFrames, runs: list[int], batch: Batch) -> Pending[dict[int, pd.DataFrame]]:
-    """Every partition each run's events mention (for runs whose lock.json names no topics)."""
-    named = frames.control.filter(F.col("type").isNotNull()).select(
-        "run", F.explode(F.coalesce("partitions", "assigned")).alias("tp"))
-    mentioned = named.union(frames.produced.select("run", "tp")).union(frames.consumed.select("run", "tp"))
-    return batch.tables(mentioned.filter(F.col("run").isin(runs)).distinct(), ["tp"])
-
-
 def _phase_marks(control: DataFrame, batch: Batch) -> Pending[dict[int, pd.DataFrame]]:
     return batch.tables(control.filter(F.col("type") == ev.PHASE).select("run", "name", _ns().alias("ns"), "seq"),
                         ["ns", "seq"])
@@ -129,7 +125,7 @@ def summarize_runs(spark: SparkSession, run_dirs: list[Path], config: CheckConfi
 
 def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, step: Step) -> list[RunSummary]:
     ids = list(range(len(run_dirs)))
-    locks = [read_lock(run_dir) for run_dir in run_dirs]
+    infos = [run_info(run_dir) for run_dir in run_dirs]
     step("reading events")
     frames = read_runs(spark, run_dirs)
     counts = {run: {kind: n for kind, n in frames.types_by_run[run].items() if kind is not None and n} for run in ids}
@@ -138,16 +134,8 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
             raise ValueError(f"{run_dirs[run]}: the event files hold no readable events")
     with Batch(ids) as per_run:   # read first: the per-run constants every later query needs
         bounds, marks = _bounds(frames, per_run), _phase_marks(frames.control, per_run)
-        unnamed = [r for r in ids if not (locks[r].get("backend") and locks[r].get("strategy"))]
-        untopical = [r for r in ids if not run_info(run_dirs[r], locks[r], usual_backend=None,
-                                                    usual_strategy=None).topics]
-        usual = _usual_values(frames.control, unnamed, per_run) if unnamed else None
-        mentioned = _mentioned_partitions(frames, untopical, per_run) if untopical else None
         per_run.collect()
-    infos = [run_info(run_dirs[r], locks[r], usual_backend=_usual(usual.value[r], "backend") if usual else None,
-                      usual_strategy=_usual(usual.value[r], "strategy") if usual else None) for r in ids]
-    universe = {r: [f"{topic}-{p}" for topic, n in sorted(infos[r].topics.items()) for p in range(n)]
-                if infos[r].topics else list(mentioned.value[r]["tp"]) for r in ids}
+    universe = {r: infos[r].partitions() for r in ids}
 
     constants, phase_lists = [], {}
     for r in ids:
@@ -163,11 +151,12 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
         since_t = convergence_awaited_from(seconds(b["fault_ns"]), seconds(b["joined_ns"]))
         session_s = (infos[r].session_timeout_ms or DEFAULT_SESSION_TIMEOUT_MS) / 1000
         bound_s = float(config.convergence_bound_s if config.convergence_bound_s is not None else 2 * session_s + 5)
-        meta = run_columns(r, locks[r])
-        constants.append((r, t0_ns, t0_ms, run_end, tail_start, [start for _, start, _ in phase_lists[r][1:]],
-                          len(universe[r]), since_t, bound_s, meta["backend"], meta["strategy"], meta["n"],
-                          meta["campaign"], meta["repetition"]))
-    runs = spark.createDataFrame(constants, _RUN_CONSTANTS)
+        constants.append(RunConstants(
+            run=r, t0_ns=t0_ns, t0_ms=t0_ms, run_end=run_end, tail_start=tail_start,
+            phase_starts=[start for _, start, _ in phase_lists[r][1:]], partitions=len(universe[r]),
+            since_t=since_t, bound_s=bound_s, backend=infos[r].backend, strategy=infos[r].strategy,
+            n=infos[r].members))
+    runs = spark.createDataFrame([constant.row() for constant in constants], RunConstants.SCHEMA)
     partitions = spark.createDataFrame([(r, tp) for r in ids for tp in universe[r]], "run int, tp string")
 
     def timed(frame: DataFrame, ns) -> DataFrame:
@@ -212,7 +201,7 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
 
     summaries = []
     for r in ids:
-        run_end, n_partitions = constants[r][3], constants[r][6]
+        run_end, n_partitions = constants[r].run_end, constants[r].partitions
         tables = {
             "phases": phases.phase_table(measures.value[r], episodes.value[r], checks[r], phase_lists[r],
                                          lags.value[r]),
@@ -231,11 +220,11 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
             "produced_records": bounds.value[r]["produced_records"] or 0,
             "unreadable_lines": frames.types_by_run[r].get(None, 0),
             "duration_s": run_end,
-            "t0_ns": constants[r][1],
-            "t0_ms": constants[r][2],
+            "t0_ns": constants[r].t0_ns,
+            "t0_ms": constants[r].t0_ms,
             "partitions": n_partitions,
-            "convergence_since_t": constants[r][7],
-            "convergence_bound_s": constants[r][8],
+            "convergence_since_t": constants[r].since_t,
+            "convergence_bound_s": constants[r].bound_s,
             "latency_limit_ms": config.latency_limit_ms,
             "coordinator_gap_s": coordinator_gaps.group_gap_s(tables["coordinator_gaps"]),
         }

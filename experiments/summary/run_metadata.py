@@ -1,4 +1,4 @@
-"""Which runs are summarised: their metadata (lock.json) and what a summary of one holds."""
+"""What a summarised run was (its record, by named fields) and what its summary holds."""
 
 from __future__ import annotations
 
@@ -7,21 +7,19 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.run.folder import RunFolder
 from experiments.run.runmeta import read_run_meta
 from experiments.summary.checker import CheckResult
 from rebalance.backends import canonical_name
 
 
-def read_lock(run_dir: Path) -> dict:
-    """The run's lock.json (the runner's record of the resolved scenario), or {} when it wrote none.
-    The summary reads run metadata through this function only."""
-    meta = read_run_meta(run_dir)
-    return {} if meta is None else meta.to_json()
+class NoRunRecord(ValueError):
+    """The folder has events but no lock.json: nothing says what the run was."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunInfo:
-    """What a run was: from lock.json when the runner wrote one, else derived from its events."""
+    """What a run was, as its record (lock.json, read through experiments.run.runmeta) says."""
 
     run_dir: Path
     name: str
@@ -29,48 +27,26 @@ class RunInfo:
     strategy: str
     session_timeout_ms: int | None
     topics: dict[str, int]
-    members: int | None
+    members: int | None     # the group's size when the timeline starts (None: an older record did not say)
+
+    def partitions(self) -> list[str]:
+        """Every partition of the run's topics, `topic-p`."""
+        return [f"{topic}-{p}" for topic, n in sorted(self.topics.items()) for p in range(n)]
 
 
-def run_info(run_dir: Path, lock: dict, *, usual_backend: str | None, usual_strategy: str | None) -> RunInfo:
-    """lock.json's word first; the backend and strategy most events name otherwise. Without lock.json the
-    group size is left open (the summary fills in the size the group spent most time at)."""
-    session = lock.get("session_timeout_ms") or lock.get("session_timeout")
-    return RunInfo(
-        run_dir=run_dir,
-        name=str(lock.get("name") or run_dir.name),
-        backend=canonical_name(str(lock.get("backend") or usual_backend or "unknown")),   # older events: `modern`
-        strategy=str(lock.get("strategy") or usual_strategy or "unknown"),
-        session_timeout_ms=int(session) if session else None,
-        topics=_topics(lock.get("topics")),
-        members=_member_count(lock.get("members")),
-    )
-
-
-def _topics(value: object) -> dict[str, int]:
-    """lock.json topics as {name: partitions}, or a list of {name, partitions} tables."""
-    if isinstance(value, dict):
-        return {str(name): int(n if not isinstance(n, dict) else n.get("partitions", 0)) for name, n in value.items()}
-    if isinstance(value, list):
-        return {str(t["name"]): int(t["partitions"]) for t in value if isinstance(t, dict) and "name" in t}
-    return {}
-
-
-def _member_count(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, (list, dict)):
-        return len(value)
-    return None
-
-
-def run_columns(index: int, lock: dict) -> dict:
-    """The columns that tell runs apart in the frames of one pass: `run` (its position in the pass) and
-    what lock.json says of it; `campaign` and `repetition` stay empty until campaigns record them."""
-    return {"run": index, "backend": lock.get("backend"), "strategy": lock.get("strategy"),
-            "n": _member_count(lock.get("members")), "campaign": None, "repetition": None}
+def run_info(run_dir: Path) -> RunInfo:
+    """The run's record, by its named fields. Every run the lab makes writes one (the runner and the
+    synthetic generator alike), so the summary guesses nothing from events."""
+    meta = read_run_meta(run_dir)
+    if meta is None:
+        raise NoRunRecord(f"{run_dir}: no {RunFolder(run_dir).lock.name}, so nothing says which backend, strategy "
+                          "and topics the run had; summarise folders the lab's runner (or its synthetic "
+                          "generator) wrote")
+    if not meta.topics:
+        raise NoRunRecord(f"{RunFolder(run_dir).lock}: names no topics")
+    return RunInfo(run_dir=Path(run_dir), name=meta.name or Path(run_dir).name,
+                   backend=canonical_name(meta.backend or "unknown"), strategy=meta.strategy or "unknown",
+                   session_timeout_ms=meta.session_timeout_ms, topics=dict(meta.topics), members=meta.members)
 
 
 @dataclass
