@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from experiments.summary import checks
 from experiments.summary.campaign_stats import COORDINATOR_GAP
 from experiments.summary.herd_sizes import by_size, size_text, sizes_of
 from experiments.summary.read_back import RunData, herd_points, herd_slopes
@@ -145,19 +146,6 @@ def scenarios(runs: list[RunData], descriptions: dict[str, str] | None = None) -
 
 # -- what the checks found ---------------------------------------------------------------------
 
-# How a finding of each check is named in a sentence, and which number it carries.
-_NOUN = {
-    "double-ownership": "double ownership",
-    "consumed-without-ownership": "records processed by a member that did not own them alone",
-    "lost-records": "lost records",
-    "duplicates": "duplicates",
-    "offset-regressions": "offset regressions",
-    "slow-records": "records later than the latency limit",
-    "convergence": "partitions not converged within the bound",
-    "fenced-commits": "stale commits refused by the coordinator",
-    "server-witness": "server and member request counts apart",
-    "server-stall": "brokers answering nothing for over 2 s while requests were held up",
-}
 
 
 def _amount(check: str, runs: list[RunData]) -> str:
@@ -169,9 +157,9 @@ def _amount(check: str, runs: list[RunData]) -> str:
         if reading is None or reading.word in (Word.OK, Word.UNKNOWN):
             continue
         evidence = run.evidence.get(check)
-        if check == "double-ownership" and evidence is not None and "duration_s" in evidence and len(evidence):
+        if check == checks.DOUBLE_OWNERSHIP.name and evidence is not None and "duration_s" in evidence and len(evidence):
             values.append(("s", float(evidence["duration_s"].sum())))
-        elif check == "consumed-without-ownership" and evidence is not None and "records" in evidence and len(evidence):
+        elif check == checks.CONSUMED_WITHOUT_OWNERSHIP.name and evidence is not None and "records" in evidence and len(evidence):
             values.append(("", float(evidence["records"].sum())))
         else:
             values.append(("", float(reading.count)))
@@ -220,7 +208,7 @@ def check_sentences(scenario: Scenario) -> list[str]:
         if not violated and not guarded and not untold:
             clean += 1
             continue
-        noun = _NOUN.get(check, check)
+        noun = spec.phrase if (spec := checks.spec(check)) else check
         if violated:
             amounts = [_amount(check, scenario.runs_of(column)) for column in violated]
             if len(violated) == 1 or len(columns) == 1:
@@ -429,9 +417,9 @@ def findings(scenarios_: list[Scenario]) -> list[Finding]:
 # -- a campaign's findings --------------------------------------------------------------------
 
 # The campaign statistics' per-run metrics that are checks' counts, and how a sentence names them.
-CAMPAIGN_CHECKS = {"double-ownership (s)": "double ownership", "duplicates": "duplicates",
-                   "offset regressions": "offset regressions", "fenced commits": "stale commits refused by the coordinator"}
-PROTECTION_METRICS = frozenset({"fenced commits"})
+CAMPAIGN_CHECKS = {"double-ownership (s)": checks.DOUBLE_OWNERSHIP.phrase,
+                   **{spec.campaign_metric: spec.phrase for spec in checks.SPECS if spec.campaign_metric}}
+PROTECTION_METRICS = frozenset(spec.campaign_metric for spec in checks.SPECS if spec.campaign_metric and spec.protection)
 
 
 def spread_text(median: float, low: float, high: float, *, unit: str = "") -> str:

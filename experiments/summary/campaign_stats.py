@@ -43,7 +43,7 @@ from experiments.campaign.manifest import COMPLETED, Manifest
 from experiments.campaign.model import declared_claims
 from experiments.run.folder import RunFolder
 from experiments.run.runmeta import read_run_meta
-from experiments.summary import markdown_table
+from experiments.summary import checks, markdown_table
 from experiments.summary.claims import claims_frame, claims_markdown, evaluate
 from experiments.summary.inference import (
     BOTH_CONSTANT,
@@ -70,8 +70,7 @@ _HERD_METRICS = {"requests": "requests per change", "notifications": "notificati
                  "unowned_partition_s": "partition-seconds unowned"}
 _PHASE_METRICS = {"records_lost": "records lost", "max_latency_ms": "max latency (ms)",
                   "rebalance_ms": "rebalancing (ms)"}
-_CHECK_METRICS = {"duplicates": "duplicates", "offset-regressions": "offset regressions",
-                  "fenced-commits": "fenced commits"}
+_CHECK_METRICS = {spec.name: spec.campaign_metric for spec in checks.SPECS if spec.campaign_metric}
 WHOLE_RUN_LOST = "whole run: records lost"                       # seed 002's total
 COORDINATOR_GAP = "coordinator gap (s)"                          # the group's maximum, per run
 GAP_LOOKUPS = "FindCoordinator requests without a coordinator"   # summed over the members

@@ -31,6 +31,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from experiments.scenario.labels import fault_label
+from experiments.summary import checks
 from experiments.summary.spark_batch import Batch
 from experiments.summary.witness_counts import witness_windows
 from rebalance import events as ev
@@ -109,7 +110,7 @@ def double_ownership(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> 
         results = {}
         for run in inputs.runs:
             count, seconds = stats.value.get(run, {}).get("n", 0), stats.value.get(run, {}).get("s") or 0.0
-            results[run] = _found("double-ownership", count, f"{count} windows, {seconds:.2f} s in total",
+            results[run] = _found(checks.DOUBLE_OWNERSHIP.name, count, f"{count} windows, {seconds:.2f} s in total",
                                   "every partition had at most one owner", evidence.value[run])
         return results
 
@@ -144,7 +145,7 @@ def consumption_outside_ownership(inputs: CheckInputs, config: CheckConfig, batc
         results = {}
         for run in inputs.runs:
             count, records = stats.value.get(run, {}).get("n", 0), stats.value.get(run, {}).get("records")
-            results[run] = _found("consumed-without-ownership", count, f"{records} records in {count} spans "
+            results[run] = _found(checks.CONSUMED_WITHOUT_OWNERSHIP.name, count, f"{records} records in {count} spans "
                                   "processed by a member that was not the sole owner",
                                   "every batch was processed by its partition's sole owner", evidence.value[run])
         return results
@@ -164,7 +165,7 @@ def lost_records(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Read
         results = {}
         for run in inputs.runs:
             count, unseen = stats.value.get(run, {}).get("lost") or 0, stats.value.get(run, {}).get("unseen") or 0
-            result = _found("lost-records", count, f"{count} records produced and never processed",
+            result = _found(checks.LOST_RECORDS.name, count, f"{count} records produced and never processed",
                             "every produced record was processed", evidence.value[run])
             if unseen:
                 result = CheckResult(result.check, result.verdict, count,
@@ -188,7 +189,7 @@ def duplicates(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader
         for run in inputs.runs:
             by = by_whom.value[run]
             count = int(by["n"].sum())
-            results[run] = _found("duplicates", count, ", ".join(f"{n} by {who}" for who, n in zip(by["by"], by["n"], strict=True)),
+            results[run] = _found(checks.DUPLICATES.name, count, ", ".join(f"{n} by {who}" for who, n in zip(by["by"], by["n"], strict=True)),
                                   "every record was processed once", evidence.value[run])
         return results
 
@@ -210,7 +211,7 @@ def offset_regressions(inputs: CheckInputs, config: CheckConfig, batch: Batch) -
         results = {}
         for run in inputs.runs:
             count = counts.value.get(run, {}).get("count", 0)
-            results[run] = _found("offset-regressions", count,
+            results[run] = _found(checks.OFFSET_REGRESSIONS.name, count,
                                   f"{count} commits moved a partition's offset backwards",
                                   "committed offsets never went back", evidence.value[run])
         return results
@@ -233,10 +234,10 @@ def slow_records(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Read
         for run in inputs.runs:
             row = stats.value.get(run)
             if not row or not row["timed"]:
-                results[run] = CheckResult("slow-records", Verdict.UNKNOWN, 0,
+                results[run] = CheckResult(checks.SLOW_RECORDS.name, Verdict.UNKNOWN, 0,
                                            "no produce timestamps on consumed records")
                 continue
-            results[run] = _found("slow-records", row["n"],
+            results[run] = _found(checks.SLOW_RECORDS.name, row["n"],
                                   f"{row['n']} records over {limit} ms (worst {row['worst']:.0f} ms)",
                                   f"every record within {limit} ms", evidence.value[run])
         return results
@@ -280,7 +281,7 @@ def convergence(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reade
     """Every partition owned by exactly one member at some moment within `bound_s` after `since_t`: the
     run's last fault event (its start or its end; the final heal ends every fault still in force), or the
     last member's start in a run without faults. Kafka's system tests ask this after killing an owner."""
-    name = "convergence"
+    name = checks.CONVERGENCE.name
     context = F.broadcast(inputs.context.select(
         "run", "partitions", "since_t", "bound_s", "run_end", (F.col("since_t") + F.col("bound_s")).alias("deadline")))
     per_tp = Window.partitionBy("run", "tp").orderBy("start")
@@ -351,7 +352,7 @@ def fenced_commits(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Re
             errors = by_error.value[run]
             count = int(errors["count"].sum())
             detail = ", ".join(f"{n} {error}" for error, n in zip(errors["error"], errors["count"], strict=True))
-            results[run] = _found("fenced-commits", count, detail, "no commit was fenced", evidence.value[run])
+            results[run] = _found(checks.FENCED_COMMITS.name, count, detail, "no commit was fenced", evidence.value[run])
         return results
 
     return read
@@ -387,7 +388,7 @@ def witness_result(row: Mapping | None, config: CheckConfig, evidence: pd.DataFr
     count less the background), `client` (the members' logged requests), `served` (the servers' raw count)
     and `n` (windows beyond the tolerance). Servers that counted nothing at all saw nothing: unknown, even
     when every window is within the tolerance (a few member requests are)."""
-    name = "server-witness"
+    name = checks.SERVER_WITNESS.name
     evidence = pd.DataFrame() if evidence is None else evidence
     if not row or not row["windows"]:
         return CheckResult(name, Verdict.UNKNOWN, 0, "no two comparable server samples")
@@ -443,7 +444,7 @@ def stall_result(row: Mapping | None, lag: Mapping | None, config: CheckConfig,
                  evidence: pd.DataFrame | None = None) -> CheckResult:
     """The server-stall verdict of one run: `row` has `n` (stall windows) and the `longest` of them; `lag`
     the longest loop lag any broker sampled and how many broker processes sampled."""
-    name, limit = "server-stall", config.stall_threshold_s
+    name, limit = checks.SERVER_STALL.name, config.stall_threshold_s
     evidence = pd.DataFrame() if evidence is None else evidence
     count = int(row["n"]) if row else 0
     if count:
@@ -462,30 +463,35 @@ def stall_result(row: Mapping | None, lag: Mapping | None, config: CheckConfig,
 
 @dataclass(frozen=True, kw_only=True)
 class Check:
-    """One check: a run without any of the event types it `needs` gets `unknown` with `missing` as detail."""
+    """One check's Spark side: its row of `experiments.summary.checks` (name, question, words) and its queries.
+    A run without any of the event types it `needs` gets `unknown` with `missing` as detail."""
 
-    name: str
+    spec: checks.CheckSpec
     needs: tuple[str, ...]
     missing: str
     plan: Callable[[CheckInputs, CheckConfig, Batch], Reader]
 
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
 
 _OWNERSHIP = (ev.PARTITIONS_ASSIGNED, ev.REBALANCE_COMPLETED)
 CHECKS: tuple[Check, ...] = (
-    Check(name="double-ownership", needs=_OWNERSHIP, missing="no ownership events", plan=double_ownership),
-    Check(name="consumed-without-ownership", needs=(ev.RECORDS_CONSUMED,), missing="no records consumed",
+    Check(spec=checks.DOUBLE_OWNERSHIP, needs=_OWNERSHIP, missing="no ownership events", plan=double_ownership),
+    Check(spec=checks.CONSUMED_WITHOUT_OWNERSHIP, needs=(ev.RECORDS_CONSUMED,), missing="no records consumed",
           plan=consumption_outside_ownership),
-    Check(name="lost-records", needs=(ev.RECORD_PRODUCED, ev.RECORDS_PRODUCED),
+    Check(spec=checks.LOST_RECORDS, needs=(ev.RECORD_PRODUCED, ev.RECORDS_PRODUCED),
           missing="no records_produced (or record_produced) events", plan=lost_records),
-    Check(name="duplicates", needs=(ev.RECORDS_CONSUMED,), missing="no records consumed", plan=duplicates),
-    Check(name="offset-regressions", needs=(ev.OFFSETS_COMMITTED,), missing="no offsets_committed events",
+    Check(spec=checks.DUPLICATES, needs=(ev.RECORDS_CONSUMED,), missing="no records consumed", plan=duplicates),
+    Check(spec=checks.OFFSET_REGRESSIONS, needs=(ev.OFFSETS_COMMITTED,), missing="no offsets_committed events",
           plan=offset_regressions),
-    Check(name="slow-records", needs=(), missing="", plan=slow_records),
-    Check(name="convergence", needs=_OWNERSHIP, missing="no partitions or no ownership events", plan=convergence),
-    Check(name="fenced-commits", needs=(), missing="", plan=fenced_commits),
-    Check(name="server-witness", needs=(ev.SERVER_COUNTERS,), missing="no server samples (the servers' counters "
+    Check(spec=checks.SLOW_RECORDS, needs=(), missing="", plan=slow_records),
+    Check(spec=checks.CONVERGENCE, needs=_OWNERSHIP, missing="no partitions or no ownership events", plan=convergence),
+    Check(spec=checks.FENCED_COMMITS, needs=(), missing="", plan=fenced_commits),
+    Check(spec=checks.SERVER_WITNESS, needs=(ev.SERVER_COUNTERS,), missing="no server samples (the servers' counters "
           "were not recorded)", plan=server_witness),
-    Check(name="server-stall", needs=(ev.BROKER_LIVENESS,), missing="no broker liveness events (the brokers did not "
+    Check(spec=checks.SERVER_STALL, needs=(ev.BROKER_LIVENESS,), missing="no broker liveness events (the brokers did not "
           "sample their own liveness: a log from before they did)", plan=server_stall),
 )
 

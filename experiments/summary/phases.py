@@ -8,6 +8,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from experiments.summary.checker import CheckConfig, CheckResult
+from experiments.summary.checks import DOUBLE_OWNERSHIP
 from experiments.summary.lag import phase_lag
 from experiments.summary.spark_batch import Batch, Pending
 from rebalance import events as ev
@@ -78,7 +79,7 @@ def phase_table(measures: pd.DataFrame, episodes: pd.DataFrame, checks: list[Che
     rebalancing, merged, that start in the phase); plus the largest consumer lag (`max_lag`, records, from
     `lag`: experiments.summary.lag), duplicates and double ownership."""
     measures = measures.set_index("phase") if len(measures) else pd.DataFrame()
-    double = next((c.evidence for c in checks if c.check == "double-ownership"), pd.DataFrame())
+    double = next((c.evidence for c in checks if c.check == DOUBLE_OWNERSHIP.name), pd.DataFrame())
 
     def get(column: str, index: int, default=0):
         value = measures[column].get(index) if column in measures else None

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.run.folder import RunFolder
+from experiments.summary import checks
 from rebalance.backends import canonical_name
 
 
@@ -55,7 +56,7 @@ class RunData:
 
     @property
     def double(self) -> pd.DataFrame:
-        return self.evidence.get("double-ownership", pd.DataFrame(columns=["tp", "start", "end", "duration_s"]))
+        return self.evidence.get(checks.DOUBLE_OWNERSHIP.name, pd.DataFrame(columns=["tp", "start", "end", "duration_s"]))
 
     def herd_changes(self) -> pd.DataFrame:
         """Changes to a group of the run's size N (its join and leave) made by the scenario's timeline: not

@@ -18,26 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from experiments.summary import checks
+
 
 class Word(StrEnum):
     OK = "ok"
     VIOLATED = "VIOLATED"
     PROTECTED = "protected"
     UNKNOWN = "unknown"
-
-
-# Checks whose findings are a safeguard doing its job rather than an anomaly.
-PROTECTIONS = frozenset({"fenced-commits"})
-
-# What a found count means, per check, where the checker's own detail does not say it.
-_FOUND_MEANING = {
-    "double-ownership": "{detail}, in which two or more members owned the same partition",
-    "duplicates": "{count} record{s} processed more than once ({detail})",
-    "fenced-commits": "{count} commit{s} of a stale member refused by the coordinator ({detail})",
-}
-_CLEAN_MEANING = {
-    "fenced-commits": "no stale commit was refused (none was made, or nothing could refuse it)",
-}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,14 +56,15 @@ def read(check: str, verdict: str, count: int, detail: str) -> Reading:
     detail = str(detail or "")
     if verdict == "unknown":
         return Reading(check=check, word=Word.UNKNOWN, count=count, meaning=detail or "the log cannot tell")
-    if verdict == "false" and count:
-        word = Word.PROTECTED if check in PROTECTIONS else Word.VIOLATED
-        meaning = _FOUND_MEANING.get(check, "{detail}").format(count=count, detail=detail, s="" if count == 1 else "s")
+    row = checks.spec(check)
+    if verdict == "false":
+        word = Word.PROTECTED if row is not None and row.protection else Word.VIOLATED
+        if not count:   # found, but nothing counted: still an anomaly, say so
+            return Reading(check=check, word=word, count=count, meaning=detail)
+        meaning = (row.found if row else "{detail}").format(count=count, detail=detail, s="" if count == 1 else "s")
         return Reading(check=check, word=word, count=count, meaning=meaning)
-    if verdict == "false":   # found, but nothing counted: still an anomaly, say so
-        word = Word.PROTECTED if check in PROTECTIONS else Word.VIOLATED
-        return Reading(check=check, word=word, count=count, meaning=detail)
-    return Reading(check=check, word=Word.OK, count=0, meaning=_CLEAN_MEANING.get(check, detail))
+    clean = row.clean if row is not None and row.clean is not None else detail
+    return Reading(check=check, word=Word.OK, count=0, meaning=clean)
 
 
 def read_result(result) -> Reading:
@@ -83,25 +72,10 @@ def read_result(result) -> Reading:
     return read(result.check, result.verdict.value, result.count, result.detail)
 
 
-# What each check looks for and what its count counts, stated once per check (a report's row header).
-QUESTION = {
-    "double-ownership": "two or more members owning one partition at once (count: windows)",
-    "consumed-without-ownership": "records processed by a member that was not the partition's sole owner "
-                                  "(count: spans)",
-    "lost-records": "records produced and never processed",
-    "duplicates": "records processed more than once",
-    "offset-regressions": "a commit lower than an earlier one on the same partition",
-    "slow-records": "records processed later than the latency limit after they were produced",
-    "convergence": "every partition with exactly one owner, within the bound after the last fault",
-    "fenced-commits": "a stale member's commit refused by the coordinator: a protection, not an anomaly",
-    "server-witness": "the servers' own request counts against the members' (count: windows that disagree)",
-    "server-stall": "a broker answering no request for more than 2 s while requests were held up (count: windows)",
-}
-
-
 def question(check: str) -> str:
-    """What `check` looks for, in a line; "" for a check this table does not know yet."""
-    return QUESTION.get(check, "")
+    """What `check` looks for, in a line; "" for a check no row of `checks` knows (a later version's)."""
+    row = checks.spec(check)
+    return row.question if row is not None else ""
 
 
 def combine(readings: list[Reading]) -> Reading:
