@@ -159,6 +159,39 @@ def test_a_clean_restart_ends_ownership_at_the_members_own_revocation(spark, tmp
     assert verdicts["consumed-without-ownership"] == "true"
 
 
+def test_a_batch_handled_after_its_partition_moved_is_processed_without_ownership(spark, tmp_path):
+    """0.8's watcher thread releases a partition while the application is still handling what poll()
+    delivered: the record was delivered to the owner, but handled by a member that no longer owned it."""
+    import json
+
+    from experiments.summary import summarize_run
+
+    def line(t_s: float, **fields) -> str:
+        return json.dumps({"run_id": "r", "backend": "legacy", "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
+                           "process": fields.get("member", "runner"), **fields}) + "\n"
+
+    events = tmp_path / "events"
+    events.mkdir()
+    batch = {"topic": "t", "partition": 0, "first_offset": 0, "last_offset": 2, "count": 3,
+             "produce_ts_ms": [1900] * 3}
+    (events / "m0.jsonl").write_text(
+        line(1.0, member="m0", type="member_started")
+        + line(1.5, member="m0", type="rebalance_completed", generation=1, assigned=["t-0"])
+        + line(2.0, member="m0", type="records_consumed", **batch)                 # delivered while the owner
+        + line(2.5, member="m0", type="partitions_revoked", partitions=["t-0"])
+        + line(3.0, member="m0", type="records_processed", processed_ts_ms=[2800, 2900, 3000], **batch))
+    (events / "m1.jsonl").write_text(
+        line(1.0, member="m1", type="member_started")
+        + line(2.6, member="m1", type="rebalance_completed", generation=2, assigned=["t-0"]))
+    (tmp_path / "lock.json").write_text(json.dumps({
+        "name": "late-handling", "run_id": "r", "backend": "legacy", "strategy": "range", "session_timeout_ms": 6000,
+        "topics": {"t": 1}, "members": 2, "group": "g", "status": "completed"}))
+    summary = summarize_run(spark, tmp_path, write=False)
+    outside = next(check for check in summary.checks if check.check == "consumed-without-ownership")
+    assert outside.verdict.value == "false" and outside.count == 1
+    assert outside.evidence.iloc[0]["member"] == "m0" and outside.evidence.iloc[0]["records"] == 3
+
+
 def test_synthetic_logs_use_only_declared_fields(tmp_path):
     from rebalance.events import VOCABULARY
 

@@ -82,6 +82,7 @@ class CheckInputs:
     control: DataFrame
     commits: DataFrame
     consumed: DataFrame
+    handled: DataFrame              # batches at the end of their handling (records.handled_batches)
     segments: DataFrame
     never: DataFrame
     repeats: DataFrame
@@ -120,11 +121,12 @@ def double_ownership(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> 
 def consumption_outside_ownership(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
     """Ownership evidenced by consumption: records a member processed while it was not the sole owner.
 
-    Each consumption batch looks up the owners of its partition at its time (the last
-    ownership change at or before it, per partition)."""
+    Each batch looks up the owners of its partition at the time its handling ended (the last ownership change
+    at or before it, per partition): a batch 0.8's application was still handling when the watcher thread
+    released the partition counts, though poll() delivered it in time."""
     marks = inputs.segments.select("run", "tp", F.col("start").alias("t"), F.lit(0).alias("kind"), "owners",
                                    F.lit(None).cast("string").alias("member"), F.lit(None).cast("long").alias("count"))
-    batches = inputs.consumed.select("run", "tp", "t", F.lit(1).alias("kind"),
+    batches = inputs.handled.select("run", "tp", "t", F.lit(1).alias("kind"),
                                      F.lit(None).cast("array<string>").alias("owners"), "member", "count")
     timeline = Window.partitionBy("run", "tp").orderBy("t", "kind").rowsBetween(Window.unboundedPreceding, 0)
     looked_up = (

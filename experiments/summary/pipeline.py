@@ -171,7 +171,9 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
     covered = records.coverage(consumed).persist()   # gaps (lost) and overlaps (duplicates) both come from it
     never = records.never_processed(frames.produced, covered, runs).persist()
     repeats = records.duplicate_ranges(covered)
-    deliveries = records.deliveries(consumed, timed(frames.processed, F.col("ts_ns")))   # handled, else delivered
+    processed = timed(frames.processed, F.col("ts_ns"))
+    deliveries = records.deliveries(consumed, processed)   # handled, else delivered
+    handled = records.handled_batches(consumed, processed)
 
     step("ownership")
     owned = ownership(control, partitions, runs).persist()
@@ -180,7 +182,8 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
     step("checks and aggregates")
     with Batch(ids) as batch:
         read_checks = plan_checks(CheckInputs(
-            runs=ids, counts=counts, control=control, commits=commits, consumed=consumed, segments=spans, never=never,
+            runs=ids, counts=counts, control=control, commits=commits, consumed=consumed, handled=handled,
+            segments=spans, never=never,
             repeats=repeats, deliveries=deliveries,
             context=runs.select("run", "partitions", "since_t", "bound_s", "run_end")), config, batch)
         produce_times = records.produce_times(frames.produced, runs)
@@ -190,7 +193,7 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
         changes = batch.tables(herd.herd_changes(control), ["t"])
         witness = batch.tables(witness_windows(control), ["start"])
         per_second = batch.tables(phases.throughput(produce_times, consumed, never, deliveries, config,
-                                                    timed(frames.processed, F.col("ts_ns"))), ["second"])
+                                                    processed), ["second"])
         lags = batch.tables(lag.lag_per_second(frames.produced, consumed, partitions, runs), ["second"])
         intervals = batch.tables(owned, ["tp", "start"])
         faults = batch.tables(control.filter(F.col("type").isin(*FAULT_EVENTS)).select(

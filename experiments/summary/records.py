@@ -65,6 +65,16 @@ def duplicate_ranges(covered: DataFrame) -> DataFrame:
     )
 
 
+def handled_batches(consumed: DataFrame, processed: DataFrame) -> DataFrame:
+    """Each batch (run, tp, member, t, count) at the time the application finished handling it: in a run with
+    `records_processed` events (its members had a service time) at that event, so a record delivered while
+    the member owned its partition but handled after it lost it counts where it was handled; in any other
+    run, when poll() delivered it."""
+    columns = ["run", "tp", "member", "t", "count"]
+    unhandled_runs = consumed.join(F.broadcast(processed.select("run").distinct()), "run", "left_anti")
+    return processed.select(*columns).unionByName(unhandled_runs.select(*columns))
+
+
 def deliveries(consumed: DataFrame, processed: DataFrame | None = None) -> DataFrame:
     """Every processed record with its produce-to-process latency (from the batch's produce timestamps).
 
