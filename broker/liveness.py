@@ -46,6 +46,7 @@ from pathlib import Path
 from kafka.protocol.api_key import ApiKey
 
 from rebalance import events as ev
+from rebalance.process_memory import rss_bytes
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +231,8 @@ class LivenessSampler:
                 self._watch_slow(lag_ns)
                 self._watch_stall(now, lag_ns, gap_ns)
                 if now >= next_sample_ns:
-                    self._emit("sample", received=self.ledger.received, answered=self.ledger.finished,
+                    self._emit("sample", rss_bytes=rss_bytes(), received=self.ledger.received,
+                               answered=self.ledger.finished,
                                outstanding=self.ledger.outstanding, loop_lag_ms=period["lag"] / 1e6,
                                sampler_gap_ms=period["gap"] / 1e6, gc_ms=self._gc.total_ns / 1e6)
                     period = {"lag": 0, "gap": 0}

@@ -98,3 +98,9 @@ def test_a_scenario_with_a_join_and_a_crash_runs_on_kip848_and_its_checks_pass(t
     beats = [e for e in events if e["type"] == "coordination_request" and e["op"] == "ConsumerGroupHeartbeat"]
     assert {"join", "ack", "steady"} <= {e["detail"] for e in beats}
     assert {e["protocol"] for e in events if e["type"] == "rebalance_completed"} == {"uniform"}
+    # Every broker and every member host samples its own resident memory (a soak's measure).
+    memory = summary.tables["memory"]
+    sampled = set(memory["process"])
+    assert any(name.startswith("broker") for name in sampled), sampled
+    assert any(name.startswith("member host ") for name in sampled), sampled
+    assert (memory["peak_mb"] > 10).all() and (memory["samples"] >= 1).all()

@@ -208,3 +208,20 @@ def test_the_spark_schema_is_the_vocabularys():
     types = {field.name: field.dataType.simpleString() for field in EVENT_SCHEMA.fields}
     assert types["produce_ts_ms"] == "array<bigint>" and types["offsets"] == "map<string,bigint>"
     assert types["params"] == "string"                     # any JSON value, read as its text
+
+
+def test_the_memory_slope_is_fitted_over_the_second_half_only():
+    """Start-up growth in the first half does not count; a leak in the second half does (MB a minute)."""
+    import pandas as pd
+
+    from experiments.summary.memory import memory_table, steepest
+
+    minutes = [t / 60 for t in range(0, 1200, 10)]
+    rows = [{"process": "broker-0", "t": m * 60, "rss_bytes": int((50 + (20 if m < 10 else 20)) * 2 ** 20)}
+            for m in minutes]                                            # flat after the first half
+    rows += [{"process": "host-0", "t": m * 60, "rss_bytes": int((40 + 2 * m) * 2 ** 20)} for m in minutes]
+    table = memory_table(pd.DataFrame(rows), run_end=1200.0)
+    slopes = dict(zip(table["process"], table["second_half_slope_mb_per_min"], strict=True))
+    assert abs(slopes["broker-0"]) < 1e-9 and abs(slopes["host-0"] - 2.0) < 1e-6
+    assert steepest(table) == ("host-0", pytest.approx(2.0))
+    assert steepest(memory_table(pd.DataFrame(rows[:2]), run_end=1200.0)) is None   # too few samples to judge

@@ -195,6 +195,11 @@ def key_numbers(scenario: Scenario) -> pd.DataFrame:
         rows.append({"measure": "longest time without a coordinator, s (coordinator_gap_s)",
                      **{column: gap_text(values).removesuffix(" s").replace(" s,", ",") if values else ""
                         for column, values in gaps.items()}})
+    slopes = {column: [run.facts["memory_slope_mb_per_min"] for run in scenario.runs_of(column)
+                       if run.facts.get("memory_slope_mb_per_min") is not None] for column in scenario.columns}
+    if any(slopes.values()):   # a run long enough to judge: the process whose memory grew fastest
+        rows.append({"measure": "steepest memory growth over the second half, MB/min",
+                     **{column: f"{max(values):.2f}" if values else "" for column, values in slopes.items()}})
     return pd.DataFrame(rows)
 
 

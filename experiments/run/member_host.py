@@ -31,8 +31,10 @@ from rich.markup import escape
 
 from experiments.run.handling import Handler
 from experiments.scenario.model import WorkloadSpec
+from rebalance import events as ev
 from rebalance.events import EventRecorder
 from rebalance.member import Member, MemberConfig
+from rebalance.process_memory import SAMPLE_EVERY_S, rss_bytes
 
 console = Console(highlight=False)
 _IDLE_SLEEP_S = 0.05
@@ -121,8 +123,12 @@ class Host:
                     break
                 if not self._first_start(slot):
                     return 1
+            next_sample = 0.0
             while not self.stop.is_set():
                 self._apply_commands()
+                if time.monotonic() >= next_sample:   # a soak's memory check reads these
+                    self.recorder.emit(ev.PROCESS_MEMORY, rss_bytes=rss_bytes())
+                    next_sample = time.monotonic() + SAMPLE_EVERY_S
                 self.stop.wait(_IDLE_SLEEP_S)
         finally:
             self.stop.set()

@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from experiments.run.folder import RunFolder
-from experiments.summary import coordinator_gaps, herd, lag, phases, records
+from experiments.summary import coordinator_gaps, herd, lag, memory, phases, records
 from experiments.summary.checker import CheckConfig, CheckInputs, plan_checks
 from experiments.summary.fault_rules import FAULT_EVENTS, convergence_awaited_from, fault_windows
 from experiments.summary.frames import EventFrames, read_runs
@@ -199,6 +199,7 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
         faults = batch.tables(control.filter(F.col("type").isin(*FAULT_EVENTS)).select(
             "run", "type", "t", "fault_id", "kind", "target", "link"), ["t"])
         gaps = batch.tables(coordinator_gaps.gap_rows(control), ["fault_t", "member"])
+        rss = batch.tables(memory.memory_samples(control), ["t"])
         batch.collect()
     checks = read_checks()
 
@@ -216,6 +217,7 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
             "faults": fault_windows(faults.value[r], run_end),
             "episodes": episodes.value[r],
             "coordinator_gaps": coordinator_gaps.gap_table(gaps.value[r]),
+            "memory": memory.memory_table(rss.value[r], run_end),
         }
         facts = {
             "events": sum(counts[r].values()),
@@ -230,6 +232,8 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
             "convergence_bound_s": constants[r].bound_s,
             "latency_limit_ms": config.latency_limit_ms,
             "coordinator_gap_s": coordinator_gaps.group_gap_s(tables["coordinator_gaps"]),
+            "memory_slope_mb_per_min": (memory.steepest(tables["memory"]) or (None, None))[1],
+            "memory_steepest_process": (memory.steepest(tables["memory"]) or (None, None))[0],
         }
         info = infos[r]
         if info.members is None:
