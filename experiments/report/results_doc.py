@@ -17,6 +17,7 @@ import pandas as pd
 
 from experiments.campaign.model import declared_claims
 from experiments.report.results_data import CampaignData, read
+from experiments.report.seed002_table import seed002_section
 from experiments.summary import markdown_table
 from experiments.summary.campaign_stats import (
     COORDINATOR_GAP,
@@ -77,6 +78,7 @@ def results_page(campaigns: list[CampaignData], notes: Path | None = None) -> st
     parts += _herd_section(cells)
     parts += _per_cell_section(cells, "split-brain", "Split brain", SPLIT_BRAIN)
     parts += _per_cell_section(cells, "churn", "Strategies under churn (seed 002, scenario 2)", None)
+    parts += seed002_section(cells)
     parts += _per_cell_section(cells, OTHER, "Other scenarios", ANOMALIES)
     parts += _differences(compared)
     return "\n".join(parts)

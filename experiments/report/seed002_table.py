@@ -1,0 +1,56 @@
+"""Seed 002's published table beside the lab's, phase by phase: the article's figure, then the lab's
+`median [min-max], n` for the classic protocol's cell of the same strategy (the article ran Kafka's Java
+client on the classic protocol). The other cells of the campaign (0.8, KIP-848, sticky apart from
+cooperative-sticky) are in the page's per-cell table of the scenario."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from experiments.summary import markdown_table
+from experiments.summary.campaign_stats import WHOLE_RUN_LOST, spread
+
+SCENARIO = "seed002"
+# The lab's phase for each of the article's, and the measures in the article's order.
+PHASES = (("50 → 100", "scale-to-100"), ("100 → 50", "scale-to-50"), ("restart 10", "restart-10"))
+MEASURES = (("records over 3 s", "records lost"), ("max response, ms", "max latency (ms)"),
+            ("time rebalancing, ms", "rebalancing (ms)"))
+# The article's table (its columns: Range, RoundRobin, (Cooperative)Sticky), keyed by (phase, measure).
+ARTICLE = {
+    ("50 → 100", "records over 3 s"): (0, 967, 0),
+    ("50 → 100", "max response, ms"): (2274, 9000, 1064),
+    ("50 → 100", "time rebalancing, ms"): (2850, 4360, 2760),
+    ("100 → 50", "records over 3 s"): (5977, 114, 0),
+    ("100 → 50", "max response, ms"): (14394, 3689, 852),
+    ("100 → 50", "time rebalancing, ms"): (10400, 800, 2850),
+    ("restart 10", "records over 3 s"): (212, 7, 465),
+    ("restart 10", "max response, ms"): (4263, 3153, 6713),
+    ("restart 10", "time rebalancing, ms"): (2950, 1580, 3410),
+    ("total", "records over 3 s"): (6189, 1088, 465),
+}
+COLUMNS = (("Range", "range"), ("RoundRobin", "roundrobin"), ("(Cooperative)Sticky", "cooperative-sticky"))
+BACKEND = "classic"
+
+
+def seed002_section(cells: pd.DataFrame) -> list[str]:
+    """The side-by-side table, or nothing when the cells hold no classic run of seed002."""
+    mine = cells[(cells["scenario"] == SCENARIO) & (cells["backend"] == BACKEND)]
+    if mine.empty:
+        return []
+    rows = []
+    for (phase, measure), article in ARTICLE.items():
+        metric = WHOLE_RUN_LOST if phase == "total" else f"{dict(PHASES)[phase]}: {dict(MEASURES)[measure]}"
+        row = {"phase": phase, "measure": measure}
+        for (title, strategy), figure in zip(COLUMNS, article, strict=True):
+            found = mine[(mine["strategy"] == strategy) & (mine["metric"] == metric)]
+            row[f"{title}: article"] = f"{figure:,}"
+            row[f"{title}: lab"] = ("-" if found.empty else
+                                    spread(*(found.iloc[0][key] for key in ("median", "min", "max")),
+                                           int(found.iloc[0]["runs"]), digits=0))
+        rows.append(row)
+    return ["## Seed 002: the article's table and the lab's\n",
+            "The article's figures (one run each) beside the lab's classic-protocol cell of the same strategy, "
+            "`median [min-max], n = runs` (the article's last column is cooperative-sticky's). The lab's phases "
+            "last 40 s where the article's lasted minutes, so its counts of records over 3 s are for shorter "
+            "phases; docs/seed002.md says what is assumed where the article is silent.\n",
+            markdown_table(pd.DataFrame(rows))]
