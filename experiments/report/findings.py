@@ -283,7 +283,7 @@ def _line_order(line: str) -> tuple[int, str]:
 def herd_sentence(points: pd.DataFrame, *, n: int | None = None, runs: Sequence[RunData] = ()) -> str:
     """The herd's finding: requests per join and per leave by group size and backend (from `runs`; the
     median of the two, from `points`, without them), then the fitted cost model (`herd_model_sentence`),
-    or the log-log slopes where there is none. `points` is `rundata.herd_points`."""
+    or the log-log slopes where there is none. `points` is `read_back.herd_points`."""
     if points.empty:
         return "No membership change was measured."
     sizes = sorted(points["N"].unique())
@@ -532,7 +532,7 @@ def campaign_finding(scenario: str, cells: pd.DataFrame, compared: pd.DataFrame)
 
 
 def _campaign_points(cells: pd.DataFrame) -> pd.DataFrame:
-    """The herd points of a campaign's cells, in `rundata.herd_points`' shape (for the fitted model)."""
+    """The herd points of a campaign's cells, in `read_back.herd_points`' shape (for the fitted model)."""
     rows = cells[cells["metric"].isin(["join: requests per change", "leave: requests per change"])]
     if rows.empty:
         return pd.DataFrame(columns=["backend", "N", "requests_per_change"])
