@@ -22,6 +22,7 @@ from experiments.report.run_report import herd_tables
 from experiments.summary.herd import herd_table, overlapping
 from experiments.summary.herd_model import HerdModel, change_rows, fit_models, fit_one
 from experiments.summary.read_back import RunData, herd_points
+from tests.fixtures.run_record import write_record
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -150,6 +151,7 @@ def _join_then_leave(root: Path, *, leave_params: dict) -> None:
         *(_line(9.0, member=m, type="member_stopped", reason="close") for m in "ab"),
     ]
     (events / "members.jsonl").write_text("".join(members))
+    write_record(root, topics={"t0": 4}, members=2)
     (events / "runner.jsonl").write_text("".join([
         _line(0.0, member="", type="phase", name="timeline"),
         _line(2.0, member="", type="phase", name="join-1", fault_id="f1", targets=["c"]),

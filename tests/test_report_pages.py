@@ -86,7 +86,8 @@ def test_a_single_run_report_opens_on_its_findings_and_fits_the_screen(synthetic
 
 def test_a_campaign_report_opens_on_its_findings_and_fits_the_screen(spark, browser, tmp_path):
     from experiments.campaign import load_campaign
-    from experiments.campaign.execute import open_folder, run_dir
+    from experiments.campaign.execute import open_folder
+    from experiments.campaign.folder import CampaignFolder
     from experiments.campaign.manifest import COMPLETED
     from experiments.report.campaign_report import write_campaign_report
     from experiments.summary import summarize_runs
@@ -100,12 +101,12 @@ def test_a_campaign_report_opens_on_its_findings_and_fits_the_screen(spark, brow
     for planned in campaign.plan():
         size = int(dict(planned.cell.sweep)["group.members"])
         anomalies = frozenset({Anomaly.DUPLICATE}) if planned.cell.backend == "legacy" else frozenset()
-        write_run(run_dir(folder, planned.name), SyntheticRun(
+        write_run(CampaignFolder(folder).run(planned.name).path, SyntheticRun(
             name=planned.name, backend=planned.cell.backend, seed=planned.seed, members=size, partitions=2 * size,
             duration_s=12.0, rate=60.0, timeline=HERD_TIMELINE, anomalies=anomalies))
         manifest.runs[planned.name].status = COMPLETED
     manifest.write(folder)
-    summarize_runs(spark, [run_dir(folder, name) for name in manifest.runs])
+    summarize_runs(spark, [CampaignFolder(folder).run(name).path for name in manifest.runs])
     write_statistics(folder)
     report = write_campaign_report(folder)
 

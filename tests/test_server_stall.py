@@ -30,6 +30,7 @@ from rebalance import events as ev
 from rebalance.backends import backend_names, profile
 from rebalance.events import read_events
 from rebalance.kafka_frames import encode_request
+from tests.fixtures.run_record import write_record
 
 STALL_S = 3.0
 
@@ -64,6 +65,7 @@ def _write_broker_run(run_dir: Path, events: Path) -> Path:
     """A run folder holding one broker's events (the other checks have nothing to read: unknown)."""
     (run_dir / "events").mkdir(parents=True)
     (run_dir / "events" / "broker-0.jsonl").write_bytes(events.read_bytes())
+    write_record(run_dir, topics={"t": 1})
     return run_dir
 
 

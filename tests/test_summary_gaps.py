@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from experiments.summary.coordinator_gaps import COLUMNS, gap_table, group_gap_s
+from tests.fixtures.run_record import write_record
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -28,6 +29,7 @@ def write_gap_run(root) -> None:
     6.5 s (and b's data link slowed, which is no cut)."""
     events = root / "events"
     events.mkdir(parents=True)
+    write_record(root, topics={"t": 1}, members=5)
     (events / "members.jsonl").write_text("".join([
         *(line(0.5, member=m, type="member_started") for m in "abcdz"),
         *(request(t, m, "Heartbeat") for t in (1.0, 2.0) for m in "abcd"),

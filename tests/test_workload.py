@@ -21,6 +21,7 @@ from experiments.scenario.model import WorkloadSpec
 from rebalance.backends import profile
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig
+from tests.fixtures.run_record import write_record
 from tests.modern_support import produce, wait_until
 
 BASE = """\
@@ -336,6 +337,7 @@ def _write_run(folder, *, handled_at_s: float | None):
         member += _line(handled_at_s, member="m0", type="records_processed", topic="t", partition=0, first_offset=0,
                         last_offset=9, count=10, produce_ts_ms=[1900] * 10, processed_ts_ms=ends)
     (events / "m0.jsonl").write_text(member)
+    write_record(folder, topics={"t": 1}, members=1)
     return folder
 
 

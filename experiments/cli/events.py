@@ -207,6 +207,8 @@ DETAILS = {
         f"{e.get('outstanding')} outstanding", f"loop lag {e['loop_lag_ms']:.0f} ms"
         if isinstance(e.get("loop_lag_ms"), (int, float)) else None,
         (e.get("stack") or "").split("\n")[0] or None),
+    ev.PROCESS_MEMORY: lambda e: (f"resident {e['rss_bytes'] / 2 ** 20:.1f} MB"
+                                  if isinstance(e.get("rss_bytes"), (int, float)) else "resident memory ?"),
     ev.METRICS: _metrics,
 }
 _SPACES = re.compile(r"\s+")
