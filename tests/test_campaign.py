@@ -238,7 +238,10 @@ def test_a_campaign_survives_a_sigkill_and_resumes(tmp_path):
     while "running" not in _manifest_statuses(folder).values():   # the second run has started
         assert time.monotonic() < deadline, "the second run never started"
         time.sleep(0.1)
-    time.sleep(3)
+    running = next(name for name, status in _manifest_statuses(folder).items() if status == "running")
+    while not (folder / "runs" / running / "lock.json").is_file():    # ... and has written its record
+        assert time.monotonic() < deadline, "the second run never wrote its lock.json"
+        time.sleep(0.1)
     first.kill()
     first.communicate(timeout=30)
 
