@@ -79,7 +79,12 @@ def stalled_broker(tmp_path_factory):
     records = []
     handler = logging.Handler()
     handler.emit = records.append
-    logging.getLogger("broker.liveness").addHandler(handler)
+    logger = logging.getLogger("broker.liveness")
+    # Another test in this worker may have configured logging (dictConfig disables the loggers it does not
+    # name, a level may have been raised): this fixture reads the liveness warnings whatever ran before it.
+    was = (logger.disabled, logger.level)
+    logger.disabled, logger.level = False, logging.WARNING
+    logger.addHandler(handler)
     try:
         with EmbeddedBroker(BrokerConfig(port=0, events_path=events, run_id="stall")) as embedded:
             embedded.run(embedded.broker.create_topic(TopicSpec(name="quiet", partitions=1)))
@@ -104,7 +109,8 @@ def stalled_broker(tmp_path_factory):
             parked.close()
             other.close()
     finally:
-        logging.getLogger("broker.liveness").removeHandler(handler)
+        logger.removeHandler(handler)
+        logger.disabled, logger.level = was
     return {"events": events, "free_loop": free_loop, "answered": answered, "log": [r.getMessage() for r in records]}
 
 
