@@ -185,6 +185,9 @@ class HostileRun:
         if self.broker_pid is None:
             return
         rss = rss_mb(self.broker_pid)
+        if rss is None:   # the process found at the start is gone: look again once
+            self.broker_pid = listening_pid(self.port)
+            rss = rss_mb(self.broker_pid) if self.broker_pid is not None else None
         if rss is None:
             return
         self.report.rss_mb.append(rss)
@@ -253,7 +256,10 @@ def listening_pid(port: int) -> int | None:
     if not inodes:
         return None
     wanted = {f"socket:[{inode}]" for inode in inodes}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    # This process first (an in-process broker): a child forked a moment ago holds the same socket until it
+    # execs, and would be found in its place and gone by the time its memory is read.
+    pids = [str(os.getpid()), *(pid for pid in os.listdir("/proc") if pid.isdigit() and pid != str(os.getpid()))]
+    for pid in pids:
         try:
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:

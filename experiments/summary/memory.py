@@ -47,3 +47,10 @@ def steepest(table: pd.DataFrame) -> tuple[str, float] | None:
         return None
     row = judged.loc[judged["second_half_slope_mb_per_min"].idxmax()]
     return str(row["process"]), float(row["second_half_slope_mb_per_min"])
+
+
+def steepest_facts(table: pd.DataFrame) -> dict:
+    """The run's facts about it: `memory_slope_mb_per_min` and `memory_steepest_process` (None when no process
+    has samples enough in the second half)."""
+    process, slope = steepest(table) or (None, None)
+    return {"memory_slope_mb_per_min": slope, "memory_steepest_process": process}

@@ -232,8 +232,7 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
             "convergence_bound_s": constants[r].bound_s,
             "latency_limit_ms": config.latency_limit_ms,
             "coordinator_gap_s": coordinator_gaps.group_gap_s(tables["coordinator_gaps"]),
-            "memory_slope_mb_per_min": (memory.steepest(tables["memory"]) or (None, None))[1],
-            "memory_steepest_process": (memory.steepest(tables["memory"]) or (None, None))[0],
+            **memory.steepest_facts(tables["memory"]),
         }
         info = infos[r]
         if info.members is None:
