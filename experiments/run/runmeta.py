@@ -87,7 +87,7 @@ def write_run_meta(run_dir: Path, meta: RunMeta) -> Path:
 
 
 def read_run_meta(run_dir: Path) -> RunMeta | None:
-    """RUN_DIR/lock.json as a RunMeta, or None when the run has none (everything then comes from its events)."""
+    """RUN_DIR/lock.json as a RunMeta, or None when the folder has none (the summary then refuses it by name)."""
     path = RunFolder(run_dir).lock
     if not path.exists():
         return None
