@@ -1,10 +1,13 @@
 """Which address to give a client for each broker.
 
 By default every broker is advertised at one address (`--advertise`, else where it
-listens). An advertise map overrides that per client id, so that a fault proxy placed
+listens). An advertise map overrides that per member, so that a fault proxy placed
 between one member and one broker really carries that member's traffic:
 
-    {"<client_id>": {"<broker_id>": "host:port", ...}, ...}
+    {"<member name>": {"<broker_id>": "host:port", ...}, ...}
+
+A member's client id is its name behind a random tag (`rebalance.member.pod_client_id`); the map
+is keyed by the name.
 
 The file is re-read whenever its modification time or size changes; a file that does not
 parse (e.g. caught mid-write) keeps the previous map in force. Write it atomically.
@@ -16,6 +19,8 @@ import json
 import logging
 import os
 from pathlib import Path
+
+from rebalance.member import member_name_of
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +43,7 @@ class AdvertiseMap:
         if self.path is None or client_id is None:
             return None
         self._refresh()
-        return self._map.get(client_id, {}).get(node_id)
+        return self._map.get(member_name_of(client_id), {}).get(node_id)
 
     def _refresh(self) -> None:
         try:

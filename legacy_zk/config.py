@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
-from rebalance.member import MemberConfig
+from rebalance.member import MemberConfig, pod_client_id
 
 STRATEGIES = ("range", "roundrobin")
 OFFSET_RESETS = ("smallest", "largest")
@@ -27,6 +27,7 @@ class LegacyConfig:
     topics: tuple[str, ...]
     zookeeper_connect: str
     consumer_id: str | None = None                 # consumer.id: replaces host-time-uuid in the id
+    member_name: str | None = None                 # the lab's name for it: the id its events carry
     streams_per_topic: int = 1                     # createMessageStreams(topic -> streams)
     zookeeper_session_timeout_ms: int = 6000
     zookeeper_connection_timeout_ms: int | None = None   # None: same as the session timeout
@@ -77,7 +78,8 @@ class LegacyConfig:
             group_id=config.group,
             topics=tuple(config.topics),
             zookeeper_connect=config.zk_connect,
-            consumer_id=config.member_name,
+            consumer_id=pod_client_id(config.member_name) if config.member_name else None,
+            member_name=config.member_name,
             zookeeper_session_timeout_ms=config.session_timeout_ms,
             auto_commit_enable=config.auto_commit,
             auto_commit_interval_ms=config.auto_commit_interval_ms,
@@ -105,7 +107,7 @@ def _kafka_name(attr: str) -> str:
 
 # Every field is reachable by its dotted 0.8 name, e.g. rebalance.max.retries.
 _ATTR_BY_KAFKA_NAME = {
-    _kafka_name(f.name): f.name for f in fields(LegacyConfig) if f.name not in ("topics", "streams_per_topic")
+    _kafka_name(f.name): f.name for f in fields(LegacyConfig) if f.name not in ("topics", "streams_per_topic", "member_name")
 }
 _TYPES = {f.name: f.type for f in fields(LegacyConfig)}
 

@@ -81,7 +81,11 @@ class LegacyMember:
         recorder: EventRecorder | None = None,
     ) -> None:
         self.config = config if isinstance(config, LegacyConfig) else LegacyConfig.from_member_config(config)
-        self.member_id = consumer_id_string(self.config.group_id, self.config.consumer_id)
+        # Registered under ids, and what the assignors sort: `<group>_<consumer.id>`. The lab's consumer.id is
+        # its name behind a random tag (`pod_client_id`), so these sort as 0.8's host-time-uuid ids of pods do.
+        self.consumer_id = consumer_id_string(self.config.group_id, self.config.consumer_id)
+        self.member_id = (consumer_id_string(self.config.group_id, self.config.member_name)
+                          if self.config.member_name else self.consumer_id)   # the id its events carry
         self.paths = GroupPaths(self.config.group_id)
         self._recorder = recorder or NullRecorder()
         self._listener = listener or RebalanceListener()
@@ -98,7 +102,7 @@ class LegacyMember:
         self._trigger = RebalanceTrigger()
         self._executor = WatcherExecutor(self.member_id, self._trigger, self._work, self._report_error)
         self.fetcher = Fetcher(
-            client_id=self.config.consumer_id or self.member_id,
+            client_id=self.config.consumer_id or self.consumer_id,
             auto_offset_reset=self.config.auto_offset_reset,
             emit=self._emit,
         )
@@ -110,7 +114,7 @@ class LegacyMember:
             zk=self.zk,
             paths=self.paths,
             config=self.config,
-            consumer_id=self.member_id,
+            consumer_id=self.consumer_id,
             fetcher=self.fetcher,
             committer=self._committer,
             listener=self._listener,
@@ -329,7 +333,7 @@ class LegacyMember:
         register(
             self.zk,
             self.paths,
-            self.member_id,
+            self.consumer_id,
             {topic: self.config.streams_per_topic for topic in self.config.topics},
             backoff_s=self.config.zookeeper_session_timeout_ms / 1000.0,
             stopping=self._executor.stopping,

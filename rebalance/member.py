@@ -7,6 +7,7 @@ The runner only ever talks to a `Member`; whether it coordinates through ZooKeep
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Protocol, runtime_checkable
@@ -29,6 +30,23 @@ class RebalanceListener:
 
     def on_partitions_lost(self, partitions: set[TopicPartition]) -> None:
         self.on_partitions_revoked(partitions)
+
+
+def pod_client_id(member_name: str) -> str:
+    """The client id a lab member sends: a tag drawn anew at each start, a dot, then its name.
+
+    Kafka's classic member id is `client.id`, a dash and a UUID, and the pods of one deployment share one
+    `client.id` (Spring's `consumer-<group>-1` in each), so their member ids, and 0.8's `<group>_<host>-...`
+    consumer ids, order at random and anew at every restart. The range and round-robin assignors hand out
+    partitions in that order, so it decides which members a scale-down takes partitions from. The tag gives
+    the lab's ids that order; the name after the dot is what the brokers' advertise map routes by.
+    """
+    return f"{uuid.uuid4().hex[:8]}.{member_name}"
+
+
+def member_name_of(client_id: str) -> str:
+    """The member name inside a `pod_client_id` (any other client id is its own name)."""
+    return client_id.rpartition(".")[2]
 
 
 DEFAULT_SESSION_TIMEOUT_MS = 6000   # the lab's one default: 0.8's zookeeper.session.timeout.ms, the broker's minimum

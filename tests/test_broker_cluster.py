@@ -1,5 +1,5 @@
 """A cluster of broker processes: leadership spread, failover onto a shared data directory,
-restart, advertised addresses per client id, leadership callbacks for the coordinator."""
+restart, advertised addresses per member, leadership callbacks for the coordinator."""
 
 from __future__ import annotations
 
@@ -81,8 +81,10 @@ def test_topics_created_on_one_broker_are_known_to_all(broker_cluster, unique_to
         assert OFFSETS_TOPIC in names
 
 
-def test_advertise_map_is_per_client_id_and_reloaded(tmp_path):
+def test_advertise_map_is_per_member_and_reloaded(tmp_path):
+    """Keyed by member name: a member's client id is its name behind a random tag (pod_client_id)."""
     from broker.peers import PeerClient
+    from rebalance.member import pod_client_id
 
     map_path = tmp_path / "advertise.json"
     map_path.write_text(json.dumps({"member-1": {"0": "127.0.0.1:1111"}}))
@@ -99,7 +101,8 @@ def test_advertise_map_is_per_client_id_and_reloaded(tmp_path):
             return [(b.host, b.port) for b in answer.brokers]
 
         assert addresses("member-1") == [("127.0.0.1", 1111)]
-        assert addresses("someone-else") == [("127.0.0.2", 2222)]
+        assert addresses(pod_client_id("member-1")) == [("127.0.0.1", 1111)]
+        assert addresses(pod_client_id("member-2")) == addresses("someone-else") == [("127.0.0.2", 2222)]
         replacement = tmp_path / "advertise.tmp"
         replacement.write_text(json.dumps({"member-1": {"0": "127.0.0.1:3333"}}))
         os.replace(replacement, map_path)

@@ -29,7 +29,7 @@ class BareMember(FetchingMember):
 
     def __init__(self, bootstrap: str, topic: str, reset: str) -> None:
         self.config = MemberConfig(group="g", topics=(topic,), bootstrap=bootstrap, auto_offset_reset=reset)
-        self.settings = SimpleNamespace(fetch_max_wait_ms=100)
+        self.settings = SimpleNamespace(fetch_max_wait_ms=100, client_id="m")
         self.member_id, self.recorder = "m", NullRecorder()
         self._fetcher, self._owned, self._positions = None, frozenset(), {}
         self._lock, self._closed = threading.RLock(), False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import fields
 from pathlib import Path
@@ -39,7 +40,8 @@ def test_member_config_maps_onto_08_names_and_extra_wins():
         extra={"rebalance.max.retries": "2", "rebalance.backoff.ms": 150, "auto.commit.enable": "false",
                "zookeeper.session.timeout.ms": 4000},
     ))
-    assert config.group_id == "g" and config.topics == ("a", "b") and config.consumer_id == "c1"
+    assert config.group_id == "g" and config.topics == ("a", "b") and config.member_name == "c1"
+    assert re.fullmatch(r"[0-9a-f]{8}\.c1", config.consumer_id)   # ordered as pods' host-time-uuid ids are
     assert config.partition_assignment_strategy == "roundrobin"
     assert config.auto_offset_reset == "smallest"
     assert config.rebalance_max_retries == 2 and config.backoff_ms == 150
@@ -187,7 +189,7 @@ SAID_08_DEFAULT = {
     "auto_commit_enable": "auto.commit.enable (0.8: true)",
     "streams_per_topic": "streams per topic (0.8's createMessageStreams: 1)",
 }
-NAMES_THE_RUN = {"group_id", "topics", "zookeeper_connect", "consumer_id", "bootstrap"}
+NAMES_THE_RUN = {"group_id", "topics", "zookeeper_connect", "consumer_id", "member_name", "bootstrap"}
 # The assignor is what a scenario studies, not a default it replaces: it names it as 0.8's.
 STRATEGY_SAID = "the 0.8 {} assignor"
 

@@ -124,10 +124,13 @@ class Group:
         self.events_path = events
         self.members: dict[str, LegacyMember] = {}
 
-    def member(self, name: str, *, zk_connect: str | None = None, **extra) -> LegacyMember:
+    def member(self, name: str, *, zk_connect: str | None = None, pod_id: bool = False, **extra) -> LegacyMember:
+        """consumer.id is the name, so that the ids, and range's shares, order as the names do; with `pod_id`,
+        the lab's default: the name behind a random tag, ordered as a deployment's pods are."""
+        named = {} if pod_id else {"consumer.id": name}
         config = MemberConfig(
             group=self.group, topics=(self.topic,), member_name=name, zk_connect=zk_connect or self.zk_connect,
-            session_timeout_ms=SESSION_MS, extra={**FAST, **extra},
+            session_timeout_ms=SESSION_MS, extra={**FAST, **named, **extra},
         )
         member = LegacyMember(config, recorder=self.recorder)
         self.members[name] = member
@@ -196,7 +199,7 @@ def settled(members: Iterable[LegacyMember], kz: KazooClient, group: str, topic:
     if sorted(owned) != [TopicPartition(topic, p) for p in range(partitions)] or max(owned.values()) != 1:
         return None
     tree = owners_tree(kz, group, topic)
-    expected = {tp.partition: f"{cid}-0" for cid, tps in views.items() for tp in tps}
+    expected = {tp.partition: f"{m.consumer_id}-0" for m in members for tp in m.assignment()}
     return views if tree == expected else None
 
 
@@ -216,7 +219,7 @@ def member_process(zk_connect: str, group: str, topic: str, name: str, events: P
     args = [sys.executable, "-m", "experiments.cli.app", "member", "--backend", "legacy", "--zk", zk_connect,
             "--group", group, "--topic", topic, "--id", name, "--session-timeout-ms", str(session_ms),
             "--events", str(events), "--run-id", "test"]
-    for key, value in FAST.items():
+    for key, value in {**FAST, "consumer.id": name}.items():
         args += ["--config", f"{key}={value}"]
     for setting in extra:
         args += ["--config", setting]
@@ -231,6 +234,20 @@ def stop_process(process: subprocess.Popen) -> None:
 
 
 # -- the tests -------------------------------------------------------------------------------------
+
+def test_pods_ids_order_at_random_so_range_shares_do_not_follow_the_start_order(group, kz):
+    """0.8 sorts consumer ids (`<group>_<host>-<time>-<uuid>`; the pods of a deployment have random host
+    names): which members own partitions when there are more members than partitions is a draw, not the
+    start order. The lab's consumer.id is the name behind a random tag."""
+    fake_broker_nodes(kz, {"t": 4})
+    members = group.start(*(f"m{i:03d}" for i in range(10)), pod_id=True)
+    views = wait_settled(members, kz, group.group, "t", 4)
+    ids = [m.consumer_id for m in members]
+    assert sorted(kz.get_children(f"/consumers/{group.group}/ids")) == sorted(ids)
+    assert ids != sorted(ids)                        # in start order: 1 chance in 10! = 3.6 million
+    first_four_by_id = sorted(members, key=lambda m: m.consumer_id)[:4]
+    assert {m.member_id for m in members if views[m.member_id]} == {m.member_id for m in first_four_by_id}
+
 
 def test_three_members_split_six_partitions_by_range_in_the_08_layout(group, kz):
     fake_broker_nodes(kz, {"t": 6})

@@ -30,7 +30,7 @@ from modern.client.coordinator_lookup import Coordinator, ExponentialBackoff
 from modern.common import errors
 from rebalance.backends import profile
 from rebalance.events import EventRecorder, NullRecorder, read_events
-from rebalance.member import Member, MemberConfig
+from rebalance.member import Member, MemberConfig, member_name_of
 from rebalance.metrics import RebalanceMetrics
 from rebalance.types import Assignment, Generation, TopicPartition
 
@@ -511,6 +511,34 @@ def test_max_poll_interval_makes_a_member_leave_and_lose_its_partitions(cluster,
     assert leaves[0]["reason"] == "max.poll.interval.ms exceeded"
     assert any(e["type"] == "partitions_lost" and e["member"] == "slow" for e in events)
     assert any(e["type"] == "rebalance_started" and e["trigger"] == "max.poll.interval.ms exceeded" for e in events)
+
+
+@pytest.mark.broker
+def test_member_ids_order_as_pods_do_so_range_shares_do_not_follow_the_start_order(cluster):
+    """A classic member id is `client.id`, a dash and a UUID, and a deployment's pods share one client.id, so
+    their ids order at random. The lab's client id is the name behind a random tag: with 10 members on 4
+    partitions, range gives one each to the 4 first ids, whichever started first."""
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster.bootstrap, topic, 4)
+    members = [ModernMember(MemberConfig(group=group, topics=(topic,), member_name=f"m{i:03d}",
+                                         bootstrap=cluster.bootstrap, extra={"heartbeat.interval.ms": 200}))
+               for i in range(10)]
+    client_ids = [m.settings.client_id for m in members]
+    assert [member_name_of(c) for c in client_ids] == [m.member_id for m in members]
+    assert client_ids != sorted(client_ids)            # in start order: 1 chance in 10! = 3.6 million
+    first_four = {m.member_id for m in sorted(members, key=lambda m: m.settings.client_id)[:4]}
+    for member in members:
+        member.start()
+    try:
+        def owners() -> set[str]:
+            for member in members:
+                member.poll(0.01)
+            return {m.member_id for m in members if m.assignment()}
+
+        wait_until(lambda: owners() == first_four, "range to give the four first ids a partition each")
+    finally:
+        for member in members:
+            member.close()
 
 
 @pytest.mark.broker

@@ -104,7 +104,8 @@ def test_a_rebalance_does_not_wait_for_the_application_and_commits_what_was_hand
         return LegacyMember(MemberConfig(group=group, topics=(TOPIC,), member_name=name, zk_connect=zk_connect,
                                          session_timeout_ms=6000, auto_commit_interval_ms=600_000,
                                          auto_offset_reset="earliest",
-                                         extra={"rebalance.backoff.ms": 200, "zookeeper.sync.time.ms": 200}),
+                                         extra={"rebalance.backoff.ms": 200, "zookeeper.sync.time.ms": 200,
+                                                "consumer.id": name}),   # ids, and range's shares, in name order
                             recorder=recorder)
 
     a, b = member("a"), member("b")

@@ -24,6 +24,7 @@ and the member command's checks of per-member addresses and of its members' JSON
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -103,6 +104,11 @@ member = 0
 GROUP = "lab-group"
 
 
+def named(registered: str) -> str:
+    """A registered consumer id, `<group>_<tag>.<name>`, as the events name its member: `<group>_<name>`."""
+    return re.sub(r"_[0-9a-f]{8}\.", "_", registered)
+
+
 class IdsSampler(threading.Thread):
     """Reads /consumers/<group>/ids of a legacy run every 100 ms, from its own ZooKeeper client."""
 
@@ -127,7 +133,7 @@ class IdsSampler(threading.Thread):
         try:
             while not self.done.wait(0.1):
                 try:
-                    children = tuple(sorted(client.get_children(f"/consumers/{GROUP}/ids")))
+                    children = tuple(sorted(map(named, client.get_children(f"/consumers/{GROUP}/ids"))))
                 except NoNodeError:
                     children = ()
                 except Exception:  # noqa: BLE001 - ZooKeeper stopping at the end of the run
@@ -343,7 +349,7 @@ def test_the_host_control_channel_acts_on_single_members(zk, tmp_path):
 
     def ids() -> set[str]:
         try:
-            return set(client.get_children(ids_path))
+            return set(map(named, client.get_children(ids_path)))
         except NoNodeError:
             return set()
 

@@ -3,11 +3,13 @@
 The group side is `modern.classic.consumer_coordinator.ConsumerCoordinator` (membership in
 `modern.classic.abstract_coordinator`, its states in `modern.classic.membership_states`); the data side is
 `modern.client.fetcher` (assign + seek, as a consumer in manual-assignment mode), fetching exactly what the
-coordinator gave us. The member's name is its client.id, so brokers that advertise per-client-id addresses
-route its traffic through that member's fault proxies.
+coordinator gave us. Its client.id is its name behind a random tag (`rebalance.member.pod_client_id`): member
+ids order as a deployment's pods' do, and brokers that advertise per-member addresses route its traffic
+through that member's fault proxies.
 
 Settings under Kafka names go in `MemberConfig.extra`: heartbeat.interval.ms,
-max.poll.interval.ms, rebalance.timeout.ms, retry.backoff.ms, retry.backoff.max.ms, request.timeout.ms.
+max.poll.interval.ms, rebalance.timeout.ms, retry.backoff.ms, retry.backoff.max.ms, request.timeout.ms,
+fetch.max.wait.ms, and client.id.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from modern.common import errors
 from modern.common.errors import ErrorClass
 from rebalance import events as ev
 from rebalance.events import EventRecorder, NullRecorder
-from rebalance.member import MemberConfig, RebalanceListener
+from rebalance.member import MemberConfig, RebalanceListener, pod_client_id
 from rebalance.types import Record, TopicPartition
 
 # MemberConfig.extra keys this backend understands (anything else is a typo: fail loudly).
@@ -39,20 +41,23 @@ EXTRA_SETTINGS = {
     "request.timeout.ms": "request_timeout_ms",
     "fetch.max.wait.ms": "fetch_max_wait_ms",
 }
+CLIENT_ID_SETTING = "client.id"   # a text setting, beside the numbers above
 
 
 def settings_from(config: MemberConfig, client_id: str) -> ClientSettings:
+    """The client's settings; `client_id` unless `extra` sets `client.id`, as a Kafka user may."""
     if not config.bootstrap:
         raise ValueError("the modern backend needs a bootstrap address (HOST:PORT[,HOST:PORT])")
-    unknown = sorted(set(config.extra) - set(EXTRA_SETTINGS))
+    known = {*EXTRA_SETTINGS, CLIENT_ID_SETTING}
+    unknown = sorted(set(config.extra) - known)
     if unknown:
-        raise ValueError(f"unknown modern setting(s) {', '.join(unknown)}; known: {', '.join(sorted(EXTRA_SETTINGS))}")
-    extra = {EXTRA_SETTINGS[key]: int(value) for key, value in config.extra.items()}
+        raise ValueError(f"unknown classic setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    extra = {EXTRA_SETTINGS[key]: int(value) for key, value in config.extra.items() if key in EXTRA_SETTINGS}
     return ClientSettings(
         group=config.group,
         topics=tuple(config.topics),
         bootstrap=tuple(parse_address(a) for a in config.bootstrap.split(",") if a.strip()),
-        client_id=client_id,
+        client_id=str(config.extra.get(CLIENT_ID_SETTING, client_id)),
         strategy=config.strategy,
         group_instance_id=config.group_instance_id,
         session_timeout_ms=config.session_timeout_ms,
@@ -67,7 +72,7 @@ class ModernMember(FetchingMember):
         self.member_id = config.member_name or f"member-{uuid.uuid4().hex[:8]}"
         self.listener = listener or RebalanceListener()
         self.recorder = recorder or NullRecorder()
-        self.settings = settings_from(config, client_id=self.member_id)
+        self.settings = settings_from(config, client_id=pod_client_id(self.member_id))
         self.coordinator = ConsumerCoordinator(self.settings, self, recorder=self.recorder, member_name=self.member_id)
         self._fetcher: Fetcher | None = None
         self._positions: dict[TopicPartition, int] = {}     # next offset to consume, per owned partition

@@ -29,7 +29,7 @@ class FetchingMember:
     `_commit_offsets` and the generation (or member epoch) its records are fetched under."""
 
     config: MemberConfig
-    settings: Any          # the client's settings: fetch_max_wait_ms is read here
+    settings: Any          # the client's settings: fetch_max_wait_ms and client_id are read here
     member_id: str
     recorder: EventRecorder
     _fetcher: Fetcher | None
@@ -44,7 +44,7 @@ class FetchingMember:
     _offset_fetch_not_yet: tuple[type[Exception], ...] = ()
 
     def _start_fetching(self, strategy: str) -> None:
-        self._fetcher = Fetcher(self.config.bootstrap.split(","), client_id=self.member_id,
+        self._fetcher = Fetcher(self.config.bootstrap.split(","), client_id=self.settings.client_id,
                                  auto_offset_reset=self.config.auto_offset_reset,
                                  max_wait_ms=self.settings.fetch_max_wait_ms)
         self.recorder.emit(ev.MEMBER_STARTED, self.member_id, group=self.config.group, strategy=strategy,

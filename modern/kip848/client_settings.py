@@ -20,6 +20,7 @@ STRATEGIES = SERVER_ASSIGNORS + tuple(name for name in CLASSIC_TO_SERVER if name
 
 # The broker setting a scenario may give in [group.kip848]; the runner hands it to the brokers.
 BROKER_HEARTBEAT_SETTING = "group.consumer.heartbeat.interval.ms"
+CLIENT_ID_SETTING = "client.id"   # a text setting: the member's client id, when a scenario names it
 
 # MemberConfig.extra keys this client understands, under Kafka's consumer names.
 EXTRA_SETTINGS = {
@@ -67,9 +68,10 @@ class Kip848Settings:
 
 
 def settings_from(config: MemberConfig, client_id: str) -> Kip848Settings:
+    """The client's settings; `client_id` unless `extra` sets `client.id`, as a Kafka user may."""
     if not config.bootstrap:
         raise ValueError("the kip848 backend needs a bootstrap address (HOST:PORT[,HOST:PORT])")
-    known = set(EXTRA_SETTINGS) | {BROKER_HEARTBEAT_SETTING}
+    known = set(EXTRA_SETTINGS) | {BROKER_HEARTBEAT_SETTING, CLIENT_ID_SETTING}
     unknown = sorted(set(config.extra) - known)
     if unknown:
         raise ValueError(f"unknown kip848 setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))} "
@@ -80,7 +82,7 @@ def settings_from(config: MemberConfig, client_id: str) -> Kip848Settings:
             field = EXTRA_SETTINGS[key]
             values[field] = str(value) if field == "assignor" else int(value)
     return Kip848Settings(
-        group=config.group, topics=tuple(config.topics), client_id=client_id,
+        group=config.group, topics=tuple(config.topics), client_id=str(config.extra.get(CLIENT_ID_SETTING, client_id)),
         bootstrap=tuple(parse_address(a) for a in config.bootstrap.split(",") if a.strip()),
         instance_id=config.group_instance_id, auto_commit=config.auto_commit,
         auto_commit_interval_ms=config.auto_commit_interval_ms, **values,

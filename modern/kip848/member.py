@@ -40,7 +40,7 @@ from modern.kip848.heartbeat_thread import FENCING_ERRORS, GroupHeartbeats
 from modern.kip848.member_states import IN_GROUP, RECONCILES, ClientMemberState
 from rebalance import events as ev
 from rebalance.events import EventRecorder, NullRecorder
-from rebalance.member import MemberConfig, RebalanceListener
+from rebalance.member import MemberConfig, RebalanceListener, pod_client_id
 from rebalance.metrics import RebalanceMetrics
 from rebalance.types import Record, TopicPartition
 
@@ -56,10 +56,10 @@ class Kip848Member(FetchingMember):
     def __init__(self, config: MemberConfig, *, listener: RebalanceListener | None = None,
                  recorder: EventRecorder | None = None) -> None:
         self.config = config
-        self.member_id = config.member_name or f"member-{uuid.uuid4().hex[:8]}"   # its client.id, as modern's
+        self.member_id = config.member_name or f"member-{uuid.uuid4().hex[:8]}"   # the name in its client.id
         self.listener = listener or RebalanceListener()
         self.recorder = recorder or NullRecorder()
-        self.settings = settings_from(config, client_id=self.member_id)
+        self.settings = settings_from(config, client_id=pod_client_id(self.member_id))
         self.heartbeats = GroupHeartbeats(self.settings, recorder=self.recorder, member_name=self.member_id,
                                           owned=lambda: self._owned)
         self.metrics = RebalanceMetrics()
