@@ -478,3 +478,43 @@ def test_an_unknown_backend_section_is_refused():
     "heartbeat.interval.ms" = 1000
     """)
     assert problem.field == "group.kafka4"
+
+
+def test_a_scale_down_member_by_member_is_a_mark_then_leaves_or_crashes_newest_first():
+    steps = sc.resolve(load("""
+    [[timeline]]
+    at = 5
+    action = "scale"
+    to = 8
+
+    [[timeline]]
+    at = 15
+    after = "stable"
+    timeout = 30
+    action = "scale"
+    to = 5
+    interval = 0.5
+
+    [[timeline]]
+    at = 20
+    action = "scale"
+    to = 3
+    how = "crash"
+    name = "killed"
+    """)).steps
+    assert [(s.at, s.action, s.targets, s.params.get("name")) for s in steps[1:]] == [
+        (15, "phase", (), "scale-to-5"), (15, "leave", ("m007",), None), (15.5, "leave", ("m006",), None),
+        (16, "leave", ("m005",), None),
+        (20, "phase", (), "killed"), (20, "crash", ("m004",), None), (20, "crash", ("m003",), None)]
+    assert steps[1].params["after"] == "stable" and "after" not in steps[2].params   # the wait is the mark's
+    assert len({s.fault_id for s in steps[2:5]}) == 3
+
+
+@pytest.mark.parametrize("entry, message", [
+    ('to = 8\ninterval = 1', "`interval` and `how` shape a scale down"),
+    ('to = 1\ninterval = 30', "the last of 3 departures would fall at 65.0 s"),
+    ('to = 1\nhow = "vanish"', "unknown value 'vanish' (expected one of: leave, crash)"),
+])
+def test_a_scale_down_member_by_member_is_checked(entry, message):
+    found = problems('[[timeline]]\nat = 5\naction = "scale"\n' + entry + "\n")
+    assert any(message in problem.message for problem in found), found

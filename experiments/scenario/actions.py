@@ -116,9 +116,11 @@ ACTIONS: dict[Action, ActionSpec] = {spec.action: spec for spec in (
     # `count` new members start (default 1).
     ActionSpec(action=Action.JOIN, target=Target.GROUP, span=Span.NOT_A_FAULT, fields=frozenset({"count"}),
                changes_membership=True),
-    # The group grows to `to` (new members) or shrinks to it (the most recently started leave cleanly).
-    ActionSpec(action=Action.SCALE, target=Target.GROUP, span=Span.NOT_A_FAULT, fields=frozenset({"to"}),
-               required=("to",), changes_membership=True),
+    # The group grows to `to` (new members) or shrinks to it, the most recently started first: all at once and
+    # cleanly, or (`interval`, `how`) one member after another and/or crashed, which the resolver turns into
+    # a phase mark and LEAVEs or CRASHes. Its mark names the phase `scale-to-<to>` unless `name` says otherwise.
+    ActionSpec(action=Action.SCALE, target=Target.GROUP, span=Span.NOT_A_FAULT,
+               fields=frozenset({"to", "interval", "how", "name"}), required=("to",), changes_membership=True),
     # `count` members restarted one after another, `interval` apart: the resolver turns it into RESTARTs.
     ActionSpec(action=Action.ROLLING_RESTART, target=Target.GROUP, span=Span.NOT_A_FAULT,
                fields=frozenset({"count", "interval", "pick"}), expands_into=Action.RESTART),
@@ -198,7 +200,7 @@ def phase_name(action: Action | str, targets: tuple[str, ...], params: dict) -> 
     if action is Action.PHASE:
         return str(params["name"])
     if action is Action.SCALE:
-        return f"scale-to-{params['to']}"
+        return str(params.get("name") or f"scale-to-{params['to']}")
     return f"{action.value}-{len(targets)}"
 
 

@@ -181,6 +181,7 @@ class TimelineEntry:
     to: int | None = None
     interval: float | None = None
     pick: str = "first"
+    how: str = "leave"              # a scale down's departures: "leave" (cleanly) or "crash"
     link: Link | None = None
     fault: LinkFault | None = None
     duration: float | None = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
-from experiments.scenario.actions import ACTIONS, Action, Link, LinkFault, Target, herd_mark_size
+from experiments.scenario.actions import ACTIONS, Action, Link, LinkFault, Target, herd_mark_size, phase_name
 from experiments.scenario.model import (
     Host,
     Problem,
@@ -213,12 +213,41 @@ class _Resolver:
 
     def scale(self, entry: TimelineEntry) -> None:
         current = len(self.group.running)
+        one_by_one = entry.interval is not None or entry.how != "leave"
+        params = {"to": entry.to, **({"name": entry.name} if entry.name else {})}   # `name`: the mark's phase
         if entry.to > current:
-            self.add(targets=tuple(self.group.add(entry.to - current)), params={"to": entry.to})
+            if one_by_one:
+                self.fail(entry, "interval" if entry.interval is not None else "how",
+                          "`interval` and `how` shape a scale down; this scale grows the group")
+                return
+            self.add(targets=tuple(self.group.add(entry.to - current)), params=params)
         elif entry.to < current:
             names = self.group.running[entry.to:]   # the most recently started leave first
+            if one_by_one:
+                self.depart_one_by_one(entry, names[::-1])
+                return
             self.group.remove(names, crashed=False)
-            self.add(targets=tuple(names), params={"to": entry.to})
+            self.add(targets=tuple(names), params=params)
+
+    def depart_one_by_one(self, entry: TimelineEntry, names: list[str]) -> None:
+        """A scale down as single departures: the phase mark a scale writes (carrying the entry's wait), then a
+        clean leave or a crash per member, `interval` apart (0 or unset: together), as pods deleted one by one."""
+        action = Action.CRASH if entry.how == "crash" else Action.LEAVE
+        interval = entry.interval or 0.0
+        last_at = entry.at + (len(names) - 1) * interval
+        if last_at >= self.scenario.duration:
+            self.fail(entry, "interval", f"the last of {len(names)} departures would fall at {last_at} s, "
+                                         f"after the end of the timeline ({self.scenario.duration} s)")
+            return
+        mark = phase_name(Action.SCALE, (), {"to": entry.to, "name": entry.name})
+        self.steps.append(Step(at=entry.at, fault_id=self.fault_id, op="start", action=Action.PHASE.value,
+                               targets=(), line=entry.line, params={"name": mark, **waits_of(entry)}))
+        width = len(str(len(names) - 1))   # ids that sort in the order the members go (steps sort by id)
+        for position, name in enumerate(names):
+            self.group.remove([name], crashed=action is Action.CRASH)
+            self.steps.append(Step(at=entry.at + position * interval, fault_id=f"{self.fault_id}.{position:0{width}d}",
+                                   op="start", action=action.value, targets=(name,), line=entry.line,
+                                   params={"scale": self.fault_id}, emulated=self.emulated(action, [name])))
 
     # ---- member faults
 
