@@ -18,7 +18,7 @@ import time
 import pytest
 
 from experiments.run.member_configs import check_member_settings, member_config
-from experiments.run.runner import Run, RunOptions
+from experiments.run.runner import Run, RunOptions, producing_room_s
 from experiments.run.settling import Settling, running_before
 from experiments.scenario import ScenarioError, load, loads, resolve
 from experiments.scenario.model import on_backend
@@ -219,3 +219,30 @@ def test_a_group_never_stable_lets_the_step_go_on_its_timeout_and_says_so(tmp_pa
     leave = applied[1][1]
     assert leave.params["stable"] is False and leave.params["waited_s"] >= 0.5
     assert "3 of 3 members not up" in leave.params["unstable"]
+
+
+def test_the_producer_produces_until_the_timelines_end_however_late_the_waits_made_it(tmp_path):
+    """Each wait moves the timeline's end back; a producer with no duration of its own must cover it, or the
+    phases after a long wait would have no records to measure."""
+    scenario = tiny(wait=WAIT.format(timeout=60))
+    assert producing_room_s(scenario, resolve(scenario)) == scenario.duration + 60 + 10
+    run, _ = _run(tmp_path, scenario)
+    stopped_at: list[int] = []
+
+    class Producer:
+        async def stop(self, timeout_s: float) -> int:
+            stopped_at.append(time.monotonic_ns())
+            return 0
+
+    async def later() -> None:
+        await asyncio.sleep(1.0)
+        _settle(run, ["m000", "m001", "m002"])
+
+    async def main() -> None:
+        run.progress.poll = lambda: None
+        run.producer = Producer()
+        await asyncio.gather(run.play(), later())
+
+    asyncio.run(main())
+    assert run.late_ns >= 0.5e9
+    assert stopped_at and stopped_at[0] >= run.t0_ns + run.late_ns + int(scenario.duration * 1e9)

@@ -5,7 +5,8 @@
     warmup     members start; wait until the group owns every partition, each exactly once
     timeline   (`play`) the producer starts; the resolved schedule is applied step by step (t = 0 here);
                a step whose entry says `after = "stable"` first waits for a stable group (at most its
-               `timeout`), and the rest of the timeline moves back by the wait
+               `timeout`), and the rest of the timeline moves back by the wait; the producer (unless its
+               `duration` says otherwise) produces until the timeline's end, waits included
     heal       every fault still in force is undone (links, pauses, servers)
     settle     the group gets `settle` seconds to converge
     teardown   members leave (SIGTERM), producer, brokers, ZooKeeper and proxies stop
@@ -120,6 +121,13 @@ def compare(scenario: Scenario, run_dir: Path, *, zk_provider: str = "auto", pro
                  for result in results],
     }, indent=2))
     return results
+
+
+def producing_room_s(scenario: Scenario, schedule: Schedule) -> float:
+    """How long a producer that produces for the whole timeline may have to: the timeline, plus every wait for
+    a stable group at its longest (each wait moves the timeline's end back). `play` stops it at the end."""
+    waits = sum(float(step.params["timeout"]) for step in schedule.steps if step.params.get("after") == "stable")
+    return scenario.duration + waits + 10.0
 
 
 class Run:
@@ -350,6 +358,8 @@ class Run:
                 step = await self.wait_until_stable(step, index)
             await self.apply(step)
         await self.sleep_until(self.t0_ns + self.late_ns + int(self.scenario.duration * 1e9))
+        if self.producer is not None and self.scenario.producer.duration is None:
+            await self.producer.stop(STOP_TIMEOUT_S)   # the timeline's end, however late its waits made it
 
     async def wait_until_stable(self, step: Step, index: int) -> Step:
         """Hold a step back until the group is stable again (experiments.run.settling), at most its
@@ -378,7 +388,7 @@ class Run:
         if producer.rate <= 0:
             return
         topic = next(t for t in self.scenario.topics if t.name == self.scenario.producer_topic)
-        duration = producer.duration or self.scenario.duration
+        duration = producer.duration or producing_room_s(self.scenario, self.schedule)
         self.producer = ChildProcess("producer", [
             sys.executable, "-m", "experiments.cli.app", "produce", "--bootstrap", self.cluster.bootstrap,
             "--topic", topic.name, "--partitions", str(topic.partitions), "--rate", str(producer.rate),
