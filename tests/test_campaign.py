@@ -22,8 +22,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
 from experiments.campaign import Manifest, builtin_names, find_campaign, load_campaign
+from experiments.cli.app import app
 from experiments.faults.process import processes_with_marker
 from experiments.run.folder import RunFolder
 from experiments.scenario import ScenarioError
@@ -103,6 +105,43 @@ def test_a_folder_of_runs_from_another_commit_is_refused_unless_mixing_is_allowe
     with pytest.raises(CampaignMismatch, match="--allow-mixed-commits"):
         open_folder(campaign, folder)
     assert open_folder(campaign, folder, allow_mixed_commits=True).runs[first.run].status == COMPLETED
+
+
+def test_commits_hold_the_same_code_when_they_differ_only_under_docs(tmp_path):
+    from experiments.run.provenance import same_code
+
+    def commit(path: str, text: str) -> str:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+        for argv in (["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", path]):
+            subprocess.run(["git", *argv], cwd=tmp_path, check=True)
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, text=True, capture_output=True).stdout.strip()
+
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    code = commit("legacy_zk/member.py", "x = 1\n")
+    data = commit("docs/results-data/seed002/runs.csv", "run\n")
+    changed = commit("legacy_zk/member.py", "x = 2\n")
+    assert same_code(code, data, tmp_path) and same_code(data, code, tmp_path)
+    assert not same_code(data, changed, tmp_path)
+    assert not same_code(code, "0" * 40, tmp_path)
+
+
+def test_runs_a_data_folder_holds_are_left_out_and_a_folder_that_is_not_one_is_refused(tmp_path):
+    from experiments.campaign.execute import execute
+
+    campaign = load_campaign(write_campaign(tmp_path))
+    said: list[str] = []
+    recorded = frozenset(planned.name for planned in campaign.plan())
+    outcome = execute(campaign, tmp_path / "out", say=said.append, recorded=recorded)
+    assert not outcome.interrupted and outcome.counts == {"pending": len(recorded)}
+    assert f"{len(recorded)} recorded in the data folder" in said[0]
+
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "notes.txt").write_text("")
+    result = CliRunner().invoke(app, ["campaign", str(write_campaign(tmp_path)), "--out", str(tmp_path / "o2"),
+                                      "--data", str(tmp_path / "junk")])
+    assert result.exit_code == 2 and "not a results-data folder" in result.output
+    assert not (tmp_path / "o2").exists()
 
 
 def test_a_folder_gains_the_runs_its_campaign_plans_since(tmp_path):

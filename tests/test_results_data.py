@@ -17,14 +17,15 @@ import shlex
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from experiments.campaign import load_campaign
 from experiments.campaign.execute import open_folder
 from experiments.campaign.folder import CampaignFolder
-from experiments.campaign.manifest import COMPLETED
+from experiments.campaign.manifest import COMPLETED, Manifest
 from experiments.cli.app import app
-from experiments.report.results_data import export, read
+from experiments.report.results_data import export, merge, read, recorded_runs, runs_csv
 from experiments.report.results_doc import results_markdown
 from tests.fixtures.scenarios import tiny_join
 
@@ -78,15 +79,18 @@ def _summaries(summary: Path, backend: str, repetition: int) -> None:
     (summary / "run.json").write_text('{"info": {}, "facts": {}}\n')   # written last, as the summary does
 
 
-def _campaign_folder(tmp_path: Path, parallel: int = 1) -> Path:
+def _campaign_folder(tmp_path: Path, parallel: int = 1, *, name: str = "campaign", repetitions=range(5),
+                     commit: str = "f" * 40) -> Path:
     (tmp_path / "tiny-join.toml").write_text(tiny_join("tiny-join"))
     (tmp_path / "tiny.toml").write_text(CAMPAIGN)
     campaign = load_campaign(tmp_path / "tiny.toml")
-    folder = tmp_path / "campaign"
+    folder = tmp_path / name
     manifest = open_folder(campaign, folder)
     for planned in campaign.plan():
+        if planned.repetition not in repetitions:
+            continue
         entry = manifest.runs[planned.name]
-        entry.status, entry.git_commit, entry.parallel = COMPLETED, "f" * 40, parallel
+        entry.status, entry.git_commit, entry.parallel = COMPLETED, commit, parallel
         _summaries(CampaignFolder(folder).run(planned.name).path / "summary", planned.cell.backend, planned.repetition)
     manifest.machine.update({"git_commit": "f" * 40, "cores": 2, "memory_bytes": 24 * 2 ** 30})
     manifest.write(folder)
@@ -113,6 +117,37 @@ def test_a_campaign_folder_and_its_exported_data_give_the_same_page_byte_for_byt
     assert "| legacy's requests per join exceed classic's | **supported** | 0.004 (one-sided) | 0.0079 |" in page
     assert "join: requests per change in tiny-join: a shift of 30 with a run-to-run sd of 15" in page
     assert "the campaign ran n = 5" in page
+
+
+def test_a_campaign_run_in_parts_carried_by_its_data_folder_gives_the_page_of_one_sitting(tmp_path):
+    whole = results_markdown([_campaign_folder(tmp_path)])
+    data = tmp_path / "results-data" / "tiny"
+    first = _campaign_folder(tmp_path, name="part-1", repetitions=(0, 1, 2))
+    assert merge(first, data)[1] == 6
+    assert recorded_runs(data, CAMPAIGN) == {name for name, entry in Manifest.read(first).runs.items()
+                                             if entry.repetition < 3}
+    second = _campaign_folder(tmp_path, name="part-2", repetitions=(2, 3, 4))   # run 2 again: not counted twice
+    held, added = merge(second, data)
+    assert added == 4 and held.info["runs_completed"] == 10 and held.info["seeds"] == [40, 41, 42, 43, 44]
+    assert results_markdown([data]) == whole
+    assert merge(second, data)[1] == 0 and (data / "runs.csv").read_text() == runs_csv(held.runs)
+
+
+def test_a_data_folder_refuses_another_campaign_file_and_other_code_unless_mixed_commits_are_allowed(tmp_path):
+    data = tmp_path / "results-data" / "tiny"
+    merge(_campaign_folder(tmp_path, name="part-1", repetitions=(0,)), data)
+    with pytest.raises(ValueError, match="another campaign file"):
+        recorded_runs(data, CAMPAIGN + "\n# edited\n")
+    other = _campaign_folder(tmp_path, name="part-2", repetitions=(1,), commit="a" * 40)
+    with pytest.raises(ValueError, match="whose code differs"):
+        merge(other, data)
+    held, added = merge(other, data, allow_mixed_commits=True)
+    assert added == 2 and held.info["commits"] == {"a" * 40: 2, "f" * 40: 2}
+    assert "2 runs from commit `aaaaaaaaaaaa`" in results_markdown([data])
+    (tmp_path / "not-data").mkdir()
+    (tmp_path / "not-data" / "x").write_text("")
+    with pytest.raises(ValueError, match="not a results-data folder"):
+        recorded_runs(tmp_path / "not-data", CAMPAIGN)
 
 
 def test_the_results_command_regenerates_the_page_from_the_data_folders_alone(tmp_path):

@@ -1,7 +1,8 @@
 """Run a campaign: every planned run not yet completed, K at a time, each in a runner process of its own.
 
 Resumable: `campaign FILE --out DIR` again skips the runs the manifest records as completed (and whose
-lock.json agrees); a run that was going when the campaign stopped is moved aside to DIR/incomplete/ (its
+lock.json agrees), and with `--data DATA` those a results-data folder holds from earlier parts (on other
+machines, say); a run that was going when the campaign stopped is moved aside to DIR/incomplete/ (its
 events are kept) and run again. Each runner process dies with the campaign (parent-death signal), and
 the runner's own reaper then removes its members, brokers, proxies and ZooKeeper, so a SIGKILLed campaign
 leaves nothing running. SIGINT or SIGTERM stop the campaign cleanly: running runs get SIGTERM and tear
@@ -42,6 +43,7 @@ from experiments.campaign.manifest import (
 from experiments.campaign.model import Campaign, PlannedRun
 from experiments.faults.process import _die_with_parent
 from experiments.run.folder import RunFolder
+from experiments.run.provenance import same_code
 
 Say = Callable[[str], None]
 
@@ -71,8 +73,8 @@ def completed_run_dirs(folder: Path) -> list[Path]:
 
 def open_folder(campaign: Campaign, folder: Path, *, allow_mixed_commits: bool = False) -> Manifest:
     """A new campaign folder, or the manifest of the same campaign run there before. One campaign, one
-    commit: a folder whose completed runs were made by other code is refused unless `allow_mixed_commits`
-    (the pages then say which runs came from which commit)."""
+    code: a folder whose completed runs were made by other code (commits that differ outside docs/) is
+    refused unless `allow_mixed_commits` (the pages then say which runs came from which commit)."""
     if is_campaign_dir(folder):
         manifest = Manifest.read(folder)
         if manifest.campaign["sha256"] != campaign.sha256:
@@ -80,7 +82,8 @@ def open_folder(campaign: Campaign, folder: Path, *, allow_mixed_commits: bool =
                                    "campaign file; resume only with the same file, or choose another --out")
         commit = git_commit()
         others = sorted({entry.git_commit for entry in manifest.runs.values()
-                         if entry.status == COMPLETED and entry.git_commit and entry.git_commit != commit})
+                         if entry.status == COMPLETED and entry.git_commit
+                         and not (commit and same_code(entry.git_commit, commit))})
         if others and not allow_mixed_commits:
             raise CampaignMismatch(f"{folder} holds runs made by commit {', '.join(c[:12] for c in others)}, and "
                                    f"this is {(commit or '?')[:12]}: a campaign's runs come from one commit. "
@@ -106,18 +109,19 @@ def open_folder(campaign: Campaign, folder: Path, *, allow_mixed_commits: bool =
 
 
 class _Executor:
-    def __init__(self, campaign: Campaign, folder: Path, manifest: Manifest, *, zk_provider: str, say: Say) -> None:
+    def __init__(self, campaign: Campaign, folder: Path, manifest: Manifest, *, zk_provider: str, say: Say,
+                 recorded: frozenset[str] = frozenset()) -> None:
         self.campaign, self.folder, self.manifest = campaign, folder, manifest
-        self.zk_provider, self.say = zk_provider, say
+        self.zk_provider, self.say, self.recorded = zk_provider, say, recorded
         self.lock = threading.Lock()
         self.children: dict[str, subprocess.Popen] = {}
         self.stopping = threading.Event()
         self.durations: list[float] = []
-        self.total = len(manifest.runs)
+        self.total = len(set(manifest.runs) - recorded)
 
     def todo(self) -> list[PlannedRun]:
         return [planned for planned in self.campaign.plan()
-                if self.manifest.runs[planned.name].status != COMPLETED]
+                if self.manifest.runs[planned.name].status != COMPLETED and planned.name not in self.recorded]
 
     def run_one(self, planned: PlannedRun) -> None:
         if self.stopping.is_set():
@@ -161,7 +165,7 @@ class _Executor:
             self.say(self.progress_line(entry))
 
     def progress_line(self, last: RunEntry) -> str:
-        statuses = [entry.status for entry in self.manifest.runs.values()]
+        statuses = [entry.status for name, entry in self.manifest.runs.items() if name not in self.recorded]
         done = statuses.count(COMPLETED)
         failed = statuses.count(FAILED)
         left = self.total - done - failed
@@ -183,8 +187,10 @@ class _Executor:
         self.parallel = parallel
         todo = self.todo()
         skipped = self.total - len(todo)
-        self.say(f"campaign {self.campaign.name}: {self.total} runs ({len(self.campaign.cells)} cells, "
-                 f"{_repetitions(self.campaign)} repetitions), {skipped} already completed, {parallel} at a time")
+        elsewhere = f", {len(self.recorded)} recorded in the data folder" if self.recorded else ""
+        self.say(f"campaign {self.campaign.name}: {len(self.manifest.runs)} runs ({len(self.campaign.cells)} cells, "
+                 f"{_repetitions(self.campaign)} repetitions){elsewhere}, {skipped} already completed here, "
+                 f"{parallel} at a time")
         previous = {sig: signal.signal(sig, lambda *_: self.stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             with ThreadPoolExecutor(max_workers=parallel) as pool:
@@ -197,12 +203,13 @@ class _Executor:
 
 
 def execute(campaign: Campaign, folder: Path, *, parallel: int = 1, zk_provider: str = "auto",
-            say: Say = print, allow_mixed_commits: bool = False) -> Outcome:
-    """Run what is left of `campaign` in `folder`; returns when every run ended or the campaign was stopped."""
+            say: Say = print, allow_mixed_commits: bool = False, recorded: frozenset[str] = frozenset()) -> Outcome:
+    """Run what is left of `campaign` in `folder`, leaving out the runs named in `recorded` (made in an
+    earlier part and kept in a results-data folder); returns when every run ended or the campaign was stopped."""
     if parallel < 1:
         raise ValueError("parallel must be at least 1")
     manifest = open_folder(campaign, folder, allow_mixed_commits=allow_mixed_commits)
-    executor = _Executor(campaign, folder, manifest, zk_provider=zk_provider, say=say)
+    executor = _Executor(campaign, folder, manifest, zk_provider=zk_provider, say=say, recorded=recorded)
     interrupted = executor.execute(parallel)
     return Outcome(folder=folder, manifest=manifest, interrupted=interrupted)
 

@@ -40,6 +40,9 @@ def campaign_command(
     check: Annotated[bool, typer.Option("--check", help="Validate the campaign and print its plan; run nothing.")] = False,
     allow_mixed_commits: Annotated[bool, typer.Option(
         "--allow-mixed-commits", help="Resume a folder whose runs another commit made (the pages say so).")] = False,
+    data: Annotated[Path | None, typer.Option(
+        "--data", help="A results-data folder (docs/results-data/NAME) that carries the campaign across parts: "
+                       "its runs are left out, and this part's runs are added to it when it stops.")] = None,
 ) -> None:
     """Run every cell of a campaign `repetitions` times (interleaved, recorded seeds), then summarise all runs
     in one Spark pass and write statistics (n, median, min-max, interval of the median) and a report."""
@@ -58,19 +61,30 @@ def campaign_command(
     if check:
         _print_plan(campaign)
         return
+    recorded: frozenset[str] = frozenset()
+    if data is not None:
+        from experiments.report.results_data import recorded_runs
+        try:
+            recorded = recorded_runs(data, campaign.text)
+        except ValueError as error:
+            _fail(f"--data {error}")
     folder = out or Path("runs") / f"{campaign.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         outcome = execute(campaign, folder, parallel=parallel, zk_provider=zk_provider,
-                          say=lambda line: typer.echo(line, err=True), allow_mixed_commits=allow_mixed_commits)
+                          say=lambda line: typer.echo(line, err=True), allow_mixed_commits=allow_mixed_commits,
+                          recorded=recorded)
     except CampaignMismatch as error:   # refused before any run started
         resumable = "" if is_campaign_dir(folder) else " (--out resumes only a folder a campaign made)"
         _fail(f"{error}{resumable}")
     counts = outcome.counts
+    if data is not None and counts.get("completed"):
+        _add_to_data(folder, data, master, allow_mixed_commits)
     typer.echo(f"campaign folder: {folder} ({counts.get('completed', 0)} completed, "
                f"{counts.get('failed', 0)} failed, {counts.get('interrupted', 0)} interrupted)")
     if outcome.interrupted:
-        typer.echo(f"stopped; run the same command again to resume: rebalance-lab campaign {file} --out {folder}",
-                   err=True)
+        also = f" --data {data}" if data is not None else ""
+        typer.echo(f"stopped; run the same command again to resume: rebalance-lab campaign {file} --out {folder}"
+                   f"{also}", err=True)
         raise typer.Exit(130)
     if summarize and counts.get("completed"):
         report = summarize_campaign(folder, master)
@@ -78,6 +92,23 @@ def campaign_command(
         typer.echo(f"report: {report.html}")
     if counts.get("failed"):
         raise typer.Exit(1)
+
+
+def _add_to_data(folder: Path, data: Path, master: str, allow_mixed_commits: bool) -> None:
+    """Summarise this part's runs and add them to the data folder, even when the campaign was stopped:
+    what the part recorded is kept."""
+    from experiments.campaign import completed_run_dirs
+    from experiments.report.results_data import merge
+    from experiments.report.run_report import summarize_unsummarised
+
+    summarize_unsummarised(completed_run_dirs(folder), master=master,
+                           step=lambda text: typer.echo(f"summarising: {text}", err=True))
+    try:
+        held, added = merge(folder, data, allow_mixed_commits=allow_mixed_commits)
+    except ValueError as error:
+        _fail(f"--data {error}; this part's runs stay in {folder}")
+    typer.echo(f"{data}: {added} runs added, {held.info['runs_completed']} of {held.info['runs_planned']} "
+               "runs recorded", err=True)
 
 
 def summarize_campaign(folder: Path, master: str = "local[*]"):

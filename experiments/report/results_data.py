@@ -5,9 +5,14 @@ again byte for byte (`rebalance-lab results-data RUNS --out docs/results-data/NA
     runs.csv        one row per run per metric: run, scenario, backend, strategy, sweep, repetition, seed,
                     the commit that made the run, n (the group's size), at_once (runs made at once), metric,
                     value (Python's shortest round-trip form of the float)
-    campaign.json   the campaign: name, repetitions, seeds, runs completed of planned, the commit(s), the
-                    largest --parallel, the machine (cores, memory, platform, package versions)
+    campaign.json   the campaign: name, repetitions, seeds, the runs completed (by name) of those planned, the
+                    commit(s), the largest --parallel, the machine (cores, memory, platform, package versions)
     campaign.toml   the campaign file as it ran (its claims and the shifts it is meant to detect)
+
+A campaign too long for one sitting runs in parts: `campaign FILE --out DIR --data DATA` leaves out the runs
+DATA holds and adds its own to DATA when it stops (`merge`), so the folder in the repository carries the
+campaign from one machine to the next. Parts must run the same campaign file on the same code (commits that
+differ only under docs/), unless mixed commits are allowed; the page then says which runs came from which.
 
 The rows keep the campaign's own order (the plan's runs, each run's metrics as the summary reads them), so a
 page made from the campaign folder and one made from its data folder are the same bytes; no timestamp is
@@ -26,6 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.campaign.manifest import COMPLETED, Manifest, is_campaign_dir
+from experiments.run.provenance import same_code
 
 RUNS_CSV, INFO_JSON, CAMPAIGN_TOML = "runs.csv", "campaign.json", "campaign.toml"
 COLUMNS = ["run", "scenario", "backend", "strategy", "sweep", "repetition", "seed", "commit", "n", "at_once",
@@ -69,11 +75,68 @@ def from_campaign(folder: Path) -> CampaignData:
 def export(folder: Path, out: Path) -> CampaignData:
     """Write a campaign folder's data folder to `out`."""
     data = from_campaign(folder)
+    _write(data, out)
+    return data
+
+
+def recorded_runs(out: Path, campaign_text: str) -> frozenset[str]:
+    """The runs a data folder holds of this campaign file (none when the folder does not exist yet)."""
+    if not out.exists():
+        return frozenset()
+    if not is_data_dir(out):
+        raise ValueError(f"{out} exists and is not a results-data folder ({RUNS_CSV} and {INFO_JSON})")
+    if (out / CAMPAIGN_TOML).read_text() != campaign_text:
+        raise ValueError(f"{out} holds the data of another campaign file (or another version of this one)")
+    return frozenset(_run_names(read(out)))
+
+
+def merge(folder: Path, out: Path, *, allow_mixed_commits: bool = False) -> tuple[CampaignData, int]:
+    """Add the runs of a campaign folder that `out` does not hold yet (all of them when `out` is new);
+    returns the data now in `out` and how many runs were added."""
+    if not out.exists():
+        return export(folder, out), len(_run_names(from_campaign(folder)))
+    recorded = recorded_runs(out, (folder / CAMPAIGN_TOML).read_text())
+    held, part = read(out), from_campaign(folder)
+    manifest = Manifest.read(folder)
+    added = [entry for entry in manifest.runs.values() if entry.status == COMPLETED and entry.run not in recorded]
+    mine = {entry.git_commit or "?" for entry in added}
+    theirs = set(held.info.get("commits") or {})
+    if not allow_mixed_commits and any(not same_code(a, b) for a in mine for b in theirs):
+        raise ValueError(f"{out} holds runs of commit {', '.join(c[:12] for c in sorted(theirs))} and these runs "
+                         f"come from {', '.join(c[:12] for c in sorted(mine))}, whose code differs: a campaign's "
+                         "runs come from one code (allow mixed commits to merge anyway; the page says so)")
+    names = {entry.run for entry in added}
+    order = {name: index for index, name in enumerate(manifest.runs)}
+    runs = pd.concat([held.runs, part.runs[part.runs["run"].isin(names)]], ignore_index=True)
+    runs = runs.sort_values("run", key=lambda column: column.map(order), kind="stable", ignore_index=True)
+    info = dict(held.info)
+    commits = dict(info.get("commits") or {})
+    for entry in added:
+        commits[entry.git_commit or "?"] = commits.get(entry.git_commit or "?", 0) + 1
+    info.update(runs_completed=info["runs_completed"] + len(added),
+                runs=sorted(set(_run_names(held)) | names, key=lambda name: order.get(name, len(order))),
+                seeds=sorted(set(info.get("seeds") or []) | {entry.seed for entry in added}),
+                commits=dict(sorted(commits.items())), runs_with_measures=int(runs["run"].nunique()),
+                parallel=max([info.get("parallel") or 1, *(entry.parallel or 1 for entry in added)]),
+                runs_beside_another=info.get("runs_beside_another", 0)
+                + sum((entry.parallel or 1) > 1 for entry in added))
+    if added and part.info["machine"] != held.info.get("machine"):
+        machines = [machine for machine in info.get("other_machines", []) if machine != part.info["machine"]]
+        info["other_machines"] = [*machines, part.info["machine"]]
+    data = CampaignData(held.name, info, held.text, runs)
+    _write(data, out)
+    return data, len(added)
+
+
+def _run_names(data: CampaignData) -> list[str]:
+    return list(data.info.get("runs") or dict.fromkeys(data.runs["run"]))
+
+
+def _write(data: CampaignData, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / RUNS_CSV).write_text(runs_csv(data.runs))
     (out / INFO_JSON).write_text(json.dumps(data.info, indent=2, sort_keys=True) + "\n")
     (out / CAMPAIGN_TOML).write_text(data.text)
-    return data
 
 
 def runs_csv(runs: pd.DataFrame) -> str:
@@ -116,7 +179,7 @@ def campaign_info(manifest: Manifest, runs: pd.DataFrame) -> dict:
     machine = manifest.machine
     return {"campaign": manifest.campaign["name"], "repetitions": manifest.campaign.get("repetitions"),
             "seed": manifest.campaign.get("seed"), "seeds": sorted({entry.seed for entry in done}),
-            "runs_completed": len(done), "runs_planned": len(manifest.runs),
+            "runs_completed": len(done), "runs_planned": len(manifest.runs), "runs": [entry.run for entry in done],
             "runs_with_measures": int(runs["run"].nunique()) if len(runs) else 0,
             "commit": machine.get("git_commit"), "commits": dict(sorted(commits.items())),
             "parallel": max((entry.parallel or 1 for entry in done), default=1),

@@ -27,6 +27,20 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
+def same_code(first: str, second: str, repository: Path | None = None) -> bool:
+    """Whether two commits hold the same code: they differ at most under docs/ (a campaign's data and pages
+    are committed between its parts). False when either commit is unknown to the repository (this
+    checkout's by default)."""
+    if first == second:
+        return True
+    try:
+        out = subprocess.run(["git", "diff", "--quiet", first, second, "--", ":(top)", ":(top,exclude)docs"],
+                             cwd=repository or Path(__file__).resolve().parent, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0
+
+
 def jsonable(value: object) -> object:
     """Dictionaries with string keys, lists for tuples, and enums by their value."""
     if isinstance(value, dict):
