@@ -31,6 +31,16 @@ def test_each_article_figure_sits_beside_the_lab_cell_of_its_strategy():
     assert "9 [" not in text                                         # legacy is not the article's protocol
 
 
+def test_each_seed002_scenario_gets_its_own_table_named_by_how_its_scale_down_leaves():
+    runs = pd.DataFrame([*_runs("range", [5000, 5200, 4800, 6100, 5900], "scale-to-50: records lost"),
+                         *_runs("range", [0, 0, 0, 1, 0], "scale-to-50: records lost")])
+    runs.loc[5:, "scenario"] = "seed002-mixed"
+    text = "\n".join(seed002_section(cell_statistics(runs)))
+    assert text.count("## Seed 002") == 1 and text.index("### seed002:") < text.index("### seed002-mixed: 49 leavers")
+    clean, mixed = text.split("### seed002-mixed")
+    assert "5,200 [4,800-6,100], n = 5" in clean and "0 [0-1], n = 5" in mixed
+
+
 def test_no_section_without_classic_seed002_cells():
     runs = pd.DataFrame(_runs("range", [1, 2, 3, 4, 5], "join: requests per change"))
     runs["scenario"] = "herd"

@@ -10,7 +10,14 @@ import pandas as pd
 from experiments.summary import markdown_table
 from experiments.summary.campaign_stats import WHOLE_RUN_LOST, spread
 
-SCENARIO = "seed002"
+# The scenarios that play the article's schedule, and how each one's scale-down leaves (docs/seed002.md).
+SCENARIOS = {
+    "seed002": "the 50 leavers close cleanly, all at once",
+    "seed002-mixed": "49 leavers are killed and the 50th closes cleanly half a second later, the scale-down the "
+                     "article's 100 → 50 figures point to",
+    "seed002-podwise": "the 50 leavers close cleanly one at a time, 0.5 s apart",
+    "seed002-killed": "the 50 leavers are killed at once",
+}
 # The lab's phase for each of the article's, and the measures in the article's order.
 PHASES = (("50 → 100", "scale-to-100"), ("100 → 50", "scale-to-50"), ("restart 10", "restart-10"))
 MEASURES = (("records over 3 s", "records lost"), ("max response, ms", "max latency (ms)"),
@@ -33,10 +40,24 @@ BACKEND = "classic"
 
 
 def seed002_section(cells: pd.DataFrame) -> list[str]:
-    """The side-by-side table, or nothing when the cells hold no classic run of seed002."""
-    mine = cells[(cells["scenario"] == SCENARIO) & (cells["backend"] == BACKEND)]
-    if mine.empty:
-        return []
+    """One side-by-side table per seed002 scenario with classic runs, or nothing when there is none."""
+    lines: list[str] = []
+    for scenario, leaving in SCENARIOS.items():
+        mine = cells[(cells["scenario"] == scenario) & (cells["backend"] == BACKEND)]
+        if mine.empty:
+            continue
+        if not lines:
+            lines.append("## Seed 002: the article's table and the lab's\n")
+            lines.append("The article's figures (one run each) beside the lab's classic-protocol cell of the same "
+                         "strategy, `median [min-max], n = runs` (the article's last column is "
+                         "cooperative-sticky's). The lab's phases last 40 s where the article's lasted minutes, so "
+                         "its counts of records over 3 s are for shorter phases; docs/seed002.md says what is "
+                         "assumed where the article is silent.\n")
+        lines += [f"### {scenario}: {leaving}\n", markdown_table(_side_by_side(mine))]
+    return lines
+
+
+def _side_by_side(mine: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (phase, measure), article in ARTICLE.items():
         metric = WHOLE_RUN_LOST if phase == "total" else f"{dict(PHASES)[phase]}: {dict(MEASURES)[measure]}"
@@ -48,9 +69,4 @@ def seed002_section(cells: pd.DataFrame) -> list[str]:
                                     spread(*(found.iloc[0][key] for key in ("median", "min", "max")),
                                            int(found.iloc[0]["runs"]), digits=0))
         rows.append(row)
-    return ["## Seed 002: the article's table and the lab's\n",
-            "The article's figures (one run each) beside the lab's classic-protocol cell of the same strategy, "
-            "`median [min-max], n = runs` (the article's last column is cooperative-sticky's). The lab's phases "
-            "last 40 s where the article's lasted minutes, so its counts of records over 3 s are for shorter "
-            "phases; docs/seed002.md says what is assumed where the article is silent.\n",
-            markdown_table(pd.DataFrame(rows))]
+    return pd.DataFrame(rows)
