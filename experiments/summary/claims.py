@@ -165,9 +165,15 @@ def claims_markdown(results: list[ClaimResult]) -> str:
         p_holm = "-" if math.isnan(result.p_holm) else f"{result.p_holm:.2g}"
         coverage = "" if math.isnan(result.coverage) else f", {coverage_text(result.coverage, result.exact)}"
         shift = ("-" if math.isnan(result.shift)
-                 else f"{result.shift:,.3g} [{result.low:,.3g}, {result.high:,.3g}{coverage}]")
+                 else f"{_figure(result.shift)} [{_figure(result.low)}, {_figure(result.high)}{coverage}]")
         if result.described:
             shift += f"; {result.described}"
         lines.append(f"| {result.claim.says} | **{result.verdict}** | {p} | {p_holm} | {shift} | {result.pairs} "
                      f"| {result.n} |")
     return "\n".join(lines) + "\n"
+
+
+def _figure(value: float) -> str:
+    """Three significant digits below 1,000, whole numbers with separated thousands above, never in exponent
+    form (5,112, not 5.11e+03)."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
