@@ -263,12 +263,13 @@ def _manifest_statuses(folder: Path) -> dict[str, str]:
 @pytest.mark.zk
 @pytest.mark.broker
 @pytest.mark.slow
+@pytest.mark.timeout(900)   # three real runs; each waits on the event it needs, the budget only guards a hang
 def test_a_campaign_survives_a_sigkill_and_resumes(tmp_path):
-    path = write_campaign(tmp_path)
+    path = write_campaign(tmp_path, CAMPAIGN.replace("repetitions = 2", "repetitions = 1"))   # two runs
     folder = (tmp_path / "out").resolve()
     command = [sys.executable, "-m", "experiments.cli.app", "campaign", str(path), "--out", str(folder), "--no-summarize"]
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 480
     while list(_manifest_statuses(folder).values()).count("completed") < 1:
         if first.poll() is not None or time.monotonic() > deadline:
             first.kill()
@@ -285,7 +286,7 @@ def test_a_campaign_survives_a_sigkill_and_resumes(tmp_path):
     first.communicate(timeout=30)
 
     statuses = _manifest_statuses(folder)
-    assert sorted(statuses.values()) == ["completed", "pending", "pending", "running"]
+    assert sorted(statuses.values()) == ["completed", "running"]
     killed = next(name for name, status in statuses.items() if status == "running")
     done = next(name for name, status in statuses.items() if status == "completed")
     started_before = Manifest.read(folder).runs[done].started_ms
@@ -302,7 +303,7 @@ def test_a_campaign_survives_a_sigkill_and_resumes(tmp_path):
     assert manifest.runs[done].started_ms == started_before, "a completed run was not run again"
     assert list((folder / "incomplete").iterdir())[0].name.startswith(killed), "the killed run's events are kept"
     assert manifest.machine["cores"] == os.cpu_count() and manifest.machine["versions"]["kazoo"]
-    assert {entry.seed for entry in manifest.runs.values() if entry.repetition == 1} == {41}
+    assert {entry.seed for entry in manifest.runs.values()} == {40}
     for entry in manifest.runs.values():
         lock = json.loads((folder / "runs" / entry.run / "lock.json").read_text())
         assert lock["seed"] == entry.seed and lock["backend"] == entry.backend
