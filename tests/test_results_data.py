@@ -227,3 +227,18 @@ def test_the_published_page_is_what_the_published_data_gives():
     notes = words[words.index("--notes") + 1] if "--notes" in words else None
     folders = [REPOSITORY / word for word in words if word.startswith("docs/results-data/")]
     assert results_markdown(folders, Path(notes) if notes else None) == page
+
+
+def test_every_shipped_data_folder_belongs_to_its_built_in_campaign_file_and_makes_a_page():
+    """A data folder carries its campaign from one part to the next only while the built-in file is the one
+    its runs ran; a page from it names every run's n."""
+    from experiments.campaign import find_campaign
+    from experiments.report.results_data import CAMPAIGN_TOML, is_data_dir
+
+    shipped = sorted(path for path in (REPOSITORY / "docs" / "results-data").glob("*") if is_data_dir(path))
+    assert shipped, "docs/results-data holds no data folder"
+    for folder in shipped:
+        data = read(folder)
+        assert (folder / CAMPAIGN_TOML).read_text() == find_campaign(data.name).read_text(), folder.name
+        assert len(data.info["runs"]) == data.info["runs_completed"] == data.runs["run"].nunique()
+        assert f"./lab results docs/results-data/{folder.name} > docs/results.md" in results_markdown([folder])
