@@ -25,7 +25,7 @@ from experiments.campaign.execute import open_folder
 from experiments.campaign.folder import CampaignFolder
 from experiments.campaign.manifest import COMPLETED, Manifest
 from experiments.cli.app import app
-from experiments.report.results_data import export, merge, read, recorded_runs, runs_csv
+from experiments.report.results_data import export, merge, other_code, read, recorded_runs, runs_csv
 from experiments.report.results_doc import results_markdown
 from tests.fixtures.scenarios import tiny_join
 
@@ -141,6 +141,7 @@ def test_a_data_folder_refuses_another_campaign_file_and_other_code_unless_mixed
     other = _campaign_folder(tmp_path, name="part-2", repetitions=(1,), commit="a" * 40)
     with pytest.raises(ValueError, match="whose code differs"):
         merge(other, data)
+    assert other_code(data, "a" * 40) == ["f" * 40] and other_code(data, "f" * 40) == []   # before a part runs
     held, added = merge(other, data, allow_mixed_commits=True)
     assert added == 2 and held.info["commits"] == {"a" * 40: 2, "f" * 40: 2}
     assert "2 runs from commit `aaaaaaaaaaaa`" in results_markdown([data])

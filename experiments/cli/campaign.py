@@ -63,11 +63,15 @@ def campaign_command(
         return
     recorded: frozenset[str] = frozenset()
     if data is not None:
-        from experiments.report.results_data import recorded_runs
+        from experiments.report.results_data import other_code, recorded_runs
+        from experiments.run.provenance import git_commit
         try:
             recorded = recorded_runs(data, campaign.text)
         except ValueError as error:
             _fail(f"--data {error}")
+        if (others := other_code(data, git_commit())) and not allow_mixed_commits:
+            _fail(f"--data {data} holds runs of commit {', '.join(c[:12] for c in others)}, whose code differs from "
+                  "this checkout's: run this part on that commit, or pass --allow-mixed-commits (the page says so)")
     folder = out or Path("runs") / f"{campaign.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         outcome = execute(campaign, folder, parallel=parallel, zk_provider=zk_provider,

@@ -90,6 +90,15 @@ def recorded_runs(out: Path, campaign_text: str) -> frozenset[str]:
     return frozenset(_run_names(read(out)))
 
 
+def other_code(out: Path, commit: str | None) -> list[str]:
+    """The commits of a data folder's runs whose code differs from `commit`'s (all of them when it is unknown):
+    checked before a part starts, so it does not run for an hour to be refused at the end."""
+    if not is_data_dir(out):
+        return []
+    held = set(json.loads((out / INFO_JSON).read_text()).get("commits") or {})
+    return sorted(theirs for theirs in held if not (commit and same_code(theirs, commit)))
+
+
 def merge(folder: Path, out: Path, *, allow_mixed_commits: bool = False) -> tuple[CampaignData, int]:
     """Add the runs of a campaign folder that `out` does not hold yet (all of them when `out` is new);
     returns the data now in `out` and how many runs were added."""
