@@ -103,15 +103,16 @@ def merge(folder: Path, out: Path, *, allow_mixed_commits: bool = False) -> tupl
     """Add the runs of a campaign folder that `out` does not hold yet (all of them when `out` is new);
     returns the data now in `out` and how many runs were added."""
     if not out.exists():
-        return export(folder, out), len(_run_names(from_campaign(folder)))
+        data = export(folder, out)
+        return data, len(_run_names(data))
     recorded = recorded_runs(out, (folder / CAMPAIGN_TOML).read_text())
     held, part = read(out), from_campaign(folder)
     manifest = Manifest.read(folder)
     added = [entry for entry in manifest.runs.values() if entry.status == COMPLETED and entry.run not in recorded]
     mine = {entry.git_commit or "?" for entry in added}
-    theirs = set(held.info.get("commits") or {})
-    if not allow_mixed_commits and any(not same_code(a, b) for a in mine for b in theirs):
-        raise ValueError(f"{out} holds runs of commit {', '.join(c[:12] for c in sorted(theirs))} and these runs "
+    theirs = sorted({other for commit in mine for other in other_code(out, commit)})
+    if theirs and not allow_mixed_commits:
+        raise ValueError(f"{out} holds runs of commit {', '.join(c[:12] for c in theirs)} and these runs "
                          f"come from {', '.join(c[:12] for c in sorted(mine))}, whose code differs: a campaign's "
                          "runs come from one code (allow mixed commits to merge anyway; the page says so)")
     names = {entry.run for entry in added}
