@@ -1,7 +1,8 @@
 """A small blocking connection to one broker: send a kafka-python Request, get its Response.
 
 One request in flight at a time (a lock), like Kafka's own one-request-per-connection
-ordering for group APIs. Any failure closes the socket; the next request reconnects.
+ordering for group APIs. Any failure closes the socket; the next request reconnects, and so does the next
+request after an `abort`, even when the exchange that abort meant to break had already finished.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class BrokerConnection:
         self.client_id = client_id
         self.timeout_s = timeout_s
         self._sock: socket.socket | None = None
+        self._aborted: socket.socket | None = None   # shut down by abort while another thread held the lock
         self._lock = threading.Lock()
         self._correlation = itertools.count(1)
 
@@ -68,8 +70,13 @@ class BrokerConnection:
             self._close_locked()
 
     def abort(self) -> None:
-        """Close from another thread without waiting: a blocked exchange fails at once."""
-        shut_down(self._sock)
+        """Close from another thread without waiting: a blocked exchange fails at once. If the exchange
+        under way finishes first, the socket it leaves is shut down all the same, and the next request
+        opens a new one (a LeaveGroup sent at close would otherwise meet a broken pipe, and the group would
+        wait out the member's session)."""
+        sock = self._sock
+        self._aborted = sock
+        shut_down(sock)
         if self._lock.acquire(blocking=False):
             try:
                 self._close_locked()
@@ -77,6 +84,8 @@ class BrokerConnection:
                 self._lock.release()
 
     def _exchange(self, request: Any, timeout_s: float) -> Any:
+        if self._sock is not None and self._sock is self._aborted:
+            self._close_locked()
         if self._sock is None:
             self._sock = socket.create_connection((self.host, self.port), timeout=timeout_s)
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
