@@ -49,6 +49,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help=f"write this run's seconds per test file to {SECONDS_FILE.name} (scheduling order)")
 
 
+@pytest.hookimpl(optionalhook=True)    # an xdist hook: pytest -p no:xdist must still start
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     if config.getvalue("dist") == "loadfile":
         return LongestFirst(config, log)
