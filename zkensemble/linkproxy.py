@@ -7,6 +7,14 @@ servers notice only through their own timeouts, the way they would notice a real
 partition. Healing a link resets every connection that lived through the cut (their byte
 streams are no longer trustworthy) and lets new ones pass; ZooKeeper reconnects by itself.
 
+A link accepts a connection before it knows whether its target listens, which a direct dial
+would not: there the caller gets "connection refused" at once. ZooKeeper's learner retries a
+refused connection to a new leader, but takes one that opens and then closes as a failed sync and
+starts another election round, which the leader then waits out for initLimit ticks (10 s here).
+So a link whose target is not listening yet keeps retrying it for up to `DIAL_PATIENCE_S` (a
+leader binds its learner port milliseconds after it is elected) before it closes the caller's
+connection.
+
 ZooKeeper's election channel needs one rewrite to stay inside the links: a server that dials
 a peer with a higher id announces its own election address in its first message, and that
 peer dials back to the announced address instead of its configured one. An election link
@@ -26,6 +34,8 @@ import threading
 from dataclasses import dataclass, field
 
 _CHUNK = 65536
+DIAL_PATIENCE_S = 2.0
+_DIAL_RETRY_S = 0.02
 # First message of a ZooKeeper election connection: protocol version, sender id, address length.
 _ELECTION_HEADER = struct.Struct(">qqi")
 _ELECTION_VERSIONS = (-65536, -65535)
@@ -129,7 +139,10 @@ class LinkProxies:
             await link._healed.wait()
             if entry not in link._connections:
                 return
-            upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", link.target_port)
+            upstream_reader, upstream_writer = await _dial(link.target_port)
+            if entry not in link._connections:  # reset by a heal or close while dialling
+                upstream_writer.transport.abort()
+                return
             link._connections.discard(entry)
             entry = (client_writer, upstream_writer)
             link._connections.add(entry)
@@ -159,6 +172,18 @@ class LinkProxies:
             await writer.drain()
         with contextlib.suppress(OSError):
             writer.write_eof()
+
+
+async def _dial(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Connect to 127.0.0.1:`port`, retrying a refusal for up to DIAL_PATIENCE_S."""
+    deadline = asyncio.get_running_loop().time() + DIAL_PATIENCE_S
+    while True:
+        try:
+            return await asyncio.open_connection("127.0.0.1", port)
+        except ConnectionRefusedError:
+            if asyncio.get_running_loop().time() >= deadline:
+                raise
+            await asyncio.sleep(_DIAL_RETRY_S)
 
 
 async def _rewritten_election_header(reader: asyncio.StreamReader, advertise: str) -> bytes:
