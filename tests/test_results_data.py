@@ -243,3 +243,14 @@ def test_every_shipped_data_folder_belongs_to_its_built_in_campaign_file_and_mak
         assert (folder / CAMPAIGN_TOML).read_text() == find_campaign(data.name).read_text(), folder.name
         assert len(data.info["runs"]) == data.info["runs_completed"] == data.runs["run"].nunique()
         assert f"./lab results docs/results-data/{folder.name} > docs/results.md" in results_markdown([folder])
+
+
+def test_the_results_command_draws_each_campaigns_figures_from_its_data_folder(tmp_path):
+    """The docs' figures are drawn again from the repository alone, as the page is."""
+    folder = REPOSITORY / "docs" / "results-data" / "seed002"
+    result = CliRunner().invoke(app, ["results", str(folder), "--figures", str(tmp_path / "figures"),
+                                      "--out", str(tmp_path / "page.md")])
+    assert result.exit_code == 0, result.output
+    drawn = sorted(path.name for path in (tmp_path / "figures" / "seed002").iterdir())
+    assert "scale-to-50-records-lost.png" in drawn and "whole-run-records-lost.png" in drawn, drawn
+    assert "utilisation.png" not in drawn, "one utilisation is not a curve"

@@ -164,6 +164,8 @@ def results_command(
     master: Annotated[str, typer.Option(help="Spark master for runs not yet summarised.")] = "local[*]",
     notes: Annotated[Path | None, typer.Option(
         "--notes", help="A Markdown file of readings placed after the header (docs/results-readings.md).")] = None,
+    figures: Annotated[Path | None, typer.Option(
+        "--figures", help="Also draw each campaign's figures (herd, utilisation, strip plots) into DIR/<campaign>/.")] = None,
 ) -> None:
     """The results page (Markdown, every figure as median [min-max], n) from data folders or campaign
     folders; the same data gives the same bytes."""
@@ -180,11 +182,23 @@ def results_command(
     if notes is not None and not notes.is_file():
         _fail(f"{notes}: no such notes file")
     text = results_markdown(folders, notes)
+    if figures is not None:
+        _draw_results_figures(folders, figures)
     if out:
         out.write_text(text)
         typer.echo(f"wrote {out}", err=True)
     else:
         typer.echo(text, nl=False)
+
+
+def _draw_results_figures(folders: list[Path], figures: Path) -> None:
+    from experiments.report.campaign_report import draw_figures
+    from experiments.report.results_data import read
+
+    for folder in folders:
+        data = read(folder)
+        drawn = draw_figures(data.runs, figures / data.name)
+        typer.echo(f"drew {len(drawn)} figure(s) in {figures / data.name}", err=True)
 
 
 def results_data_command(

@@ -4,6 +4,9 @@
     utilisation.png records over the limit against utilisation, for a sweep of the service time (seed002-load)
     <metric>.png    strip plots: one dot per run, a bar at the median, per cell (split brain, churn)
     report.md/.html what the runs show, then a section per scenario (experiments.report.campaign_page)
+
+The figures come from the per-run metrics alone (`draw_figures`), so `rebalance-lab results DATA --figures DIR`
+draws the same ones from a results-data folder.
 """
 
 from __future__ import annotations
@@ -38,17 +41,7 @@ def write_campaign_report(folder: Path) -> CampaignReport:
     cells = pd.read_parquet(place.statistics_table("cells"))
     out = place.report
     out.mkdir(exist_ok=True)
-    images = []
-    herd = _herd_plot(runs, out)
-    if herd:
-        images.append(herd)
-    for metric in [*STRIP_METRICS, *sorted(m for m in runs["metric"].unique() if m.endswith(": records lost"))]:
-        image = _strip_plot(runs, metric, out)
-        if image:
-            images.append(image)
-    curve = _utilisation_plot(runs, out)
-    if curve:
-        images.append(curve)
+    images = draw_figures(runs, out)
     from experiments.report.campaign_page import write_campaign_pages
 
     text = place.statistics_markdown.read_text()
@@ -57,6 +50,16 @@ def write_campaign_report(folder: Path) -> CampaignReport:
                                           cells=cells, compared=pd.read_parquet(place.statistics_table("comparisons")),
                                           images=images)
     return CampaignReport(markdown=markdown, html=page, images=images)
+
+
+def draw_figures(runs: pd.DataFrame, out: Path) -> list[Path]:
+    """Every figure the runs have data for, written to `out`. `runs`: per-run metrics, as a campaign's
+    statistics or a results-data folder hold them (so the docs' figures are drawn again from the repository)."""
+    out.mkdir(parents=True, exist_ok=True)
+    metrics = [*STRIP_METRICS, *sorted(m for m in runs["metric"].unique() if m.endswith(": records lost"))]
+    images = [_herd_plot(runs, out), *(_strip_plot(runs, metric, out) for metric in metrics),
+              _utilisation_plot(runs, out)]
+    return [image for image in images if image is not None]
 
 
 def _herd_plot(runs: pd.DataFrame, out: Path) -> Path | None:
