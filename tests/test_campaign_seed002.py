@@ -116,3 +116,23 @@ def test_a_campaign_report_draws_the_utilisation_curve_of_a_load_sweep(tmp_path)
                          for median, p99, value in [(17, 125, 0), (35, 255, 40)]])
     assert _utilisation_plot(runs, tmp_path).name == "utilisation.png"
     assert _utilisation_plot(runs.iloc[:1], tmp_path) is None        # one utilisation is not a curve
+
+
+def test_a_load_sweep_gets_its_own_table_and_never_stands_for_the_shipped_scenario():
+    """A swept cell is another experiment: the article's side-by-side table takes only the scenario as it
+    ships; the sweep is read against utilisation, a column a point."""
+    from experiments.report.seed002_table import load_sweep_section, seed002_section
+    from experiments.summary.campaign_stats import cell_statistics
+
+    sweep = "workload.service_ms={}, workload.service_p99_ms={}"
+    rows = [{"scenario": "seed002", "backend": "classic", "strategy": "range", "sweep": sweep.format(median, p99),
+             "n": 50, "metric": "whole run: records lost", "value": value}
+            for median, p99, values in [(17, 125, (20, 30, 10)), (52, 380, (40_000, 45_000, 43_000))]
+            for value in values]
+    swept = cell_statistics(pd.DataFrame(rows))
+    assert seed002_section(swept) == [], "a sweep's point is not the article's scenario"
+    text = "\n".join(load_sweep_section(swept))
+    assert "| cell | u = 0.29 | u = 0.90 |" in text
+    assert "| classic range | 20 [10-30], n = 3 | 43,000 [40,000-45,000], n = 3 |" in text
+    shipped = cell_statistics(pd.DataFrame([{**row, "sweep": "-"} for row in rows]))
+    assert seed002_section(shipped) and load_sweep_section(shipped) == []

@@ -200,6 +200,10 @@ def lag(runs: list[RunData], path: Path) -> Path | None:
 STRATEGY_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
 
 
+def _span(low: int, high: int) -> str:
+    return str(low) if low == high else f"{low}-{high}"
+
+
 def utilisation_curve(points: pd.DataFrame, path: Path, *, article: dict[str, float] | None = None,
                       assumed: float | None = None, metric: str = "records over 3 s") -> Path | None:
     """Each cell's median (min-max bars) of `value` against `utilisation`, a line per `cell`; the article's
@@ -217,7 +221,7 @@ def utilisation_curve(points: pd.DataFrame, path: Path, *, article: dict[str, fl
         low, high = by_load.min().reindex(loads).to_numpy(), by_load.max().reindex(loads).to_numpy()
         runs = by_load.count().reindex(loads).to_numpy()
         ax.errorbar(loads, median, yerr=[median - low, high - median], marker="o", capsize=4, color=colors[cell],
-                    label=f"{cell} (n = {int(runs.min())}-{int(runs.max())} a point)")
+                    label=f"{cell} (n = {_span(int(runs.min()), int(runs.max()))} a point)")
     for strategy, figure in (article or {}).items():
         owner = next((cell for cell in cells if cell.endswith(f"/{strategy}")), None)
         ax.axhline(figure, color=colors.get(owner, "#555555"), ls="--", lw=1,
@@ -225,6 +229,7 @@ def utilisation_curve(points: pd.DataFrame, path: Path, *, article: dict[str, fl
     if assumed is not None:
         ax.axvline(assumed, color="#555555", ls=":", lw=1, label=f"seed002's utilisation ({assumed:.2f})")
     ax.set_yscale("symlog", linthresh=10)
+    ax.set_ylim(bottom=0)   # a count: symlog would otherwise mirror its ticks below zero
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     ax.set_xlabel("utilisation of the 50 members (offered load / capacity)")
     ax.set_ylabel(metric)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from experiments.campaign.model import declared_claims
 from experiments.report.results_data import CampaignData, read
-from experiments.report.seed002_table import seed002_section
+from experiments.report.seed002_table import load_sweep_section, seed002_section
 from experiments.summary import markdown_table
 from experiments.summary.campaign_stats import (
     COORDINATOR_GAP,
@@ -29,6 +29,7 @@ from experiments.summary.campaign_stats import (
     spread,
 )
 from experiments.summary.claims import claims_markdown, evaluate
+from experiments.summary.load_sweep import sweep_label
 from experiments.summary.power import declared_detections, power_markdown
 
 DATA_ROOT = "docs/results-data"
@@ -79,6 +80,7 @@ def results_page(campaigns: list[CampaignData], notes: Path | None = None) -> st
     parts += _per_cell_section(cells, "split-brain", "Split brain", SPLIT_BRAIN)
     parts += _per_cell_section(cells, "churn", "Strategies under churn (seed 002, scenario 2)", None)
     parts += seed002_section(cells)
+    parts += load_sweep_section(cells)
     parts += _per_cell_section(cells, OTHER, "Other scenarios", ANOMALIES)
     parts += _differences(compared)
     return "\n".join(parts)
@@ -126,8 +128,11 @@ def _parallel(info: dict) -> str:
 
 
 def _cell_label(row, strategies: int = 1) -> str:
-    """The backend, and the strategy when it is not range or when the scenario ran several."""
-    return f"{row.backend}" + (f" {row.strategy}" if row.strategy != "range" or strategies > 1 else "")
+    """The backend, the strategy when it is not range or when the scenario ran several, and the sweep's point
+    when the cell has one (`u = 0.60` for a service time, else the sweep's settings)."""
+    swept = sweep_label(row.scenario, row.sweep)
+    return (f"{row.backend}" + (f" {row.strategy}" if row.strategy != "range" or strategies > 1 else "")
+            + (f" ({swept})" if swept else ""))
 
 
 def _herd_section(cells: pd.DataFrame) -> list[str]:
@@ -156,6 +161,7 @@ def _herd_section(cells: pd.DataFrame) -> list[str]:
     return lines
 
 
+WIDEST = 6  # cells side by side in a per-cell table; more are listed one a row
 OTHER = ""   # the prefix of `_per_cell_section` for every scenario that the sections above leave out
 
 
@@ -177,6 +183,8 @@ def _per_cell_section(cells: pd.DataFrame, prefix: str, title: str, metrics) -> 
                                                                                            row.max, row.runs)
         table = pd.DataFrame(columns).reindex([m for m in wanted if any(m in c for c in columns.values())])
         table.index.name = "metric"
+        if len(columns) > WIDEST:   # many cells (a sweep): a row a cell reads better than a column a cell
+            table = table.T.rename_axis("cell")
         lines += [f"### {scenario}\n", markdown_table(table.reset_index().fillna("-"))]
     return lines
 

@@ -40,10 +40,11 @@ BACKEND = "classic"
 
 
 def seed002_section(cells: pd.DataFrame) -> list[str]:
-    """One side-by-side table per seed002 scenario with classic runs, or nothing when there is none."""
+    """One side-by-side table per seed002 scenario with classic runs, or nothing when there is none; only
+    the scenario as it ships (a cell whose sweep changes it is another experiment: `load_sweep_section`)."""
     lines: list[str] = []
     for scenario, leaving in SCENARIOS.items():
-        mine = cells[(cells["scenario"] == scenario) & (cells["backend"] == BACKEND)]
+        mine = cells[(cells["scenario"] == scenario) & (cells["backend"] == BACKEND) & (cells["sweep"] == "-")]
         if mine.empty:
             continue
         if not lines:
@@ -70,3 +71,35 @@ def _side_by_side(mine: pd.DataFrame) -> pd.DataFrame:
                                            int(found.iloc[0]["runs"]), digits=0))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def load_sweep_section(cells: pd.DataFrame) -> list[str]:
+    """Records over 3 s against utilisation, per seed002 scenario whose cells sweep the workload: a row per
+    backend and strategy, a column per utilisation, a table for the whole run and one per phase."""
+    from experiments.summary.load_sweep import ARTICLE_TOTALS, scenario_utilisation, sweep_label
+
+    swept = cells[cells["scenario"].isin(list(SCENARIOS)) & cells["sweep"].str.contains("workload.", regex=False)]
+    if swept.empty:
+        return []
+    lines = ["## Seed 002 under load: records over 3 s against utilisation\n"]
+    for scenario, group in swept.groupby("scenario", sort=True):
+        group = group.assign(load=[sweep_label(scenario, sweep) for sweep in group["sweep"]])
+        loads = sorted(dict.fromkeys(group["load"]))
+        lines.append(f"`{scenario}` with its service time scaled (the same shape), `median [min-max], n = runs`; "
+                     f"the scenario as it ships runs at u = {scenario_utilisation(scenario) or 0:.2f}. The "
+                     "article's totals over its whole run: " + ", ".join(
+                         f"{strategy} {figure:,}" for strategy, figure in ARTICLE_TOTALS.items()) + ".\n")
+        for title, metric in [("whole run", WHOLE_RUN_LOST),
+                              *((phase, f"{lab}: records lost") for phase, lab in PHASES)]:
+            chosen = group[group["metric"] == metric]
+            if chosen.empty:
+                continue
+            rows = []
+            for (backend, strategy), cell in chosen.groupby(["backend", "strategy"], sort=False):
+                row = {"cell": f"{backend} {strategy}"}
+                for found in cell.itertuples():
+                    row[found.load] = spread(found.median, found.min, found.max, int(found.runs), digits=0)
+                rows.append(row)
+            table = pd.DataFrame(rows).reindex(columns=["cell", *loads]).fillna("-")
+            lines += [f"### {scenario}, {title}: records over 3 s\n", markdown_table(table)]
+    return lines

@@ -31,6 +31,15 @@ def utilisation_points(runs: pd.DataFrame, metric: str = WHOLE_RUN_LOST) -> pd.D
     return pd.DataFrame(rows, columns=POINT_COLUMNS)
 
 
+def sweep_label(scenario: str, sweep: str) -> str:
+    """A cell's sweep as a reader names it: `u = 0.60` where it sets the workload of a built-in scenario (its
+    utilisation), else the sweep's own label; "" for none."""
+    if sweep == "-":
+        return ""
+    utilisation = _utilisation(scenario, sweep) if "workload." in sweep else None
+    return f"u = {utilisation:.2f}" if utilisation is not None else sweep
+
+
 def scenario_utilisation(scenario: str) -> float | None:
     """A built-in scenario's own utilisation, as its file declares it."""
     return _utilisation(scenario, "-")
