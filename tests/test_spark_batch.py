@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+from pathlib import Path
 
 import pytest
 
@@ -95,3 +97,23 @@ def test_the_class_archive_is_named_for_its_java_and_pyspark_and_used_only_when_
     path.parent.mkdir(parents=True)
     path.write_bytes(b"archive")
     assert f"-XX:SharedArchiveFile={path}" in class_archive.java_options()
+
+
+def test_a_command_that_started_spark_leaves_no_jvm_behind_when_it_exits():
+    """The session's JVM is stopped and waited for at exit, not left to notice its closed stdin later
+    (a caller waiting on the command's process group would find it still there)."""
+    import subprocess
+    import sys
+    import uuid
+
+    marker = f"-Dlab.test.marker={uuid.uuid4().hex}"
+    code = ("from experiments.summary.session import start_spark\n"
+            f"start_spark('local[1]', driver_memory='512m', java_options={marker!r}).range(3).count()\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)   # a pipe would wait for the JVM too
+    left = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes():
+                left.append(int(entry.name))
+    assert left == [], "the Spark JVM outlived the command"

@@ -11,11 +11,12 @@ pay off on big logs (docs/analysis.md, "Performance").
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -105,4 +106,20 @@ def start_spark(master: str = "local[*]", *, driver_memory: str = "4g", shuffle_
         builder = builder.config("spark.driver.memory", driver_memory)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    atexit.register(_stop_and_wait, spark)
     return spark
+
+
+def _stop_and_wait(spark: SparkSession, timeout_s: float = 15.0) -> None:
+    """At exit: stop the session and wait for its JVM, which otherwise outlives the command by a few
+    seconds while it notices its closed stdin, and is left behind in the caller's process group."""
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    jvm = getattr(gateway, "proc", None)
+    with suppress(Exception):
+        spark.stop()
+    if jvm is None:
+        return
+    with suppress(Exception):
+        if jvm.stdin is not None:
+            jvm.stdin.close()   # the gateway server exits when its stdin closes
+        jvm.wait(timeout_s)
