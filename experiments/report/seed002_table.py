@@ -9,6 +9,7 @@ import pandas as pd
 
 from experiments.summary import markdown_table
 from experiments.summary.campaign_stats import WHOLE_RUN_LOST, spread
+from experiments.summary.load_sweep import ARTICLE_TOTALS, scenario_utilisation, sweep_label
 
 # The scenarios that play the article's schedule, and how each one's scale-down leaves (docs/seed002.md).
 SCENARIOS = {
@@ -76,8 +77,6 @@ def _side_by_side(mine: pd.DataFrame) -> pd.DataFrame:
 def load_sweep_section(cells: pd.DataFrame) -> list[str]:
     """Records over 3 s against utilisation, per seed002 scenario whose cells sweep the workload: a row per
     backend and strategy, a column per utilisation, a table for the whole run and one per phase."""
-    from experiments.summary.load_sweep import ARTICLE_TOTALS, scenario_utilisation, sweep_label
-
     swept = cells[cells["scenario"].isin(list(SCENARIOS)) & cells["sweep"].str.contains("workload.", regex=False)]
     if swept.empty:
         return []
