@@ -204,3 +204,9 @@ def register(app: typer.Typer) -> None:
     app.command("broker")(broker_command)
     app.command("produce")(produce_command)
     app.add_typer(topic_app, name="topic")
+
+
+if __name__ == "__main__":    # python -m broker.cli produce ...: the broker's commands without the rest of the lab's
+    commands = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True)
+    register(commands)
+    commands()

@@ -1,5 +1,7 @@
 """Every command's --help renders (rich markup in help texts is easy to break)."""
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -14,3 +16,39 @@ def test_help_renders(command):
     result = CliRunner().invoke(app, [command, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage" in result.output
+
+
+# A run starts tens of member hosts and a producer: each imports its own command alone, not the whole
+# command line (whose imports, the runner, Spark's helpers and networkx among them, cost seconds of CPU).
+LEAN_ENTRIES = {
+    "member host": ["-m", "experiments.run.member_cli", "--help"],
+    "producer": ["-m", "broker.cli", "produce", "--help"],
+}
+NOT_NEEDED = ("networkx", "experiments.run.runner", "experiments.cli.app", "pyspark", "pandas")
+
+
+@pytest.mark.parametrize("process", LEAN_ENTRIES)
+def test_the_processes_a_run_starts_import_only_their_own_command(process):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-X", "importtime", *LEAN_ENTRIES[process]], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "Usage" in done.stdout, done.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert not [name for name in NOT_NEEDED if name in imported], process
+
+
+def test_the_runner_starts_hosts_and_the_producer_through_the_lean_entries(tmp_path):
+    import inspect
+
+    from experiments.run import runner
+    from experiments.run.member_configs import host_argv
+    from experiments.scenario import load
+    from rebalance.backends import profile
+
+    scenario = load(Path(__file__).parents[1] / "experiments" / "scenarios" / "herd.toml")
+    argv = host_argv(scenario, profile("classic"), ("m000",), config_path=tmp_path / "hosts.json",
+                     address_of=lambda name: "127.0.0.1:9092", events=tmp_path / "events", run_id="r")
+    assert argv[1:3] == ["-m", "experiments.run.member_cli"] and argv[3] == "--backend"
+    assert '"-m", "broker.cli", "produce"' in inspect.getsource(runner.Run.start_producer)

@@ -8,7 +8,9 @@ assignment whenever it changes, and writes events. Ctrl-C or SIGTERM leaves the 
 With `--count K` the members run in one process (`experiments.run.member_host`): each is polled by a
 thread of its own and may have its own ZooKeeper connect string or bootstrap list (`--zk`/`--bootstrap`
 given K times, in member order), so that each member's links can pass fault proxies of its own.
-The runner gives its hosts `--member-configs FILE` instead: a JSON list of the members' configs
+The runner starts its hosts as `python -m experiments.run.member_cli` (this command alone, without the
+whole command line's imports: a host process starts in a fraction of the CPU) and gives them
+`--member-configs FILE` instead: a JSON list of the members' configs
 (`MemberConfig.to_json`), which replaces every member option. `--control-fd` names a socket on which
 the runner sends commands for single members of the process (the protocol is described in
 `experiments.run.member_host`). `--workload JSON` gives the members' application a service time per
@@ -205,3 +207,9 @@ def _typed(text: str) -> object:
 def _fail(message: str) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
+
+
+if __name__ == "__main__":    # python -m experiments.run.member_cli: the member command alone
+    command = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    command.command()(member)
+    command()

@@ -66,7 +66,7 @@ def host_argv(scenario: Scenario, profile: BackendProfile, members: tuple[str, .
     configs = [member_config(scenario, profile, name, address_of(name)).to_json() for name in members]
     config_path.parent.mkdir(parents=True, exist_ok=True)
     config_path.write_text(json.dumps(configs, indent=1))
-    argv = [sys.executable, "-m", "experiments.cli.app", "member", "--backend", profile.name,
+    argv = [sys.executable, "-m", "experiments.run.member_cli", "--backend", profile.name,
             "--member-configs", str(config_path), "--events", str(events), "--run-id", run_id]
     if scenario.workload.handles:
         argv += ["--workload", json.dumps({**scenario.workload.to_json(), "seed": scenario.seed})]

@@ -390,7 +390,7 @@ class Run:
         topic = next(t for t in self.scenario.topics if t.name == self.scenario.producer_topic)
         duration = producer.duration or producing_room_s(self.scenario, self.schedule)
         self.producer = ChildProcess("producer", [
-            sys.executable, "-m", "experiments.cli.app", "produce", "--bootstrap", self.cluster.bootstrap,
+            sys.executable, "-m", "broker.cli", "produce", "--bootstrap", self.cluster.bootstrap,
             "--topic", topic.name, "--partitions", str(topic.partitions), "--rate", str(producer.rate),
             "--duration", str(duration), "--events", str(self.events_dir / "producer.jsonl"),
             "--run-id", self.run_id,

@@ -30,8 +30,6 @@ import heapq
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-import networkx as nx
-
 from rebalance.assignors.base import Assignor, Group, Plan
 from rebalance.assignors.ownership import resolve_ownership
 from rebalance.types import TopicPartition
@@ -83,6 +81,10 @@ def solve_optimal(group: Group) -> OptimalSolution:
             f"group too large for the optimal solver: {node_count:,} nodes x {edge_count:,} edges "
             f"exceeds {MAX_FLOW_WORK:,} (networkx's simplex would take minutes)"
         )
+
+    # Imported here, not at the top: every member process imports the assignors, and only this solver
+    # needs networkx (about a second of CPU to import).
+    import networkx as nx
 
     graph = nx.MultiDiGraph()
     graph.add_node("sink", demand=total)
