@@ -244,7 +244,7 @@ def test_a_part_dying_by_itself_ends_the_run_cleanly(tmp_path):
     process, run_dir = start_run_until_timeline(tmp_path)
     try:
         members = [pid for pid in processes_with_marker(str(run_dir))
-                   if b"member" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
+                   if b"experiments.run.member_cli" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
         os.kill(members[0], signal.SIGKILL)     # not in the schedule: the run cannot go on as declared
         output, _ = process.communicate(timeout=120)
     finally:
