@@ -9,7 +9,7 @@ With `--count K` the members run in one process (`experiments.run.member_host`):
 thread of its own and may have its own ZooKeeper connect string or bootstrap list (`--zk`/`--bootstrap`
 given K times, in member order), so that each member's links can pass fault proxies of its own.
 The runner starts its hosts as `python -m experiments.run.member_cli` (this command alone, without the
-whole command line's imports: a host process starts in a fraction of the CPU) and gives them
+whole command line's imports: a host starts on less CPU, benchmarks/bench_process_start.py) and gives them
 `--member-configs FILE` instead: a JSON list of the members' configs
 (`MemberConfig.to_json`), which replaces every member option. `--control-fd` names a socket on which
 the runner sends commands for single members of the process (the protocol is described in
