@@ -1,5 +1,7 @@
 """Every command's --help renders (rich markup in help texts is easy to break)."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,9 +31,6 @@ NOT_NEEDED = ("networkx", "experiments.run.runner", "experiments.cli.app", "pysp
 
 @pytest.mark.parametrize("process", LEAN_ENTRIES)
 def test_the_processes_a_run_starts_import_only_their_own_command(process):
-    import subprocess
-    import sys
-
     done = subprocess.run([sys.executable, "-X", "importtime", *LEAN_ENTRIES[process]], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0 and "Usage" in done.stdout, done.stderr[-2000:]
