@@ -3,7 +3,9 @@
 - six declared claims, four of them tested as before and two whose cells gave one value in every run: all six
   get an exact one-sided p and Holm's k is 6 (not the 4 that "needed a test");
 - a claim that cannot be tested (too few runs) still counts in k;
-- the claims' table prints k and "one-sided" beside each p, and no blanket "97%".
+- the claims' table prints k and "one-sided" beside each p, and no blanket "97%";
+- on a page made from several campaign files, each claim is tested on its own campaign's runs: two campaigns
+  may run one scenario under different settings (seed002 and its load sweep), and pooling them would mix them.
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ import pandas as pd
 import pytest
 
 from experiments.campaign.model import Claim
-from experiments.summary.claims import NOT_SUPPORTED, SUPPORTED, TOO_FEW, claims_markdown, evaluate
+from experiments.summary.claims import (
+    NOT_SUPPORTED,
+    SUPPORTED,
+    TOO_FEW,
+    claims_markdown,
+    evaluate,
+    evaluate_family,
+)
 
 
 def _runs(cells: dict[str, list[float]], metric: str) -> list[dict]:
@@ -48,3 +57,15 @@ def test_a_claim_that_cannot_be_tested_still_counts_in_the_family():
     tested, few = evaluate(pd.DataFrame(rows), [_claim("m"), _claim("few")])
     assert few.verdict == TOO_FEW and few.k == tested.k == 2
     assert tested.p_holm == pytest.approx(2 / 252) and tested.verdict == SUPPORTED
+
+
+def test_each_campaign_tests_its_claims_on_its_own_runs():
+    mine = pd.DataFrame(_runs({"legacy": [50, 52, 51, 55, 53], "classic": [30, 31, 29, 33, 32]}, "m"))
+    theirs = pd.DataFrame(_runs({"legacy": [0, 1, 0, 1, 0], "classic": [90, 91, 92, 93, 94]}, "m"))
+    same_words = _claim("m")
+    first, second = evaluate_family([("mine", mine, [same_words]), ("theirs", theirs, [same_words])])
+    assert (first.campaign, first.verdict, first.n) == ("mine", SUPPORTED, "5/5")
+    assert (second.campaign, second.verdict, second.n) == ("theirs", NOT_SUPPORTED, "5/5")
+    assert first.k == second.k == 2 and first.p_holm == pytest.approx(2 / 252)
+    table = claims_markdown([first, second])
+    assert table.count("| mine | legacy above classic on m |") == 1 and "| theirs | " in table

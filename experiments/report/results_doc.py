@@ -28,7 +28,7 @@ from experiments.summary.campaign_stats import (
     page_counts,
     spread,
 )
-from experiments.summary.claims import claims_markdown, evaluate
+from experiments.summary.claims import claims_markdown, evaluate_family
 from experiments.summary.load_sweep import sweep_label
 from experiments.summary.power import declared_detections, power_markdown
 
@@ -52,16 +52,17 @@ def results_markdown(folders: list[Path], notes: Path | None = None) -> str:
 def results_page(campaigns: list[CampaignData], notes: Path | None = None) -> str:
     runs = pd.concat([data.runs for data in campaigns], ignore_index=True)
     cells, compared = cell_statistics(runs), comparisons(runs)
-    claims = [claim for data in campaigns for claim in declared_claims(data.text)]
-    detections = [detect for data in campaigns for detect in declared_detections(data.text)]
+    claims = [(data.name, data.runs, declared_claims(data.text)) for data in campaigns]
+    k = sum(len(declared) for *_, declared in claims)
+    detections = {detect: data.runs for data in campaigns for detect in declared_detections(data.text)}
     names = [data.name for data in campaigns]
     parts = [
         "# Results measured on this machine\n",
         "Regenerate this page from the data in the repository alone:\n",
         "```sh\n./lab results " + " ".join(f"{DATA_ROOT}/{name}" for name in names)
         + (f" --notes {notes}" if notes else "") + " > docs/results.md\n```\n",
-        claims_markdown(evaluate(runs, claims)),
-        *([power_markdown(detections, len(claims), _runs_of(runs, detections))] if detections else []),
+        claims_markdown(evaluate_family(claims)),
+        *([power_markdown(list(detections), k, _runs_of(detections))] if detections else []),
         "Every figure is `median [min-max], n = runs`. Counts the schedule fixes (requests, notifications, "
         "offset regressions) vary little between runs; measures timing can move (durations, duplicates, records "
         "over the latency limit, fenced commits) vary more on two shared cores, and more when a campaign runs "
@@ -86,10 +87,10 @@ def results_page(campaigns: list[CampaignData], notes: Path | None = None) -> st
     return "\n".join(parts)
 
 
-def _runs_of(runs: pd.DataFrame, detections) -> dict:
-    """Per declared shift, the fewest runs a cell of its metric (and scenario) has."""
+def _runs_of(detections: dict) -> dict:
+    """Per declared shift, the fewest runs a cell of its metric (and scenario) has in its own campaign."""
     found = {}
-    for detect in detections:
+    for detect, runs in detections.items():
         rows = runs[(runs["metric"] == detect.metric)
                     & ((runs["scenario"] == detect.scenario) if detect.scenario else True)]
         counts = rows.groupby(["scenario", "backend", "strategy", "sweep"]).size()

@@ -25,6 +25,7 @@ Verdicts:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,6 +70,7 @@ class ClaimResult:
     n: str              # the smallest runs per side, "a/b"
     described: str = ""   # "identical in all 5/5 runs" and the like: a description, not a verdict
     sides: str = ONE_SIDED
+    campaign: str = ""    # the campaign file that declared it, on a page made from several
 
 
 def _cells(runs: pd.DataFrame, claim: Claim, selector: str) -> pd.DataFrame:
@@ -101,32 +103,40 @@ def _described(pairs: list[Comparison]) -> str:
     return ""
 
 
-def evaluate(runs: pd.DataFrame, claims: tuple[Claim, ...] | list[Claim]) -> list[ClaimResult]:
+def evaluate(runs: pd.DataFrame, claims: Sequence[Claim]) -> list[ClaimResult]:
     """Every claim's verdict, with Holm's adjustment over all of them (k = len(claims))."""
+    return evaluate_family([("", runs, claims)])
+
+
+def evaluate_family(campaigns: Sequence[tuple[str, pd.DataFrame, Sequence[Claim]]]) -> list[ClaimResult]:
+    """The claims of several campaign files (name, runs, claims), each tested on its own campaign's runs only
+    (two campaigns may run one scenario under different settings), with Holm's adjustment over the whole
+    family."""
     partial = []
-    for claim in claims:
+    for name, runs, claim in ((name, runs, claim) for name, runs, claims in campaigns for claim in claims):
         pairs = _pairs(runs, claim)
         if not pairs:
-            partial.append((claim, NO_RUNS, math.nan, None, pairs))
+            partial.append((name, claim, NO_RUNS, math.nan, None, pairs))
             continue
         weakest = min(pairs, key=lambda pair: pair.shift)
         if any(pair.status == PARALLEL_TIMING for pair in pairs):
-            partial.append((claim, BESIDE, math.nan, weakest, pairs))
+            partial.append((name, claim, BESIDE, math.nan, weakest, pairs))
         elif any(pair.status != TESTED for pair in pairs):
-            partial.append((claim, TOO_FEW, math.nan, weakest, pairs))
+            partial.append((name, claim, TOO_FEW, math.nan, weakest, pairs))
         else:
-            partial.append((claim, None, max(pair.p for pair in pairs), weakest, pairs))
-    p_values = [item[2] for item in partial]
+            partial.append((name, claim, None, max(pair.p for pair in pairs), weakest, pairs))
+    p_values = [item[3] for item in partial]
     adjusted, rejected = holm_adjusted(p_values), holm(p_values, ALPHA)
     results = []
-    for index, (claim, verdict, p, weakest, pairs) in enumerate(partial):
+    for index, (name, claim, verdict, p, weakest, pairs) in enumerate(partial):
         if verdict is None:
             holds = bool(rejected[index]) and all(pair.shift > 0 for pair in pairs)
             verdict = SUPPORTED if holds else NOT_SUPPORTED
         shift = (weakest.shift, weakest.low, weakest.high, weakest.coverage) if weakest else (math.nan,) * 4
         n = f"{min(pair.n_a for pair in pairs)}/{min(pair.n_b for pair in pairs)}" if pairs else "-"
         results.append(ClaimResult(claim, verdict, p, math.nan if math.isnan(p) else adjusted[index], len(partial),
-                                   *shift, weakest.exact if weakest else True, len(pairs), n, _described(pairs)))
+                                   *shift, weakest.exact if weakest else True, len(pairs), n, _described(pairs),
+                                   campaign=name))
     return results
 
 
@@ -147,6 +157,7 @@ def claims_markdown(results: list[ClaimResult]) -> str:
     if not results:
         return ""
     k = len(results)
+    named = any(result.campaign for result in results)
     lines = ["## Claims declared before the runs\n",
              f"Each claim was written in a campaign file before any run; the family is every claim of the campaign "
              f"files this page is made from, k = {k}, whatever the data. A claim holds only if every pair of cells "
@@ -158,8 +169,9 @@ def claims_markdown(results: list[ClaimResult]) -> str:
              f"shift is Hodges-Lehmann's (the median of every difference higher - lower) with its "
              f"distribution-free interval and that interval's coverage for its data (exact, or \"≥\" a bound that "
              f"errs low).\n",
-             f"| claim | verdict | p | Holm p (k = {k}) | shift, higher - lower [interval, coverage] | pairs | n |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             ("| campaign " if named else "")
+             + f"| claim | verdict | p | Holm p (k = {k}) | shift, higher - lower [interval, coverage] | pairs | n |",
+             ("| --- " if named else "") + "| --- | --- | --- | --- | --- | --- | --- |"]
     for result in results:
         p = "-" if math.isnan(result.p) else f"{result.p:.2g} ({result.sides})"
         p_holm = "-" if math.isnan(result.p_holm) else f"{result.p_holm:.2g}"
@@ -168,7 +180,7 @@ def claims_markdown(results: list[ClaimResult]) -> str:
                  else f"{_figure(result.shift)} [{_figure(result.low)}, {_figure(result.high)}{coverage}]")
         if result.described:
             shift += f"; {result.described}"
-        lines.append(f"| {result.claim.says} | **{result.verdict}** | {p} | {p_holm} | {shift} | {result.pairs} "
+        lines.append(("| " + result.campaign + " " if named else "") + f"| {result.claim.says} | **{result.verdict}** | {p} | {p_holm} | {shift} | {result.pairs} "
                      f"| {result.n} |")
     return "\n".join(lines) + "\n"
 
