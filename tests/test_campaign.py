@@ -107,7 +107,7 @@ def test_a_folder_of_runs_from_another_commit_is_refused_unless_mixing_is_allowe
     assert open_folder(campaign, folder, allow_mixed_commits=True).runs[first.run].status == COMPLETED
 
 
-def test_commits_hold_the_same_code_when_they_differ_only_under_docs(tmp_path):
+def test_commits_hold_the_same_code_when_they_differ_only_in_what_no_run_executes(tmp_path):
     from experiments.run.provenance import same_code
 
     def commit(path: str, text: str) -> str:
@@ -120,8 +120,12 @@ def test_commits_hold_the_same_code_when_they_differ_only_under_docs(tmp_path):
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     code = commit("legacy_zk/member.py", "x = 1\n")
     data = commit("docs/results-data/seed002/runs.csv", "run\n")
+    tested = commit("tests/test_member.py", "assert True\n")
+    readme = commit("README.md", "figures\n")
     changed = commit("legacy_zk/member.py", "x = 2\n")
     assert same_code(code, data, tmp_path) and same_code(data, code, tmp_path)
+    assert same_code(code, readme, tmp_path) and same_code(tested, code, tmp_path)
+    assert not same_code(readme, changed, tmp_path)
     assert not same_code(data, changed, tmp_path)
     assert not same_code(code, "0" * 40, tmp_path)
 

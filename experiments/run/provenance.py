@@ -27,14 +27,18 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
+# What a run never executes: a change there leaves a campaign's parts on the same code.
+NOT_RUN = tuple(f":(top,exclude){path}" for path in ("docs", "tests", "benchmarks", "labs", "*.md"))
+
+
 def same_code(first: str, second: str, repository: Path | None = None) -> bool:
-    """Whether two commits hold the same code: they differ at most under docs/ (a campaign's data and pages
-    are committed between its parts). False when either commit is unknown to the repository (this
-    checkout's by default)."""
+    """Whether two commits hold the same code: they differ at most in what no run executes (the docs, where
+    a campaign's data and pages are committed between its parts, the tests, the benchmarks, the labs and the
+    top-level Markdown). False when either commit is unknown to the repository (this checkout's by default)."""
     if first == second:
         return True
     try:
-        out = subprocess.run(["git", "diff", "--quiet", first, second, "--", ":(top)", ":(top,exclude)docs"],
+        out = subprocess.run(["git", "diff", "--quiet", first, second, "--", ":(top)", *NOT_RUN],
                              cwd=repository or Path(__file__).resolve().parent, capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return False
