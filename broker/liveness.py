@@ -14,6 +14,11 @@ time since the loop last ran its tick), and writes `broker_liveness` events:
 - `resumed`, when that window ends (a request answered), with its length and the stack seen most often
   while it lasted (one stack a sampler tick: a coarse profile of the stall).
 
+Every sample and every window also carries what the kernel's scheduler says of the event-loop thread
+(`/proc/self/task/TID/schedstat`): its time on a CPU and its time runnable but waiting for one. A stall in
+which the loop waited for a CPU is the machine starving the broker; one in which it ran is the broker's own
+work (a long callback, or a collection holding the GIL, whose time is in `gc_ms`).
+
 A request is held up when the loop could not serve it: the loop has not run its tick for `BLOCKED_S`
 (a callback running that long, or the whole process starved of the CPU: then the sampler's own gap is as
 long), or a request of an API that Kafka answers at once (not JoinGroup, SyncGroup or Fetch, which wait
@@ -146,7 +151,20 @@ class _Window:
     loop_lag_ns: int = 0
     sampler_gap_ns: int = 0
     gc_ns_at_start: int = 0
+    sched_at_start: tuple[int, int] = (0, 0)   # the loop thread's (on CPU, waiting for a CPU) then
     stacks: Counter = field(default_factory=Counter)
+
+
+def thread_schedstat(native_id: int | None) -> tuple[int, int]:
+    """A thread's time on a CPU and time runnable but waiting for one, in ns, from the kernel's scheduler
+    statistics; (0, 0) where the kernel keeps none."""
+    if native_id is None:
+        return 0, 0
+    try:
+        on_cpu, waiting, _slices = Path(f"/proc/self/task/{native_id}/schedstat").read_text().split()
+        return int(on_cpu), int(waiting)
+    except (OSError, ValueError):
+        return 0, 0
 
 
 class _GcClock:
@@ -182,6 +200,7 @@ class LivenessSampler:
         self._port = port                 # the listening port (for connections not yet accepted)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
+        self._loop_native_id: int | None = None   # the kernel's id of the loop thread, for its schedstat
         self._loop_ran_ns = time.monotonic_ns()
         self._tick_handle: asyncio.TimerHandle | None = None
         self._stop = threading.Event()
@@ -189,7 +208,8 @@ class LivenessSampler:
         self._gc = _GcClock()
         self._window: _Window | None = None
         self._slow_logged = False
-        self._before = (time.monotonic_ns(), 0, 0)   # the previous tick: its time, requests finished, outstanding
+        # The previous tick: its time, requests finished, outstanding, the loop thread's schedstat.
+        self._before: tuple[int, int, int, tuple[int, int]] = (time.monotonic_ns(), 0, 0, (0, 0))
         self.stalls = 0                    # windows reported (for tests and the log)
 
     # -- lifecycle (called on the event loop) --------------------------------------------
@@ -197,6 +217,8 @@ class LivenessSampler:
         self._loop = asyncio.get_running_loop()
         self._loop.slow_callback_duration = self.slow_s   # asyncio's own warning, in debug mode
         self._loop_thread = threading.get_ident()
+        self._loop_native_id = threading.get_native_id()
+        self._before = (time.monotonic_ns(), 0, 0, thread_schedstat(self._loop_native_id))
         self._tick()
         gc.callbacks.append(self._gc)
         self._thread = threading.Thread(target=self._run, name=f"broker-{self.node_id}-liveness", daemon=True)
@@ -231,7 +253,9 @@ class LivenessSampler:
                 self._watch_slow(lag_ns)
                 self._watch_stall(now, lag_ns, gap_ns)
                 if now >= next_sample_ns:
+                    on_cpu, waiting = thread_schedstat(self._loop_native_id)
                     self._emit("sample", rss_bytes=rss_bytes(), received=self.ledger.received,
+                               loop_cpu_ms=on_cpu / 1e6, loop_waited_ms=waiting / 1e6,
                                answered=self.ledger.finished,
                                outstanding=self.ledger.outstanding, loop_lag_ms=period["lag"] / 1e6,
                                sampler_gap_ms=period["gap"] / 1e6, gc_ms=self._gc.total_ns / 1e6)
@@ -273,9 +297,10 @@ class LivenessSampler:
             # after the fact, from this thread's own late tick, even if the loop already answered since.
             window = self._window = _Window(start_ns=self._before[0], finished=self._before[1],
                                             gc_ns_at_start=self._gc.total_ns, outstanding=self._before[2],
-                                            loop_lag_ns=max(lag_ns, gap_ns), sampler_gap_ns=gap_ns)
+                                            loop_lag_ns=max(lag_ns, gap_ns), sampler_gap_ns=gap_ns,
+                                            sched_at_start=self._before[3])
             self._report(window, now, max(lag_ns, gap_ns))
-        self._before = (now, ledger.finished, ledger.outstanding)
+        self._before = (now, ledger.finished, ledger.outstanding, thread_schedstat(self._loop_native_id))
         if window is not None and ledger.finished != window.finished:
             self._end(window, now)
             window = None
@@ -286,7 +311,7 @@ class LivenessSampler:
             return
         if window is None:
             window = self._window = _Window(start_ns=since, finished=ledger.finished,
-                                            gc_ns_at_start=self._gc.total_ns)
+                                            gc_ns_at_start=self._gc.total_ns, sched_at_start=self._before[3])
         window.outstanding = max(window.outstanding, ledger.outstanding)
         window.loop_lag_ns = max(window.loop_lag_ns, lag_ns)
         window.sampler_gap_ns = max(window.sampler_gap_ns, gap_ns)
@@ -318,9 +343,12 @@ class LivenessSampler:
         length_s = (now - window.start_ns) / 1e9
         log.warning("broker %s: answering again after %.1f s (longest loop lag %.1f s)", self.node_id, length_s,
                     window.loop_lag_ns / 1e9)
+        on_cpu, waiting = thread_schedstat(self._loop_native_id)
         self._emit("resumed", start_ns=window.start_ns, stalled_ms=length_s * 1e3, outstanding=window.outstanding,
                    loop_lag_ms=window.loop_lag_ns / 1e6, sampler_gap_ms=window.sampler_gap_ns / 1e6,
-                   gc_ms=(self._gc.total_ns - window.gc_ns_at_start) / 1e6, stack=top, stack_seen=seen,
+                   gc_ms=(self._gc.total_ns - window.gc_ns_at_start) / 1e6,
+                   loop_cpu_ms=(on_cpu - window.sched_at_start[0]) / 1e6,
+                   loop_waited_ms=(waiting - window.sched_at_start[1]) / 1e6, stack=top, stack_seen=seen,
                    stack_samples=sum(window.stacks.values()))
 
     def _unread_bytes(self) -> int:

@@ -111,7 +111,7 @@ BROKER_LIVENESS = _event("broker_liveness", "a broker's own sampler: a periodic 
                          "answered nothing while requests were held up (stalled, then resumed)", state=TEXT, node=INT,
                          received=INT, answered=INT, outstanding=INT, loop_lag_ms=FLOAT, sampler_gap_ms=FLOAT,
                          gc_ms=FLOAT, start_ns=INT, stalled_ms=FLOAT, unread_bytes=INT, unaccepted=INT, stack=TEXT, stack_seen=INT,
-                         stack_samples=INT, rss_bytes=INT)
+                         stack_samples=INT, rss_bytes=INT, loop_cpu_ms=FLOAT, loop_waited_ms=FLOAT)
 PROCESS_MEMORY = _event("process_memory", "a member host's resident memory, sampled every 10 s "
                         "(rebalance.process_memory)", rss_bytes=INT)
 METRICS = _event("metrics", "a periodic snapshot under Kafka's consumer metric names (fields vary)")

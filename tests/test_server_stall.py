@@ -129,6 +129,9 @@ def test_a_held_loop_is_written_as_a_stall_with_the_stack_that_held_it(stalled_b
     assert stalled["unaccepted"] >= 1                                         # the newcomer, not accepted yet
     assert resumed["start_ns"] == stalled["start_ns"] and resumed["stalled_ms"] >= STALL_S * 1000
     assert " in _hold_the_loop" in resumed["stack"] and resumed["stack_seen"] >= 1
+    # The loop slept: neither on a CPU nor waiting for one, which is how a stall of the broker's own making
+    # (a callback waiting on something) is told from one of a starved machine (waiting for a CPU).
+    assert 0 <= resumed["loop_cpu_ms"] + resumed["loop_waited_ms"] < resumed["stalled_ms"] / 2
     assert stalled_broker["answered"]                                         # and then it answered
 
 
@@ -255,3 +258,21 @@ def test_asyncio_names_a_callback_over_half_a_second_in_debug_mode(caplog):
 
 def _hold_briefly(broker) -> None:
     time.sleep(0.7)
+
+
+def test_a_threads_scheduler_statistics_count_its_time_on_a_cpu():
+    from broker.liveness import thread_schedstat
+
+    def spin() -> None:
+        started = time.thread_time()
+        while time.thread_time() - started < 0.2:    # 0.2 s of this thread's own CPU time, however long it takes
+            pass
+        found.append(thread_schedstat(threading.get_native_id()))
+
+    found: list[tuple[int, int]] = []
+    worker = threading.Thread(target=spin)
+    worker.start()
+    worker.join()
+    (on_cpu, waiting), = found
+    assert on_cpu >= 0.19e9 and waiting >= 0
+    assert thread_schedstat(None) == (0, 0) and thread_schedstat(2**31 - 2) == (0, 0)   # no such thread

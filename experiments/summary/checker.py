@@ -426,10 +426,11 @@ def server_stall(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Read
     stalls = windows.filter(F.col("length_s") > config.stall_threshold_s).select(
         "run", F.col("node").alias("broker"), "process", "start", "length_s", "ended", "outstanding",
         (F.col("loop_lag_ms") / 1000).alias("loop_lag_s"), (F.col("sampler_gap_ms") / 1000).alias("sampler_gap_s"),
-        (F.col("gc_ms") / 1000).alias("gc_s"),
+        (F.col("gc_ms") / 1000).alias("gc_s"), (F.col("loop_cpu_ms") / 1000).alias("loop_cpu_s"),
+        (F.col("loop_waited_ms") / 1000).alias("loop_waited_s"),
         F.array_join(F.slice(F.split(F.coalesce("stack", F.lit("")), "\n"), 1, 5), " <- ").alias("top_frames"))
     stats = batch.values(stalls.groupBy("run").agg(
-        F.count("*").alias("n"), F.max_by(F.struct("broker", "start", "length_s", "loop_lag_s", "top_frames"),
+        F.count("*").alias("n"), F.max_by(F.struct("broker", "start", "length_s", "loop_lag_s", "loop_waited_s", "top_frames"),
                                           "length_s").alias("longest")))
     lag = batch.values(liveness.groupBy("run").agg(F.max("loop_lag_ms").alias("lag_ms"),
                                                    F.countDistinct("process").alias("brokers")))
@@ -440,6 +441,12 @@ def server_stall(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Read
                 for run in inputs.runs}
 
     return read
+
+
+def _waited(longest: Mapping) -> str:
+    """How long the stalled loop waited for a CPU, where the broker recorded it (a window that ended)."""
+    waited = longest["loop_waited_s"] if "loop_waited_s" in longest else None
+    return "" if waited is None else f", {waited:.1f} s of it waiting for a CPU"
 
 
 def stall_result(row: Mapping | None, lag: Mapping | None, config: CheckConfig,
@@ -455,7 +462,7 @@ def stall_result(row: Mapping | None, lag: Mapping | None, config: CheckConfig,
         return CheckResult(name, Verdict.FALSE, count, f"{count} window{'s' if count > 1 else ''} of more than "
                            f"{limit:g} s in which a broker answered no request while requests were held up; the "
                            f"longest {longest['length_s']:.1f} s (broker {longest['broker']} at t={longest['start']:.1f} s, "
-                           f"loop lag {longest['loop_lag_s'] or 0:.1f} s, in {frame})", evidence)
+                           f"loop lag {longest['loop_lag_s'] or 0:.1f} s{_waited(longest)}, in {frame})", evidence)
     worst = (lag or {}).get("lag_ms") or 0.0
     processes = (lag or {}).get("brokers") or 0
     return CheckResult(name, Verdict.TRUE, 0, f"no broker went more than {limit:g} s without answering while "

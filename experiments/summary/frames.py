@@ -52,7 +52,7 @@ READ_FIELDS = (
     "op", "path", "detail", "latency_ms", "fault_id", "kind", "target", "member_ids", "link", "params", "name",
     "server", "moment", "served", "nodes", "observed_ts_ns", "processed_ts_ms",
     "state", "node", "start_ns", "stalled_ms", "outstanding", "loop_lag_ms", "sampler_gap_ms", "gc_ms", "stack",
-    "rss_bytes",
+    "rss_bytes", "loop_cpu_ms", "loop_waited_ms",
 )
 EVENT_SCHEMA = event_schema(READ_TYPES, READ_FIELDS)
 SINGLE_RECORD_SCHEMA = event_schema({ev.RECORD_PRODUCED},
