@@ -255,3 +255,72 @@ def test_the_results_command_draws_each_campaigns_figures_from_its_data_folder(t
     drawn = sorted(path.name for path in (tmp_path / "figures" / "seed002").iterdir())
     assert "scale-to-50-records-lost.png" in drawn and "whole-run-records-lost.png" in drawn, drawn
     assert "utilisation.png" not in drawn, "one utilisation is not a curve"
+
+
+HERD_CAMPAIGN = """\
+name = "tiny-herd"
+repetitions = 5
+seed = 70
+
+[[matrix]]
+scenario = "tiny-herd.toml"
+backends = ["classic"]
+sweep = { "group.members" = [2, 4, 6, 8] }
+"""
+
+
+def _herd_summaries(summary: Path, members: int, repetition: int) -> None:
+    """A classic herd run's summary: a join into N costs 3N + 6 requests (the coordinator's barrier), a leave
+    3N + 2 + the repetition (a spread from one fit to the next)."""
+    summary.mkdir(parents=True)
+    pd.DataFrame({"check": ["duplicates"], "count": [0]}).to_parquet(summary / "verdicts.parquet")
+    pd.DataFrame({"phase": ["setup", "warmup", "join", "teardown"], "start_s": [0.0, 2.0, 8.0, 30.0],
+                  "end_s": [2.0, 8.0, 30.0, 31.0], "records_lost": 0, "max_latency_ms": 1.0, "rebalance_ms": 0.0,
+                  "double_ownership_s": 0.0}).to_parquet(summary / "phases.parquet")
+    pd.DataFrame([{"t": 10.0, "kind": "join", "live_before": members, "live_after": members + 1,
+                   "requests": 3 * members + 6, "members_moved": members + 1, "notifications": 0, "stable_s": 0.2,
+                   "stop_the_world_s": 0.01, "unowned_partition_s": 1.0},
+                  {"t": 20.0, "kind": "leave", "live_before": members + 1, "live_after": members,
+                   "requests": 3 * members + 2 + repetition, "members_moved": members, "notifications": 0,
+                   "stable_s": 0.2, "stop_the_world_s": 0.01, "unowned_partition_s": 1.0}]).to_parquet(
+        summary / "herd.parquet")
+    info = {"members": members, "backend": "classic", "strategy": "range", "repetition": repetition}
+    (summary / "run.json").write_text(json.dumps({"info": info, "facts": {"partitions": 2 * members}}) + "\n")
+
+
+def _herd_folder(tmp_path: Path, name: str, repetitions=range(5)) -> Path:
+    (tmp_path / "tiny-herd.toml").write_text(tiny_join("tiny-herd"))
+    (tmp_path / "herd.toml").write_text(HERD_CAMPAIGN)
+    campaign = load_campaign(tmp_path / "herd.toml")
+    folder = tmp_path / name
+    manifest = open_folder(campaign, folder)
+    for planned in campaign.plan():
+        if planned.repetition not in repetitions:
+            continue
+        entry = manifest.runs[planned.name]
+        entry.status, entry.git_commit = COMPLETED, "f" * 40
+        _herd_summaries(CampaignFolder(folder).run(planned.name).path / "summary",
+                        dict(planned.cell.sweep)["group.members"], planned.repetition)
+    manifest.machine.update({"git_commit": "f" * 40, "cores": 2, "memory_bytes": 24 * 2 ** 30})
+    manifest.write(folder)
+    return folder
+
+
+def test_a_herd_campaigns_changes_travel_in_its_data_folder_and_give_its_cost_model(tmp_path):
+    folder = _herd_folder(tmp_path, "campaign")
+    data = tmp_path / "results-data" / "tiny-herd"
+    export(folder, data)
+    changes = pd.read_csv(data / "changes.csv")
+    assert len(changes) == 40 and set(changes["kind"]) == {"join", "leave"} and set(changes["N"]) == {2, 4, 6, 8}
+    page = results_markdown([data])
+    assert results_markdown([folder]) == page                   # the same fits from the data as from the runs
+    assert "## The herd's cost model" in page
+    (join,) = [line for line in page.splitlines() if line.startswith("| tiny-herd | classic (range) | join |")]
+    assert "3.00·N + 6.00" in join and "per member 3 [3, 3]" in join and "| 5 |" in join and "| 0% |" in join
+    (leave,) = [line for line in page.splitlines() if line.startswith("| tiny-herd | classic (range) | leave |")]
+    assert "constant 4 [2, 6]" in leave and "| 5 |" in leave      # one fit per repetition: n = 5, its spread
+
+    parts = tmp_path / "results-data" / "in-parts"
+    merge(_herd_folder(tmp_path, "part-1", repetitions=(0, 1, 2)), parts)
+    merge(_herd_folder(tmp_path, "part-2", repetitions=(2, 3, 4)), parts)
+    assert (parts / "changes.csv").read_text() == (data / "changes.csv").read_text()

@@ -8,11 +8,15 @@ again byte for byte (`rebalance-lab results-data RUNS --out docs/results-data/NA
     campaign.json   the campaign: name, repetitions, seeds, the runs completed (by name) of those planned, the
                     commit(s), the largest --parallel, the machine (cores, memory, platform, package versions)
     campaign.toml   the campaign file as it ran (its claims and the shifts it is meant to detect)
+    changes.csv     herd campaigns only: one row per membership change the timeline made (run, backend,
+                    strategy, kind, N, P, M, requests, overlapped, repetition), what the cost model is
+                    fitted from (experiments.summary.herd_model)
 
 A campaign too long for one sitting runs in parts: `campaign FILE --out DIR --data DATA` leaves out the runs
 DATA holds and adds its own to DATA when it stops (`merge`), so the folder in the repository carries the
 campaign from one machine to the next. Parts must run the same campaign file on the same code (commits that
-differ only under docs/), unless mixed commits are allowed; the page then says which runs came from which.
+differ only in what no run executes, `provenance.NOT_RUN`), unless mixed commits are allowed; the page then
+says which runs came from which.
 
 The rows keep the campaign's own order (the plan's runs, each run's metrics as the summary reads them), so a
 page made from the campaign folder and one made from its data folder are the same bytes; no timestamp is
@@ -25,7 +29,7 @@ import csv
 import io
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -33,7 +37,8 @@ import pandas as pd
 from experiments.campaign.manifest import COMPLETED, Manifest, is_campaign_dir
 from experiments.run.provenance import same_code
 
-RUNS_CSV, INFO_JSON, CAMPAIGN_TOML = "runs.csv", "campaign.json", "campaign.toml"
+RUNS_CSV, INFO_JSON, CAMPAIGN_TOML, CHANGES_CSV = "runs.csv", "campaign.json", "campaign.toml", "changes.csv"
+CHANGE_COLUMNS = ["run", "backend", "strategy", "kind", "N", "P", "M", "requests", "overlapped", "repetition"]
 COLUMNS = ["run", "scenario", "backend", "strategy", "sweep", "repetition", "seed", "commit", "n", "at_once",
            "metric", "value"]
 
@@ -44,6 +49,7 @@ class CampaignData:
     info: dict           # campaign.json
     text: str            # the campaign file
     runs: pd.DataFrame   # `campaign_stats.run_metrics`'s columns
+    changes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CHANGE_COLUMNS))   # herd only
 
 
 def is_data_dir(path: Path) -> bool:
@@ -54,8 +60,10 @@ def read(folder: Path) -> CampaignData:
     """A data folder, or a campaign folder read as its data folder would be."""
     if is_data_dir(folder):
         info = json.loads((folder / INFO_JSON).read_text())
+        changes = folder / CHANGES_CSV
         return CampaignData(info["campaign"], info, (folder / CAMPAIGN_TOML).read_text(),
-                            parse_runs((folder / RUNS_CSV).read_text(), info["campaign"]))
+                            parse_runs((folder / RUNS_CSV).read_text(), info["campaign"]),
+                            parse_changes(changes.read_text()) if changes.is_file() else _no_changes())
     if is_campaign_dir(folder):
         return from_campaign(folder)
     raise ValueError(f"{folder}: neither a campaign folder (manifest.json) nor a results-data folder "
@@ -69,7 +77,30 @@ def from_campaign(folder: Path) -> CampaignData:
     name = manifest.campaign["name"]
     text = runs_csv(run_metrics(folder))
     runs = parse_runs(text, name)
-    return CampaignData(name, campaign_info(manifest, runs), (folder / CAMPAIGN_TOML).read_text(), runs)
+    return CampaignData(name, campaign_info(manifest, runs), (folder / CAMPAIGN_TOML).read_text(), runs,
+                        parse_changes(changes_csv(herd_changes(folder))))
+
+
+def herd_changes(folder: Path) -> pd.DataFrame:
+    """The membership changes of a campaign folder's completed, summarised herd runs, in the plan's order."""
+    from experiments.campaign.folder import CampaignFolder
+    from experiments.summary.herd_model import change_rows
+    from experiments.summary.read_back import load_run
+
+    manifest = Manifest.read(folder)
+    frames = []
+    for entry in manifest.runs.values():
+        run = CampaignFolder(folder).run(entry.run)
+        if entry.status != COMPLETED or not run.is_summarised():
+            continue
+        rows = change_rows([load_run(run.path)])
+        if len(rows):
+            frames.append(rows.assign(run=entry.run, repetition=entry.repetition))
+    return pd.concat(frames, ignore_index=True) if frames else _no_changes()
+
+
+def _no_changes() -> pd.DataFrame:
+    return pd.DataFrame(columns=CHANGE_COLUMNS)
 
 
 def export(folder: Path, out: Path) -> CampaignData:
@@ -119,6 +150,10 @@ def merge(folder: Path, out: Path, *, allow_mixed_commits: bool = False) -> tupl
     order = {name: index for index, name in enumerate(manifest.runs)}
     runs = pd.concat([held.runs, part.runs[part.runs["run"].isin(names)]], ignore_index=True)
     runs = runs.sort_values("run", key=lambda column: column.map(order), kind="stable", ignore_index=True)
+    changes = pd.concat([frame for frame in (held.changes, part.changes[part.changes["run"].isin(names)])
+                         if len(frame)], ignore_index=True) if len(held.changes) or len(part.changes) else held.changes
+    if len(changes):
+        changes = changes.sort_values("run", key=lambda column: column.map(order), kind="stable", ignore_index=True)
     info = dict(held.info)
     commits = dict(info.get("commits") or {})
     for entry in added:
@@ -133,7 +168,7 @@ def merge(folder: Path, out: Path, *, allow_mixed_commits: bool = False) -> tupl
     if added and part.info["machine"] != held.info.get("machine"):
         machines = [machine for machine in info.get("other_machines", []) if machine != part.info["machine"]]
         info["other_machines"] = [*machines, part.info["machine"]]
-    data = CampaignData(held.name, info, held.text, runs)
+    data = CampaignData(held.name, info, held.text, runs, parse_changes(changes_csv(changes)))
     _write(data, out)
     return data, len(added)
 
@@ -147,6 +182,8 @@ def _write(data: CampaignData, out: Path) -> None:
     (out / RUNS_CSV).write_text(runs_csv(data.runs))
     (out / INFO_JSON).write_text(json.dumps(data.info, indent=2, sort_keys=True) + "\n")
     (out / CAMPAIGN_TOML).write_text(data.text)
+    if len(data.changes):
+        (out / CHANGES_CSV).write_text(changes_csv(data.changes))
 
 
 def runs_csv(runs: pd.DataFrame) -> str:
@@ -156,6 +193,24 @@ def runs_csv(runs: pd.DataFrame) -> str:
     for row in runs[COLUMNS].itertuples(index=False):
         writer.writerow([_cell(value) for value in row])
     return buffer.getvalue()
+
+
+def changes_csv(changes: pd.DataFrame) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CHANGE_COLUMNS)
+    for row in changes[CHANGE_COLUMNS].itertuples(index=False):
+        writer.writerow([_cell(value) for value in row])
+    return buffer.getvalue()
+
+
+def parse_changes(text: str) -> pd.DataFrame:
+    """changes.csv as the cost model reads it (the same values, and so the same fits, as from the runs)."""
+    rows = [{"run": row["run"], "backend": row["backend"], "strategy": row["strategy"], "kind": row["kind"],
+             "N": int(row["N"]), "P": int(row["P"]), "M": float(row["M"]) if row["M"] else math.nan,
+             "requests": float(row["requests"]), "overlapped": row["overlapped"] == "True",
+             "repetition": int(row["repetition"])} for row in csv.DictReader(io.StringIO(text))]
+    return pd.DataFrame(rows, columns=CHANGE_COLUMNS)
 
 
 def _cell(value) -> str:

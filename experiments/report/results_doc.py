@@ -29,6 +29,7 @@ from experiments.summary.campaign_stats import (
     spread,
 )
 from experiments.summary.claims import claims_markdown, evaluate_family
+from experiments.summary.herd_model import TERM_MEANING
 from experiments.summary.load_sweep import sweep_label
 from experiments.summary.power import declared_detections, power_markdown
 
@@ -78,6 +79,7 @@ def results_page(campaigns: list[CampaignData], notes: Path | None = None) -> st
     if notes:
         parts.append(notes.read_text().rstrip() + "\n")
     parts += _herd_section(cells)
+    parts += cost_model_section(campaigns)
     parts += _per_cell_section(cells, "split-brain", "Split brain", SPLIT_BRAIN)
     parts += _per_cell_section(cells, "churn", "Strategies under churn (seed 002, scenario 2)", None)
     parts += seed002_section(cells)
@@ -152,14 +154,63 @@ def _herd_section(cells: pd.DataFrame) -> list[str]:
     kinds = {metric.split(": ")[0] for metric in herd["metric"] if metric.split(": ", 1)[1] in HERD}
     for kind in sorted(kinds):
         rows = []
-        for (size, backend, strategy), group in herd.groupby(["group_size", "backend", "strategy"], sort=True):
-            row = {"N": int(size) if pd.notna(size) else "-", "backend": backend, "strategy": strategy}
+        for (size, partitions, backend, strategy), group in herd.assign(P=herd["sweep"].map(_partitions)).groupby(
+                ["group_size", "P", "backend", "strategy"], sort=True):
+            row = {"N": int(size) if pd.notna(size) else "-", "P": partitions, "backend": backend,
+                   "strategy": strategy}
             for metric in HERD:
                 match = group[group["metric"] == f"{kind}: {metric}"]
                 row[metric] = spread(*_stats(match)) if len(match) else "-"
             rows.append(row)
         lines += [f"### {kind}\n", markdown_table(pd.DataFrame(rows))]
     return lines
+
+
+def _partitions(sweep: str) -> str:
+    """A herd cell's partition count as its sweep sets it, else the scenario's (2N): cells of one N and
+    different P are different cells, never pooled."""
+    for setting in str(sweep).split(", "):
+        if setting.startswith("topics.") and setting.split("=")[0].endswith(".partitions"):
+            return setting.split("=", 1)[1]
+    return "2N"
+
+
+def cost_model_section(campaigns: list[CampaignData]) -> list[str]:
+    """Each herd campaign's cost model (experiments.summary.herd_model), fitted per repetition from its
+    data folder's changes.csv: the terms of each backend's profile, each coefficient median [min-max] over
+    the fits, n = fits."""
+    from experiments.summary.herd_model import HerdModel, fit_models
+
+    rows = []
+    for data in campaigns:
+        for model in fit_models(data.changes) if len(data.changes) else []:
+            if not isinstance(model, HerdModel):
+                rows.append({"campaign": data.name, "line": model.label, "change": model.kind,
+                             "fitted requests": f"no fit: {model.reason}", "coefficients": "-", "fits": 0,
+                             "largest residual": "-", "N": "-", "P": "-"})
+                continue
+            coefficients = "; ".join(
+                f"{TERM_MEANING[c.term]} {_coefficient(c.median)} [{_coefficient(c.low)}, {_coefficient(c.high)}]"
+                for c in model.coefficients)
+            rows.append({"campaign": data.name, "line": model.label, "change": model.kind,
+                         "fitted requests": model.formula + (f" ({model.folded})" if model.folded else ""),
+                         "coefficients": coefficients, "fits": model.fits,
+                         "largest residual": f"{model.worst_residual:.0%}",
+                         "N": ", ".join(f"{n:,}" for n in model.sizes),
+                         "P": ", ".join(f"{p:,}" for p in model.partitions)})
+    if not rows:
+        return []
+    return ["## The herd's cost model\n",
+            "What one change costs, fitted by least squares once per repetition (the r-th run of every cell) "
+            "with the terms each protocol's steps make it grow with (docs/analysis.md): legacy a·N² + b·N + c·P "
+            "+ d, classic a·N + d, kip848 a·M + d (M: members whose assignment changed). Each coefficient is the "
+            "median [min, max] over the fits, n = fits; a fit needs four group sizes. Changes that overlapped "
+            "the next are left out. When P is 2N in every run, the P term is part of the N term.\n",
+            markdown_table(pd.DataFrame(rows))]
+
+
+def _coefficient(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
 WIDEST = 6  # cells side by side in a per-cell table; more are listed one a row
