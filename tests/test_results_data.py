@@ -79,11 +79,12 @@ def _summaries(summary: Path, backend: str, repetition: int) -> None:
     (summary / "run.json").write_text('{"info": {}, "facts": {}}\n')   # written last, as the summary does
 
 
-def _campaign_folder(tmp_path: Path, parallel: int = 1, *, name: str = "campaign", repetitions=range(5),
-                     commit: str = "f" * 40) -> Path:
-    (tmp_path / "tiny-join.toml").write_text(tiny_join("tiny-join"))
-    (tmp_path / "tiny.toml").write_text(CAMPAIGN)
-    campaign = load_campaign(tmp_path / "tiny.toml")
+def _made_folder(tmp_path: Path, scenario: str, text: str, name: str, repetitions, summarise, *,
+                 commit: str = "f" * 40, parallel: int = 1) -> Path:
+    """A campaign folder whose chosen repetitions completed, each run's summary written by `summarise`."""
+    (tmp_path / f"{scenario}.toml").write_text(tiny_join(scenario))
+    (tmp_path / "campaign.toml").write_text(text)
+    campaign = load_campaign(tmp_path / "campaign.toml")
     folder = tmp_path / name
     manifest = open_folder(campaign, folder)
     for planned in campaign.plan():
@@ -91,10 +92,17 @@ def _campaign_folder(tmp_path: Path, parallel: int = 1, *, name: str = "campaign
             continue
         entry = manifest.runs[planned.name]
         entry.status, entry.git_commit, entry.parallel = COMPLETED, commit, parallel
-        _summaries(CampaignFolder(folder).run(planned.name).path / "summary", planned.cell.backend, planned.repetition)
+        summarise(CampaignFolder(folder).run(planned.name).path / "summary", planned)
     manifest.machine.update({"git_commit": "f" * 40, "cores": 2, "memory_bytes": 24 * 2 ** 30})
     manifest.write(folder)
     return folder
+
+
+def _campaign_folder(tmp_path: Path, parallel: int = 1, *, name: str = "campaign", repetitions=range(5),
+                     commit: str = "f" * 40) -> Path:
+    return _made_folder(tmp_path, "tiny-join", CAMPAIGN, name, repetitions,
+                        lambda path, planned: _summaries(path, planned.cell.backend, planned.repetition),
+                        commit=commit, parallel=parallel)
 
 
 def test_a_campaign_folder_and_its_exported_data_give_the_same_page_byte_for_byte(tmp_path):
@@ -289,21 +297,8 @@ def _herd_summaries(summary: Path, members: int, repetition: int) -> None:
 
 
 def _herd_folder(tmp_path: Path, name: str, repetitions=range(5)) -> Path:
-    (tmp_path / "tiny-herd.toml").write_text(tiny_join("tiny-herd"))
-    (tmp_path / "herd.toml").write_text(HERD_CAMPAIGN)
-    campaign = load_campaign(tmp_path / "herd.toml")
-    folder = tmp_path / name
-    manifest = open_folder(campaign, folder)
-    for planned in campaign.plan():
-        if planned.repetition not in repetitions:
-            continue
-        entry = manifest.runs[planned.name]
-        entry.status, entry.git_commit = COMPLETED, "f" * 40
-        _herd_summaries(CampaignFolder(folder).run(planned.name).path / "summary",
-                        dict(planned.cell.sweep)["group.members"], planned.repetition)
-    manifest.machine.update({"git_commit": "f" * 40, "cores": 2, "memory_bytes": 24 * 2 ** 30})
-    manifest.write(folder)
-    return folder
+    return _made_folder(tmp_path, "tiny-herd", HERD_CAMPAIGN, name, repetitions, lambda path, planned: (
+        _herd_summaries(path, dict(planned.cell.sweep)["group.members"], planned.repetition)))
 
 
 def test_a_herd_campaigns_changes_travel_in_its_data_folder_and_give_its_cost_model(tmp_path):

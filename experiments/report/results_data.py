@@ -187,19 +187,19 @@ def _write(data: CampaignData, out: Path) -> None:
 
 
 def runs_csv(runs: pd.DataFrame) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(COLUMNS)
-    for row in runs[COLUMNS].itertuples(index=False):
-        writer.writerow([_cell(value) for value in row])
-    return buffer.getvalue()
+    return _csv(runs, COLUMNS)
 
 
 def changes_csv(changes: pd.DataFrame) -> str:
+    return _csv(changes, CHANGE_COLUMNS)
+
+
+def _csv(frame: pd.DataFrame, columns: list[str]) -> str:
+    """The columns as CSV, each float in its shortest round-trip form (the same bytes from the same data)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CHANGE_COLUMNS)
-    for row in changes[CHANGE_COLUMNS].itertuples(index=False):
+    writer.writerow(columns)
+    for row in frame[columns].itertuples(index=False):
         writer.writerow([_cell(value) for value in row])
     return buffer.getvalue()
 
