@@ -148,12 +148,8 @@ def merge(folder: Path, out: Path, *, allow_mixed_commits: bool = False) -> tupl
                          "runs come from one code (allow mixed commits to merge anyway; the page says so)")
     names = {entry.run for entry in added}
     order = {name: index for index, name in enumerate(manifest.runs)}
-    runs = pd.concat([held.runs, part.runs[part.runs["run"].isin(names)]], ignore_index=True)
-    runs = runs.sort_values("run", key=lambda column: column.map(order), kind="stable", ignore_index=True)
-    changes = pd.concat([frame for frame in (held.changes, part.changes[part.changes["run"].isin(names)])
-                         if len(frame)], ignore_index=True) if len(held.changes) or len(part.changes) else held.changes
-    if len(changes):
-        changes = changes.sort_values("run", key=lambda column: column.map(order), kind="stable", ignore_index=True)
+    runs = _in_plan_order([held.runs, part.runs[part.runs["run"].isin(names)]], order)
+    changes = _in_plan_order([held.changes, part.changes[part.changes["run"].isin(names)]], order)
     info = dict(held.info)
     commits = dict(info.get("commits") or {})
     for entry in added:
@@ -168,9 +164,18 @@ def merge(folder: Path, out: Path, *, allow_mixed_commits: bool = False) -> tupl
     if added and part.info["machine"] != held.info.get("machine"):
         machines = [machine for machine in info.get("other_machines", []) if machine != part.info["machine"]]
         info["other_machines"] = [*machines, part.info["machine"]]
-    data = CampaignData(held.name, info, held.text, runs, parse_changes(changes_csv(changes)))
+    data = CampaignData(held.name, info, held.text, runs, changes)
     _write(data, out)
     return data, len(added)
+
+
+def _in_plan_order(frames: list[pd.DataFrame], order: dict[str, int]) -> pd.DataFrame:
+    """The rows of both parts, the runs in the plan's order (an empty part adds nothing)."""
+    kept = [frame for frame in frames if len(frame)]
+    if not kept:
+        return frames[0]
+    joined = pd.concat(kept, ignore_index=True)
+    return joined.sort_values("run", key=lambda column: column.map(order), kind="stable", ignore_index=True)
 
 
 def _run_names(data: CampaignData) -> list[str]:

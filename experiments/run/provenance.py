@@ -33,8 +33,8 @@ NOT_RUN = tuple(f":(top,exclude){path}" for path in ("docs", "tests", "benchmark
 
 def same_code(first: str, second: str, repository: Path | None = None) -> bool:
     """Whether two commits hold the same code: they differ at most in what no run executes (the docs, where
-    a campaign's data and pages are committed between its parts, the tests, the benchmarks, the labs and the
-    top-level Markdown). False when either commit is unknown to the repository (this checkout's by default)."""
+    a campaign's data and pages are committed between its parts, the tests, the benchmarks, the labs and
+    Markdown files). False when either commit is unknown to the repository (this checkout's by default)."""
     if first == second:
         return True
     try:

@@ -180,7 +180,8 @@ def claims_markdown(results: list[ClaimResult]) -> str:
                  else f"{_figure(result.shift)} [{_figure(result.low)}, {_figure(result.high)}{coverage}]")
         if result.described:
             shift += f"; {result.described}"
-        lines.append(("| " + result.campaign + " " if named else "") + f"| {result.claim.says} | **{result.verdict}** | {p} | {p_holm} | {shift} | {result.pairs} "
+        lead = f"| {result.campaign} " if named else ""
+        lines.append(f"{lead}| {result.claim.says} | **{result.verdict}** | {p} | {p_holm} | {shift} | {result.pairs} "
                      f"| {result.n} |")
     return "\n".join(lines) + "\n"
 
