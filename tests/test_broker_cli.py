@@ -97,3 +97,12 @@ def test_workload_produces_numbered_timestamped_records(broker, unique_topic, tm
     consumer.close()
     for event in produced:
         assert values[(event["partition"], event["offset"])] == {"seq": event["seq"], "ts_ms": event["produce_ts_ms"]}
+
+
+def test_token_bucket_hands_out_every_whole_token_at_once_within_its_cap():
+    bucket = TokenBucket(rate=600, capacity=60, now=0.0)
+    assert bucket.take_all(0.0) == 1                    # the first token, at once
+    assert bucket.take_all(0.01) == 6                   # a tick's worth at 600/s
+    assert bucket.take_all(0.01) == 0
+    assert bucket.take_all(10.0) == 60                  # after a stall: capped at the burst
+    assert bucket.take_all(10.0025, at_most=1) == 1 and bucket.take_all(10.0025) == 0
