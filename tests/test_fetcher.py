@@ -227,3 +227,45 @@ def test_records_buffered_for_a_kept_partition_survive_a_reassignment(broker, to
         assert fetcher.position(first) == MAX_POLL_RECORDS + 100
     finally:
         fetcher.close()
+
+
+def test_a_connection_dropped_by_an_answer_read_before_it_in_the_same_round_is_not_read():
+    """A killed broker's connection turns readable (end of file) in the same wait in which a metadata answer
+    arrives that no longer lists that broker; taking the answer first drops the connection, and the round
+    must then skip it (it once read a socket already closed: AttributeError, and the member's poll failed)."""
+    from kafka.protocol.consumer import FetchRequest
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    from modern.client.fetcher import BOOTSTRAP, _Channel
+    from rebalance.kafka_frames import encode_response
+
+    fetcher = Fetcher(["127.0.0.1:1"], client_id="m0")
+    peers = []
+    for node, request in ((BOOTSTRAP, MetadataRequest[9](topics=[], allow_auto_topic_creation=False)),
+                          (0, FetchRequest[12](replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=1,
+                                               isolation_level=0, session_id=0, session_epoch=-1, topics=[],
+                                               forgotten_topics_data=[], rack_id=""))):
+        ours, theirs = socket.socketpair()
+        ours.setblocking(False)
+        channel = _Channel(node=node, address=("127.0.0.1", 9000 + node), client_id="m0", sock=ours,
+                           request=request, correlation_id=7, sent_at=time.monotonic())
+        fetcher._channels[node] = channel
+        peers.append(theirs)
+    metadata = MetadataResponse[9](throttle_time_ms=0, brokers=[(1, "127.0.0.1", 9001, None)], cluster_id="c",
+                                   controller_id=1, topics=[])
+    peers[0].sendall(encode_response(metadata, 7))
+    peers[1].close()                            # broker 0 is gone: its connection reads end of file
+    assert {fd for fd, _ in _ready([c.sock for c in fetcher._channels.values()])} == \
+        {c.sock.fileno() for c in fetcher._channels.values()}, "both connections readable in one wait"
+
+    fetcher._await(time.monotonic() + 1)        # takes the metadata, which drops broker 0's connection
+
+    assert 0 not in fetcher._channels and fetcher._addresses == {1: ("127.0.0.1", 9001)}
+    peers[0].close()
+
+
+def _ready(sockets):
+    waiter = select.poll()
+    for sock in sockets:
+        waiter.register(sock.fileno(), select.POLLIN)
+    return waiter.poll(1000)

@@ -342,6 +342,8 @@ class Fetcher:
             raise ConnectionFailed(str(error)) from error
         for fd, _ in ready:
             channel = by_fd[fd]
+            if not channel.busy:
+                continue    # dropped by an answer taken before it in this round (metadata without its broker)
             try:
                 response = channel.receive()
             except ConnectionFailed:
