@@ -225,3 +225,26 @@ def test_the_memory_slope_is_fitted_over_the_second_half_only():
     assert abs(slopes["broker-0"]) < 1e-9 and abs(slopes["host-0"] - 2.0) < 1e-6
     assert steepest(table) == ("host-0", pytest.approx(2.0))
     assert steepest(memory_table(pd.DataFrame(rows[:2]), run_end=1200.0)) is None   # too few samples to judge
+
+
+def test_a_process_started_late_is_judged_over_its_own_later_half_and_never_on_a_short_life():
+    """A host restarted in the run's second half has its start-up there: its growth then is not a leak."""
+    import pandas as pd
+
+    from experiments.summary.memory import memory_table, steepest
+
+    def host(name, start_s, end_s, mb_at):
+        return [{"process": name, "t": t, "rss_bytes": int(mb_at(t - start_s) * 2 ** 20)}
+                for t in range(start_s, end_s, 10)]
+
+    growing_then_flat = lambda age_s: 50 + min(age_s, 120) / 20     # noqa: E731 - 6 MB over its first 2 minutes
+    rows = host("broker-0", 0, 1800, lambda age: 60)
+    rows += host("restarted", 1000, 1800, growing_then_flat)          # 13 minutes, started in the second half
+    rows += host("short-lived", 1500, 1530, growing_then_flat)        # three samples of a start-up
+    rows += host("leaking", 1000, 1800, lambda age: 50 + age / 60)    # 1 MB a minute for good
+    slopes = dict(zip(*(memory_table(pd.DataFrame(rows), run_end=1800.0)[c]
+                        for c in ("process", "second_half_slope_mb_per_min")), strict=True))
+    assert abs(slopes["restarted"]) < 1e-9
+    assert pd.isna(slopes["short-lived"])
+    assert slopes["leaking"] == pytest.approx(1.0)
+    assert steepest(memory_table(pd.DataFrame(rows), run_end=1800.0)) == ("leaking", pytest.approx(1.0))
