@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import functools
 import itertools
 import json
 import os
@@ -23,6 +24,8 @@ import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from experiments.faults import cpu_group
 
 _PR_SET_PDEATHSIG = 1
 RUN_MARKER_ENV = "REBALANCE_LAB_RUN"   # every child of a run carries the run directory in its environment
@@ -33,8 +36,9 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _yield_and_die_with_parent() -> None:  # runs in the child between fork and exec
+def _yield_and_die_with_parent(group: Path | None) -> None:  # runs in the child between fork and exec
     _die_with_parent()
+    cpu_group.join(group)
     with contextlib.suppress(OSError):
         os.nice(19)
 
@@ -48,9 +52,10 @@ class ChildProcess:
         self.control = control
         # Member hosts yield the CPU to the servers, as clients on machines of their own would: forty hosts
         # of 25 members have thousands of threads, and at equal priority the scheduler gave the one broker
-        # thread 6 ms of every 2 s (N = 1,000). A yielding child runs at nice 19 and stays in the runner's
-        # session, which is one scheduling group where Linux's autogroups apply. Either way the child leads
-        # a process group of its own, which the faults signal.
+        # thread 6 ms of every 2 s (N = 1,000). A yielding child runs at nice 19 and, where the machine
+        # allows it, in a CPU group of small weight (experiments.faults.cpu_group): nice alone counts only
+        # inside the runner's session's group. Either way the child leads a process group of its own, which
+        # the faults signal.
         self.yields_cpu = yields_cpu
         self._writer: asyncio.StreamWriter | None = None
         self._replies: asyncio.Future | None = None
@@ -82,7 +87,8 @@ class ChildProcess:
             with open(self.log_path, "ab") as log:
                 self.process = await asyncio.create_subprocess_exec(
                     *argv, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT,
-                    env=self.env, preexec_fn=_yield_and_die_with_parent if self.yields_cpu else _die_with_parent,
+                    env=self.env, preexec_fn=functools.partial(_yield_and_die_with_parent, cpu_group.yielding_group())
+                    if self.yields_cpu else _die_with_parent,
                     pass_fds=passed, **({"process_group": 0} if self.yields_cpu else {"start_new_session": True}),
                 )
         finally:
