@@ -65,3 +65,20 @@ def test_errors_are_read_where_each_api_carries_them():
 
     hostile = hostile_values.Hostile("LeaveGroup", request=None)
     assert answer_codes(hostile, Answer()) == [("error", 0), ("m", 25)]
+
+
+def test_the_command_names_a_bad_or_unreachable_bootstrap_and_starts_nothing():
+    import socket
+
+    from typer.testing import CliRunner
+
+    from experiments.cli.app import app
+
+    with socket.socket() as closed:     # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    unreachable = CliRunner().invoke(app, ["fuzz", "hostile", "--bootstrap", f"127.0.0.1:{port}", "--seconds", "1"])
+    assert unreachable.exit_code == 2, unreachable.output
+    assert f"no broker answers at 127.0.0.1:{port}" in unreachable.output
+    malformed = CliRunner().invoke(app, ["fuzz", "hostile", "--bootstrap", "nonsense", "--seconds", "1"])
+    assert malformed.exit_code == 2 and "not a HOST:PORT address" in malformed.output, malformed.output

@@ -75,9 +75,21 @@ def hostile_command(
 ) -> None:
     """Well-formed group requests with values no client sends, and the coordinator's invariants after each batch."""
     from experiments.fuzz.hostile import HostileRun
+    from modern.client.connection import ConnectionFailed
 
-    run = HostileRun(bootstrap, batch_size=batch_size, answer_limit_s=answer_limit, broker_pid=pid)
-    outcome = run.run(seconds)
+    try:
+        run = HostileRun(bootstrap, batch_size=batch_size, answer_limit_s=answer_limit, broker_pid=pid)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--bootstrap") from None
+    try:
+        outcome = run.run(seconds)
+    except ConnectionFailed as error:
+        if run.report.batches == 0:   # nothing tested: a usage error, not a finding
+            typer.echo(f"fuzz hostile: no broker answers at {bootstrap} ({error}); start one first, e.g. "
+                       f"rebalance-lab broker --port {run.port}", err=True)
+            raise typer.Exit(2) from None
+        typer.echo(f"FAILED: the broker stopped answering after {run.report.batches:,} batches ({error})", err=True)
+        raise typer.Exit(1) from None
     summary = outcome.summary()
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
