@@ -82,3 +82,27 @@ def test_the_command_names_a_bad_or_unreachable_bootstrap_and_starts_nothing():
     assert f"no broker answers at 127.0.0.1:{port}" in unreachable.output
     malformed = CliRunner().invoke(app, ["fuzz", "hostile", "--bootstrap", "nonsense", "--seconds", "1"])
     assert malformed.exit_code == 2 and "not a HOST:PORT address" in malformed.output, malformed.output
+
+
+def test_a_long_name_is_committed_with_one_fixed_partner_so_the_stored_offsets_stay_small():
+    """Kafka keeps every committed offset, its key naming group and topic: a long name paired freely would
+    pile up hundreds of MB over an hour, which the memory check would read as a leak."""
+    target = hostile_values.Target(classic_group="steady", classic_member="m", classic_generation=1,
+                                   consumer_group="steady-cg", consumer_member="c", consumer_epoch=1, topic="t0")
+    pairs = set()
+
+    @settings(max_examples=400, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(hostile=hostile_values.offset_commit(target))
+    def draw(hostile):
+        if hostile.fresh_group is not None:   # a commit to a group of its own: stored
+            for topic in hostile.request.topics:
+                pairs.add((hostile.request.group_id, topic.name))
+
+    draw()
+    long_pairs = [(group, topic) for group, topic in pairs
+                  if max(len(group), len(topic)) >= hostile_values.LONG_ID_BYTES]
+    assert long_pairs, "long names were drawn"
+    for group, topic in long_pairs:
+        assert min(len(group), len(topic)) < hostile_values.LONG_ID_BYTES, "never two long names together"
+        assert group == "hostile-commit-long-topic" or topic == target.topic
