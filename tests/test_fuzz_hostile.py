@@ -101,8 +101,8 @@ def test_a_long_name_is_committed_with_one_fixed_partner_so_the_stored_offsets_s
 
     draw()
     long_pairs = [(group, topic) for group, topic in pairs
-                  if max(len(group), len(topic)) >= hostile_values.LONG_ID_BYTES]
+                  if max(len(group), len(topic)) >= hostile_values.RECORD_STRING_MAX_BYTES]
     assert long_pairs, "long names were drawn"
     for group, topic in long_pairs:
-        assert min(len(group), len(topic)) < hostile_values.LONG_ID_BYTES, "never two long names together"
+        assert min(len(group), len(topic)) < hostile_values.RECORD_STRING_MAX_BYTES, "never two long names together"
         assert group == "hostile-commit-long-topic" or topic == target.topic

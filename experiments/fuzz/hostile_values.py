@@ -37,7 +37,6 @@ MIN_SESSION_TIMEOUT_MS, MAX_SESSION_TIMEOUT_MS = 6_000, 1_800_000
 RECORD_STRING_MAX_BYTES = 32_767          # a __consumer_offsets record keeps ids with a 2-byte length
 SHORT_IDS: dict[str, str] = {}
 ID_POOL = 8
-LONG_ID_BYTES = 32_767                    # a "long" id: at a 2-byte length's limit or past it
 
 
 @dataclass(frozen=True)
@@ -175,9 +174,9 @@ def offset_commit(draw, target: Target) -> Hostile:
         # Kafka keeps every committed offset (for days), its record key naming group and topic. A long name
         # paired with every other name would pile up hundreds of MB of such state in an hour, which the
         # memory check would then read as a leak: a long name is paired with one fixed other name.
-        if len(topic) >= LONG_ID_BYTES:
+        if len(topic) >= RECORD_STRING_MAX_BYTES:     # the long ids: at that limit or past it
             group = "hostile-commit-long-topic"
-        elif len(group) >= LONG_ID_BYTES:
+        elif len(group) >= RECORD_STRING_MAX_BYTES:
             topic = target.topic
     else:
         group = target.classic_group
