@@ -29,9 +29,15 @@ def broker():
         yield embedded
 
 
-def test_a_short_hostile_run_holds_every_invariant(broker):
-    report = HostileRun(broker.bootstrap, answer_limit_s=ANSWER_LIMIT_S).run(SHORT_RUN_S)
+def test_a_short_hostile_run_holds_every_invariant_and_reports_progress(broker):
+    progress = []
+    report = HostileRun(broker.bootstrap, answer_limit_s=ANSWER_LIMIT_S).run(
+        SHORT_RUN_S, on_progress=lambda so_far, elapsed: progress.append((elapsed, so_far.batches)),
+        progress_every_s=5)
     assert report.ok, report.summary()["first_violations"]
+    assert len(progress) >= 2, "a long run says how far it has got"
+    assert [elapsed for elapsed, _ in progress] == sorted(elapsed for elapsed, _ in progress)
+    assert all(elapsed < SHORT_RUN_S for elapsed, _ in progress), "no progress line after the run's end"
     assert report.batches >= 2
     assert {"JoinGroup", "OffsetCommit", "ConsumerGroupHeartbeat"} <= set(report.requests)
     assert report.rss_mb, "the broker's memory was read (it runs in this process)"

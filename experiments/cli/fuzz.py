@@ -74,15 +74,21 @@ def hostile_command(
     report: Annotated[Path | None, typer.Option("--report", help="Write the figures and violations as JSON.")] = None,
 ) -> None:
     """Well-formed group requests with values no client sends, and the coordinator's invariants after each batch."""
-    from experiments.fuzz.hostile import HostileRun
+    from experiments.fuzz.hostile import HostileReport, HostileRun
     from modern.client.connection import ConnectionFailed
 
     try:
         run = HostileRun(bootstrap, batch_size=batch_size, answer_limit_s=answer_limit, broker_pid=pid)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--bootstrap") from None
+    def progress(so_far: HostileReport, elapsed: float) -> None:
+        memory = f"; broker RSS {so_far.rss_mb[-1]:.0f} MB" if so_far.rss_mb else ""
+        typer.echo(f"fuzz hostile: {elapsed / 60:.0f} of {seconds / 60:.0f} min, {sum(so_far.requests.values()):,} "
+                   f"requests in {so_far.batches:,} batches, slowest answer {so_far.slowest_answer_s:.3f} s, "
+                   f"{len(so_far.violations)} violations{memory}", err=True)
+
     try:
-        outcome = run.run(seconds)
+        outcome = run.run(seconds, on_progress=progress)
     except ConnectionFailed as error:
         if run.report.batches == 0:   # nothing tested: a usage error, not a finding
             typer.echo(f"fuzz hostile: no broker answers at {bootstrap} ({error}); start one first, e.g. "

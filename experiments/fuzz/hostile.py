@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,12 @@ class HostileRun:
         self._fresh_classic: list[str] = []
         self._fresh_consumer: list[str] = []
 
-    def run(self, seconds: float, *, chunk: int = 10) -> HostileReport:
+    def run(self, seconds: float, *, chunk: int = 10,
+            on_progress: Callable[[HostileReport, float], None] | None = None,
+            progress_every_s: float = 60.0) -> HostileReport:
+        """Send hostile batches for `seconds`; `on_progress(report, elapsed)` is called every `progress_every_s`."""
         started = time.monotonic()
+        next_progress = progress_every_s
         target = self.steady.form()
         self._memory()
 
@@ -94,6 +99,10 @@ class HostileRun:
 
         while time.monotonic() - started < seconds:
             one_batch()
+            elapsed = time.monotonic() - started
+            if on_progress is not None and elapsed >= next_progress and elapsed < seconds:
+                on_progress(self.report, elapsed)
+                next_progress = (elapsed // progress_every_s + 1) * progress_every_s
         self.report.seconds = time.monotonic() - started
         self.connection.close()
         self.steady.connection.close()
