@@ -28,7 +28,7 @@ def test_the_seed002_campaign_plans_its_cells_and_claims_on_phases():
     assert cells == {("classic", "range"), ("classic", "roundrobin"), ("classic", "sticky"),
                      ("classic", "cooperative-sticky"), ("legacy", "range"), ("legacy", "roundrobin"),
                      ("kip848", "uniform"), ("kip848", "range")}
-    assert len(campaign.plan()) == 40 and all(cell.repetitions == 5 for cell in campaign.cells)
+    assert len(campaign.plan()) == 48 and all(cell.repetitions == 6 for cell in campaign.cells)
     metrics = {claim.metric for claim in campaign.claims}
     assert metrics == {"scale-to-50: records lost", "scale-to-100: records lost", "whole run: records lost",
                        "scale-to-50: rebalancing (ms)", "restart-10: records lost"}

@@ -14,9 +14,11 @@ import pytest
 from typer.testing import CliRunner
 
 from experiments.campaign import load_campaign
+from experiments.campaign.model import Detect, declared_detections
 from experiments.cli.app import app
+from experiments.scenario import ScenarioError
 from experiments.summary.inference import ONE_SIDED, exact_p
-from experiments.summary.power import Detect, declared_detections, detected, power, runs_for_power
+from experiments.summary.power import detected, power, runs_for_power
 from tests.fixtures.scenarios import tiny_join
 
 
@@ -63,3 +65,28 @@ def test_a_campaign_file_declares_its_shifts_and_the_power_command_prints_the_n(
     assert "the campaign ran n = 5" in result.stdout
     with pytest.raises(ValueError, match="sd"):
         declared_detections('[[detect]]\nmetric = "m"\nshift = 3\nsd = 0\n')
+    # a key that strays into a detect table (TOML puts every key after [[detect]] in it) stops the loader
+    (tmp_path / "stray.toml").write_text(CAMPAIGN.replace("sd = 15", "sd = 15\nseed = 7"))
+    with pytest.raises(ScenarioError, match=r"detect.*unknown keys \['seed'\]"):
+        load_campaign(tmp_path / "stray.toml")
+
+
+# The campaigns the results page is made from, and so the family its Holm adjustment runs over.
+RESULTS_PAGE = ("seed002", "seed002-mixed", "split-brain-ab", "split-brain-cd", "herd-defaults")
+
+
+def test_every_campaign_of_the_results_page_is_sized_for_the_shift_it_declares():
+    from experiments.campaign import find_campaign
+
+    campaigns = [load_campaign(find_campaign(name)) for name in RESULTS_PAGE]
+    k = sum(len(campaign.claims) for campaign in campaigns)
+    assert k == 19
+    for campaign in campaigns:
+        detections = declared_detections(campaign.text)
+        assert detections, f"{campaign.name} declares no shift to size it by"
+        claimed = {claim.metric for claim in campaign.claims}
+        for detect in detections:
+            assert detect.metric in claimed, f"{campaign.name}: {detect.metric} is no claim's metric"
+            needed, _ = runs_for_power(detect.shift, detect.sd, k=k)
+            assert needed is not None and min(cell.repetitions for cell in campaign.cells) >= needed, \
+                f"{campaign.name}: {detect.metric} needs {needed} runs a cell at k = {k}"

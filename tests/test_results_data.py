@@ -225,6 +225,15 @@ def test_a_hand_made_data_folder_regenerates_byte_for_byte_and_pooled_files_make
     assert read(first).runs["seed"].tolist()[:2] == [2000, 2000]
 
 
+def test_a_superseded_data_folder_is_named_where_it_lies_and_a_folder_elsewhere_by_its_campaign(tmp_path):
+    earlier, elsewhere = tmp_path / "docs/results-data/earlier/a", tmp_path / "scratch/b"
+    _hand_made(earlier, "a", 1)
+    _hand_made(elsewhere, "b", 1)
+    page = results_markdown([earlier, elsewhere])
+    assert "./lab results docs/results-data/earlier/a docs/results-data/b > docs/results.md\n" in page
+    assert "./lab results-data runs/a --out docs/results-data/earlier/a\n" in page
+
+
 def test_the_published_page_is_what_the_published_data_gives(monkeypatch):
     monkeypatch.chdir(REPOSITORY)   # the page's command names its folders relative to the checkout
     page = (REPOSITORY / "docs" / "results.md").read_text()
@@ -256,7 +265,7 @@ def test_every_shipped_data_folder_belongs_to_its_built_in_campaign_file_and_mak
 
 def test_the_results_command_draws_each_campaigns_figures_from_its_data_folder(tmp_path):
     """The docs' figures are drawn again from the repository alone, as the page is."""
-    folder = REPOSITORY / "docs" / "results-data" / "seed002"
+    folder = REPOSITORY / "docs" / "results-data" / "earlier" / "seed002"
     result = CliRunner().invoke(app, ["results", str(folder), "--figures", str(tmp_path / "figures"),
                                       "--out", str(tmp_path / "page.md")])
     assert result.exit_code == 0, result.output

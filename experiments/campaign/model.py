@@ -21,6 +21,12 @@
     higher = ["legacy"]           # cells: "backend" or "backend/strategy"
     lower = ["classic"]           # every higher cell against every lower one, at every sweep value
 
+    [[detect]]                    # the smallest shift the campaign is sized for (experiments.summary.power)
+    scenario = "demo-herd"
+    metric = "join: requests per change"
+    shift = 30
+    sd = 10                       # the run-to-run standard deviation expected
+
 A cell is one (scenario, backend, strategy, sweep values); every cell runs its block's `repetitions`
 times, else the campaign's. A backend's earlier name (`modern` for `classic`) is accepted in `backends`
 and in claims, and cells are named by the backend's own name.
@@ -127,6 +133,42 @@ def declared_claims(text: str) -> tuple[Claim, ...]:
                  for claim in tomllib.loads(text).get("claims", []))
 
 
+@dataclass(frozen=True)
+class Detect:
+    metric: str
+    shift: float
+    sd: float
+    scenario: str | None = None
+
+
+def declared_detections(text: str) -> tuple[Detect, ...]:
+    """The `detect` tables of a campaign file; ValueError names what is wrong."""
+    found = tomllib.loads(text).get("detect", [])
+    tables = [found] if isinstance(found, dict) else found
+    if not isinstance(tables, list):
+        raise ValueError("detect is a table or a list of [[detect]] tables")
+    detections = []
+    for index, table in enumerate(tables):
+        where = f"detect.{index}"
+        if not isinstance(table, dict):
+            raise ValueError(f"{where}: a table")
+        unknown = set(table) - {"scenario", "metric", "shift", "sd"}
+        if unknown:
+            raise ValueError(f"{where}: unknown keys {sorted(unknown)} (known: metric, scenario, sd, shift)")
+        if not isinstance(table.get("metric"), str) or not table["metric"]:
+            raise ValueError(f"{where}.metric: a metric's name, as the statistics name it")
+        for key in ("shift", "sd"):
+            value = table.get(key)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(f"{where}.{key}: a number above 0, not {value!r}")
+        scenario = table.get("scenario")
+        if scenario is not None and not isinstance(scenario, str):
+            raise ValueError(f"{where}.scenario: a scenario's name")
+        detections.append(Detect(metric=table["metric"], shift=float(table["shift"]), sd=float(table["sd"]),
+                                 scenario=scenario))
+    return tuple(detections)
+
+
 def selects(selector: str, backend: str, strategy: str) -> bool:
     """A claim's selector, "backend" or "backend/strategy", against one cell's backend and strategy."""
     wanted_backend, _, wanted_strategy = selector.partition("/")
@@ -218,6 +260,10 @@ class _Reader:
             self.fail(("claims",), "claims is a list of [[claims]] tables")
             claims = []
         parsed = [self.claim(claim, ("claims", index), cells) for index, claim in enumerate(claims)]
+        try:
+            declared_detections(self.text)
+        except ValueError as error:
+            self.fail(("detect",), str(error))
         if self.problems:
             raise ScenarioError(str(self.path), sorted(self.problems, key=lambda problem: problem.line or 0))
         return Campaign(name=name, description=str(data.get("description", "")), source=str(self.path),

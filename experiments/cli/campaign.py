@@ -225,7 +225,8 @@ def power_command(
     """The runs a cell needs to detect each shift the campaign file declares (`[[detect]]`) 80% of the time,
     by simulation with the lab's own test."""
     from experiments.campaign import find_campaign, load_campaign
-    from experiments.summary.power import declared_detections, power_line
+    from experiments.campaign.model import declared_detections
+    from experiments.summary.power import power_line
 
     try:
         campaign = load_campaign(find_campaign(file))

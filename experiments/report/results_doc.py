@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.campaign.model import declared_claims
+from experiments.campaign.model import declared_claims, declared_detections
 from experiments.report.results_data import CampaignData, read
 from experiments.report.seed002_table import load_sweep_section, seed002_section
 from experiments.summary import markdown_table
@@ -31,7 +31,7 @@ from experiments.summary.campaign_stats import (
 from experiments.summary.claims import claims_markdown, evaluate_family
 from experiments.summary.herd_model import TERM_MEANING
 from experiments.summary.load_sweep import sweep_label
-from experiments.summary.power import declared_detections, power_markdown
+from experiments.summary.power import power_markdown
 
 DATA_ROOT = "docs/results-data"
 
@@ -47,20 +47,33 @@ def results_markdown(folders: list[Path], notes: Path | None = None) -> str:
     """The results page from data folders (`results_data`) or summarised campaign folders (read as their
     data folders would be). `notes`: a Markdown file of readings written by hand (which differences held
     up, and why), placed after the header."""
-    return results_page([read(folder) for folder in folders], notes)
+    return results_page([read(folder) for folder in folders], notes, [page_path(folder) for folder in folders])
 
 
-def results_page(campaigns: list[CampaignData], notes: Path | None = None) -> str:
+def page_path(folder: Path) -> str | None:
+    """How the page names a data folder: from `docs/results-data` on when the folder lies under it (so a
+    superseded one, `docs/results-data/earlier/NAME`, is named where it is), else None (its campaign's name
+    under DATA_ROOT)."""
+    parts = folder.resolve().parts
+    for at in range(len(parts) - 1):
+        if "/".join(parts[at:at + 2]) == DATA_ROOT:
+            return "/".join(parts[at:])
+    return None
+
+
+def results_page(campaigns: list[CampaignData], notes: Path | None = None,
+                 paths: list[str | None] | None = None) -> str:
     runs = pd.concat([data.runs for data in campaigns], ignore_index=True)
     cells, compared = cell_statistics(runs), comparisons(runs)
     claims = [(data.name, data.runs, declared_claims(data.text)) for data in campaigns]
     k = sum(len(declared) for *_, declared in claims)
     detections = {detect: data.runs for data in campaigns for detect in declared_detections(data.text)}
     names = [data.name for data in campaigns]
+    paths = [path or f"{DATA_ROOT}/{name}" for path, name in zip(paths or [None] * len(names), names, strict=True)]
     parts = [
         "# Results measured on this machine\n",
         "Regenerate this page from the data in the repository alone:\n",
-        "```sh\n./lab results " + " ".join(f"{DATA_ROOT}/{name}" for name in names)
+        "```sh\n./lab results " + " ".join(paths)
         + (f" --notes {notes}" if notes else "") + " > docs/results.md\n```\n",
         claims_markdown(evaluate_family(claims)),
         *([power_markdown(list(detections), k, _runs_of(detections))] if detections else []),
@@ -73,8 +86,8 @@ def results_page(campaigns: list[CampaignData], notes: Path | None = None) -> st
         *_provenance(campaigns),
         "\nHow the data was made (`runs/` is not in the repository; the data folders are):\n",
         "```sh\n" + "".join(f"./lab campaign {name} --out runs/{name}{_parallel(data.info)}\n"
-                            f"./lab results-data runs/{name} --out {DATA_ROOT}/{name}\n"
-                            for name, data in zip(names, campaigns, strict=True)) + "```\n",
+                            f"./lab results-data runs/{name} --out {path}\n"
+                            for name, path, data in zip(names, paths, campaigns, strict=True)) + "```\n",
     ]
     if notes:
         parts.append(notes.read_text().rstrip() + "\n")

@@ -40,7 +40,7 @@ import pandas as pd
 
 from experiments.campaign.folder import CampaignFolder
 from experiments.campaign.manifest import COMPLETED, Manifest
-from experiments.campaign.model import declared_claims
+from experiments.campaign.model import declared_claims, declared_detections
 from experiments.run.folder import RunFolder
 from experiments.run.runmeta import read_run_meta
 from experiments.summary import checks, markdown_table
@@ -58,7 +58,7 @@ from experiments.summary.inference import (
     coverage_text,
     ran_beside,
 )
-from experiments.summary.power import declared_detections, power_markdown
+from experiments.summary.power import power_markdown
 from experiments.summary.read_back import scenario_window
 from rebalance.backends import column_order
 

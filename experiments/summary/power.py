@@ -1,5 +1,6 @@
 """The power a campaign is sized by: the smallest shift it is meant to detect, declared in its file before
-the runs, and the number of runs a cell that detects it 80% of the time with the lab's own test.
+the runs (`experiments.campaign.model.Detect`), and the number of runs a cell that detects it 80% of the
+time with the lab's own test.
 
     [[detect]]                       # any number of them
     scenario = "split-brain-a"       # optional: the scenario the shift is expected in
@@ -16,53 +17,15 @@ detected when its U reaches the exact test's critical value (`inference._u_cdf`,
 
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass
-
 import numpy as np
 
+from experiments.campaign.model import Detect
 from experiments.summary.inference import ALPHA, MIN_RUNS, _u_cdf
 
 TARGET = 0.80
 SIMULATIONS = 2000
 MOST_RUNS = 50
 SEED = 34
-
-
-@dataclass(frozen=True)
-class Detect:
-    metric: str
-    shift: float
-    sd: float
-    scenario: str | None = None
-
-
-def declared_detections(text: str) -> tuple[Detect, ...]:
-    """The `detect` tables of a campaign file; ValueError names what is wrong."""
-    found = tomllib.loads(text).get("detect", [])
-    tables = [found] if isinstance(found, dict) else found
-    if not isinstance(tables, list):
-        raise ValueError("detect is a table or a list of [[detect]] tables")
-    detections = []
-    for index, table in enumerate(tables):
-        where = f"detect.{index}"
-        if not isinstance(table, dict):
-            raise ValueError(f"{where}: a table")
-        unknown = set(table) - {"scenario", "metric", "shift", "sd"}
-        if unknown:
-            raise ValueError(f"{where}: unknown keys {sorted(unknown)} (known: metric, scenario, sd, shift)")
-        if not isinstance(table.get("metric"), str) or not table["metric"]:
-            raise ValueError(f"{where}.metric: a metric's name, as the statistics name it")
-        for key in ("shift", "sd"):
-            value = table.get(key)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise ValueError(f"{where}.{key}: a number above 0, not {value!r}")
-        scenario = table.get("scenario")
-        if scenario is not None and not isinstance(scenario, str):
-            raise ValueError(f"{where}.scenario: a scenario's name")
-        detections.append(Detect(metric=table["metric"], shift=float(table["shift"]), sd=float(table["sd"]),
-                                 scenario=scenario))
-    return tuple(detections)
 
 
 def critical_u(n: int, threshold: float) -> int:
