@@ -81,6 +81,7 @@ def hostile_command(
         run = HostileRun(bootstrap, batch_size=batch_size, answer_limit_s=answer_limit, broker_pid=pid)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--bootstrap") from None
+
     def progress(so_far: HostileReport, elapsed: float) -> None:
         memory = f"; broker RSS {so_far.rss_mb[-1]:.0f} MB" if so_far.rss_mb else ""
         typer.echo(f"fuzz hostile: {elapsed / 60:.0f} of {seconds / 60:.0f} min, {sum(so_far.requests.values()):,} "

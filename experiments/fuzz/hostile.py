@@ -90,19 +90,24 @@ class HostileRun:
         target = self.steady.form()
         self._memory()
 
+        def report_progress() -> None:
+            # Looked at after every batch: on a loaded machine one chunk can outlast the whole run.
+            nonlocal next_progress
+            elapsed = time.monotonic() - started
+            if on_progress is not None and next_progress <= elapsed < seconds:
+                on_progress(self.report, elapsed)
+                next_progress = (elapsed // progress_every_s + 1) * progress_every_s
+
         @settings(max_examples=chunk, deadline=None, database=None, phases=[Phase.generate],
                   suppress_health_check=list(HealthCheck))
         @given(batch=batches(target, self.batch_size))
         def one_batch(batch: list[Hostile]) -> None:
             if time.monotonic() - started < seconds:
                 self.batch(batch)
+                report_progress()
 
         while time.monotonic() - started < seconds:
             one_batch()
-            elapsed = time.monotonic() - started
-            if on_progress is not None and elapsed >= next_progress and elapsed < seconds:
-                on_progress(self.report, elapsed)
-                next_progress = (elapsed // progress_every_s + 1) * progress_every_s
         self.report.seconds = time.monotonic() - started
         self.connection.close()
         self.steady.connection.close()
