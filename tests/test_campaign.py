@@ -369,7 +369,7 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     pooled = results_markdown([folder, other])
     assert "n = 10" in pooled and "n = 5," not in pooled
     assert "campaign `more`" in pooled and "./lab results docs/results-data/" in pooled
-    assert "./lab results-data runs/more --out docs/results-data/more" in pooled
+    assert "./lab campaign more --out runs/more --data docs/results-data/more\n" in pooled
     notes = tmp_path / "readings.md"
     notes.write_text("## Reading the tables\n\nThe legacy duplicates held up.\n")
     annotated = results_markdown([folder], notes)

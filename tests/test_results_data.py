@@ -176,7 +176,7 @@ def test_runs_made_beside_another_keep_their_counts_and_leave_their_timings_unco
     assert json.loads((data / "campaign.json").read_text())["parallel"] == 2
     assert "| legacy duplicates more than classic | **undetermined (timings of parallel runs)** |" in page
     assert "| legacy's requests per join exceed classic's | **supported** |" in page
-    assert "./lab campaign tiny --out runs/tiny --parallel 2" in page
+    assert "./lab campaign tiny --out runs/tiny --data docs/results-data/tiny --parallel 2\n" in page
 
 
 RUNS_CSV = """\
@@ -231,7 +231,8 @@ def test_a_superseded_data_folder_is_named_where_it_lies_and_a_folder_elsewhere_
     _hand_made(elsewhere, "b", 1)
     page = results_markdown([earlier, elsewhere])
     assert "./lab results docs/results-data/earlier/a docs/results-data/b > docs/results.md\n" in page
-    assert "./lab results-data runs/a --out docs/results-data/earlier/a\n" in page
+    assert "./lab campaign a --out runs/a --data docs/results-data/earlier/a\n" in page
+    assert "./lab campaign b --out runs/b --data docs/results-data/b\n" in page
 
 
 def test_the_published_page_is_what_the_published_data_gives(monkeypatch):

@@ -47,29 +47,30 @@ def results_markdown(folders: list[Path], notes: Path | None = None) -> str:
     """The results page from data folders (`results_data`) or summarised campaign folders (read as their
     data folders would be). `notes`: a Markdown file of readings written by hand (which differences held
     up, and why), placed after the header."""
-    return results_page([read(folder) for folder in folders], notes, [page_path(folder) for folder in folders])
+    campaigns = [read(folder) for folder in folders]
+    paths = [page_path(data.name, folder) for data, folder in zip(campaigns, folders, strict=True)]
+    return results_page(campaigns, notes, paths)
 
 
-def page_path(folder: Path) -> str | None:
-    """How the page names a data folder: from `docs/results-data` on when the folder lies under it (so a
-    superseded one, `docs/results-data/earlier/NAME`, is named where it is), else None (its campaign's name
-    under DATA_ROOT)."""
-    parts = folder.resolve().parts
+def page_path(name: str, folder: Path | None = None) -> str:
+    """How the page names a campaign's data folder: from `docs/results-data` on when the folder lies under it
+    (so a superseded one, `docs/results-data/earlier/NAME`, is named where it is), else DATA_ROOT/NAME."""
+    parts = folder.resolve().parts if folder is not None else ()
     for at in range(len(parts) - 1):
         if "/".join(parts[at:at + 2]) == DATA_ROOT:
             return "/".join(parts[at:])
-    return None
+    return f"{DATA_ROOT}/{name}"
 
 
 def results_page(campaigns: list[CampaignData], notes: Path | None = None,
-                 paths: list[str | None] | None = None) -> str:
+                 paths: list[str] | None = None) -> str:
     runs = pd.concat([data.runs for data in campaigns], ignore_index=True)
     cells, compared = cell_statistics(runs), comparisons(runs)
     claims = [(data.name, data.runs, declared_claims(data.text)) for data in campaigns]
     k = sum(len(declared) for *_, declared in claims)
     detections = {detect: data.runs for data in campaigns for detect in declared_detections(data.text)}
     names = [data.name for data in campaigns]
-    paths = [path or f"{DATA_ROOT}/{name}" for path, name in zip(paths or [None] * len(names), names, strict=True)]
+    paths = paths or [page_path(name) for name in names]
     parts = [
         "# Results measured on this machine\n",
         "Regenerate this page from the data in the repository alone:\n",
@@ -85,9 +86,11 @@ def results_page(campaigns: list[CampaignData], notes: Path | None = None,
         *(_campaign_line(data.info) for data in campaigns),
         *_provenance(campaigns),
         "\nHow the data was made (`runs/` is not in the repository; the data folders are):\n",
-        "```sh\n" + "".join(f"./lab campaign {name} --out runs/{name}{_parallel(data.info)}\n"
-                            f"./lab results-data runs/{name} --out {path}\n"
+        "```sh\n" + "".join(f"./lab campaign {name} --out runs/{name} --data {path}{_parallel(data.info)}\n"
                             for name, path, data in zip(names, paths, campaigns, strict=True)) + "```\n",
+        "A campaign longer than a session runs in parts: the same command again resumes it, leaving out the runs "
+        "its data folder holds and adding the new ones when the part stops. For a campaign made in one go, "
+        "`./lab results-data runs/NAME --out FOLDER` writes the same data folder from its run folder.\n",
     ]
     if notes:
         parts.append(notes.read_text().rstrip() + "\n")
