@@ -21,7 +21,7 @@ def test_clean_log_passes_every_check(synthetic_runs):
     summary = synthetic_runs["clean"]
     failing = {c.check: (c.verdict, c.detail) for c in summary.checks if c.verdict is not Verdict.TRUE}
     assert failing == {}
-    assert len(summary.checks) == 10
+    assert len(summary.checks) == 11
 
 
 def test_torn_last_line_is_skipped_and_counted(synthetic_runs):
@@ -100,6 +100,15 @@ def test_fenced_commit_is_found(synthetic_runs):
     assert check.evidence.iloc[0]["error"] == "ILLEGAL_GENERATION"
 
 
+def test_a_warm_up_that_timed_out_is_found_with_the_group_it_left(synthetic_runs):
+    check = _check(synthetic_runs["planted"], "warm-up")
+    assert check.verdict is Verdict.FALSE and check.count == 1
+    partitions = SyntheticRun().partitions
+    assert check.detail == (f"at 0.0 s, {SyntheticRun().members} members up, {partitions - 1} of {partitions} "
+                            "partitions owned, 0 owned twice")
+    assert _check(synthetic_runs["clean"], "warm-up").detail == "the group was stable first"
+
+
 def test_servers_and_members_agreeing_pass_the_witness_check(synthetic_runs):
     check = _check(synthetic_runs["clean"], "server-witness")
     assert check.verdict is Verdict.TRUE and check.count == 0
@@ -126,7 +135,7 @@ def test_every_planted_anomaly_has_a_check_that_finds_it(synthetic_runs):
         Anomaly.DOUBLE_OWNERSHIP: "double-ownership", Anomaly.LOST_RECORD: "lost-records",
         Anomaly.DUPLICATE: "duplicates", Anomaly.OFFSET_REGRESSION: "offset-regressions",
         Anomaly.SLOW_RECORD: "slow-records", Anomaly.NON_CONVERGENCE: "convergence",
-        Anomaly.FENCED_COMMIT: "fenced-commits",
+        Anomaly.FENCED_COMMIT: "fenced-commits", Anomaly.WARMUP_TIMEOUT: "warm-up",
     }
     assert set(finds) == set(Anomaly)
     verdicts = {c.check: c.verdict for c in synthetic_runs["planted"].checks}

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 import pandas as pd
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from experiments.scenario.labels import fault_label
@@ -96,6 +96,28 @@ Reader = Callable[[], Results]   # a planned check's results, once its batch is 
 
 def _found(name: str, count: int, found: str, clean: str, evidence: pd.DataFrame) -> CheckResult:
     return CheckResult(name, Verdict.FALSE if count else Verdict.TRUE, count, found if count else clean, evidence)
+
+
+def warmup(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
+    """A warm-up that timed out (the runner's `warmup-timeout` phase, with the group's ownership when it gave
+    up): the timeline then began from a group still forming, and every count after it measures that too."""
+    def summary(name: str) -> Column:
+        return F.get_json_object("detail", f"$.{name}").cast("long").alias(name)
+
+    timeouts = inputs.control.filter((F.col("type") == ev.PHASE) & (F.col("name") == "warmup-timeout")).select(
+        "run", "t", summary("members_up"), summary("owned"), summary("partitions"), summary("double_owned"))
+    evidence = batch.first_rows(timeouts, ["t"], config.evidence_rows)
+
+    def read() -> Results:
+        results = {}
+        for run in inputs.runs:
+            rows = evidence.value[run]
+            detail = "; ".join(f"at {row.t:.1f} s, {row.members_up} members up, {row.owned} of {row.partitions} "
+                               f"partitions owned, {row.double_owned} owned twice" for row in rows.itertuples())
+            results[run] = _found(checks.WARMUP.name, len(rows), detail, "the group was stable first", rows)
+        return results
+
+    return read
 
 
 def double_ownership(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
@@ -487,6 +509,8 @@ class Check:
 
 _OWNERSHIP = (ev.PARTITIONS_ASSIGNED, ev.REBALANCE_COMPLETED)
 CHECKS: tuple[Check, ...] = (
+    Check(spec=checks.WARMUP, needs=(ev.PHASE,), missing="no phase events (the runner did not mark its phases)",
+          plan=warmup),
     Check(spec=checks.DOUBLE_OWNERSHIP, needs=_OWNERSHIP, missing="no ownership events", plan=double_ownership),
     Check(spec=checks.CONSUMED_WITHOUT_OWNERSHIP, needs=(ev.RECORDS_CONSUMED,), missing="no records consumed",
           plan=consumption_outside_ownership),

@@ -21,6 +21,11 @@ class CheckSpec:
     campaign_metric: str | None = None   # its count among a campaign's per-run metrics (None: not one)
 
 
+WARMUP = CheckSpec(
+    name="warm-up", phrase="warm-ups that ended without a stable group",
+    question="the timeline started before the group owned every partition exactly once (count: warm-ups)",
+    found="the warm-up timed out ({detail}): every later measure includes a group still forming",
+    clean="the group owned every partition exactly once before the timeline started")
 DOUBLE_OWNERSHIP = CheckSpec(
     name="double-ownership", phrase="double ownership",
     question="two or more members owning one partition at once (count: windows)",
@@ -55,7 +60,7 @@ SERVER_STALL = CheckSpec(
     name="server-stall", phrase="brokers answering nothing for over 2 s while requests were held up",
     question="a broker answering no request for more than 2 s while requests were held up (count: windows)")
 
-SPECS: tuple[CheckSpec, ...] = (DOUBLE_OWNERSHIP, CONSUMED_WITHOUT_OWNERSHIP, LOST_RECORDS, DUPLICATES,
+SPECS: tuple[CheckSpec, ...] = (WARMUP, DOUBLE_OWNERSHIP, CONSUMED_WITHOUT_OWNERSHIP, LOST_RECORDS, DUPLICATES,
                                 OFFSET_REGRESSIONS, SLOW_RECORDS, CONVERGENCE, FENCED_COMMITS, SERVER_WITNESS,
                                 SERVER_STALL)
 BY_NAME: dict[str, CheckSpec] = {spec.name: spec for spec in SPECS}

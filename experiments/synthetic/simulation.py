@@ -40,6 +40,7 @@ class Anomaly(StrEnum):
     SLOW_RECORD = "slow-record"              # a partition stalls longer than the latency limit
     NON_CONVERGENCE = "non-convergence"      # a partition stays unowned after the last fault
     FENCED_COMMIT = "fenced-commit"          # a commit refused (ILLEGAL_GENERATION; kip848: STALE_MEMBER_EPOCH)
+    WARMUP_TIMEOUT = "warmup-timeout"        # the timeline starts before the group owns every partition once
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,6 +211,10 @@ class _Simulation:
         for _ in range(c.members):
             self._start_member(0.0)
         self._rebalance(0.0, "initial")
+        if Anomaly.WARMUP_TIMEOUT in c.anomalies:   # as the runner marks a warm-up that gave up waiting
+            self.out.event("runner", 0.0, "", ev.PHASE, name="warmup-timeout",
+                           detail={"members_up": c.members, "owned": c.partitions - 1, "double_owned": 0,
+                                   "partitions": c.partitions})
         pending = sorted(c.timeline, key=lambda change: change.at_s)
         steps = round(c.duration_s / c.tick_s)
         for step in range(steps + 1):
