@@ -88,7 +88,7 @@ def test_summary_files_are_written(synthetic_runs):
         assert (out / f"{name}.parquet").exists()
     assert (out / "evidence" / "duplicates.parquet").exists()
     verdicts = pd.read_parquet(out / "verdicts.parquet")
-    assert (verdicts["verdict"] == "false").sum() == 9    # the servers' extra count too
+    assert (verdicts["verdict"] == "false").sum() == 10    # every planted anomaly, the servers' extra count too
     assert "## Evidence: double-ownership" in (out / "summary.md").read_text()
     results = verdicts.set_index("check")["result"]                     # the same words as the terminal's
     assert results["duplicates"].startswith("VIOLATED (") and results["fenced-commits"].startswith("protected (")
