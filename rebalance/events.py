@@ -101,6 +101,8 @@ RECORD_PRODUCED = _event("record_produced", "older logs: one produced record", t
 RECORDS_PRODUCED = _event("records_produced", "a batch of produced records, consecutive offsets", topic=TEXT,
                           partition=INT, first_offset=INT, last_offset=INT, count=INT, seqs=INTS, produce_ts_ms=INTS)
 PHASE = _event("phase", "the runner marks a scenario phase", name=TEXT, detail=OBJECT, status=TEXT)
+# The phase mark of a warm-up that gave up waiting for a stable group (its detail: the ownership it left).
+WARMUP_TIMEOUT = "warmup-timeout"
 COORDINATOR_EVENT = _event("coordinator_event", "server side: group state transitions", group=TEXT, node=INT,
                            event=TEXT, partition=INT, state=TEXT, from_state=TEXT, to_state=TEXT, generation=INT,
                            members=INT, offsets=INT, reason=TEXT)

@@ -32,7 +32,7 @@ def broker():
 def test_a_short_hostile_run_holds_every_invariant_and_reports_progress(broker):
     progress = []
     report = HostileRun(broker.bootstrap, answer_limit_s=ANSWER_LIMIT_S).run(
-        SHORT_RUN_S, on_progress=lambda so_far, elapsed: progress.append((elapsed, so_far.batches)),
+        SHORT_RUN_S, chunk=10, on_progress=lambda so_far, elapsed: progress.append((elapsed, so_far.batches)),
         progress_every_s=0.5)
     # Progress is looked at after every batch, not only between Hypothesis's chunks of ten (on a loaded
     # machine one chunk can outlast the whole run): a line between chunks would always follow a tenth batch.

@@ -345,7 +345,7 @@ class Run:
                     return
             else:
                 stable_since = None
-        self.recorder.emit(ev.PHASE, name="warmup-timeout", detail=self.progress.ownership_summary())
+        self.recorder.emit(ev.PHASE, name=ev.WARMUP_TIMEOUT, detail=self.progress.ownership_summary())
 
     async def play(self) -> None:
         self.t0_ns = time.monotonic_ns()

@@ -104,7 +104,7 @@ def warmup(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
     def summary(name: str) -> Column:
         return F.get_json_object("detail", f"$.{name}").cast("long").alias(name)
 
-    timeouts = inputs.control.filter((F.col("type") == ev.PHASE) & (F.col("name") == "warmup-timeout")).select(
+    timeouts = inputs.control.filter((F.col("type") == ev.PHASE) & (F.col("name") == ev.WARMUP_TIMEOUT)).select(
         "run", "t", summary("members_up"), summary("owned"), summary("partitions"), summary("double_owned"))
     evidence = batch.first_rows(timeouts, ["t"], config.evidence_rows)
 

@@ -212,7 +212,7 @@ class _Simulation:
             self._start_member(0.0)
         self._rebalance(0.0, "initial")
         if Anomaly.WARMUP_TIMEOUT in c.anomalies:   # as the runner marks a warm-up that gave up waiting
-            self.out.event("runner", 0.0, "", ev.PHASE, name="warmup-timeout",
+            self.out.event("runner", 0.0, "", ev.PHASE, name=ev.WARMUP_TIMEOUT,
                            detail={"members_up": c.members, "owned": c.partitions - 1, "double_owned": 0,
                                    "partitions": c.partitions})
         pending = sorted(c.timeline, key=lambda change: change.at_s)
