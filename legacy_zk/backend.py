@@ -20,6 +20,7 @@ def _check(config: MemberConfig) -> None:
 PROFILE = BackendProfile(
     name="legacy", summary="Kafka 0.8's ZooKeeper rebalancer", strategies=STRATEGIES, group_protocol=None,
     needs_zookeeper=True, coordinator_in_brokers=False, connects_to=Server.ZOOKEEPER, member_id=_consumer_id,
+    id_setting="consumer.id",
     commits_carry_generation=False,   # 0.8 kept offsets in ZooKeeper, with no generation to fence them
     check=_check, member_class="legacy_zk.member:LegacyMember",
     default_strategy="range",   # 0.8's partition.assignment.strategy default

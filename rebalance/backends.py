@@ -76,6 +76,10 @@ class BackendProfile:
     group_protocol: GroupProtocol | None
     commits_carry_generation: bool      # offsets_committed events carry the group generation
     member_id: Callable[[str, str], str]            # (group, member name) -> the id its events carry
+    # The native setting that fixes the id a member registers under (0.8's consumer.id, the clients' client.id).
+    # Unset, a member's id is its name behind a tag drawn at each start, as a deployment's pods' ids are
+    # (`rebalance.member.pod_client_id`); the member command sets it from `--id`, as a user configuring one does.
+    id_setting: str
     check: Callable[[MemberConfig], None]           # raises ValueError or TypeError on a bad config
     member_class: str                   # "module:Class", made as Class(config, *, listener=None, recorder=None)
     # The brokers' environment for a run: (session timeout ms, native settings) -> variables. Where the

@@ -66,3 +66,20 @@ def test_rich_tables_are_read_with_their_titles() -> None:
                "┃ member ┃ partitions ┃\n┡━━━━━━━━╇━━━━━━━━━━━━┩\n│ C0     │ t0-0 t0-1  │\n"
                "│ C2     │ -          │\n└────────┴────────────┘\n")
     assert rich_tables(printed) == [("cooperative-sticky, round 1", [["C0", "t0-0 t0-1"], ["C2", "-"]])]
+
+
+def test_a_clean_up_that_meets_a_process_already_gone_goes_on() -> None:
+    """Lab 4's teardown kills what its shells left behind; a process that exited meanwhile must not raise
+    (its ProcessLookupError once turned one failed wait into five errors that hid it)."""
+    import subprocess
+
+    from tests.labs.walk import kill_all
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    alive = subprocess.Popen(["sleep", "30"])
+    try:
+        assert kill_all([gone.pid, alive.pid]) == [alive.pid]
+        assert alive.wait(timeout=10) == -9
+    finally:
+        alive.kill()

@@ -253,3 +253,29 @@ def test_a_scenario_changing_any_08_setting_without_a_word_is_caught(tmp_path, s
         said = SAID_08_DEFAULT[field]
         path.write_text(f"# Legacy runs {setting} {value}: {said}.\n" + text)
         assert not unexplained_08_changes(path)
+
+
+@pytest.mark.parametrize("backend, setting", [("legacy", "consumer.id"), ("classic", "client.id"),
+                                              ("kip848", "client.id")])
+def test_a_member_named_by_hand_registers_under_its_name(backend: str, setting: str) -> None:
+    """`./lab member --id alice` is a consumer whose consumer.id (client.id) is set: 0.8 registers it as
+    `<group>_alice`, so three members started by hand sort by the names typed, as lab 4 says; without the
+    setting the id carries a tag drawn at each start, as a deployment's pods' ids do."""
+    from experiments.run.member_cli import _configs_from_options
+    from rebalance.backends import profile
+
+    def configs(name, extra):
+        return _configs_from_options(group="g", topics=("t0",), zk=["127.0.0.1:2181"], bootstrap=["127.0.0.1:9092"],
+                                     strategy=None, name=name, instance_id=None, session_timeout_ms=None,
+                                     extra=extra, count=1, id_setting=profile(backend).id_setting)
+
+    (named,) = configs("alice", {}).values()
+    assert named.extra == {setting: "alice"}
+    (overridden,) = configs("alice", {setting: "pod-7"}).values()
+    assert overridden.extra == {setting: "pod-7"}
+    if backend == "legacy":
+        assert LegacyConfig.from_member_config(named).consumer_id == "alice"
+        assert consumer_id_string("g", LegacyConfig.from_member_config(named).consumer_id) == "g_alice"
+        drawn = LegacyConfig.from_member_config(MemberConfig(group="g", topics=("t0",), member_name="alice",
+                                                             zk_connect="127.0.0.1:2181"))
+        assert drawn.consumer_id != "alice" and drawn.consumer_id.endswith(".alice")

@@ -53,7 +53,8 @@ def member(
              "once for all members or K times, one per member in order.")] = None,
     strategy: Annotated[str | None, typer.Option(
         help="Assignment strategy (legacy: range, roundrobin); default range.")] = None,
-    name: Annotated[str | None, typer.Option("--id", help="Member name (legacy consumer.id, else client.id).")] = None,
+    name: Annotated[str | None, typer.Option("--id", help="Member name, and the id it registers under (legacy "
+                                                           "consumer.id, else client.id).")] = None,
     instance_id: Annotated[str | None, typer.Option(help="Static membership id (classic and kip848).")] = None,
     session_timeout_ms: Annotated[int | None, typer.Option(min=1, help="Session timeout in ms.")] = None,
     config: Annotated[
@@ -90,7 +91,7 @@ def member(
             group=group, topics=tuple(topic), zk=_per_member("--zk", zk, count),
             bootstrap=_per_member("--bootstrap", bootstrap, count), strategy=strategy, name=name,
             instance_id=instance_id, session_timeout_ms=session_timeout_ms, extra=_parse_settings(config or []),
-            count=count)
+            count=count, id_setting=chosen.id_setting)
     _check_addresses(chosen, configs.values())
     spec, seed = _read_workload(workload)
     control = None
@@ -120,8 +121,13 @@ def member(
 
 def _configs_from_options(*, group: str, topics: tuple[str, ...], zk: list[str | None], bootstrap: list[str | None],
                           strategy: str | None, name: str | None, instance_id: str | None,
-                          session_timeout_ms: int | None, extra: dict[str, object], count: int) -> dict[str, MemberConfig]:
-    """One config per member; options left out keep `MemberConfig`'s defaults."""
+                          session_timeout_ms: int | None, extra: dict[str, object], count: int,
+                          id_setting: str) -> dict[str, MemberConfig]:
+    """One config per member; options left out keep `MemberConfig`'s defaults.
+
+    A member named with `--id` registers under that name (0.8: `<group>_<name>`), as a consumer whose
+    consumer.id or client.id is set does, so that a group started by hand orders its members by the names
+    typed; an explicit `--config` of the same setting wins. Without `--id`, names are drawn."""
     names = [name] if count == 1 else [f"{name or 'member'}-{index}" for index in range(count)]
     given = {"strategy": strategy, "session_timeout_ms": session_timeout_ms}
     common = {key: value for key, value in given.items() if value is not None}
@@ -129,7 +135,8 @@ def _configs_from_options(*, group: str, topics: tuple[str, ...], zk: list[str |
         member_name: MemberConfig(
             group=group, topics=topics, member_name=member_name,
             group_instance_id=f"{instance_id}-{index}" if instance_id and count > 1 else instance_id,
-            zk_connect=zk[index], bootstrap=bootstrap[index], extra=extra, **common,
+            zk_connect=zk[index], bootstrap=bootstrap[index],
+            extra={id_setting: member_name, **extra} if name else extra, **common,
         )
         for index, member_name in enumerate(names)
     }

@@ -21,6 +21,7 @@ PROFILE = BackendProfile(
     name="classic", summary="Kafka's classic group protocol (JoinGroup, SyncGroup)", strategies=STRATEGIES,
     group_protocol=GroupProtocol.CLASSIC, needs_zookeeper=False, coordinator_in_brokers=True, connects_to=Server.BROKERS,
     member_id=lambda group, name: name,   # its client.id: the coordinator's member id is given only at join
+    id_setting="client.id",
     commits_carry_generation=True,   # OffsetCommit is fenced by the generation
     check=_settings_check, member_class="modern.classic.member:ModernMember",
     # 3.x's partition.assignment.strategy default is [range, cooperative-sticky]: the group's vote takes the

@@ -24,6 +24,7 @@ PROFILE = BackendProfile(
     name="kip848", summary="KIP-848's consumer group protocol (ConsumerGroupHeartbeat)",
     group_protocol=GroupProtocol.CONSUMER, strategies=STRATEGIES, needs_zookeeper=False, coordinator_in_brokers=True, connects_to=Server.BROKERS,
     member_id=lambda group, name: name,   # its client.id, as classic's; the coordinator's id is a UUID it makes
+    id_setting="client.id",
     commits_carry_generation=True,   # OffsetCommit v9 is fenced by the member epoch
     check=_settings_check, member_class="modern.kip848.member:Kip848Member", broker_env=_broker_env,
     herd_cost_terms=("moved", "1"),   # only members whose target changed do more than heartbeat

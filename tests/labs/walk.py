@@ -275,7 +275,7 @@ class Walk:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGTERM)
+            kill_all([process.pid], signal.SIGTERM, group=True)
             stdout, stderr = process.communicate(timeout=60)
             stderr += f"\n(walk: killed after {timeout:.0f} s)"
         outcome = Outcome(block=block, commands=commands, returncode=process.returncode, stdout=stdout,
@@ -380,3 +380,16 @@ def rich_tables(output: str) -> list[tuple[str, list[list[str]]]]:
         elif stripped and not stripped.startswith(("┃", "┡")):
             title.append(stripped)
     return tables
+
+
+def kill_all(pids, sig: int = signal.SIGKILL, *, group: bool = False) -> list[int]:
+    """Send `sig` to each process (or its process group); one already gone is no error, since a clean-up
+    often races the process's own exit. Returns the ones that were still there."""
+    reached = []
+    for pid in pids:
+        try:
+            (os.killpg if group else os.kill)(pid, sig)
+        except ProcessLookupError:
+            continue
+        reached.append(pid)
+    return reached
