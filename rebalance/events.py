@@ -117,6 +117,18 @@ BROKER_LIVENESS = _event("broker_liveness", "a broker's own sampler: a periodic 
 PROCESS_MEMORY = _event("process_memory", "a member host's resident memory, sampled every 10 s "
                         "(rebalance.process_memory)", rss_bytes=INT)
 METRICS = _event("metrics", "a periodic snapshot under Kafka's consumer metric names (fields vary)")
+# What a run's conditions check (experiments.run.conditions) reads besides the rest: whether the producer kept
+# its schedule, the machine's own pressure, and when the members of a join wave were asked to start.
+PRODUCER_PACE = _event("producer_pace", "the producer against its schedule, once a second: records the schedule "
+                       "called for (due) and sent so far, how far behind it is now, its longest pause between sends "
+                       "in the second", rate=FLOAT, due=INT, sent=INT, behind_ms=FLOAT, longest_gap_ms=FLOAT)
+HOST_SAMPLE = _event("host_sample", "the machine over the last interval (the runner, once a second): the share of "
+                     "time a runnable task waited for a CPU (/proc/pressure/cpu, some), CPU stolen by the hypervisor, "
+                     "CPU busy, the 1-minute load average and the cores", interval_ms=FLOAT, cpu_pressure_pct=FLOAT,
+                     steal_pct=FLOAT, busy_pct=FLOAT, load1=FLOAT, cores=INT)
+JOIN_WAVE = _event("join_wave", "members the runner asked to join at one timeline step, and when each was due "
+                   "(the step's time plus the scenario's declared spread)", fault_id=TEXT, members=TEXTS,
+                   due_ns=INTS, armed=BOOL)
 
 VOCABULARY: Mapping[str, EventType] = MappingProxyType(_declared)
 EVENT_TYPES = frozenset(VOCABULARY)
