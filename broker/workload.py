@@ -12,6 +12,11 @@ sender thread once a record, which at 600 records/s took 64% of a core; in ticks
 latency; it only makes the arrivals come in groups of rate/100, as a producer's `linger.ms`
 groups them on the wire.
 
+Once a second the producer writes how it kept its schedule (`producer_pace`): the records the schedule called
+for so far and those sent, how far behind it is, and its longest pause between two ticks. A producer starved of
+CPU falls behind and, the bucket being small, stays behind: the run then offered less load than it declares,
+which the run's conditions check says (experiments.run.conditions).
+
 Acknowledged records are gathered per partition and written as one `records_produced`
 event per partition every `BATCH_INTERVAL_S` (and at the end): a record per event would
 make the producer's log most of a run's bytes. A batch holds consecutive offsets only; an
@@ -27,12 +32,13 @@ from pathlib import Path
 
 from kafka import KafkaProducer
 
-from rebalance.events import RECORDS_PRODUCED, EventRecorder, NullRecorder
+from rebalance.events import PRODUCER_PACE, RECORDS_PRODUCED, EventRecorder, NullRecorder
 from rebalance.records import encode_value
 
 PACE_TICK_S = 0.01             # the records due are sent together this often
 MAX_IDLE_SLEEP_S = 0.05        # at low rates, the longest wait for a token (the duration is checked between)
 BATCH_INTERVAL_S = 0.1         # how often acknowledged records are written down
+PACE_REPORT_S = 1.0            # how often the producer writes how it kept its schedule
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +112,33 @@ class ProducedBatch:
                 "produce_ts_ms": self.stamps}
 
 
+class _Pace:
+    """The schedule a producer at `rate` records a second keeps from `start`: record n is due at
+    start + n / rate (the bucket's first token is there at once)."""
+
+    def __init__(self, rate: float, start: float) -> None:
+        self.rate, self.start = rate, start
+        self.last_tick = start
+        self.longest_gap = 0.0
+        self.next_report = start + PACE_REPORT_S
+
+    def tick(self, now: float) -> None:
+        self.longest_gap = max(self.longest_gap, now - self.last_tick)
+        self.last_tick = now
+
+    def due_report(self, now: float) -> bool:
+        return now >= self.next_report
+
+    def report(self, now: float, sent: int) -> dict:
+        due = int((now - self.start) * self.rate) + 1
+        fields = {"rate": self.rate, "due": due, "sent": sent,
+                  "behind_ms": round(max(0.0, (due - sent) / self.rate) * 1000, 1),
+                  "longest_gap_ms": round(self.longest_gap * 1000, 1)}
+        self.longest_gap = 0.0
+        self.next_report = now + PACE_REPORT_S
+        return fields
+
+
 @dataclass(frozen=True)
 class WorkloadSummary:
     sent: int
@@ -138,6 +171,7 @@ class ProducerWorkload:
         bucket = TokenBucket(config.rate, config.capacity, start)
         sequence = 0
         written_at = start
+        pace = _Pace(config.rate, start)
         try:
             while not stop.is_set():
                 now = time.monotonic()
@@ -146,10 +180,14 @@ class ProducerWorkload:
                 if now - written_at >= BATCH_INTERVAL_S:
                     self._write_batches()
                     written_at = now
+                pace.tick(now)
+                if pace.due_report(now):
+                    self.recorder.emit(PRODUCER_PACE, **pace.report(now, sequence))
                 for _ in range(bucket.take_all(now)):
                     self._send(producer, sequence)
                     sequence += 1
                 stop.wait(min(max(PACE_TICK_S, bucket.time_until_token()), MAX_IDLE_SLEEP_S))
+            self.recorder.emit(PRODUCER_PACE, **pace.report(time.monotonic(), sequence))
             producer.flush()
         finally:
             producer.close()

@@ -11,7 +11,7 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from broker.workload import ProducerWorkload, TokenBucket, WorkloadConfig
+from broker.workload import ProducerWorkload, TokenBucket, WorkloadConfig, _Pace
 from experiments.cli.app import app
 from rebalance.events import read_events
 
@@ -85,6 +85,8 @@ def test_workload_produces_numbered_timestamped_records(broker, unique_topic, tm
                  "produce_ts_ms": e["produce_ts_ms"][i]} for e in batches for i, seq in enumerate(e["seqs"])]
     assert sorted(e["seq"] for e in produced) == list(range(summary.sent))
     assert all(e["partition"] == e["seq"] % 4 for e in produced)
+    pace = [e for e in read_events(events) if e["type"] == "producer_pace"]
+    assert pace and pace[-1]["sent"] == summary.sent and pace[-1]["rate"] == 200
 
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest")
     consumer.assign([TopicPartition(unique_topic, p) for p in range(4)])
@@ -106,3 +108,14 @@ def test_token_bucket_hands_out_every_whole_token_at_once_within_its_cap():
     assert bucket.take_all(0.01) == 0
     assert bucket.take_all(10.0) == 60                  # after a stall: capped at the burst
     assert bucket.take_all(10.0025, at_most=1) == 1 and bucket.take_all(10.0025) == 0
+
+
+def test_the_pace_says_how_far_behind_its_schedule_a_stalled_producer_is():
+    pace = _Pace(rate=100, start=0.0)
+    for tick in range(1, 101):            # on time: a record every 10 ms
+        pace.tick(tick / 100)
+    on_time = pace.report(1.0, sent=101)
+    assert on_time["due"] == 101 and on_time["behind_ms"] == 0 and on_time["longest_gap_ms"] == 10
+    pace.tick(3.0)                         # stalled for 2 s, then only the bucket's burst of 10
+    late = pace.report(3.0, sent=111)
+    assert late["due"] == 301 and late["behind_ms"] == 1900 and late["longest_gap_ms"] == 2000
