@@ -22,6 +22,10 @@ PROFILE = BackendProfile(
     needs_zookeeper=True, coordinator_in_brokers=False, connects_to=Server.ZOOKEEPER, member_id=_consumer_id,
     id_setting="consumer.id",
     commits_carry_generation=False,   # 0.8 kept offsets in ZooKeeper, with no generation to fence them
+    # 0.8's application took one message at a time from a ConsumerIterator and left commits to auto-commit:
+    # ZookeeperConsumerConnector's scheduled autoCommit and the commit in closeFetchersForQueues before a
+    # rebalance releases its partitions (docs/legacy.md, "Commits")
+    commits_after_batch=False,
     check=_check, member_class="legacy_zk.member:LegacyMember",
     default_strategy="range",   # 0.8's partition.assignment.strategy default
     # every member reads every registration (N x N), claims, releases and reads offsets per partition (P)

@@ -89,6 +89,11 @@ class BackendProfile:
     # (experiments.summary.herd_model): "N2" (N squared), "N" (group size), "P" (partitions), "moved" (members
     # whose assignment changed), "1" (a constant). What the protocol's own steps make the cost grow with.
     herd_cost_terms: tuple[str, ...] = ("N", "1")
+    # Whether its generation's application commits after each poll's records when a scenario asks for that
+    # (`[workload] commit = "batch"`, Spring Kafka's AckMode.BATCH). False: its application had no poll's batch
+    # and committed through the client's auto-commit whatever the scenario asks (0.8's high-level consumer, an
+    # iterator handing out one message at a time, auto.commit.enable on by default).
+    commits_after_batch: bool = True
     # How the report draws and places it: a matplotlib colour and marker, and its column (oldest protocol
     # first, as the lab tells the story).
     colour: str

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from experiments.scenario import Problem, Scenario, ScenarioError
-from experiments.scenario.model import DEFAULT_MAX_POLL_RECORDS
+from experiments.scenario.model import DEFAULT_MAX_POLL_RECORDS, WorkloadSpec
 from rebalance.backends import BackendProfile, Server
 from rebalance.member import MemberConfig
 
@@ -26,6 +27,14 @@ def workload_settings(scenario: Scenario) -> Mapping[str, object]:
     return {} if records == DEFAULT_MAX_POLL_RECORDS else {"max.poll.records": records}
 
 
+def workload_of(scenario: Scenario, profile: BackendProfile) -> WorkloadSpec:
+    """The scenario's [workload] as the backend's application runs it: a generation whose application committed
+    through the client's auto-commit (`BackendProfile.commits_after_batch` false: 0.8) does so whatever
+    `commit` the scenario asks for."""
+    workload = scenario.workload
+    return workload if profile.commits_after_batch else replace(workload, commit="auto")
+
+
 def member_config(scenario: Scenario, profile: BackendProfile, name: str, address: str | None, *,
                   workload: bool = True) -> MemberConfig:
     group = scenario.group
@@ -34,7 +43,7 @@ def member_config(scenario: Scenario, profile: BackendProfile, name: str, addres
                         strategy=profile.strategy(group.strategy),   # "default": the backend's own
                         member_name=name, group_instance_id=name if group.static else None,
                         session_timeout_ms=group.session_timeout_ms, extra=extra,
-                        auto_commit=scenario.workload.commit == "auto",
+                        auto_commit=workload_of(scenario, profile).commit == "auto",
                         **{profile.connects_to.config_field: address})
 
 
@@ -68,6 +77,7 @@ def host_argv(scenario: Scenario, profile: BackendProfile, members: tuple[str, .
     config_path.write_text(json.dumps(configs, indent=1))
     argv = [sys.executable, "-m", "experiments.run.member_cli", "--backend", profile.name,
             "--member-configs", str(config_path), "--events", str(events), "--run-id", run_id]
-    if scenario.workload.handles:
-        argv += ["--workload", json.dumps({**scenario.workload.to_json(), "seed": scenario.seed})]
+    workload = workload_of(scenario, profile)
+    if workload.handles:
+        argv += ["--workload", json.dumps({**workload.to_json(), "seed": scenario.seed})]
     return argv
