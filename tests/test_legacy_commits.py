@@ -16,22 +16,24 @@ import json
 import threading
 import time
 import uuid
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
 from experiments.run.member_configs import host_argv, member_config
 from experiments.run.member_host import Host
+from experiments.scenario import load as load_scenario
 from experiments.scenario import loads
-from experiments.scenario.model import WorkloadSpec
+from experiments.scenario.model import WorkloadSpec, on_backend
+from legacy_zk.config import LegacyConfig
 from legacy_zk.member import LegacyMember
 from rebalance.backends import profile
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig
+from tests import test_legacy_config as settings_check
 from tests import test_legacy_zk as legacy
 from tests import test_poll_loop_legacy as loop
-
-pytestmark = [pytest.mark.zk, pytest.mark.broker]
 
 TOPIC, PARTITIONS, PER_PARTITION = loop.TOPIC, loop.PARTITIONS, loop.PER_PARTITION
 LEGACY = profile("legacy")
@@ -91,6 +93,8 @@ def offsets_writes(events: list[dict]) -> list[dict]:
             and "/offsets/" in e["path"] and e["error"] is None]
 
 
+@pytest.mark.zk
+@pytest.mark.broker
 def test_a_legacy_member_handling_batches_writes_its_offsets_on_auto_commits_not_per_record(
         zk_connect, kz, bootstrap, tmp_path):
     """A scenario with `commit = "batch"`: each 0.8 poll hands out one record, so an application commit after
@@ -130,6 +134,8 @@ def test_a_legacy_member_handling_batches_writes_its_offsets_on_auto_commits_not
     assert (member.config.auto_commit_enable, member.config.auto_commit_interval_ms) == (True, 5000)
 
 
+@pytest.mark.zk
+@pytest.mark.broker
 def test_a_legacy_member_handling_batches_commits_before_its_rebalance_releases_what_it_owns(
         zk_connect, kz, bootstrap, tmp_path):
     """`closeFetchersForQueues` with auto-commit on: the rebalance stops fetching, clears the queues and
@@ -177,3 +183,16 @@ def test_a_legacy_member_handling_batches_commits_before_its_rebalance_releases_
     started = max(i for i, e in enumerate(events[:released]) if e["type"] == "rebalance_started")
     assert any(e["path"].endswith(path) for e in offsets_writes(events[started:released])), \
         "the commit before the release was not the rebalance's"
+
+
+@pytest.mark.parametrize("path", settings_check.LEGACY_SCENARIOS, ids=lambda path: path.stem)
+def test_the_08_settings_a_scenarios_comments_are_checked_against_are_those_its_run_gives_its_members(path):
+    """tests/test_legacy_config.py holds each scenario's comments to the 0.8 settings it runs; those must be the
+    settings a run makes its members with, workload included. seed002's `commit = "batch"` once turned
+    auto-commit off for 0.8 (the application's commit instead) while its comments said it ran the shared 5 s
+    auto-commit, and the check, reading the group alone, could not see it."""
+    run = on_backend(load_scenario(path), LEGACY.name)
+    runs = LegacyConfig.from_member_config(member_config(run, LEGACY, "m000", "127.0.0.1:2181"))
+    checked = settings_check.legacy_settings(path)
+    tuned = [f.name for f in fields(LegacyConfig) if f.name not in settings_check.NAMES_THE_RUN]
+    assert {name: getattr(runs, name) for name in tuned} == {name: getattr(checked, name) for name in tuned}
