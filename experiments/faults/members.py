@@ -39,14 +39,18 @@ class MemberFaults:
         self.hosts = hosts
         self.proxies = proxies
         self.start_hosts = start_hosts
-        self.state: dict[str, str] = {}   # paused | crashed | left; members of started hosts default to running
+        self.state: dict[str, str] = {}   # armed | paused | crashed | left; members of started hosts default to running
 
     def state_of(self, member: str) -> str:
         return self.state.get(member, "running")
 
     def started(self, member: str) -> bool:
         host = self.hosts.get(self.schedule.host_of(member).name)
-        return host is not None and host.running
+        return host is not None and host.running and self.state_of(member) != "armed"
+
+    def arm(self, members: Iterable[str]) -> None:
+        """Members whose host process runs armed: they join on their start command."""
+        self._set_state(members, "armed")
 
     def split(self, members: Iterable[str]) -> tuple[list[ChildProcess], list[str]]:
         """Host processes that `members` cover whole (for real signals), and the members of hosts
@@ -66,12 +70,24 @@ class MemberFaults:
 
     # ---- the faults
 
-    async def start(self, members: Iterable[str]) -> None:
-        """Start the host processes of `members` (a join, a scale up, a host restarted whole)."""
+    async def start(self, members: Iterable[str], *, due_ns: Iterable[int] | None = None) -> None:
+        """Start `members` (a join, a scale up, a host restarted whole): armed ones by a start command each, at
+        its `due_ns` (monotonic; default at once), the others by starting their host processes."""
         members = list(members)
-        await self.start_hosts(members)
-        for host in {self.schedule.host_of(member) for member in members}:
-            self._set_state(host.members, "running")
+        due = list(due_ns) if due_ns is not None else [time.monotonic_ns()] * len(members)
+        armed = [(member, at) for member, at in zip(members, due, strict=True) if self.state_of(member) == "armed"]
+        others = [member for member in members if self.state_of(member) != "armed"]
+        if others:
+            await self.start_hosts(others)
+            for host in {self.schedule.host_of(member) for member in others}:
+                self._set_state(host.members, "running")
+
+        async def start_when_due(member: str, at: int) -> None:
+            await asyncio.sleep(max(0.0, (at - time.monotonic_ns()) / 1e9))
+            await self.command(member, "start")
+            self.state[member] = "running"
+
+        await asyncio.gather(*(start_when_due(member, at) for member, at in armed))
 
     async def leave(self, members: Iterable[str]) -> int | None:
         members = list(members)

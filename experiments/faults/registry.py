@@ -10,6 +10,7 @@ so actions compose by name without silently replacing each other.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from experiments.faults.proxy import Toxic
 from experiments.faults.server import ServerFaults
 from experiments.scenario.actions import ACTIONS, Action, Direction, LinkFault, Span
 from experiments.scenario.model import Step
+from rebalance import events as ev
 
 Handler = Callable[[Any, Step], Awaitable[int | None]]   # (run, step) -> observed monotonic ns or None
 
@@ -54,15 +56,20 @@ def names() -> list[str]:
 
 
 async def _join(run, step: Step) -> int | None:
-    await run.members.start(step.targets)
+    """A join wave: every member due at the step's time, or at its declared offset (`spread_s`)."""
+    now = time.monotonic_ns()
+    offsets = step.params.get("start_offsets_s") or [0.0] * len(step.targets)
+    due = [now + int(float(offset) * 1e9) for offset in offsets]
+    run.recorder.emit(ev.JOIN_WAVE, fault_id=step.fault_id, members=[run.member_id(name) for name in step.targets],
+                      due_ns=due, armed=all(run.members.state_of(name) == "armed" for name in step.targets))
+    await run.members.start(step.targets, due_ns=due)
     return None
 
 
 async def _scale(run, step: Step) -> int | None:
     if all(run.members.started(name) for name in step.targets):   # shrinking: they are running
         return await run.members.leave(step.targets)
-    await run.members.start(step.targets)
-    return None
+    return await _join(run, step)
 
 
 async def _phase(run, step: Step) -> int | None:

@@ -68,6 +68,8 @@ def member(
     control_fd: Annotated[int | None, typer.Option(
         help="A connected socket (file descriptor) carrying per-member commands, one JSON per line "
              "(the experiment runner's).")] = None,
+    armed: Annotated[bool, typer.Option(
+        "--armed", help="Make the members and wait: each joins only on its start command (needs --control-fd).")] = False,
     workload: Annotated[str | None, typer.Option(
         help='The application\'s handling of each record, as JSON: e.g. \'{"service": "fixed", "service_ms": 20, '
              '"commit": "batch", "seed": 1}\' (a scenario\'s [workload] table; default: no service time).')] = None,
@@ -100,15 +102,19 @@ def member(
             control = socket.socket(fileno=control_fd)
         except OSError as error:
             _fail(f"--control-fd {control_fd}: not a socket ({error.strerror})")
+    if armed and control is None:
+        _fail("--armed needs --control-fd: the members wait for start commands on it")
     recorder = EventRecorder(events, run_id=run_id, backend=backend) if events else NullRecorder()
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     try:
-        host = Host(chosen.make, configs, recorder, stop, workload=spec, seed=seed)
+        host = Host(chosen.make, configs, recorder, stop, workload=spec, seed=seed, armed=armed)
         try:
             for member_name in configs:
                 host.make(member_name)
+            if armed:
+                host.arm()
         except ValueError as error:
             _fail(str(error))
         if control is not None:

@@ -10,7 +10,12 @@ and reads one reply per command: {"id": 1, "ok": true, "ts_ns": ...} (`ts_ns`: C
 when the command took effect) or {"id": 1, "ok": false, "error": "..."}. `crash` drops the member
 at once as SIGKILL would (no commit, no leave, no session close, no more events for it); `pause`
 stops polling it until `resume` (acknowledged once a poll under way has returned); `leave` closes it
-cleanly; `start` starts a fresh instance of a crashed or departed member under its name.
+cleanly; `start` starts a fresh instance of a crashed or departed member under its name, or starts an armed one.
+
+An armed host (`--armed`, the runner's way for members that join at a timeline step) comes up, makes its
+members' clients and opens their connections (a member's `prepare()`, where it has one), and then waits: each
+member joins its group only on its `start` command. So a join wave starts at the moment the runner chose, not
+when two busy cores have finished starting ten Python processes.
 
 With a workload (experiments.run.handling) each member's polling thread handles the records a poll returned,
 each for its service time, before it polls again: a crash ends the handling at once, a pause stops it where it
@@ -81,7 +86,7 @@ class _Slot:
         self.name = name
         self.member = None
         self.gate: _Gate | None = None
-        self.state = "new"       # new | running | paused | crashed | leaving | left | starting
+        self.state = "new"       # new | armed | running | paused | crashed | leaving | left | starting
         self.lock = threading.Lock()   # held while its member acts: inside poll(), a commit, an event of handling
         self.batch = threading.Lock()  # held from a poll until its records are handled (a leave waits for it)
         self.wake = threading.Event()  # set on every change of state: ends a service time's sleep
@@ -95,7 +100,8 @@ class Host:
     applied on the main thread, or handed to a worker when they may block."""
 
     def __init__(self, factory: Callable[..., Member], configs: dict[str, MemberConfig], recorder: EventRecorder,
-                 stop: threading.Event, *, workload: WorkloadSpec | None = None, seed: int = 0) -> None:
+                 stop: threading.Event, *, workload: WorkloadSpec | None = None, seed: int = 0,
+                 armed: bool = False) -> None:
         self.factory = factory
         self.configs = configs
         self.recorder = recorder
@@ -106,6 +112,7 @@ class Host:
         self._pollers: list[threading.Thread] = []
         self._reply_lock = threading.Lock()
         self._control: socket.socket | None = None
+        self.armed = armed
         workload = workload or WorkloadSpec()
         self.handler = Handler(workload, seed, stop, log=console.print) if workload.handles else None
 
@@ -114,12 +121,21 @@ class Host:
         slot.gate = _Gate(self.recorder)
         slot.member = self.factory(self.configs[name], recorder=slot.gate)
 
+    def arm(self) -> None:
+        """Every member made and, where its client can, connected; none joins until its `start` command."""
+        for slot in self.slots.values():
+            prepare = getattr(slot.member, "prepare", None)
+            if prepare is not None:
+                prepare()
+            slot.state = "armed"
+        console.print(f"armed: {', '.join(self.slots)} (each joins on its start command)")
+
     # ---- the main thread
 
     def run(self) -> int:
         try:
             for slot in self.slots.values():
-                if self.stop.is_set():
+                if self.stop.is_set() or self.armed:
                     break
                 if not self._first_start(slot):
                     return 1
@@ -225,7 +241,7 @@ class Host:
             return self.reply(ident, error=f"no member {name!r} in this process "
                                            f"(it runs {', '.join(self.slots)})")
         expected = {"crash": ("running", "paused"), "pause": ("running",), "resume": ("paused",),
-                    "leave": ("running", "paused"), "start": ("crashed", "left")}[op]
+                    "leave": ("running", "paused"), "start": ("crashed", "left", "armed")}[op]
         if slot.state not in expected:
             return self.reply(ident, error=f"cannot {op} {name}: it is {slot.state}")
         if op == "crash":
@@ -265,11 +281,13 @@ class Host:
 
             threading.Thread(target=leave, daemon=True).start()
         else:  # start
+            fresh = slot.state != "armed"    # an armed member's client is made already
             slot.state = "starting"
 
             def start() -> None:
                 try:
-                    self.make(name)
+                    if fresh:
+                        self.make(name)
                 except ValueError as error:
                     slot.state = "crashed"
                     self.reply(ident, error=str(error))

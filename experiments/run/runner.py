@@ -53,6 +53,7 @@ from experiments.faults.members import STOP_TIMEOUT_S, MemberFaults
 from experiments.faults.process import RUN_MARKER_ENV, ChildProcess
 from experiments.faults.proxy import ProxyHub
 from experiments.faults.server import ServerFaults
+from experiments.run import host_load
 from experiments.run.folder import COMPARISON_FILE, RunFolder
 from experiments.run.member_configs import check_member_settings, host_argv, native_settings
 from experiments.run.member_links import MemberLinks
@@ -192,6 +193,7 @@ class Run:
             Console(stderr=True).print(f"[bold]{self.scenario.name}[/bold] on {self.backend}: "
                                        f"{self.scenario.load().line()}")
         display = asyncio.ensure_future(self.progress.show(self, live=self.options.progress))
+        sampler = asyncio.ensure_future(self.sample_host_load())
         status, reason = "completed", ""
         try:
             await self.setup()
@@ -207,6 +209,7 @@ class Run:
             self.folder.runner_error.write_text(traceback.format_exc())
         finally:
             await asyncio.shield(self.teardown(status))
+            sampler.cancel()
             display.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await display
@@ -253,6 +256,15 @@ class Run:
             self.note(f"reading the servers' counters at {moment!r} failed: {error!r}")
             return
         self.recorder.emit(ev.SERVER_COUNTERS, moment=moment, **sample.fields())
+
+    async def sample_host_load(self) -> None:
+        """The machine's CPU pressure, steal and load once a second, from setup to the end of the teardown."""
+        before = host_load.read_counters(time.monotonic_ns())
+        while True:
+            await asyncio.sleep(host_load.SAMPLE_EVERY_S)
+            after = host_load.read_counters(time.monotonic_ns())
+            self.recorder.emit(ev.HOST_SAMPLE, **host_load.sample(before, after))
+            before = after
 
     async def witness_after(self, step: Step) -> None:
         with contextlib.suppress(Aborted):
@@ -331,6 +343,7 @@ class Run:
     async def warmup(self) -> None:
         await self.enter_phase("warmup", members=len(self.schedule.initial_members))
         await self.start_members(self.schedule.initial_members)
+        await self.arm_wave_hosts()
         deadline = time.monotonic() + self.scenario.group.warmup_timeout
         stable_since = None
         while time.monotonic() < deadline:
@@ -403,16 +416,27 @@ class Run:
         return self.links.address(member, zk_connect=self.zk_connect,
                                   bootstrap=self.cluster.bootstrap if self.cluster else None)
 
-    async def start_members(self, members) -> None:
+    async def start_members(self, members, *, armed: bool = False) -> None:
+        """Start the host processes of `members`; `armed`: each member joins only on its start command."""
         for host_name in dict.fromkeys(self.schedule.host_of(member).name for member in members):
             spec = next(host for host in self.schedule.hosts if host.name == host_name)
             argv = host_argv(self.scenario, self.profile, spec.members, config_path=self.folder.member_settings(host_name),
                              address_of=self.member_address, events=self.events_dir /
                              f"{host_name}.jsonl", run_id=self.run_id)
-            process = ChildProcess(host_name, argv, log_path=self.folder.log(host_name),
-                                   control=len(spec.members) > 1, yields_cpu=True)   # members yield the CPU to the servers
+            process = ChildProcess(host_name, argv + (["--armed"] if armed else []), log_path=self.folder.log(host_name),
+                                   control=armed or len(spec.members) > 1, yields_cpu=True)   # members yield the CPU to the servers
             await process.start()
             self.hosts[host_name] = process
+
+    async def arm_wave_hosts(self) -> None:
+        """The host processes of every later join wave, started now and armed: process up, clients made and
+        connected, nobody joined. Their members join when the step comes, at the moment it says (plus the
+        scenario's declared spread), not as fast as two cores can start the processes."""
+        hosts = self.schedule.wave_hosts()
+        if hosts:
+            members = [member for host in hosts for member in host.members]
+            await self.start_members(members, armed=True)
+            self.members.arm(members)
 
     # ------------------------------------------------------------------ timeline steps
 

@@ -113,14 +113,17 @@ _SERVERS = (Target.ZK_NODE, Target.BROKER, Target.COORDINATOR)
 _KILLED_BROKER = frozenset({Action.BROKER_KILL, Action.COORDINATOR_KILL})
 
 ACTIONS: dict[Action, ActionSpec] = {spec.action: spec for spec in (
-    # `count` new members start (default 1).
-    ActionSpec(action=Action.JOIN, target=Target.GROUP, span=Span.NOT_A_FAULT, fields=frozenset({"count"}),
+    # `count` new members start (default 1). A join wave's members are started before the step and join at it
+    # (experiments.run.runner); `spread_s` spreads their joins uniformly over that many seconds, drawn with the
+    # scenario's seed (pods that become ready one after another), whatever the machine.
+    ActionSpec(action=Action.JOIN, target=Target.GROUP, span=Span.NOT_A_FAULT, fields=frozenset({"count", "spread_s"}),
                changes_membership=True),
     # The group grows to `to` (new members) or shrinks to it, the most recently started first: all at once and
     # cleanly, or (`interval`, `how`) one member after another and/or crashed, which the resolver turns into
     # a phase mark and LEAVEs or CRASHes. Its mark names the phase `scale-to-<to>` unless `name` says otherwise.
+    # Growing, it is a join wave, with `spread_s` as a join's.
     ActionSpec(action=Action.SCALE, target=Target.GROUP, span=Span.NOT_A_FAULT,
-               fields=frozenset({"to", "interval", "how", "name"}), required=("to",), changes_membership=True),
+               fields=frozenset({"to", "interval", "how", "name", "spread_s"}), required=("to",), changes_membership=True),
     # `count` members restarted one after another, `interval` apart: the resolver turns it into RESTARTs.
     ActionSpec(action=Action.ROLLING_RESTART, target=Target.GROUP, span=Span.NOT_A_FAULT,
                fields=frozenset({"count", "interval", "pick"}), expands_into=Action.RESTART),

@@ -520,6 +520,7 @@ class _Checker:
             count=self.number(table, "count", path, default=None, positive=True, integer=True),
             to=self.number(table, "to", path, default=None, minimum=0, integer=True),
             interval=self.number(table, "interval", path, default=None, minimum=0),
+            spread_s=float(self.number(table, "spread_s", path, default=0.0, minimum=0) or 0.0),
             how=self.string(table, "how", path, default="leave", choices=("leave", "crash")) or "leave",
             pick=pick or "first", link=link, fault=fault, duration=fault_duration,
             latency_ms=float(self.number(table, "latency_ms", path, default=0.0, minimum=0) or 0.0),

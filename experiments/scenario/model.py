@@ -180,6 +180,7 @@ class TimelineEntry:
     count: int | None = None
     to: int | None = None
     interval: float | None = None
+    spread_s: float = 0.0           # a join wave's members start at times drawn uniformly over this many seconds
     pick: str = "first"
     how: str = "leave"              # a scale down's departures: "leave" (cleanly) or "crash"
     link: Link | None = None
@@ -327,6 +328,16 @@ class Schedule:
             if member in host.members:
                 return host
         raise KeyError(member)
+
+    def wave_hosts(self) -> tuple[Host, ...]:
+        """Host processes whose members first start at a timeline step (a join, a scale that grows the group).
+        The runner starts them armed before the timeline, so that their members join at the step itself."""
+        started, hosts = set(self.initial_members), {}
+        for step in self.steps:
+            if step.action in ("join", "scale") and step.targets and not started & set(step.targets):
+                hosts.update((host.name, host) for host in (self.host_of(name) for name in step.targets))
+            started.update(step.targets)
+        return tuple(hosts.values())
 
     def proxied_members(self) -> tuple[str, ...]:
         """Members whose links some step touches (a link fault, or an emulated crash or pause, which

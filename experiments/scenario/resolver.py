@@ -209,7 +209,17 @@ class _Resolver:
         self.add(targets=(), params={"name": entry.name})
 
     def join(self, entry: TimelineEntry) -> None:
-        self.add(targets=tuple(self.group.add(entry.count or 1)))
+        targets = tuple(self.group.add(entry.count or 1))
+        self.add(targets=targets, params=self.spread(entry, targets))
+
+    def spread(self, entry: TimelineEntry, targets: tuple[str, ...]) -> dict[str, object]:
+        """A join wave's start offsets, one per target in order: uniform over `spread_s`, drawn with the
+        scenario's seed and the step's place in the timeline (the same on every backend)."""
+        if not entry.spread_s:
+            return {}
+        draw = random.Random(f"{self.scenario.seed}/spread/{entry.index}")
+        return {"spread_s": entry.spread_s,
+                "start_offsets_s": [round(draw.uniform(0, entry.spread_s), 3) for _ in targets]}
 
     def scale(self, entry: TimelineEntry) -> None:
         current = len(self.group.running)
@@ -220,8 +230,12 @@ class _Resolver:
                 self.fail(entry, "interval" if entry.interval is not None else "how",
                           "`interval` and `how` shape a scale down; this scale grows the group")
                 return
-            self.add(targets=tuple(self.group.add(entry.to - current)), params=params)
+            targets = tuple(self.group.add(entry.to - current))
+            self.add(targets=targets, params={**params, **self.spread(entry, targets)})
         elif entry.to < current:
+            if entry.spread_s:
+                self.fail(entry, "spread_s", "`spread_s` spreads a join wave; this scale shrinks the group")
+                return
             names = self.group.running[entry.to:]   # the most recently started leave first
             if one_by_one:
                 self.depart_one_by_one(entry, names[::-1])

@@ -1,0 +1,95 @@
+"""A join wave joins at its step, not when the machine has started its processes.
+
+- the resolver draws a wave's declared spread (`spread_s`) with the scenario's seed, the same for every
+  backend, and refuses it on a scale that shrinks the group;
+- the schedule names the host processes whose members first start at a step (the runner arms them);
+- end to end, on a real broker: the wave's hosts are started before the timeline, and each member starts
+  within a fraction of a second of the moment it was due, with and without a declared spread.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.run import runner
+from experiments.scenario import ScenarioError, loads, resolve
+from rebalance import events as ev
+from rebalance.events import read_events
+
+WAVE = """\
+name = "wave"
+seed = 5
+duration = {duration}
+settle = 1
+
+[cluster]
+zookeeper_nodes = 0
+brokers = 1
+
+[[topics]]
+name = "t0"
+partitions = 8
+
+[group]
+members = 2
+per_process = 2
+session_timeout_ms = 6000
+
+[[timeline]]
+at = {at}
+action = "scale"
+to = 6
+{spread}
+"""
+
+
+def wave(*, spread: str = "", at: float = 3, duration: float = 8):
+    return loads(WAVE.format(spread=spread, at=at, duration=duration), overrides=['backends=["classic"]'])
+
+
+def test_a_declared_spread_is_drawn_with_the_seed_within_its_width():
+    steps = [step for step in resolve(wave(spread="spread_s = 2.5")).steps if step.action == "scale"]
+    (step,) = steps
+    offsets = step.params["start_offsets_s"]
+    assert len(offsets) == len(step.targets) == 4
+    assert all(0 <= offset <= 2.5 for offset in offsets) and len(set(offsets)) == 4
+    assert resolve(wave(spread="spread_s = 2.5")).steps[0].params == step.params   # the same draw every time
+    assert "start_offsets_s" not in resolve(wave()).steps[0].params
+
+
+def test_a_spread_on_a_scale_that_shrinks_the_group_is_refused():
+    text = WAVE.format(spread="", at=3, duration=8).replace("to = 6", "to = 1\nspread_s = 2")
+    with pytest.raises(ScenarioError, match="spread_s"):
+        resolve(loads(text, overrides=['backends=["classic"]']))
+
+
+def test_the_schedule_names_the_hosts_a_wave_starts():
+    schedule = resolve(wave())
+    assert [host.name for host in schedule.wave_hosts()] == ["h001", "h002"]
+    assert set(schedule.initial_members).isdisjoint(m for host in schedule.wave_hosts() for m in host.members)
+
+
+def _starts(run_dir) -> tuple[dict, dict[str, int]]:
+    events = [event for path in sorted((run_dir / "events").glob("*.jsonl")) for event in read_events(path)]
+    (wave_event,) = [event for event in events if event["type"] == ev.JOIN_WAVE]
+    started = {event["member"]: event["ts_ns"] for event in events if event["type"] == ev.MEMBER_STARTED}
+    return wave_event, started
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("spread", ["", "spread_s = 2"])
+def test_every_member_of_a_wave_starts_when_it_is_due(tmp_path, spread):
+    result = runner.run(wave(spread=spread), runner.RunOptions(backend="classic", run_dir=tmp_path / "run",
+                                                               progress=False))
+    logs = "\n".join(f"--- {log.name}\n{log.read_text()[-2000:]}" for log in (tmp_path / "run" / "logs").glob("h*.log"))
+    assert result.status == "completed", f"{result.reason}\n{logs}"
+    wave_event, started = _starts(tmp_path / "run")
+    assert wave_event["armed"] is True and len(wave_event["members"]) == 4
+    late_s = [(started[member] - due) / 1e9 for member, due in zip(wave_event["members"], wave_event["due_ns"],
+                                                                    strict=True)]
+    assert all(-0.05 < late < 0.5 for late in late_s), f"started this late after they were due: {late_s}"
+    spread_s = (max(wave_event["due_ns"]) - min(wave_event["due_ns"])) / 1e9
+    if spread:
+        assert 0.5 < spread_s <= 2.0
+    else:
+        assert spread_s < 0.01
