@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from modern.client.fetched import CommitFailedError
 from modern.common import errors
 from modern.kip848.member import Kip848Member
 from modern.kip848.member_states import ClientMemberState
@@ -86,6 +87,37 @@ def test_a_refused_auto_commit_waits_for_the_interval(refusal):
     auto_commit_settled(member)
     assert len(sent) == 1
     assert member._next_auto_commit > time.monotonic() + INTERVAL_MS / 1000 / 2
+
+
+# ------------------------------------------------------------ synchronous commits
+
+
+def test_a_synchronous_commit_refused_as_stale_fails_at_once():
+    """CommitRequestManager.commitSyncWithRetries retries only a RetriableException; STALE_MEMBER_EPOCH is not
+    one, so commitSync fails with CommitFailedException (commitSyncExceptionForError) after one request, even
+    when the member's epoch moved while that request was out."""
+    member, _ = committing_member()
+    epochs_sent: list[int] = []
+
+    def send_commit(offsets, epoch):
+        epochs_sent.append(epoch)
+        member.heartbeats._epoch = 4   # a heartbeat answer moved the epoch while the first request was out
+        return errors.STALE_MEMBER_EPOCH
+
+    member.send_commit = send_commit
+    with pytest.raises(CommitFailedError) as refused:
+        member.commit()
+    assert refused.value.error is errors.STALE_MEMBER_EPOCH
+    assert epochs_sent == [3], f"the refused commit was sent again, with epochs {epochs_sent}"
+
+
+@pytest.mark.parametrize("retriable", [errors.COORDINATOR_LOAD_IN_PROGRESS, errors.NOT_COORDINATOR],
+                         ids=errors.name_of)
+def test_a_synchronous_commit_retries_a_retriable_error(retriable):
+    """The other half of commitSyncWithRetries: a retriable error is tried again until the commit's timeout."""
+    member, sent = committing_member(retriable)
+    member.commit()
+    assert len(sent) == 2
 
 
 # ------------------------------------------------------------ the heartbeat's backoff

@@ -258,9 +258,11 @@ class Kip848Member(FetchingMember):
         return error
 
     def _commit_offsets(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
-        """A synchronous commit (on close, commit()): retried while the coordinator moves, up to
-        request.timeout.ms, and once more with the newer epoch when the answer is STALE_MEMBER_EPOCH
-        because the epoch moved while the commit was out."""
+        """A synchronous commit (on close, commit()), as Kafka's CommitRequestManager.commitSyncWithRetries:
+        retried while the error is retriable (the coordinator moving), up to request.timeout.ms; any other
+        answer ends it. STALE_MEMBER_EPOCH is not retriable there (commitSyncExceptionForError makes it a
+        CommitFailedException), even when the epoch moved while the commit was out: the caller's commit()
+        raises CommitFailedError."""
         if not offsets:
             return errors.NONE
         deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
@@ -269,10 +271,7 @@ class Kip848Member(FetchingMember):
                 error = errors.UNKNOWN_MEMBER_ID   # not sent: the member is not in the group
                 self._committed(offsets, error, self.heartbeats.member_epoch)
                 return error
-            sent_epoch = self.heartbeats.member_epoch
             error = self._commit_once(offsets)
-            if error is errors.STALE_MEMBER_EPOCH and self.heartbeats.member_epoch != sent_epoch:
-                continue
             if error not in RETRIABLE or time.monotonic() >= deadline:
                 return error
             time.sleep(self.settings.retry_backoff_ms / 1000)
