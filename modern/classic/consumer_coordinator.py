@@ -2,8 +2,9 @@
 leader runs, eager or cooperative (KIP-429) revocation, and offsets.
 
 Commits follow Kafka's consumer (3.7): none is sent unless the member is stable; auto-commit is
-asynchronous, a commit still out never holding the next one back (they go out in order), none while the
-coordinator is unknown and none while a rebalance is pending; its timer starts again after each join, and
+asynchronous, a commit still out never holding the next one back; every commit, auto-commit, pre-join or
+the application's, reaches the coordinator in the order it was made (`modern.classic.commit_line`); none while
+the coordinator is unknown and none while a rebalance is pending; its timer starts again after each join, and
 after a retriable failure the next try is retry.backoff.ms away; a member cut off from its
 coordinator keeps fetching until it is fenced. A commit answered ILLEGAL_GENERATION or
 UNKNOWN_MEMBER_ID means "rebalance in progress" only when the generation changed since it was
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
@@ -30,6 +30,7 @@ from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from modern.classic.abstract_coordinator import GroupMembership, JoinOutcome
+from modern.classic.commit_line import CommitLine
 from modern.classic.consumer_protocol import (
     decode_assignment,
     decode_subscription,
@@ -80,9 +81,8 @@ class ConsumerCoordinator(GroupMembership):
         self.assignor = get_assignor(settings.strategy)
         self.cooperative = str(self.assignor.rebalance_protocol) == "cooperative"
         self.owned: frozenset[TopicPartition] = frozenset()
-        # Auto-commits issued and not finished, oldest first: each goes out when those before it are done.
-        self._auto_commits: deque[object] = deque()
-        self._auto_commit_turn = threading.Condition()
+        # Every commit, in the order made: each goes out when those made before it are done.
+        self._commit_line = CommitLine()
 
     def poll(self) -> bool:
         """Rebalance when needed; True when no rebalance is pending (an auto-commit may go out)."""
@@ -182,56 +182,60 @@ class ConsumerCoordinator(GroupMembership):
     # ------------------------------------------------------------ offsets
 
     def commit(self, offsets: Mapping[TopicPartition, int], *, timeout_s: float | None = None) -> ErrorClass:
-        """One synchronous OffsetCommit with this member's generation: NONE or the error."""
+        """One synchronous OffsetCommit with this member's generation: NONE or the error. It takes its place
+        in the commit line now and goes out after every commit made before it (`modern.classic.commit_line`);
+        one that cannot go out within `timeout_s` (default request.timeout.ms) fails with REQUEST_TIMED_OUT."""
         if not offsets:
             return errors.NONE
-        generation = self.membership.generation_if_stable()
-        if generation is None:  # Kafka's consumer fails such a commit without sending it
-            error = errors.REBALANCE_IN_PROGRESS if self.membership.rebalancing else errors.UNKNOWN_MEMBER_ID
+        place = self._commit_line.take_place()
+        wait_s = self.settings.request_timeout_ms / 1000 if timeout_s is None else timeout_s
+        try:
+            return self._commit_in_turn(place, offsets, time.monotonic() + wait_s)
+        finally:
+            self._commit_line.leave(place)
+
+    def _commit_in_turn(self, place: object, offsets: Mapping[TopicPartition, int], deadline: float) -> ErrorClass:
+        if not self._commit_line.wait_turn(place, deadline):  # the commits before it took the whole time
+            error = errors.REQUEST_TIMED_OUT
         else:
-            error = self._send_commit(self.ensure_coordinator(), offsets, generation, timeout_s)
+            generation = self.membership.generation_if_stable()
+            if generation is None:  # Kafka's consumer fails such a commit without sending it
+                error = errors.REBALANCE_IN_PROGRESS if self.membership.rebalancing else errors.UNKNOWN_MEMBER_ID
+            else:
+                remaining = deadline - time.monotonic()
+                error = (self._send_commit(self.ensure_coordinator(), offsets, generation, remaining)
+                         if remaining > 0 else errors.REQUEST_TIMED_OUT)
         self.hooks.committed(offsets, error, self.generation.generation_id)
         return error
 
     def maybe_commit_async(self, offsets: Mapping[TopicPartition, int], *, retry_soon: Callable[[], None]) -> bool:
         """Auto-commit, sent in the background unless the coordinator is unknown or the member is not stable;
-        True when a commit went out. As Kafka 3.7's, a commit still out does not hold the next one back: each
-        goes out once those issued before it are answered (in order, on one connection) and fails with
+        True when a commit went out. As Kafka 3.7's, a commit still out does not hold the next one back, and
+        the offsets are the ones given now: the commit takes its place in the commit line now, goes out once
+        the commits made before it are answered (in order, on one connection) and fails with
         REQUEST_TIMED_OUT when request.timeout.ms passes first. After a retriable failure `retry_soon` is
         called (Kafka's auto-commit callback then sets the next try retry.backoff.ms away)."""
         with self._lock:
             if not offsets or not self.coordinator_known or self.membership.generation_if_stable() is None \
                     or self.rejoin_pending:
                 return False
-        ticket = object()
+        place = self._commit_line.take_place()
         deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
-        with self._auto_commit_turn:
-            self._auto_commits.append(ticket)
-        threading.Thread(target=self._auto_commit, args=(ticket, dict(offsets), deadline, retry_soon),
+        threading.Thread(target=self._auto_commit, args=(place, dict(offsets), deadline, retry_soon),
                          name=f"commit-{self.member_name}", daemon=True).start()
         return True
 
-    def _auto_commit(self, ticket: object, offsets: dict[TopicPartition, int], deadline: float,
+    def _auto_commit(self, place: object, offsets: dict[TopicPartition, int], deadline: float,
                      retry_soon: Callable[[], None]) -> None:
         try:
-            with self._auto_commit_turn:
-                my_turn = self._auto_commit_turn.wait_for(lambda: self._auto_commits[0] is ticket,
-                                                          timeout=max(deadline - time.monotonic(), 0))
-            remaining = deadline - time.monotonic()
-            if my_turn and remaining > 0:
-                try:
-                    error = self.commit(offsets, timeout_s=remaining)
-                except ConnectionFailed:
-                    self._coordinator_unknown()
-                    error = errors.COORDINATOR_NOT_AVAILABLE
-                    self.hooks.committed(offsets, error, self.generation.generation_id)
-            else:  # the commits before it took the whole request timeout
-                error = errors.REQUEST_TIMED_OUT
+            try:
+                error = self._commit_in_turn(place, offsets, deadline)
+            except ConnectionFailed:
+                self._coordinator_unknown()
+                error = errors.COORDINATOR_NOT_AVAILABLE
                 self.hooks.committed(offsets, error, self.generation.generation_id)
         finally:
-            with self._auto_commit_turn:
-                self._auto_commits.remove(ticket)
-                self._auto_commit_turn.notify_all()
+            self._commit_line.leave(place)
         if error in RETRIABLE_COMMIT_ERRORS:
             retry_soon()
 
