@@ -158,3 +158,75 @@ def test_a_poll_during_a_heartbeat_backoff_returns_at_once_with_records():
         assert beats._beat.sent == ["ConsumerGroupHeartbeat"]    # still backing off: nothing sent meanwhile
     finally:
         beats.stop()
+
+
+# ------------------------------------------------------------ an idle member's poll
+
+
+def idle_member(state: ClientMemberState, *, next_heartbeat_s: float) -> Kip848Member:
+    """A member that owns nothing, in `state`, whose coordinator gave it a 5 s interval, its next heartbeat due in
+    `next_heartbeat_s`; nothing started, no commit due."""
+    member = unit_member()
+    member._owned, member._positions = frozenset(), {}
+    member._next_auto_commit = time.monotonic() + INTERVAL_MS / 1000
+    scripted_commits(member)
+    beats = member.heartbeats
+    beats._state, beats._interval_ms = state, 5_000
+    beats._next_due = time.monotonic() + next_heartbeat_s
+    return member
+
+
+def assignment_arrives_during_the_poll(member: Kip848Member, partitions: frozenset) -> None:
+    """The heartbeat answer carrying `partitions` arrives after this poll looked for a reconciliation and before
+    it waits (the heartbeat thread's own work: the target and RECONCILING, through its one setter)."""
+    beats = member.heartbeats
+
+    def arrive() -> None:
+        with beats._lock:
+            beats._target = partitions
+            beats._set_state(ClientMemberState.RECONCILING)
+
+    member._maybe_auto_commit = arrive
+
+
+def test_an_idle_member_is_not_woken_by_a_pending_reconciliation():
+    """AsyncKafkaConsumer.pollForFetches: a consumer with nothing to fetch waits on its fetch buffer for
+    min(poll timeout, maximumTimeToWait), the time to its next heartbeat; the onPartitionsAssigned callback the
+    background thread queues meanwhile does not end that wait, it runs in the next poll
+    (processBackgroundEvents)."""
+    member = idle_member(ClientMemberState.STABLE, next_heartbeat_s=4.5)
+    assignment_arrives_during_the_poll(member, frozenset({TP0}))
+    started = time.monotonic()
+    assert member.poll(0.6) == []
+    took = time.monotonic() - started
+    assert took >= 0.6, f"the idle poll returned after {took:.2f} s, woken by the assignment"
+    assert member._owned == frozenset(), "reconciled inside the poll that was waiting"
+    member._maybe_auto_commit, member._fetcher = (lambda: None), OneRecordFetcher()
+    member.poll(0.01)
+    assert member._owned == {TP0}, "the next poll reconciles"
+
+
+def test_an_idle_member_waits_no_longer_than_its_next_heartbeat():
+    """maximumTimeToWait bounds the wait from above too: a poll of 10 s whose heartbeat is due in 0.2 s returns
+    around then, so the application comes back to poll() in the heartbeat's rhythm."""
+    member = idle_member(ClientMemberState.STABLE, next_heartbeat_s=0.2)
+    started = time.monotonic()
+    member.poll(10.0)
+    assert time.monotonic() - started < 5, "the idle poll waited out its whole timeout"
+
+
+def test_a_joining_member_takes_its_first_assignment_at_once():
+    """Before the first answer the heartbeat interval is Kafka's initial 0, so maximumTimeToWait is 0 and the
+    application thread does not wait: a member joining sees its first assignment as soon as it comes."""
+    member = idle_member(ClientMemberState.JOINING, next_heartbeat_s=4.5)
+    member.heartbeats._interval_ms = None    # no answer yet
+
+    def answered() -> None:
+        with member.heartbeats._lock:
+            member.heartbeats._target = frozenset({TP0})
+            member.heartbeats._set_state(ClientMemberState.RECONCILING)
+
+    member._maybe_auto_commit = answered
+    started = time.monotonic()
+    member.poll(10.0)
+    assert time.monotonic() - started < 5, "the joining member waited out its poll with an assignment pending"

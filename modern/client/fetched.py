@@ -54,11 +54,7 @@ class FetchingMember:
     def _fetch(self, timeout_s: float, generation: int) -> list[Record]:
         self._retry_offset_fetch()
         if not self._owned - self._awaiting_committed:
-            # Nothing to fetch: wait for the group (as Java's poll waits in the join) until the poll's time is
-            # up or the group side has news for the next poll.
-            news = self._group_news()
-            news.wait(timeout_s)
-            news.clear()
+            self._wait_idle(timeout_s)
             return []
         batches = self._fetcher.poll(timeout_ms=int(timeout_s * 1000))
         records = take_batches(batches, self._owned, self._positions, self.recorder, self.member_id, generation)
@@ -128,6 +124,13 @@ class FetchingMember:
 
     def _group_news(self) -> threading.Event:
         raise NotImplementedError
+
+    def _wait_idle(self, timeout_s: float) -> None:
+        """Nothing to fetch: wait for the group (as Java's poll waits in the join) until the poll's time is up
+        or the group side has news for the next poll. A client whose poll waits otherwise says so here."""
+        news = self._group_news()
+        news.wait(timeout_s)
+        news.clear()
 
     def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         """Commit next offsets (None: current positions); raises CommitFailedError when refused."""

@@ -91,8 +91,9 @@ class GroupHeartbeats:
         self._target: frozenset[TopicPartition] | None = None
         self._target_seq = 0
         self._fatal: BaseException | None = None
-        self._interval_ms = 1_000                  # until the coordinator says
-        self._next_due = 0.0
+        self._interval_ms: int | None = None       # Kafka's starts at 0: none until the coordinator gives one
+        self._next_due = 0.0                       # restarted at each send, as Kafka's heartbeat timer
+        self._in_flight = False
         self._send_all = True                      # every field in the next heartbeat
         self._last_reported: frozenset[TopicPartition] | None = None
         self.backoff = ExponentialBackoff(settings.retry_backoff_ms, settings.retry_backoff_max_ms)
@@ -133,6 +134,18 @@ class GroupHeartbeats:
     @property
     def coordinator_known(self) -> bool:
         return self._coordinator_known
+
+    def time_to_next_heartbeat_s(self) -> float | None:
+        """How long the application thread may wait for data before the next heartbeat (Kafka's
+        AbstractHeartbeatRequestManager.maximumTimeToWait): 0 when one is due now and not yet sent
+        (shouldHeartbeatNow), else the time left on the heartbeat timer or the backoff. None while no interval
+        has been given: Kafka's is 0 until the first answer, so its application thread does not wait then."""
+        with self._lock:
+            if self._interval_ms is None:
+                return None
+            if self._state in HEARTBEAT_NOW and not self._in_flight and not self._backing_off:
+                return 0.0
+            return max(0.0, self._next_due - time.monotonic())
 
     def reconciling(self) -> bool:
         """The polling thread starts reconciling the target; False if the member may no longer (fenced,
@@ -254,12 +267,18 @@ class GroupHeartbeats:
                 changed = owned != self._last_reported
                 if self._state is S.ACKNOWLEDGING:   # this heartbeat is the acknowledgement
                     self._set_state(S.STABLE if owned == self._target else S.RECONCILING)
+                # Kafka's makeHeartbeatRequest restarts the heartbeat timer as the request goes out
+                self._next_due = time.monotonic() + (self._interval_ms or 0) / 1000
+                self._in_flight = True
             report = owned if (send_all or changed) else None
             answer = self._heartbeat(self._beat, epoch, send_all=send_all, owned=report)
         except ConnectionFailed:
             self.coordinator_unknown()   # a disconnect: look it up again, after the backoff
             self._retry_later()
             return
+        finally:
+            with self._lock:
+                self._in_flight = False
         if answer is not None:
             self._on_answer(answer, report)
 
@@ -271,8 +290,10 @@ class GroupHeartbeats:
                 return   # left, fenced or stopped meanwhile: the answer is void
             if error is errors.NONE:
                 self._epoch = answer.member_epoch
-                if answer.heartbeat_interval_ms > 0:
+                if answer.heartbeat_interval_ms > 0 and answer.heartbeat_interval_ms != self._interval_ms:
+                    # Kafka's updateHeartbeatIntervalMs: a new interval restarts the timer from now
                     self._interval_ms = answer.heartbeat_interval_ms
+                    self._next_due = time.monotonic() + self._interval_ms / 1000
                 if answer.assignment is not None:
                     self._target = self._decode(answer.assignment)
                     self._target_seq += 1
@@ -280,7 +301,6 @@ class GroupHeartbeats:
                     self._last_reported = reported
                 self._send_all = False
                 self._failed_attempts = 0
-                self._next_due = time.monotonic() + self._interval_ms / 1000
                 self._set_state(self._after_success(state))
             elif error in FENCING_ERRORS and state in IN_GROUP:
                 self._epoch, self._target, self._last_reported = JOIN_EPOCH, None, None

@@ -97,6 +97,21 @@ class Kip848Member(FetchingMember):
     def _group_news(self) -> threading.Event:
         return self.heartbeats.news
 
+    def _wait_idle(self, timeout_s: float) -> None:
+        """Nothing to fetch: Kafka's AsyncKafkaConsumer.pollForFetches waits on its fetch buffer for up to the
+        time to the next heartbeat (maximumTimeToWait), retry.backoff.ms while a partition has no position yet,
+        and nothing but data ends that wait: an assignment or a revocation the background thread received
+        meanwhile waits for the next poll (processBackgroundEvents). When a heartbeat is due now, or no
+        interval is known yet (joining), Kafka's poll goes round at once and sees any news as it comes: the lab
+        waits for the news instead of spinning."""
+        wait_s = self.heartbeats.time_to_next_heartbeat_s()
+        if wait_s is not None and self._awaiting_committed:
+            wait_s = min(wait_s, self.settings.retry_backoff_ms / 1000)
+        if not wait_s:
+            super()._wait_idle(timeout_s)
+            return
+        time.sleep(min(timeout_s, wait_s))
+
     def _give_up_partitions(self) -> None:
         """Commit, revoke (listener); `close` then leaves with epoch -1 (-2 for a static member)."""
         self.heartbeats.prepare_leaving()
