@@ -221,26 +221,46 @@ def duplicates(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader
 
 
 def offset_regressions(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
-    """Per partition, a successful commit lower than an earlier one (a zombie's late commit)."""
-    earlier = Window.partitionBy("run", "tp").orderBy("t", "seq").rowsBetween(Window.unboundedPreceding, -1)
-    regressions = (
-        inputs.commits.withColumn("highest_before", F.max("offset").over(earlier))
-        .filter(F.col("offset") < F.col("highest_before"))
-        .select("run", "tp", "t", "member", "offset", "highest_before")
-    )
-    counts = batch.values(regressions.groupBy("run").count())
-    evidence = batch.first_rows(regressions, ["t", "tp"], config.evidence_rows)
+    """Per partition, a successful commit below the offset stored just before it (the partition's previous
+    commit): the stored offset moved back (a zombie's late commit, a stale commit applied after a later one).
+    Told apart: a commit of exactly the stored value when an earlier commit was higher, a member committing
+    again where the coordinator had already been moved back to; it moves nothing and is not counted, only
+    named. A commit above the stored value is a move forward, even below an earlier high."""
+    in_order = Window.partitionBy("run", "tp").orderBy("t", "seq")
+    earlier = in_order.rowsBetween(Window.unboundedPreceding, -1)
+    commits = (inputs.commits.withColumn("stored_before", F.lag("offset").over(in_order))
+               .withColumn("highest_before", F.max("offset").over(earlier)))
+    moved_back = F.col("offset") < F.col("stored_before")
+    re_commit = (F.col("offset") == F.col("stored_before")) & (F.col("offset") < F.col("highest_before"))
+    below = (commits.filter(moved_back | re_commit)
+             .withColumn("kind", F.when(moved_back, F.lit(_MOVED_BACK)).otherwise(F.lit(_RE_COMMIT)))
+             .select("run", "tp", "t", "member", "offset", "stored_before", "highest_before", "kind"))
+    counts = batch.values(below.groupBy("run").agg(
+        F.sum(F.when(F.col("kind") == _MOVED_BACK, 1).otherwise(0)).alias("moved_back"),
+        F.sum(F.when(F.col("kind") == _RE_COMMIT, 1).otherwise(0)).alias("re_commits")))
+    evidence = batch.first_rows(below, ["t", "tp"], config.evidence_rows)
 
     def read() -> Results:
         results = {}
         for run in inputs.runs:
-            count = counts.value.get(run, {}).get("count", 0)
-            results[run] = _found(checks.OFFSET_REGRESSIONS.name, count,
-                                  f"{count} commits moved a partition's offset backwards",
-                                  "committed offsets never went back", evidence.value[run])
+            found = counts.value.get(run, {})
+            back, again = int(found.get("moved_back", 0)), int(found.get("re_commits", 0))
+            detail = f"{back} commit{_s(back)} moved a partition's stored offset back"
+            if again:
+                detail += (f"; {again} commit{_s(again)} re-committed the value the coordinator had already "
+                           "been moved back to")
+            clean = detail if again else "committed offsets never went back"
+            results[run] = _found(checks.OFFSET_REGRESSIONS.name, back, detail, clean, evidence.value[run])
         return results
 
     return read
+
+
+_MOVED_BACK, _RE_COMMIT = "moved back", "re-commit"   # the kinds of offset_regressions' evidence rows
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"
 
 
 def slow_records(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
