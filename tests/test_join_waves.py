@@ -69,25 +69,31 @@ def test_the_schedule_names_the_hosts_a_wave_starts():
     assert set(schedule.initial_members).isdisjoint(m for host in schedule.wave_hosts() for m in host.members)
 
 
-def _starts(run_dir) -> tuple[dict, dict[str, int]]:
-    events = [event for path in sorted((run_dir / "events").glob("*.jsonl")) for event in read_events(path)]
-    (wave_event,) = [event for event in events if event["type"] == ev.JOIN_WAVE]
-    started = {event["member"]: event["ts_ns"] for event in events if event["type"] == ev.MEMBER_STARTED}
-    return wave_event, started
+def _events(run_dir) -> list[dict]:
+    return [event for path in sorted((run_dir / "events").glob("*.jsonl")) for event in read_events(path)]
 
 
 @pytest.mark.broker
 @pytest.mark.parametrize("spread", ["", "spread_s = 2"])
 def test_every_member_of_a_wave_starts_when_it_is_due(tmp_path, spread):
+    """The wave's processes were up before the step (their members armed), and no member joined before it was
+    due. How late after it they joined is the run's conditions' to judge (a busy machine delays a start command
+    too); here it only has to be far below what starting the processes at the step took (seconds)."""
     result = runner.run(wave(spread=spread), runner.RunOptions(backend="classic", run_dir=tmp_path / "run",
                                                                progress=False))
     logs = "\n".join(f"--- {log.name}\n{log.read_text()[-2000:]}" for log in (tmp_path / "run" / "logs").glob("h*.log"))
     assert result.status == "completed", f"{result.reason}\n{logs}"
-    wave_event, started = _starts(tmp_path / "run")
+    events = _events(tmp_path / "run")
+    (wave_event,) = [event for event in events if event["type"] == ev.JOIN_WAVE]
+    started = {event["member"]: event["ts_ns"] for event in events if event["type"] == ev.MEMBER_STARTED}
+    timeline = next(event["ts_ns"] for event in events if event["type"] == ev.PHASE and event["name"] == "timeline")
     assert wave_event["armed"] is True and len(wave_event["members"]) == 4
     late_s = [(started[member] - due) / 1e9 for member, due in zip(wave_event["members"], wave_event["due_ns"],
                                                                     strict=True)]
-    assert all(-0.05 < late < 0.5 for late in late_s), f"started this late after they were due: {late_s}"
+    assert all(late > -0.05 for late in late_s), f"joined before they were due: {late_s}"
+    assert max(late_s) < 5.0, f"joined this late after they were due: {late_s}"
+    assert all("armed:" in log.read_text() for log in (tmp_path / "run" / "logs").glob("h00[12].log"))
+    assert wave_event["ts_ns"] - timeline > 2.5e9     # the step at 3 s; the hosts were armed in the warm-up
     spread_s = (max(wave_event["due_ns"]) - min(wave_event["due_ns"])) / 1e9
     if spread:
         assert 0.5 < spread_s <= 2.0

@@ -191,6 +191,29 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def conditions_sentences(scenario: Scenario) -> list[str]:
+    """The runs' conditions first, in numbers: whether the machine carried them. Every run that was not ok
+    gets its reasons; runs that were ok are counted."""
+    lines, ok = [], 0
+    for column in scenario.columns:
+        for run in scenario.runs_of(column):
+            reading = reading_of(run, checks.CONDITIONS.name)
+            if reading is None:
+                continue
+            if reading.word is Word.OK:
+                ok += 1
+                continue
+            where = f"{column} at {size_text(run)}" if scenario.swept else column
+            lines.append(f"Run conditions {reading.label} on {where}: {reading.meaning}.")
+    if ok and not lines:
+        only = scenario.runs[0] if len(scenario.runs) == 1 else None
+        meaning = reading_of(only, checks.CONDITIONS.name).meaning if only is not None else ""
+        lines.append(f"Run conditions ok{': ' + meaning if meaning else ' on every run'}.")
+    elif ok:
+        lines.append(f"Run conditions ok on the other {ok} run{'s' if ok > 1 else ''}.")
+    return lines
+
+
 def check_sentences(scenario: Scenario) -> list[str]:
     """The checks of a scenario in sentences: findings grouped by where they happened, then protections,
     then checks that could not tell, then the count of checks ok everywhere."""
@@ -199,7 +222,10 @@ def check_sentences(scenario: Scenario) -> list[str]:
     protected: list[str] = []
     unknown: dict[str, list[tuple[str, str]]] = {}
     clean = 0
+    sentences: list[str] = []
     for check in scenario.checks():
+        if check == checks.CONDITIONS.name:
+            continue
         readings = {column: scenario.reading(check, column) for column in columns}
         words = {column: reading.word for column, reading in readings.items() if reading is not None}
         violated = [column for column in columns if words.get(column) is Word.VIOLATED]
@@ -227,7 +253,6 @@ def check_sentences(scenario: Scenario) -> list[str]:
                 if reading is not None and reading.word is Word.UNKNOWN:
                     where = f"{column} at {size_text(run)}" if scenario.swept else column
                     unknown.setdefault(where, []).append((check, reading.meaning))
-    sentences = []
     for where, nouns in sorted(found.items(), key=lambda item: (-len(item[0]), [columns.index(c) for c in item[0]])):
         sentences.append(f"Found: {names(nouns)}." if len(columns) == 1 else
                          _sentence(f"{names(nouns)} {_where(list(where), columns)}."))
@@ -240,7 +265,7 @@ def check_sentences(scenario: Scenario) -> list[str]:
         else:
             sentences.append(f"{len(untold_checks)} checks unknown on {where} (the log lacks what they need: "
                              f"{untold_checks[0][1]}, ...).")
-    total = len(scenario.checks())
+    total = len([check for check in scenario.checks() if check != checks.CONDITIONS.name])
     runs = " on every run" if len(scenario.runs) > 1 else ""
     if total and clean == total:
         sentences.append(f"All {total} checks ok{runs}.")
@@ -398,15 +423,17 @@ def gap_sentence(scenario: Scenario) -> str:
 
 
 def scenario_finding(scenario: Scenario) -> Finding:
-    """What a scenario's runs show: the herd sentence when it was swept, then its checks in sentences, then
-    the time without a coordinator where the scenario took it away."""
+    """What a scenario's runs show: whether the machine carried them (their conditions), the herd sentence when
+    it was swept, then its checks in sentences, then the time without a coordinator where the scenario took it
+    away."""
     n = scenario.runs_per_cell
     each = ("one run" if len(scenario.runs) == 1 else "one run each") if n == 1 else f"{n} runs each"
     sizes = f" at N = {', '.join(map(str, scenario.sizes))}" if scenario.swept else ""
     ran = f"{names(scenario.columns)}{sizes}; {each}, n = {n}"
     lead = herd_sentence(herd_points(list(scenario.runs)), runs=scenario.runs) if scenario.swept else ""
     return Finding(scenario=scenario.name, ran=ran,
-                   text=" ".join(part for part in (lead, *check_sentences(scenario), gap_sentence(scenario)) if part))
+                   text=" ".join(part for part in (*conditions_sentences(scenario), lead, *check_sentences(scenario),
+                                                   gap_sentence(scenario)) if part))
 
 
 def findings(scenarios_: list[Scenario]) -> list[Finding]:

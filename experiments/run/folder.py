@@ -7,6 +7,7 @@
       brokers/data/        the brokers' partitions
       members/HOST.json    each member host's settings; advertise.json, the links' addresses
       runner-notes.txt     what the runner noticed; runner-error.txt, its traceback when it failed
+      conditions.json      whether the machine carried the run (experiments.run.conditions), written at its end
       summary/             what the summary stage wrote: *.parquet, evidence/, summary.md, and run.json
                            (its record, written last)
       report.html          the run's page (the report stage)
@@ -72,6 +73,11 @@ class RunFolder:
     def runner_error(self) -> Path:
         """runner-error.txt: the traceback of a runner that failed."""
         return self.path / "runner-error.txt"
+
+    @property
+    def conditions(self) -> Path:
+        """conditions.json: the run's conditions check, written when the run ends."""
+        return self.path / "conditions.json"
 
     @property
     def runner_notes(self) -> Path:

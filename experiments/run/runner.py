@@ -54,11 +54,13 @@ from experiments.faults.process import RUN_MARKER_ENV, ChildProcess
 from experiments.faults.proxy import ProxyHub
 from experiments.faults.server import ServerFaults
 from experiments.run import host_load
+from experiments.run.conditions import judge
 from experiments.run.folder import COMPARISON_FILE, RunFolder
 from experiments.run.member_configs import check_member_settings, host_argv, native_settings
 from experiments.run.member_links import MemberLinks
 from experiments.run.progress import Progress
 from experiments.run.record import describe_run
+from experiments.run.run_evidence import gather
 from experiments.run.runmeta import write_run_meta
 from experiments.run.settling import running_before
 from experiments.run.witness import BrokerWitness, ZooKeeperWitness
@@ -221,8 +223,22 @@ class Run:
                 os.environ.pop(RUN_MARKER_ENV, None)
             else:
                 os.environ[RUN_MARKER_ENV] = outer_marker
+        self.judge_conditions()
         self.progress.final(self, status, reason)
         return RunResult(self.run_dir, status, reason)
+
+    def judge_conditions(self) -> None:
+        """Whether the machine carried the run, from what the run recorded: conditions.json, and its line first
+        among what the run prints at its end."""
+        try:
+            conditions = judge(gather(self.run_dir))
+        except Exception as error:  # noqa: BLE001 - a run's events are kept whatever the check makes of them
+            self.note(f"judging the run's conditions failed: {error!r}")
+            return
+        self.folder.conditions.write_text(conditions.dumps())
+        from rich.console import Console
+
+        Console(stderr=True).print(conditions.line(), markup=False, highlight=False, soft_wrap=True)
 
     def abort(self, reason: str) -> None:
         if not self._abort.is_set():

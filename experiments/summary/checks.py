@@ -21,6 +21,11 @@ class CheckSpec:
     campaign_metric: str | None = None   # its count among a campaign's per-run metrics (None: not one)
 
 
+CONDITIONS = CheckSpec(
+    name="conditions", phrase="run conditions the machine did not carry",
+    question="whether the machine carried the run: the producer's schedule, the members where nothing changed, "
+             "CPU pressure and steal, join waves on time (ok, suspect or invalid; experiments.run.conditions)",
+    clean="the machine carried the run")
 WARMUP = CheckSpec(
     name="warm-up", phrase="warm-ups that ended without a stable group",
     question="the timeline started before the group owned every partition exactly once (count: warm-ups)",
@@ -62,7 +67,7 @@ SERVER_STALL = CheckSpec(
     name="server-stall", phrase="brokers answering nothing for over 2 s while requests were held up",
     question="a broker answering no request for more than 2 s while requests were held up (count: windows)")
 
-SPECS: tuple[CheckSpec, ...] = (WARMUP, DOUBLE_OWNERSHIP, CONSUMED_WITHOUT_OWNERSHIP, LOST_RECORDS, DUPLICATES,
+SPECS: tuple[CheckSpec, ...] = (CONDITIONS, WARMUP, DOUBLE_OWNERSHIP, CONSUMED_WITHOUT_OWNERSHIP, LOST_RECORDS, DUPLICATES,
                                 OFFSET_REGRESSIONS, SLOW_RECORDS, CONVERGENCE, FENCED_COMMITS, SERVER_WITNESS,
                                 SERVER_STALL)
 BY_NAME: dict[str, CheckSpec] = {spec.name: spec for spec in SPECS}

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from experiments.run.folder import RunFolder
 from experiments.summary import coordinator_gaps, herd, lag, memory, phases, records
 from experiments.summary.checker import CheckConfig, CheckInputs, plan_checks
+from experiments.summary.conditions_check import conditions_check, run_conditions
 from experiments.summary.fault_rules import FAULT_EVENTS, convergence_awaited_from, fault_windows
 from experiments.summary.frames import EventFrames, read_runs
 from experiments.summary.output import write_summary
@@ -202,6 +203,8 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
         rss = batch.tables(memory.memory_samples(control), ["t"])
         batch.collect()
     checks = read_checks()
+    for r in ids:   # the run's conditions first: they say how far every other number can be trusted
+        checks[r].insert(0, conditions_check(run_conditions(run_dirs[r], latency_limit_ms=config.latency_limit_ms)))
 
     summaries = []
     for r in ids:

@@ -10,7 +10,8 @@ working. Here each result gets one of four words, the same in the terminal, Mark
 - `protected (n)`: a protection fired n times (a stale member's commit refused);
 - `unknown`: the log lacks what the check needs;
 
-and a one-line meaning that says what the count counts.
+and a one-line meaning that says what the count counts. The run's `conditions` (whether the machine carried
+it; experiments.run.conditions) reads `ok`, `suspect` or `INVALID`, with its reasons.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ class Word(StrEnum):
     VIOLATED = "VIOLATED"
     PROTECTED = "protected"
     UNKNOWN = "unknown"
+    SUSPECT = "suspect"     # the run's conditions: kept, its numbers marked
+    INVALID = "INVALID"     # the run's conditions: its numbers say more about the machine than the protocol
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +57,9 @@ def read(check: str, verdict: str, count: int, detail: str) -> Reading:
     """The reading of one check result (`verdict` is the checker's true / false / unknown)."""
     count = int(count or 0)
     detail = str(detail or "")
+    if verdict in ("suspect", "invalid"):
+        return Reading(check=check, word=Word(verdict.upper() if verdict == "invalid" else verdict), count=count,
+                       meaning=detail)
     if verdict == "unknown":
         return Reading(check=check, word=Word.UNKNOWN, count=count, meaning=detail or "the log cannot tell")
     row = checks.spec(check)
@@ -86,7 +92,7 @@ def combine(readings: list[Reading]) -> Reading:
         raise ValueError("combine() needs at least one reading")
     if len(readings) == 1:
         return readings[0]
-    for word in (Word.VIOLATED, Word.PROTECTED, Word.UNKNOWN, Word.OK):
+    for word in (Word.INVALID, Word.VIOLATED, Word.SUSPECT, Word.PROTECTED, Word.UNKNOWN, Word.OK):
         found = [reading for reading in readings if reading.word is word]
         if found:
             return Reading(check=readings[0].check, word=word, count=sum(reading.count for reading in found),
@@ -98,12 +104,15 @@ def legend() -> str:
     """One sentence that states the four words, for the head of a verdict table."""
     return ("ok: checked, nothing found; VIOLATED (n): the anomaly happened n times, evidence below; "
             "protected (n): a protection fired n times (the coordinator refused a stale member's commit); "
-            "unknown: the log lacks what the check needs.")
+            "unknown: the log lacks what the check needs; conditions suspect or INVALID: the machine did not "
+            "carry the run, its reasons in numbers.")
 
 
 # Styles per word: rich markup in the terminal, CSS classes in HTML.
-RICH_STYLE = {Word.OK: "green", Word.VIOLATED: "bold red", Word.PROTECTED: "cyan", Word.UNKNOWN: "yellow"}
-CSS_CLASS = {Word.OK: "good", Word.VIOLATED: "bad", Word.PROTECTED: "protected", Word.UNKNOWN: "unknown"}
+RICH_STYLE = {Word.OK: "green", Word.VIOLATED: "bold red", Word.PROTECTED: "cyan", Word.UNKNOWN: "yellow",
+              Word.SUSPECT: "bold yellow", Word.INVALID: "bold red"}
+CSS_CLASS = {Word.OK: "good", Word.VIOLATED: "bad", Word.PROTECTED: "protected", Word.UNKNOWN: "unknown",
+             Word.SUSPECT: "unknown", Word.INVALID: "bad"}
 
 
 # -- the terminal --------------------------------------------------------------------------------
