@@ -8,6 +8,11 @@ the runner's own reaper then removes its members, brokers, proxies and ZooKeeper
 leaves nothing running. SIGINT or SIGTERM stop the campaign cleanly: running runs get SIGTERM and tear
 down, and are recorded as interrupted.
 
+A run whose conditions are invalid (experiments.run.conditions: the machine did not carry it) is moved to
+DIR/replaced/ and made again, at most MAX_REPLACEMENTS times; the manifest keeps each replaced attempt's reason.
+One still invalid after that is recorded as `invalid` and left out of the statistics; a suspect one is kept,
+and marked.
+
 Parallel runs (`parallel` > 1) each start their own ZooKeeper, brokers (free ports) and chroot, so they
 do not share state; on a 2-core machine they do share the CPU, which stretches timings (stable-after,
 latencies, rebalance time) but not request or notification counts or anomaly counts.
@@ -16,6 +21,7 @@ latencies, rebalance time) but not request or notification counts or anomaly cou
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import signal
 import subprocess
@@ -32,6 +38,7 @@ from experiments.campaign.manifest import (
     COMPLETED,
     FAILED,
     INTERRUPTED,
+    INVALID,
     PENDING,
     RUNNING,
     Manifest,
@@ -46,6 +53,8 @@ from experiments.run.folder import RunFolder
 from experiments.run.provenance import same_code
 
 Say = Callable[[str], None]
+MAX_REPLACEMENTS = 2    # an invalid run is made again at most this often: a machine that cannot carry a cell
+                        # twice more will not a third time, and the campaign should say so rather than loop
 
 
 class CampaignMismatch(ValueError):
@@ -124,8 +133,14 @@ class _Executor:
                 if self.manifest.runs[planned.name].status != COMPLETED and planned.name not in self.recorded]
 
     def run_one(self, planned: PlannedRun) -> None:
+        """The run, and again while its conditions are invalid (at most MAX_REPLACEMENTS more times)."""
+        while self.run_attempt(planned):
+            pass
+
+    def run_attempt(self, planned: PlannedRun) -> bool:
+        """One attempt at a planned run; True when it was invalid and should be made again."""
         if self.stopping.is_set():
-            return
+            return False
         entry = self.manifest.runs[planned.name]
         target = CampaignFolder(self.folder).run(planned.name).path
         if target.exists():
@@ -154,26 +169,49 @@ class _Executor:
         with self.lock:
             self.children.pop(planned.name, None)
             entry.ended_ms = int(time.time() * 1000)
+            again = False
             if code == 0 and RunFolder(target).is_completed():
                 entry.status = COMPLETED
                 self.durations.append(entry.seconds or 0.0)
+                entry.conditions, entry.conditions_reason = _conditions(target)
+                if entry.conditions == "invalid":
+                    again = len(entry.replaced) < MAX_REPLACEMENTS and not self.stopping.is_set()
+                    if again:
+                        self._replace(entry, target)
+                    else:
+                        entry.status = INVALID
             elif self.stopping.is_set() or code in (130, -signal.SIGTERM, -signal.SIGINT):
                 entry.status, entry.reason = INTERRUPTED, "the campaign was stopped"
             else:
                 entry.status, entry.reason = FAILED, _failure_reason(target, log, code)
             self.manifest.write(self.folder)
             self.say(self.progress_line(entry))
+            return again
+
+    def _replace(self, entry: RunEntry, target: Path) -> None:
+        """Keep an invalid run's folder aside, with its reason in the manifest, before it is made again."""
+        aside = CampaignFolder(self.folder).replaced(entry.run, len(entry.replaced) + 1)
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(target), str(aside))
+        entry.replaced.append({"reason": entry.conditions_reason, "folder": str(aside.relative_to(self.folder)),
+                               "ended_ms": entry.ended_ms})
+        entry.status, entry.reason = PENDING, f"invalid conditions, made again ({len(entry.replaced)} of " \
+                                              f"{MAX_REPLACEMENTS}): {entry.conditions_reason}"
 
     def progress_line(self, last: RunEntry) -> str:
-        statuses = [entry.status for name, entry in self.manifest.runs.items() if name not in self.recorded]
-        done = statuses.count(COMPLETED)
-        failed = statuses.count(FAILED)
-        left = self.total - done - failed
+        entries = [entry for name, entry in self.manifest.runs.items() if name not in self.recorded]
+        statuses = [entry.status for entry in entries]
+        done, failed, invalid = statuses.count(COMPLETED), statuses.count(FAILED), statuses.count(INVALID)
+        replaced = sum(len(entry.replaced) for entry in entries)
+        left = self.total - done - failed - invalid
         eta = ""
         if self.durations and left:
             eta = f", about {_minutes(sum(self.durations) / len(self.durations) * left / self.parallel)} left"
         what = f"{last.run} {last.status}" + (f" ({last.reason})" if last.reason else "")
-        return f"[{done + failed}/{self.total}] {what}; {done} completed, {failed} failed{eta}"
+        if last.status == COMPLETED and last.conditions and last.conditions != "ok":
+            what += f" (conditions {last.conditions}: {last.conditions_reason})"
+        also = "".join(f", {n} {word}" for n, word in ((invalid, "invalid"), (replaced, "replaced")) if n)
+        return f"[{done + failed + invalid}/{self.total}] {what}; {done} completed, {failed} failed{also}{eta}"
 
     def stop(self) -> None:
         self.stopping.set()
@@ -227,6 +265,18 @@ def _failure_reason(target: Path, log: Path, code: int) -> str:
         if lines:
             return lines[-1][:200]
     return f"exit code {code}"
+
+
+def _conditions(target: Path) -> tuple[str | None, str]:
+    """The run's conditions as its runner judged them (None for a run that did not record them)."""
+    from experiments.run.conditions import Conditions
+
+    path = RunFolder(target).conditions
+    try:
+        conditions = Conditions.from_json(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError):
+        return None, ""
+    return conditions.grade.value, conditions.reason()
 
 
 def _minutes(seconds: float) -> str:

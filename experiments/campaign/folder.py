@@ -5,6 +5,7 @@
     DIR/runs/<run>/            one run folder each (experiments.run.folder)
     DIR/logs/<run>.log         each run's own output
     DIR/incomplete/<run>-<t>/  a run folder its run left unfinished, set aside when the run starts again
+    DIR/replaced/<run>-<k>/    a run whose conditions were invalid, kept for the record and run again
     DIR/statistics/            runs, cells, comparisons and claims (*.parquet) and statistics.md
     DIR/report/                the campaign's page and its plots
 """
@@ -41,6 +42,10 @@ class CampaignFolder:
     def set_aside(self, name: str, stamp: str) -> Path:
         """Where an unfinished run's folder goes before its run starts again: incomplete/<run>-<stamp>."""
         return self.path / "incomplete" / f"{name}-{stamp}"
+
+    def replaced(self, name: str, attempt: int) -> Path:
+        """Where an invalid run's folder goes before its run is made again: replaced/<run>-<attempt>."""
+        return self.path / "replaced" / f"{name}-{attempt}"
 
     def log(self, name: str) -> Path:
         return self.path / "logs" / f"{name}.log"

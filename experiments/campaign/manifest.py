@@ -24,6 +24,9 @@ from experiments.run.provenance import git_commit, versions
 from rebalance.backends import canonical_name
 
 PENDING, RUNNING, COMPLETED, FAILED, INTERRUPTED = "pending", "running", "completed", "failed", "interrupted"
+# A run that completed but whose machine did not carry it, every replacement too (experiments.run.conditions):
+# kept on disk, left out of the statistics.
+INVALID = "invalid"
 
 
 @dataclass(kw_only=True)
@@ -44,6 +47,9 @@ class RunEntry:
     ended_ms: int | None = None
     git_commit: str | None = None     # the code that made this run (a resumed folder may mix commits)
     parallel: int | None = None       # runs at once when it ran: above 1, its timings are stretched
+    conditions: str | None = None     # ok | suspect | invalid: whether the machine carried it
+    conditions_reason: str = ""
+    replaced: list[dict] = field(default_factory=list)   # earlier attempts judged invalid: reason, folder
 
     @property
     def seconds(self) -> float | None:
