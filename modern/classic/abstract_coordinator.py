@@ -367,39 +367,42 @@ class GroupMembership:
                     self._wake.wait(timeout=min(max(wait_ms, 1), 500) / 1000)
                     if self._closing.is_set():
                         return
-                    if not self._membership.sends_heartbeats:
-                        continue
-                    rediscover = not self._coordinator_known
-                if rediscover:
+                    # Decided in one hold of the lock, so that a JoinGroup sent meanwhile stops this heartbeat.
+                    action, send = self._heartbeat_action(now_ms())
+                if action == "rediscover":
                     # As Java's heartbeat thread does: find the (new) coordinator and carry on.
                     try:
                         self.ensure_coordinator()
                     except ConnectionFailed:
                         pass
-                    continue
-                with self._wake:
-                    now = now_ms()
-                    if self._timer.session_expired(now):
-                        self._coordinator_known = False  # no answer for a whole session: look it up again
-                        continue
-                    if self._timer.poll_timeout_expired(now):
-                        leave = True
-                    elif self._timer.time_to_next_heartbeat(now) > 0:
-                        continue
-                    else:
-                        leave = False
-                    generation = self.generation
-                    connection = self._beat
-                    # Give up on a stalled coordinator when the session runs out, not at the request timeout.
-                    timeout_s = max(self._timer.session_remaining_ms(now), 1) / 1000
-                    self._timer.sent(now)
-                if leave:
+                elif action == "leave":
                     self._leave_for_poll_timeout()
-                    continue
-                self._send_heartbeat(connection, generation, timeout_s)
+                elif action == "send":
+                    self._send_heartbeat(*send)
         except BaseException as error:  # never let the thread die silently: poll() re-raises it
             with self._lock:
                 self._fatal = error
+
+    def _heartbeat_action(self, now: int) -> tuple[str | None, tuple]:
+        """What the heartbeat thread does now (called under the lock): nothing, "rediscover", "leave", or
+        "send" with the connection, generation and timeout of the heartbeat, which then counts as sent.
+        Nothing while the member has not joined (UNJOINED, or its JoinGroup out): Kafka's heartbeat thread
+        disables itself while `state.hasNotJoinedGroup()`."""
+        if not self._membership.sends_heartbeats:
+            return None, ()
+        if not self._coordinator_known:
+            return "rediscover", ()
+        if self._timer.session_expired(now):
+            self._coordinator_known = False  # no answer for a whole session: look it up again
+            return None, ()
+        if self._timer.poll_timeout_expired(now):
+            return "leave", ()
+        if self._timer.time_to_next_heartbeat(now) > 0:
+            return None, ()
+        # Give up on a stalled coordinator when the session runs out, not at the request timeout.
+        timeout_s = max(self._timer.session_remaining_ms(now), 1) / 1000
+        self._timer.sent(now)
+        return "send", (self._beat, self.generation, timeout_s)
 
     def _send_heartbeat(self, connection: BrokerConnection, generation: Generation, timeout_s: float) -> None:
         try:
@@ -415,7 +418,7 @@ class GroupMembership:
         error = errors.for_code(response.error_code)
         with self._lock:
             if self.generation != generation:
-                return  # answered for a generation we already left
+                return  # answered for a generation we already left (Kafka's generationUnchanged())
             if error is errors.NONE:
                 self._timer.received(now_ms())
             elif error is errors.REBALANCE_IN_PROGRESS:
@@ -423,6 +426,12 @@ class GroupMembership:
                 if self._membership.state is MembershipState.STABLE:  # while completing a rebalance: nothing to do
                     self.request_rejoin("heartbeat: REBALANCE_IN_PROGRESS")
             elif error in MEMBERSHIP_ERRORS:
+                if self._membership.state is MembershipState.PREPARING_REBALANCE:
+                    # Sent before the JoinGroup now out and answered after it (the heartbeat has a connection of
+                    # its own): the JoinGroup's answer tells whether the membership is gone. Kafka's one
+                    # connection hands this answer over first, when it still speaks of the generation it was
+                    # sent in; here the group may have moved on on our own JoinGroup.
+                    return
                 self._membership_lost(f"heartbeat: {errors.name_of(error)}",
                                       keep_member_id=error is errors.ILLEGAL_GENERATION)
                 if error is errors.FENCED_INSTANCE_ID:
