@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "experiments.cli.report",  # summarize, report
     "experiments.cli.events",  # events
     "experiments.cli.demo",        # demo
+    "experiments.cli.doctor",      # doctor
     "experiments.cli.fuzz",        # fuzz wire | scenario | hostile
 ]
 

@@ -43,6 +43,8 @@ def campaign_command(
     data: Annotated[Path | None, typer.Option(
         "--data", help="A results-data folder (docs/results-data/NAME) that carries the campaign across parts: "
                        "its runs are left out, and this part's runs are added to it when it stops.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Run cells larger than this machine's measured capacity "
+                                                        "(rebalance-lab doctor --capacity).")] = False,
 ) -> None:
     """Run every cell of a campaign `repetitions` times (interleaved, recorded seeds), then summarise all runs
     in one Spark pass and write statistics (n, median, min-max, interval of the median) and a report."""
@@ -61,6 +63,7 @@ def campaign_command(
     if check:
         _print_plan(campaign)
         return
+    _hold_against_capacity(campaign, force=force)
     recorded: frozenset[str] = frozenset()
     if data is not None:
         from experiments.report.results_data import other_code, recorded_runs
@@ -96,6 +99,23 @@ def campaign_command(
         typer.echo(f"report: {report.html}")
     if counts.get("failed"):
         raise typer.Exit(1)
+
+
+def _hold_against_capacity(campaign, *, force: bool) -> None:
+    """Every cell's scenario against this machine's measured capacity, before any run starts."""
+    from experiments.run.capacity import check
+    from experiments.scenario import load
+
+    warnings = {}
+    for cell in campaign.cells:
+        scenario = load(cell.scenario_path, overrides=cell.overrides(campaign.seed))
+        if (warning := check(scenario, cell.backend)) is not None:
+            warnings.setdefault(warning, []).append(cell.key)
+    for warning, cells in warnings.items():
+        where = f" (cells {', '.join(cells)})"
+        if not force:
+            _fail(f"{warning}{where}. Run it anyway with --force, or measure again: rebalance-lab doctor --capacity")
+        typer.echo(f"warning: {warning}{where} (--force: running anyway)", err=True)
 
 
 def _add_to_data(folder: Path, data: Path, master: str, allow_mixed_commits: bool) -> None:

@@ -85,7 +85,8 @@ SetOption = Annotated[
 ]
 OutOption = Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<scenario>-<time>); "
                                                             "it must be new or empty, unless --force.")]
-ForceOption = Annotated[bool, typer.Option("--force", help="Delete what an earlier run left in --out first.")]
+ForceOption = Annotated[bool, typer.Option("--force", help="Delete what an earlier run left in --out first, and run "
+                                                           "a scenario larger than this machine's measured capacity.")]
 ProviderOption = Annotated[str, typer.Option("--zk-provider", help="ZooKeeper provider: auto, docker or local.")]
 QuietOption = Annotated[bool, typer.Option("--no-progress", help="No live display.")]
 
@@ -116,6 +117,7 @@ def run_command(
     # Run on this backend alone, so the group is checked against it only: a strategy 0.8 never had may
     # still run on the coordinator protocols of a scenario that lists legacy too.
     loaded = _load(scenario, [*(overrides or []), f'backends=["{backend}"]'], (backend,))
+    hold_against_capacity(loaded, (backend,), force=force)
     run_dir = out or runner.default_run_dir(loaded)
     claim_out_folder(run_dir, force=force)
     result = runner.run(loaded, runner.RunOptions(backend=backend, run_dir=run_dir, zk_provider=zk_provider,
@@ -136,6 +138,7 @@ def compare_command(
     """Run a scenario on each of its backends with the identical schedule: RUN_DIR/<backend> for each."""
     _check_provider(zk_provider)
     loaded = _load(scenario, overrides)
+    hold_against_capacity(loaded, loaded.backends, force=force)
     run_dir = out or runner.default_run_dir(loaded)
     claim_out_folder(run_dir, force=force)
     results = runner.compare(loaded, run_dir, zk_provider=zk_provider, progress=not no_progress)
@@ -146,6 +149,20 @@ def compare_command(
         raise typer.Exit(130)
     if any(result.status != "completed" for result in results):
         raise typer.Exit(1)
+
+
+def hold_against_capacity(scenario: Scenario, backends, *, force: bool) -> None:
+    """Stop before a scenario larger than this machine carried on a backend (`doctor --capacity`), unless
+    `force`; with it, say so and go on."""
+    from experiments.run.capacity import check
+
+    for backend in backends:
+        warning = check(scenario, canonical_name(backend))
+        if warning is None:
+            continue
+        if not force:
+            _fail(f"{warning}. Run it anyway with --force, or measure again: rebalance-lab doctor --capacity")
+        typer.echo(f"warning: {warning} (--force: running anyway)", err=True)
 
 
 def claim_out_folder(folder: Path, *, force: bool) -> None:
