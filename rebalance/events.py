@@ -103,9 +103,11 @@ RECORDS_PRODUCED = _event("records_produced", "a batch of produced records, cons
 PHASE = _event("phase", "the runner marks a scenario phase", name=TEXT, detail=OBJECT, status=TEXT)
 # The phase mark of a warm-up that gave up waiting for a stable group (its detail: the ownership it left).
 WARMUP_TIMEOUT = "warmup-timeout"
-COORDINATOR_EVENT = _event("coordinator_event", "server side: group state transitions", group=TEXT, node=INT,
+COORDINATOR_EVENT = _event("coordinator_event", "server side: group state transitions; a classic group's move to "
+                           "PreparingRebalance names why (rebalance_reason, one of RebalanceReason in "
+                           "modern/coordinator/classic_group.py, and the members it names)", group=TEXT, node=INT,
                            event=TEXT, partition=INT, state=TEXT, from_state=TEXT, to_state=TEXT, generation=INT,
-                           members=INT, offsets=INT, reason=TEXT)
+                           members=INT, offsets=INT, reason=TEXT, rebalance_reason=TEXT, member_ids=TEXTS)
 SERVER_COUNTERS = _event("server_counters", "the runner read the servers' own counters (summed over the nodes that "
                          "answered)", server=TEXT, moment=TEXT, served=INT, sampler_packets=INT, nodes=INT,
                          counters=OBJECT)

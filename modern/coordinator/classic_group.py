@@ -155,6 +155,42 @@ class GroupDescription:
     members: tuple[MemberDescription, ...]
 
 
+class RebalanceReason(Enum):
+    """Why a group starts a rebalance: the causes Kafka's coordinator names when it prepares one ("Preparing to
+    rebalance group ... (reason: ...)", `prepareRebalance`), each worded below as Kafka words it."""
+
+    NEW_MEMBER = "new-member"
+    METADATA_CHANGED = "metadata-changed"                      # a follower rejoined with other protocols
+    LEADER_REJOINED = "leader-rejoined"                        # the leader's JoinGroup always starts one
+    STATIC_MEMBER_PROTOCOL_CHANGED = "static-member-protocol-changed"
+    STATIC_MEMBER_REJOINED = "static-member-rejoined"          # replaced while the group completes a rebalance
+    MEMBER_LEFT = "member-left"
+    SESSION_EXPIRED = "session-expired"
+    PENDING_SYNC_EXPIRED = "pending-sync-expired"              # members that did not send SyncGroup in time
+
+
+_REASON_WORDING = {
+    RebalanceReason.NEW_MEMBER: "Adding new member {}",
+    RebalanceReason.METADATA_CHANGED: "Updating metadata for member {}",
+    RebalanceReason.LEADER_REJOINED: "Leader {} re-joining group",
+    RebalanceReason.STATIC_MEMBER_PROTOCOL_CHANGED: "Group's selectedProtocol will change because static member {} "
+                                                    "joined with change of protocol",
+    RebalanceReason.STATIC_MEMBER_REJOINED: "Updating metadata for static member {}",
+    RebalanceReason.MEMBER_LEFT: "Removing member {} on LeaveGroup",
+    RebalanceReason.SESSION_EXPIRED: "removing member {} on heartbeat expiration",
+    RebalanceReason.PENDING_SYNC_EXPIRED: "Removing {} on pending sync request expiration",
+}
+
+
+@dataclass(frozen=True)
+class RebalanceCause:
+    reason: RebalanceReason
+    members: tuple[str, ...]                     # the member ids it names
+
+    def describe(self) -> str:
+        return _REASON_WORDING[self.reason].format(", ".join(self.members))
+
+
 @dataclass(frozen=True)
 class Transition:
     from_state: ClassicGroupState
@@ -162,6 +198,7 @@ class Transition:
     generation: int
     members: int
     reason: str
+    cause: RebalanceCause | None = None          # set on every move to PreparingRebalance
 
 
 @dataclass
@@ -355,7 +392,7 @@ class ClassicGroup:
             member = self.members.get(member_id)
             if member is None or member.session_deadline_ms != deadline or member.awaiting_reply:
                 continue  # stale entry, or kept alive while its join/sync is parked
-            self._remove_member(member, now_ms, "session timeout")
+            self._remove_member(member, now_ms, RebalanceCause(RebalanceReason.SESSION_EXPIRED, (member_id,)))
         return self._drain()
 
     def unload(self, now_ms: int) -> Output:
@@ -479,7 +516,9 @@ class ClassicGroup:
             self._reply(token, self._join_result(member, include_members=False))
         else:  # the leader rejoining, or new metadata: a new rebalance
             self._update_member(member, request, token)
-            self._prepare_rebalance(now_ms, f"member {member_id} rejoined")
+            leader = self.state is S.STABLE and member_id == self.leader_id   # Kafka looks at the leader first
+            reason = RebalanceReason.LEADER_REJOINED if leader else RebalanceReason.METADATA_CHANGED
+            self._prepare_rebalance(now_ms, RebalanceCause(reason, (member_id,)))
         self._touch(member, now_ms)
 
     def _add_member_and_rebalance(self, member_id: str, request: JoinGroup, now_ms: int, token: object) -> None:
@@ -508,7 +547,7 @@ class ClassicGroup:
         if self.state is S.PREPARING_REBALANCE:
             self._maybe_complete_join(now_ms)
         else:
-            self._prepare_rebalance(now_ms, f"member {member_id} joined")
+            self._prepare_rebalance(now_ms, RebalanceCause(RebalanceReason.NEW_MEMBER, (member_id,)))
 
     def _replace_static_member(
         self, old_id: str, new_id: str, request: JoinGroup, now_ms: int, token: object
@@ -546,10 +585,10 @@ class ClassicGroup:
                     self._reply(token, self._join_result(old, include_members=False, leader=leader_before))
                 return
             old.join_token = token
-            self._prepare_rebalance(now_ms, f"static member {request.group_instance_id} changed protocols")
+            self._prepare_rebalance(now_ms, RebalanceCause(RebalanceReason.STATIC_MEMBER_PROTOCOL_CHANGED, (new_id,)))
         elif self.state is S.COMPLETING_REBALANCE:
             old.join_token = token
-            self._prepare_rebalance(now_ms, f"static member {request.group_instance_id} rejoined")
+            self._prepare_rebalance(now_ms, RebalanceCause(RebalanceReason.STATIC_MEMBER_REJOINED, (new_id,)))
         else:  # PreparingRebalance
             old.join_token = token
             self._maybe_complete_join(now_ms)
@@ -569,7 +608,7 @@ class ClassicGroup:
                                                           member_id=member.member_id))
             member.join_token = token
 
-    def _prepare_rebalance(self, now_ms: int, reason: str) -> None:
+    def _prepare_rebalance(self, now_ms: int, cause: RebalanceCause) -> None:
         if self.state is S.COMPLETING_REBALANCE:
             # Followers parked in SyncGroup must rejoin.
             for member in self.members.values():
@@ -590,7 +629,7 @@ class ClassicGroup:
         else:
             self._initial_join = False
             self._join_deadline_ms = now_ms + self.rebalance_timeout_ms
-        self._transition(S.PREPARING_REBALANCE, now_ms, reason)
+        self._transition(S.PREPARING_REBALANCE, now_ms, cause.describe(), cause)
         self._maybe_complete_join(now_ms)  # e.g. the only member rejoined, or the last one left
 
     def _maybe_complete_join(self, now_ms: int) -> None:
@@ -654,7 +693,8 @@ class ClassicGroup:
         for member in laggards:
             self._drop(member)
         if laggards:
-            self._prepare_rebalance(now_ms, "members did not send SyncGroup in time")
+            laggard_ids = tuple(member.member_id for member in laggards)
+            self._prepare_rebalance(now_ms, RebalanceCause(RebalanceReason.PENDING_SYNC_EXPIRED, laggard_ids))
 
     # ------------------------------------------------------------ leave and removal
 
@@ -665,7 +705,7 @@ class ClassicGroup:
                 return errors.UNKNOWN_MEMBER_ID
             if who.member_id and who.member_id != mapped:
                 return errors.FENCED_INSTANCE_ID
-            self._remove_member(self.members[mapped], now_ms, f"static member {who.group_instance_id} left")
+            self._remove_member(self.members[mapped], now_ms, RebalanceCause(RebalanceReason.MEMBER_LEFT, (mapped,)))
             return errors.NONE
         if who.member_id in self.pending_members:
             del self.pending_members[who.member_id]
@@ -674,13 +714,13 @@ class ClassicGroup:
         member = self.members.get(who.member_id)
         if member is None:
             return errors.UNKNOWN_MEMBER_ID
-        self._remove_member(member, now_ms, f"member {who.member_id} left")
+        self._remove_member(member, now_ms, RebalanceCause(RebalanceReason.MEMBER_LEFT, (who.member_id,)))
         return errors.NONE
 
-    def _remove_member(self, member: Member, now_ms: int, reason: str) -> None:
+    def _remove_member(self, member: Member, now_ms: int, cause: RebalanceCause) -> None:
         self._drop(member)
         if self.state in (S.STABLE, S.COMPLETING_REBALANCE):
-            self._prepare_rebalance(now_ms, reason)
+            self._prepare_rebalance(now_ms, cause)
         elif self.state is S.PREPARING_REBALANCE:
             self._maybe_complete_join(now_ms)
 
@@ -784,10 +824,12 @@ class ClassicGroup:
         member.session_deadline_ms = now_ms + member.session_timeout_ms
         heapq.heappush(self._sessions, (member.session_deadline_ms, member.member_id))
 
-    def _transition(self, to_state: ClassicGroupState, now_ms: int, reason: str) -> None:
+    def _transition(self, to_state: ClassicGroupState, now_ms: int, reason: str,
+                    cause: RebalanceCause | None = None) -> None:
         if to_state not in TRANSITIONS[self.state]:
             raise AssertionError(f"group {self.group_id}: illegal transition {self.state.value} -> {to_state.value}")
-        self._out.transitions.append(Transition(self.state, to_state, self.generation_id, len(self.members), reason))
+        self._out.transitions.append(Transition(self.state, to_state, self.generation_id, len(self.members), reason,
+                                                cause))
         self.state = to_state
         self.state_timestamp_ms = now_ms
 

@@ -234,9 +234,12 @@ class GroupMetadataManager:
         if partition is not None and out.store_group:
             failure = self.coordinator.write(partition, lambda: [group_metadata_record(group, self.coordinator.wall_ms())])
         for transition in out.transitions:
+            # A move to PreparingRebalance says why, as Kafka logs each rebalance it prepares.
+            cause = {} if transition.cause is None else dict(
+                rebalance_reason=transition.cause.reason.value, member_ids=list(transition.cause.members))
             self.coordinator.emit(group.group_id, event="state", from_state=transition.from_state.value,
                                   to_state=transition.to_state.value, generation=group.generation_id,
-                                  members=len(group.members), reason=transition.reason)
+                                  members=len(group.members), reason=transition.reason, **cause)
         for token, result in out.replies:
             if failure is not None:
                 result = _not_stored(result, failure)
