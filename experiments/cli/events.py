@@ -210,6 +210,14 @@ DETAILS = {
     ev.PROCESS_MEMORY: lambda e: (f"resident {e['rss_bytes'] / 2 ** 20:.1f} MB"
                                   if isinstance(e.get("rss_bytes"), (int, float)) else "resident memory ?"),
     ev.METRICS: _metrics,
+    ev.PRODUCER_PACE: lambda e: _words(f"sent {e.get('sent')} of {e.get('due')} due",
+                                       f"{e['behind_ms'] / 1000:.2f} s behind" if e.get("behind_ms") else None),
+    ev.HOST_SAMPLE: lambda e: _words(
+        f"cpu pressure {e['cpu_pressure_pct']:.0f}%" if isinstance(e.get("cpu_pressure_pct"), (int, float)) else None,
+        f"busy {e['busy_pct']:.0f}%" if isinstance(e.get("busy_pct"), (int, float)) else None,
+        f"steal {e['steal_pct']:.1f}%" if e.get("steal_pct") else None, f"load {e.get('load1')}"),
+    ev.JOIN_WAVE: lambda e: _words(f"{len(e.get('members') or [])} members due", e.get("fault_id"),
+                                   "armed" if e.get("armed") else "started at the step"),
 }
 _SPACES = re.compile(r"\s+")
 
