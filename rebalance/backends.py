@@ -83,8 +83,11 @@ class BackendProfile:
     check: Callable[[MemberConfig], None]           # raises ValueError or TypeError on a bad config
     member_class: str                   # "module:Class", made as Class(config, *, listener=None, recorder=None)
     # The brokers' environment for a run: (session timeout ms, native settings) -> variables. Where the
-    # protocol puts group timing in the coordinator (KIP-848), this is how a run's session reaches it.
+    # protocol puts group timing in the coordinator (KIP-848), this is how its settings reach it.
     broker_env: Callable[[int, Mapping[str, object]], Mapping[str, str]] = lambda session_ms, settings: {}
+    # The session its members run with: (the scenario's session_timeout_ms, native settings) -> ms. The
+    # scenario's for the clients that take it; the brokers' where the protocol makes it theirs (KIP-848).
+    session_ms: Callable[[int, Mapping[str, object]], int] = lambda session_ms, settings: session_ms
     # The terms of its herd cost model, requests per membership change = sum of coefficient x term
     # (experiments.summary.herd_model): "N2" (N squared), "N" (group size), "P" (partitions), "moved" (members
     # whose assignment changed), "1" (a constant). What the protocol's own steps make the cost grow with.

@@ -30,6 +30,7 @@ from rebalance.member import MemberConfig, RebalanceListener
 from rebalance.types import TopicPartition
 from tests.modern_support import produce, wait_until
 from tests.test_kip848_conformance import History, balanced, consumer_worker, describe
+from tests.test_kip848_timing import lower_broker_timing
 from tests.test_modern_conformance import PARTITIONS, Worker, complete_and_disjoint
 from tests.test_modern_member import Scripted, find_answer
 
@@ -40,9 +41,9 @@ SESSION_TIMEOUT_MS = 3_000
 
 @pytest.fixture
 def cluster(broker_cluster, monkeypatch):
-    """One broker process whose consumer groups end a session after 3 s and want a heartbeat every 300 ms."""
-    monkeypatch.setenv("REBALANCE_LAB_GROUP_CONSUMER_SESSION_TIMEOUT_MS", str(SESSION_TIMEOUT_MS))
-    monkeypatch.setenv("REBALANCE_LAB_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS", "300")
+    """One broker process whose consumer groups end a session after 3 s and want a heartbeat every 300 ms (both
+    below Kafka's minimums, lowered with them as an operator would)."""
+    lower_broker_timing(monkeypatch, SESSION_TIMEOUT_MS, 300)
     return broker_cluster(1)
 
 

@@ -19,6 +19,7 @@ from modern.client.connection import BrokerConnection, parse_address
 from modern.common import errors
 from modern.common.consumer_group_messages import ConsumerGroupDescribeRequest
 from tests.modern_support import produce, wait_until
+from tests.test_kip848_timing import lower_broker_timing
 from tests.test_modern_conformance import Worker, committed_offsets, complete_and_disjoint, find_coordinator
 
 pytestmark = [pytest.mark.broker, pytest.mark.conformance]
@@ -29,9 +30,9 @@ SESSION_TIMEOUT_MS = 3_000
 
 @pytest.fixture
 def cluster(broker_cluster, monkeypatch):
-    """One broker whose consumer groups time sessions out after 3 s and want a heartbeat every 300 ms."""
-    monkeypatch.setenv("REBALANCE_LAB_GROUP_CONSUMER_SESSION_TIMEOUT_MS", str(SESSION_TIMEOUT_MS))
-    monkeypatch.setenv("REBALANCE_LAB_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS", "300")
+    """One broker whose consumer groups time sessions out after 3 s and want a heartbeat every 300 ms (both
+    below Kafka's minimums, lowered with them as an operator would)."""
+    lower_broker_timing(monkeypatch, SESSION_TIMEOUT_MS, 300)
     return broker_cluster(1)
 
 
@@ -255,8 +256,7 @@ def test_a_killed_members_partitions_move_after_its_session(cluster, names):
 
 @pytest.mark.slow
 def test_the_group_and_its_commits_survive_a_coordinator_failover(broker_cluster, monkeypatch, names):
-    monkeypatch.setenv("REBALANCE_LAB_GROUP_CONSUMER_SESSION_TIMEOUT_MS", "20000")
-    monkeypatch.setenv("REBALANCE_LAB_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS", "300")
+    lower_broker_timing(monkeypatch, 20_000, 300)
     topic, group = names
     cluster = broker_cluster(3)
     create_topic(cluster.bootstrap, topic, PARTITIONS)

@@ -34,7 +34,7 @@ PARTITIONS = 4
 def embedded():
     extension = CoordinatorExtension(CoordinatorConfig(
         group=GroupConfig(initial_rebalance_delay_ms=0),
-        consumer_group=ConsumerGroupConfig(heartbeat_interval_ms=250)))
+        consumer_group=ConsumerGroupConfig(heartbeat_interval_ms=250, min_heartbeat_interval_ms=250)))
     with EmbeddedBroker(BrokerConfig(port=0), extensions=[extension]) as running:
         create_topic(running.bootstrap, TOPIC, PARTITIONS)
         yield running

@@ -16,6 +16,7 @@ from modern.kip848.member import Kip848Member
 from rebalance.events import EventRecorder
 from rebalance.member import MemberConfig, RebalanceListener
 from tests.modern_support import produce, wait_until
+from tests.test_kip848_timing import lower_broker_timing
 
 pytestmark = [pytest.mark.broker, pytest.mark.conformance]
 
@@ -25,9 +26,9 @@ STALL_S = 5.0       # how long the busy member's application thread stays away f
 
 @pytest.fixture
 def cluster(broker_cluster, monkeypatch):
-    """One broker whose consumer groups want a heartbeat every 300 ms (a session of 10 s, longer than the stall)."""
-    monkeypatch.setenv("REBALANCE_LAB_GROUP_CONSUMER_SESSION_TIMEOUT_MS", "10000")
-    monkeypatch.setenv("REBALANCE_LAB_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS", "300")
+    """One broker whose consumer groups want a heartbeat every 300 ms (a session of 10 s, longer than the stall;
+    both below Kafka's minimums, lowered with them as an operator would)."""
+    lower_broker_timing(monkeypatch, 10_000, 300)
     return broker_cluster(1)
 
 

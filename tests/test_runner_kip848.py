@@ -31,18 +31,22 @@ def test_classic_strategies_run_unchanged_on_the_server_assignors():
         kip848.check(MemberConfig(**{**config.to_json(), "extra": {"heartbeat.interval.ms": 1000}}))
 
 
-def test_the_brokers_get_the_scenarios_session_for_consumer_groups():
+def test_the_brokers_get_the_group_settings_of_group_kip848():
+    """The brokers' environment carries [group.kip848]'s group.consumer.* settings (the scenario's classic
+    session_timeout_ms is not among them: tests/test_kip848_timing.py)."""
     kip848 = profile("kip848")
-    default = CoordinatorConfig.from_env(kip848.broker_env(6000, {})).consumer_group
-    assert (default.session_timeout_ms, default.heartbeat_interval_ms) == (6000, 666)   # Kafka's 5 s of 45 s
-    given = CoordinatorConfig.from_env(kip848.broker_env(9000, {"group.consumer.heartbeat.interval.ms": 1500}))
-    assert (given.consumer_group.session_timeout_ms, given.consumer_group.heartbeat_interval_ms) == (9000, 1500)
+    settings = {"group.consumer.session.timeout.ms": 9000, "group.consumer.min.session.timeout.ms": 9000,
+                "group.consumer.heartbeat.interval.ms": 1500, "group.consumer.min.heartbeat.interval.ms": 1500,
+                "max.poll.interval.ms": 60_000}
+    given = CoordinatorConfig.from_env(kip848.broker_env(6000, settings)).consumer_group
+    assert (given.session_timeout_ms, given.heartbeat_interval_ms) == (9000, 1500)
     assert profile("classic").broker_env(6000, {}) == {} and profile("legacy").broker_env(6000, {}) == {}
 
 
 # A join, then a crash: the crashed member's partitions move only once the brokers end its session.
-# The convergence check's bound is 2 x the scenario's session + 5 s, so it also tells whether the brokers
-# were given the scenario's session (with KIP-848's default of 45 s they would converge far too late).
+# The convergence check's bound is 2 x the recorded session + 5 s, so it also tells whether the brokers were
+# given [group.kip848]'s 6 s session, lowered with its minimum as an operator would (with KIP-848's default of
+# 45 s they would converge far too late).
 CRASH = """\
 name = "kip848-join-and-crash"
 seed = 5
@@ -65,6 +69,12 @@ rate = 20
 members = 3
 strategy = "cooperative-sticky"
 session_timeout_ms = 6000
+
+[group.kip848]
+"group.consumer.session.timeout.ms" = 6000
+"group.consumer.min.session.timeout.ms" = 6000
+"group.consumer.heartbeat.interval.ms" = 1000
+"group.consumer.min.heartbeat.interval.ms" = 1000
 
 [[timeline]]
 at = 2

@@ -109,7 +109,7 @@ def exercise_confluent(bootstrap: str) -> None:
 def record(folder: Path) -> int:
     coordinator = CoordinatorExtension(CoordinatorConfig(
         group=GroupConfig(initial_rebalance_delay_ms=0),
-        consumer_group=ConsumerGroupConfig(heartbeat_interval_ms=500)))
+        consumer_group=ConsumerGroupConfig(heartbeat_interval_ms=500, min_heartbeat_interval_ms=500)))
     with EmbeddedBroker(BrokerConfig(port=0, default_partitions=3), extensions=[coordinator]) as embedded:
         recorder = Recorder(embedded.broker)
         exercise_kafka_python(embedded.bootstrap)

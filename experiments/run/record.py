@@ -9,20 +9,24 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from experiments.run.member_configs import native_settings
 from experiments.run.provenance import git_commit, jsonable, versions
 from experiments.run.runmeta import ClusterAddresses, RunMeta, ScenarioSource
+from rebalance.backends import profile
 
 
 def describe_run(run: Any, status: str, reason: str = "") -> RunMeta:
     """The run's record now (`run`: an experiments.run.runner.Run; `status`: running, completed, ...)."""
     scenario_text = Path(run.scenario.source).read_text() if Path(run.scenario.source).is_file() else ""
     group = run.scenario.group
+    backend = profile(run.backend)
     return RunMeta(
         name=run.scenario.name,
         run_id=run.run_id,
         backend=run.backend,
         strategy=group.strategy,
-        session_timeout_ms=group.session_timeout_ms,
+        # the session the members ran with: the brokers' on kip848, where the scenario's is a classic setting
+        session_timeout_ms=backend.session_ms(group.session_timeout_ms, native_settings(run.scenario, backend)),
         topics={topic.name: topic.partitions for topic in run.scenario.topics},
         members=len(run.schedule.initial_members),
         group=group.name,

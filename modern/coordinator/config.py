@@ -4,10 +4,13 @@ When the broker's CLI builds the coordinator it reads environment variables name
 REBALANCE_LAB_GROUP_INITIAL_REBALANCE_DELAY_MS, REBALANCE_LAB_GROUP_MIN_SESSION_TIMEOUT_MS,
 REBALANCE_LAB_GROUP_MAX_SESSION_TIMEOUT_MS, REBALANCE_LAB_GROUP_MAX_SIZE,
 REBALANCE_LAB_COORDINATOR_LOAD_DELAY_MS, REBALANCE_LAB_OFFSET_METADATA_MAX_BYTES; for KIP-848 consumer groups
-REBALANCE_LAB_GROUP_CONSUMER_SESSION_TIMEOUT_MS, REBALANCE_LAB_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS
+REBALANCE_LAB_GROUP_CONSUMER_SESSION_TIMEOUT_MS and REBALANCE_LAB_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS with
+their bounds (..._GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS, ..._MAX_SESSION_TIMEOUT_MS,
+..._MIN_HEARTBEAT_INTERVAL_MS, ..._MAX_HEARTBEAT_INTERVAL_MS: `rebalance.consumer_group_timing` names them)
 and REBALANCE_LAB_GROUP_CONSUMER_MAX_SIZE; and REBALANCE_LAB_COORDINATOR_EVENTS (a JSONL
 path for `coordinator_event` events) with REBALANCE_LAB_RUN_ID. A value that is not an integer
-fails the broker's start with the variable's name.
+fails the broker's start with the variable's name, and so do consumer-group timings Kafka's broker
+would refuse (a session below its minimum, ...), with the rule they break.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from dataclasses import dataclass, field
 
 from modern.coordinator.classic_group import GroupConfig
 from modern.coordinator.consumer_group import ConsumerGroupConfig
+from rebalance.consumer_group_timing import SETTINGS as TIMING_SETTINGS
+from rebalance.consumer_group_timing import broker_env_name
 
 _ENV_PREFIX = "REBALANCE_LAB_"
 
@@ -46,11 +51,9 @@ class CoordinatorConfig:
         }
         group_settings = {attribute: value for suffix, attribute in names.items()
                           if (value := _int_from_env(env, suffix)) is not None}
-        consumer_names = {
-            "GROUP_CONSUMER_SESSION_TIMEOUT_MS": "session_timeout_ms",
-            "GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": "heartbeat_interval_ms",
-            "GROUP_CONSUMER_MAX_SIZE": "max_size",
-        }
+        consumer_names = {broker_env_name(setting).removeprefix(_ENV_PREFIX): attribute
+                          for setting, attribute in TIMING_SETTINGS.items()}
+        consumer_names["GROUP_CONSUMER_MAX_SIZE"] = "max_size"
         consumer_settings = {attribute: value for suffix, attribute in consumer_names.items()
                              if (value := _int_from_env(env, suffix)) is not None}
         if load_delay_ms is None:

@@ -26,6 +26,7 @@ from modern.common import errors
 from modern.common.errors import ErrorClass
 from modern.coordinator.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment, TopicPartition
 from modern.coordinator.records import consumer_group as records
+from rebalance.consumer_group_timing import ConsumerGroupTiming
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -47,12 +48,12 @@ class ConsumerGroupState(Enum):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConsumerGroupConfig:
+class ConsumerGroupConfig(ConsumerGroupTiming):
     """Broker-side settings named after Kafka's `group.consumer.*` configs (KIP-848 moves the
-    session timeout and heartbeat interval from the client to the broker)."""
+    session timeout and heartbeat interval from the client to the broker): the session and heartbeat with
+    their bounds, checked as Kafka's broker checks them at startup (`rebalance.consumer_group_timing`), and
+    the group's size limit."""
 
-    session_timeout_ms: int = 45_000             # group.consumer.session.timeout.ms
-    heartbeat_interval_ms: int = 5_000           # group.consumer.heartbeat.interval.ms
     max_size: int | None = None                  # group.consumer.max.size (None: unbounded)
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from modern.kip848.client_settings import STRATEGIES, broker_heartbeat_interval_ms
+from collections.abc import Mapping
+
+from modern.kip848.client_settings import STRATEGIES
 from rebalance.backends import BackendProfile, GroupProtocol, Server
+from rebalance.consumer_group_timing import SETTINGS, ConsumerGroupTiming, broker_env_name
 from rebalance.member import MemberConfig
 
 
@@ -13,11 +16,22 @@ def _settings_check(config: MemberConfig) -> None:
     settings_from(config, client_id=config.member_name or "check")
 
 
-def _broker_env(session_timeout_ms: int, settings: dict[str, object]) -> dict[str, str]:
-    """The session and heartbeat interval are the coordinator's in KIP-848: the brokers get the scenario's."""
-    return {"REBALANCE_LAB_GROUP_CONSUMER_SESSION_TIMEOUT_MS": str(session_timeout_ms),
-            "REBALANCE_LAB_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS":
-                str(broker_heartbeat_interval_ms(session_timeout_ms, settings))}
+def _broker_timing(settings: Mapping[str, object]) -> ConsumerGroupTiming:
+    """The consumer-group session and heartbeat the brokers run with: Kafka 4's defaults (45 s, 5 s) but for
+    what [group.kip848] sets under Kafka's names, checked as Kafka's broker checks them."""
+    return ConsumerGroupTiming.from_settings(settings)
+
+
+def _broker_env(classic_session_ms: int, settings: Mapping[str, object]) -> dict[str, str]:
+    """The brokers get the group.consumer.* settings [group.kip848] gives, and nothing else: the scenario's
+    `session_timeout_ms` (`classic_session_ms`) is a classic client's setting, and KIP-848's session is the
+    broker's, 45 s unless an operator lowers it together with its minimum."""
+    _broker_timing(settings)
+    return {broker_env_name(name): str(value) for name, value in settings.items() if name in SETTINGS}
+
+
+def _session_ms(classic_session_ms: int, settings: Mapping[str, object]) -> int:
+    return _broker_timing(settings).session_timeout_ms
 
 
 PROFILE = BackendProfile(
@@ -27,6 +41,7 @@ PROFILE = BackendProfile(
     id_setting="client.id",
     commits_carry_generation=True,   # OffsetCommit v9 is fenced by the member epoch
     check=_settings_check, member_class="modern.kip848.member:Kip848Member", broker_env=_broker_env,
+    session_ms=_session_ms,   # the brokers' consumer-group session, not the scenario's classic one
     herd_cost_terms=("moved", "1"),   # only members whose target changed do more than heartbeat
     # group.consumer.assignors defaults to [uniform, range]: a member that names none gets the first, uniform
     default_strategy="uniform",

@@ -12,14 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from modern.client.connection import parse_address
+from rebalance.consumer_group_timing import SETTINGS as BROKER_TIMING_SETTINGS
+from rebalance.consumer_group_timing import ConsumerGroupTiming
 from rebalance.member import MemberConfig
 
 SERVER_ASSIGNORS = ("uniform", "range", "uniform-4.1")   # the coordinator's (modern.coordinator.assignors.ASSIGNORS)
 CLASSIC_TO_SERVER = {"range": "range", "roundrobin": "uniform", "sticky": "uniform", "cooperative-sticky": "uniform"}
 STRATEGIES = SERVER_ASSIGNORS + tuple(name for name in CLASSIC_TO_SERVER if name not in SERVER_ASSIGNORS)
 
-# The broker setting a scenario may give in [group.kip848]; the runner hands it to the brokers.
-BROKER_HEARTBEAT_SETTING = "group.consumer.heartbeat.interval.ms"
+# The broker settings a scenario may give in [group.kip848] (Kafka's group.consumer.* session and heartbeat
+# with their bounds): the runner hands them to the brokers (modern.kip848.backend); members ignore them.
+BROKER_SETTINGS = tuple(BROKER_TIMING_SETTINGS)
 CLIENT_ID_SETTING = "client.id"   # a text setting: the member's client id, when a scenario names it
 
 # MemberConfig.extra keys this client understands, under Kafka's consumer names.
@@ -71,11 +74,12 @@ def settings_from(config: MemberConfig, client_id: str) -> Kip848Settings:
     """The client's settings; `client_id` unless `extra` sets `client.id`, as a Kafka user may."""
     if not config.bootstrap:
         raise ValueError("the kip848 backend needs a bootstrap address (HOST:PORT[,HOST:PORT])")
-    known = set(EXTRA_SETTINGS) | {BROKER_HEARTBEAT_SETTING, CLIENT_ID_SETTING}
+    known = set(EXTRA_SETTINGS) | set(BROKER_SETTINGS) | {CLIENT_ID_SETTING}
     unknown = sorted(set(config.extra) - known)
     if unknown:
         raise ValueError(f"unknown kip848 setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))} "
                          f"(session and heartbeat timing are broker settings in KIP-848)")
+    ConsumerGroupTiming.from_settings(config.extra)   # what Kafka's broker would refuse fails here, before the run
     values: dict[str, object] = {"assignor": server_assignor(config.strategy)}
     for key, value in config.extra.items():
         if key in EXTRA_SETTINGS:
@@ -88,11 +92,3 @@ def settings_from(config: MemberConfig, client_id: str) -> Kip848Settings:
         auto_commit_interval_ms=config.auto_commit_interval_ms, **values,
     )
 
-
-def broker_heartbeat_interval_ms(session_timeout_ms: int, settings: dict[str, object]) -> int:
-    """The heartbeat interval the brokers are given: the scenario's, or Kafka's ratio to the session
-    (5 s of 45 s, one ninth), never below 100 ms."""
-    given = settings.get(BROKER_HEARTBEAT_SETTING)
-    if given is not None:
-        return int(given)
-    return max(100, session_timeout_ms // 9)
