@@ -452,6 +452,24 @@ def test_a_backends_settings_are_kept_under_its_profiles_name():
     assert scenario.group.settings_of("legacy") == {"max.poll.interval.ms": 60000}
 
 
+def test_a_native_setting_written_as_dotted_keys_or_set_from_the_command_line_keeps_its_kafka_name():
+    """TOML reads an unquoted dotted key as nested tables, and so does `--set` (a campaign's `set` and `sweep`):
+    a settings section reads them back as the one dotted name, so Kafka's names can be given either way."""
+    scenario = load("""
+    [group.kip848]
+    group.consumer.session.timeout.ms = 10000
+    "group.remote.assignor" = "range"
+    """, overrides=["group.kip848.group.consumer.min.session.timeout.ms=10000"])
+    assert scenario.group.settings_of("kip848") == {"group.consumer.session.timeout.ms": 10000,
+                                                    "group.remote.assignor": "range",
+                                                    "group.consumer.min.session.timeout.ms": 10000}
+    overridden = load("""
+    [group.kip848]
+    "group.consumer.session.timeout.ms" = 10000
+    """, overrides=["group.kip848.group.consumer.session.timeout.ms=12000"])
+    assert overridden.group.settings_of("kip848") == {"group.consumer.session.timeout.ms": 12000}
+
+
 def test_modern_is_accepted_as_an_alias_of_classic():
     scenario = load("""
     [group.modern]

@@ -12,7 +12,7 @@ import itertools
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
@@ -175,6 +175,17 @@ def _apply_override(data: dict, override: str, problems: list[Problem]) -> None:
 _ALTERNATIVES = (("partitions", "partitions_per_member"), ("partitions_per_member", "partitions"))
 
 
+def _dotted_names(table: Mapping, prefix: str = "") -> Iterator[tuple[str, object]]:
+    """A settings section's entries under their dotted names: TOML reads an unquoted `a.b = 1` as a table `a`
+    holding `b`, and so does `--set` (a campaign's `set` and `sweep`), so Kafka's names may come either way.
+    A name given twice (quoted and as tables) keeps the later one, an override's."""
+    for name, value in table.items():
+        if isinstance(value, dict):
+            yield from _dotted_names(value, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", value
+
+
 class _Checker:
     """Turns the parsed TOML into a Scenario, collecting every problem instead of stopping at one."""
 
@@ -236,10 +247,11 @@ class _Checker:
         if not isinstance(value, dict):
             self.fail((*path, key), "must be a table of native settings, e.g. {\"rebalance.max.retries\" = 4}")
             return {}
-        for name, setting in value.items():
+        flat = dict(_dotted_names(value))
+        for name, setting in flat.items():
             if not isinstance(setting, (str, int, float, bool)):
                 self.fail((*path, key, name), f"a setting must be a string, number or boolean, got {setting!r}")
-        return dict(value)
+        return flat
 
     # ---- sections
 
