@@ -127,8 +127,14 @@ class LegacyMember:
 
     # -- the Member interface -----------------------------------------------------------------------
 
+    def prepare(self) -> None:
+        """Open the ZooKeeper session without registering, as 0.8's connector does when it is made (its
+        constructor connects; createMessageStreams registers): a member host started ahead of its join wave
+        (experiments.run.member_host) has its members connected when the wave comes."""
+        self.zk.start(self.config.connection_timeout_ms / 1000.0)
+
     def start(self) -> None:
-        """Connect, register under ids, set the watches, and ask for the first rebalance."""
+        """Connect (unless `prepare` did), register under ids, set the watches, and ask for the first rebalance."""
         self._set_state(LegacyState.RUNNING)
         self._emit(
             ev.MEMBER_STARTED,

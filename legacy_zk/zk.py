@@ -62,11 +62,16 @@ class TracedZooKeeper:
         self.requests = 0
         self.notifications = 0
         self._connected = threading.Event()
+        self._started = False
         self.client.add_listener(self._track_session)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self, timeout_s: float) -> None:
+        """Open the session (once: a member connected ahead of its join starts without a second look)."""
+        if self._started:
+            return
+        self._started = True
         self.client.start(timeout=timeout_s)
         if self.client.connected:
             self._connected.set()

@@ -43,10 +43,19 @@ class FetchingMember:
     _offset_fetch: Callable[[set[TopicPartition]], dict[TopicPartition, int]] | None = None
     _offset_fetch_not_yet: tuple[type[Exception], ...] = ()
 
+    def prepare(self) -> None:
+        """Make the fetching client and let it reach the brokers, without joining: a member host started ahead
+        of its join wave (experiments.run.member_host) has its members ready when the wave comes."""
+        if self._fetcher is None:
+            self._fetcher = self._new_fetcher()
+
+    def _new_fetcher(self) -> Fetcher:
+        return Fetcher(self.config.bootstrap.split(","), client_id=self.settings.client_id,
+                       auto_offset_reset=self.config.auto_offset_reset, max_wait_ms=self.settings.fetch_max_wait_ms)
+
     def _start_fetching(self, strategy: str) -> None:
-        self._fetcher = Fetcher(self.config.bootstrap.split(","), client_id=self.settings.client_id,
-                                 auto_offset_reset=self.config.auto_offset_reset,
-                                 max_wait_ms=self.settings.fetch_max_wait_ms)
+        if self._fetcher is None:
+            self._fetcher = self._new_fetcher()
         self.recorder.emit(ev.MEMBER_STARTED, self.member_id, group=self.config.group, strategy=strategy,
                            topics=list(self.config.topics), group_instance_id=self.config.group_instance_id,
                            pid=os.getpid())
