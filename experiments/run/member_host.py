@@ -50,6 +50,9 @@ _IDLE_SLEEP_S = 0.05
 # consumer on the data path; see benchmarks/bench_fetch_idle.py for the lab's own).
 POLL_WAIT_S = 0.5
 PAUSE_WAIT_S = 10.0
+# On a stop, how long the members' batches may take before the host gives up on their clean leave: below the
+# runner's 20 s before it kills the process (experiments.faults.members.STOP_TIMEOUT_S), leaving room to leave.
+STOP_WAIT_S = 15.0
 # A member's client may fail to reach the brokers when a thousand start at once on two cores (kafka-python
 # bootstraps in its constructor; Java's client would only connect later): the warm-up starts it again.
 START_ATTEMPTS = 3
@@ -150,8 +153,7 @@ class Host:
             self.stop.set()
             for slot in self.slots.values():
                 slot.wake.set()
-            for poller in self._pollers:
-                poller.join(15)
+            self._wait_for_leaves()
             _close_all([slot.member for slot in self.slots.values() if slot.state in ("running", "paused")])
         if self.failure:
             console.print(f"[red]{escape(self.failure)}[/red]")
@@ -186,7 +188,9 @@ class Host:
         return True
 
     def _poll(self, slot: _Slot, group_member) -> None:
-        """Poll one member instance until the process stops or the instance is crashed, left or replaced."""
+        """Poll one member instance until the process stops or the instance is crashed, left or replaced. When
+        the process stops, the member leaves as soon as its own batch is handled, as a pod's container stops
+        its one consumer: its neighbours' batches do not hold it up."""
         while not self.stop.is_set() and slot.member is group_member and slot.state in ("running", "paused"):
             if slot.state == "paused":
                 self.stop.wait(_IDLE_SLEEP_S)
@@ -194,6 +198,25 @@ class Host:
             with slot.batch:
                 if not self._poll_once(slot, group_member):
                     return
+        if self.stop.is_set() and slot.member is group_member and slot.state == "running":
+            with slot.lock:
+                slot.state = "leaving"
+                close_one(group_member)
+                slot.state = "left"
+
+    def _wait_for_leaves(self) -> None:
+        """Give every polling thread until STOP_WAIT_S to finish its batch and leave; a member still handling
+        its batch then is named: the runner kills the process soon after, so it never leaves cleanly."""
+        deadline = time.monotonic() + STOP_WAIT_S
+        for poller in self._pollers:
+            poller.join(max(0.0, deadline - time.monotonic()))
+        for slot in self.slots.values():
+            if slot.state == "running" and slot.batch.locked():
+                self.recorder.emit(ev.MEMBER_STOPPED, slot.member.member_id,
+                                   reason=f"stop: still handling its batch after {STOP_WAIT_S:.0f} s; killed "
+                                          "before it could leave")
+                console.print(f"[red]{slot.name}: still handling its batch {STOP_WAIT_S:.0f} s after the stop: "
+                              "it will be killed, not leave[/red]")
 
     def _poll_once(self, slot: _Slot, group_member) -> bool:
         """One poll, then the application's handling of its records; False when the thread should end."""
