@@ -22,13 +22,17 @@ paired = true
 """
 
 
+LOWERED = (("group.kip848.group.consumer.session.timeout.ms", 10000),
+           ("group.kip848.group.consumer.heartbeat.interval.ms", 3000))
+
+
 def test_the_seed002_campaign_plans_its_cells_and_claims_on_phases():
     campaign = load_campaign(find_campaign("seed002"))
-    cells = {(cell.backend, cell.strategy) for cell in campaign.cells}
-    assert cells == {("classic", "range"), ("classic", "roundrobin"), ("classic", "sticky"),
-                     ("classic", "cooperative-sticky"), ("legacy", "range"), ("legacy", "roundrobin"),
-                     ("kip848", "uniform"), ("kip848", "range")}
-    assert len(campaign.plan()) == 48 and all(cell.repetitions == 6 for cell in campaign.cells)
+    cells = {(cell.backend, cell.strategy, cell.sweep) for cell in campaign.cells}
+    assert cells == {("classic", "range", ()), ("classic", "roundrobin", ()), ("classic", "sticky", ()),
+                     ("classic", "cooperative-sticky", ()), ("legacy", "range", ()), ("legacy", "roundrobin", ()),
+                     ("kip848", "uniform", ()), ("kip848", "range", ()), ("kip848", "uniform", LOWERED)}
+    assert len(campaign.plan()) == 54 and all(cell.repetitions == 6 for cell in campaign.cells)
     metrics = {claim.metric for claim in campaign.claims}
     assert metrics == {"scale-to-50: records lost", "scale-to-100: records lost", "whole run: records lost",
                        "scale-to-50: rebalancing (ms)", "restart-10: records lost"}
@@ -136,3 +140,66 @@ def test_a_load_sweep_gets_its_own_table_and_never_stands_for_the_shipped_scenar
     assert "| classic range | 20 [10-30], n = 3 | 43,000 [40,000-45,000], n = 3 |" in text
     shipped = cell_statistics(pd.DataFrame([{**row, "sweep": "-"} for row in rows]))
     assert seed002_section(shipped) and load_sweep_section(shipped) == []
+
+
+@pytest.mark.parametrize("name", ["seed002", "seed002-mixed", "seed002-load"])
+def test_kip848_runs_at_kafkas_defaults_and_once_more_at_the_classic_clients_timing(name):
+    """Each KIP-848 cell at Kafka 4's defaults (the brokers' 45 s session), and one more, told apart by its sweep,
+    at the classic cells' 10 s session and 3 s heartbeat with the brokers' minimums lowered; the classic and
+    legacy cells are the classic clients' 10 s session."""
+    from experiments.run.member_configs import native_settings
+    from rebalance.backends import profile
+
+    campaign = load_campaign(find_campaign(name))
+    sessions = {}
+    for cell in campaign.cells:
+        scenario = load(cell.scenario_path, overrides=cell.overrides(campaign.seed))
+        backend = profile(cell.backend)
+        settings = native_settings(scenario, backend)
+        lowered = all(point in cell.sweep for point in LOWERED)
+        sessions[(cell.backend, lowered)] = backend.session_ms(scenario.group.session_timeout_ms, settings)
+        if lowered:
+            assert settings["group.consumer.min.session.timeout.ms"] == 10000
+            assert settings["group.consumer.min.heartbeat.interval.ms"] == 3000
+    assert sessions[("kip848", False)] == 45_000 and sessions[("kip848", True)] == 10_000
+    assert {session for (backend, _), session in sessions.items() if backend != "kip848"} == {10_000}
+    keys = [cell.key for cell in campaign.cells]
+    assert len(keys) == len(set(keys))
+
+
+def test_the_kip848_claims_use_the_cells_at_kafkas_defaults():
+    """Claims pair cells of one sweep value: classic/range (no sweep) meets only kip848/uniform without one."""
+    from experiments.summary.claims import _pairs
+
+    for name in ("seed002", "seed002-mixed"):
+        campaign = load_campaign(find_campaign(name))
+        rows = [{"scenario": cell.scenario, "backend": cell.backend, "strategy": cell.strategy,
+                 "sweep": ", ".join(f"{k}={v}" for k, v in cell.sweep) or "-", "metric": claim.metric,
+                 "value": float(run), "parallel": 1}
+                for claim in campaign.claims for cell in campaign.cells for run in range(6)]
+        runs = pd.DataFrame(rows).drop_duplicates()
+        for claim in campaign.claims:
+            if any(side.startswith("kip848") for side in (*claim.higher, *claim.lower)):
+                assert len(_pairs(runs, claim)) == 1, claim.says   # the pair at Kafka's defaults, no other
+
+
+def test_the_kip848_cell_at_the_classic_timing_is_its_own_row_and_curve():
+    """On the load sweep's page table and curve the lowered KIP-848 cell is not folded into the one at Kafka's
+    defaults: its row and its curve carry its settings, its columns are the same utilisations."""
+    from experiments.report.seed002_table import load_sweep_section
+    from experiments.summary.campaign_stats import cell_statistics
+    from experiments.summary.load_sweep import utilisation_points
+
+    workload = "workload.service_ms={}, workload.service_p99_ms={}"
+    lowered = ", ".join(f"{key}={value}" for key, value in LOWERED)
+    rows = [{"scenario": "seed002", "backend": "kip848", "strategy": "uniform",
+             "sweep": workload.format(median, p99) + (f", {lowered}" if at_classic_timing else ""), "n": 50,
+             "metric": "whole run: records lost", "value": value + (1000 if at_classic_timing else 0)}
+            for at_classic_timing in (False, True)
+            for median, p99, values in [(17, 125, (20, 30, 10)), (52, 380, (400, 450, 430))] for value in values]
+    text = "\n".join(load_sweep_section(cell_statistics(pd.DataFrame(rows))))
+    assert "| cell | u = 0.29 | u = 0.90 |" in text
+    assert "| kip848 uniform | 20 [10-30], n = 3 | 430 [400-450], n = 3 |" in text
+    assert (f"| kip848 uniform ({lowered}) | 1,020 [1,010-1,030], n = 3 | 1,430 [1,400-1,450], n = 3 |") in text
+    points = utilisation_points(pd.DataFrame(rows))
+    assert set(points["cell"]) == {"kip848/uniform", f"kip848/uniform ({lowered})"}

@@ -9,7 +9,12 @@ import pandas as pd
 
 from experiments.summary import markdown_table
 from experiments.summary.campaign_stats import WHOLE_RUN_LOST, spread
-from experiments.summary.load_sweep import ARTICLE_TOTALS, scenario_utilisation, sweep_label
+from experiments.summary.load_sweep import (
+    ARTICLE_TOTALS,
+    other_settings,
+    scenario_utilisation,
+    utilisation_label,
+)
 
 # The scenarios that play the article's schedule, and how each one's scale-down leaves (docs/seed002.md).
 SCENARIOS = {
@@ -76,13 +81,15 @@ def _side_by_side(mine: pd.DataFrame) -> pd.DataFrame:
 
 def load_sweep_section(cells: pd.DataFrame) -> list[str]:
     """Records over 3 s against utilisation, per seed002 scenario whose cells sweep the workload: a row per
-    backend and strategy, a column per utilisation, a table for the whole run and one per phase."""
+    backend, strategy and whatever else the sweep sets, a column per utilisation, a table for the whole run and
+    one per phase."""
     swept = cells[cells["scenario"].isin(list(SCENARIOS)) & cells["sweep"].str.contains("workload.", regex=False)]
     if swept.empty:
         return []
     lines = ["## Seed 002 under load: records over 3 s against utilisation\n"]
     for scenario, group in swept.groupby("scenario", sort=True):
-        group = group.assign(load=[sweep_label(scenario, sweep) for sweep in group["sweep"]])
+        group = group.assign(load=[utilisation_label(scenario, sweep) for sweep in group["sweep"]],
+                             rest=[other_settings(sweep) for sweep in group["sweep"]])
         loads = sorted(dict.fromkeys(group["load"]))
         lines.append(f"`{scenario}` with its service time scaled (the same shape), `median [min-max], n = runs`; "
                      f"the scenario as it ships runs at u = {scenario_utilisation(scenario) or 0:.2f}. The "
@@ -94,8 +101,8 @@ def load_sweep_section(cells: pd.DataFrame) -> list[str]:
             if chosen.empty:
                 continue
             rows = []
-            for (backend, strategy), cell in chosen.groupby(["backend", "strategy"], sort=False):
-                row = {"cell": f"{backend} {strategy}"}
+            for (backend, strategy, rest), cell in chosen.groupby(["backend", "strategy", "rest"], sort=False):
+                row = {"cell": f"{backend} {strategy}" + (f" ({rest})" if rest else "")}
                 for found in cell.itertuples():
                     row[found.load] = spread(found.median, found.min, found.max, int(found.runs), digits=0)
                 rows.append(row)

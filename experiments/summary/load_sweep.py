@@ -26,18 +26,34 @@ def utilisation_points(runs: pd.DataFrame, metric: str = WHOLE_RUN_LOST) -> pd.D
     for row in chosen.itertuples():
         utilisation = _utilisation(row.scenario, row.sweep)
         if utilisation is not None:
-            rows.append({"cell": f"{row.backend}/{row.strategy}", "strategy": row.strategy,
-                         "utilisation": round(utilisation, 3), "value": float(row.value)})
+            rest = other_settings(row.sweep)
+            rows.append({"cell": f"{row.backend}/{row.strategy}" + (f" ({rest})" if rest else ""),
+                         "strategy": row.strategy, "utilisation": round(utilisation, 3), "value": float(row.value)})
     return pd.DataFrame(rows, columns=POINT_COLUMNS)
 
 
 def sweep_label(scenario: str, sweep: str) -> str:
     """A cell's sweep as a reader names it: `u = 0.60` where it sets the workload of a built-in scenario (its
-    utilisation), else the sweep's own label; "" for none."""
+    utilisation), followed by whatever else it sets; else the sweep's own label; "" for none."""
+    utilisation = utilisation_label(scenario, sweep)
+    if not utilisation:
+        return "" if sweep == "-" else sweep
+    rest = other_settings(sweep)
+    return utilisation + (f", {rest}" if rest else "")
+
+
+def utilisation_label(scenario: str, sweep: str) -> str:
+    """`u = 0.60` for a sweep that sets the workload of a built-in scenario, else ""."""
+    utilisation = _utilisation(scenario, sweep) if "workload." in sweep else None
+    return "" if utilisation is None else f"u = {utilisation:.2f}"
+
+
+def other_settings(sweep: str) -> str:
+    """What a sweep label sets besides the workload ("" for nothing): it tells apart cells of one backend,
+    strategy and utilisation (KIP-848 at Kafka's defaults and at a lowered session, say)."""
     if sweep == "-":
         return ""
-    utilisation = _utilisation(scenario, sweep) if "workload." in sweep else None
-    return f"u = {utilisation:.2f}" if utilisation is not None else sweep
+    return ", ".join(part for part in sweep.split(", ") if not part.startswith("workload."))
 
 
 def scenario_utilisation(scenario: str) -> float | None:
