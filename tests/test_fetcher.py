@@ -151,6 +151,28 @@ def test_a_silent_broker_holds_up_no_poll():
         silent.close()
 
 
+def test_a_wakeup_ends_a_poll_waiting_on_a_silent_broker():
+    """`wakeup` from another thread ends the wait of a poll under way (the classic member wakes its fetch when
+    its group has news for the application's thread, as any answer ends Kafka's network poll); a wakeup with
+    no poll under way ends the next one."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    try:
+        fetcher = Fetcher([f"127.0.0.1:{silent.getsockname()[1]}"], client_id="m")
+        fetcher.enable_wakeup()
+        fetcher.assign([TopicPartition("t", 0)])
+        threading.Timer(0.3, fetcher.wakeup).start()
+        started = time.monotonic()
+        assert fetcher.poll(60_000) == {}
+        assert time.monotonic() - started < 30, "the wakeup did not end the poll"
+        fetcher.wakeup()
+        started = time.monotonic()
+        assert fetcher.poll(60_000) == {}
+        assert time.monotonic() - started < 30, "a wakeup before the poll did not end it"
+        fetcher.close()
+    finally:
+        silent.close()
+
+
 def test_a_dead_leader_holds_up_no_fetch_from_the_live_ones(broker_cluster, unique_topic):
     """Kafka's fetcher skips a node in reconnect backoff and fetches from every other leader; the metadata
     names the dead broker for the whole test (its session outlasts it)."""

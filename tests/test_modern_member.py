@@ -410,17 +410,18 @@ def test_a_retried_join_carries_the_current_generation_and_the_requests_keep_kaf
     connection = Recording(OffsetCommit=[commit_answer(errors.NONE)],
                            JoinGroup=[join_answer(6), join_answer(7)],
                            SyncGroup=[sync_answer(errors.REBALANCE_IN_PROGRESS), sync_answer()])
-    member, _ = stable_member(connection, strategy="cooperative-sticky", max_poll_interval_ms=60_000,
-                              request_timeout_ms=20_000)
-    member._join_until_done(started=time.monotonic())
-    assert member._fatal is None and member._joined is not None
+    member, hooks = stable_member(connection, strategy="cooperative-sticky", max_poll_interval_ms=60_000,
+                                  request_timeout_ms=20_000)
+    member.request_rejoin("heartbeat: REBALANCE_IN_PROGRESS")
+    wait_for(lambda: member.poll() and ("rebalanced", None) in hooks.calls, "the join to complete")
+    assert member._fatal is None
     joins = [decode_subscription(bytes(request.protocols[0].metadata))
              for name, request, _ in connection.requests if name == "JoinGroup"]
     assert [j.generation for j in joins] == [5, 6]
     assert all(j.owned_partitions == (TP,) for j in joins)
     timeouts = {name: timeout for name, _, timeout in connection.requests}
     assert timeouts["JoinGroup"] == 65 and timeouts["SyncGroup"] == 20
-    assert member._joined.generation.generation_id == 7
+    assert member.generation.generation_id == 7
 
 
 def test_backoff_doubles_from_retry_backoff_to_its_maximum_with_jitter():

@@ -12,8 +12,8 @@ sent and the member is preparing a rebalance; otherwise the member is reset and 
 are lost (`OffsetCommitResponseHandler`). FENCED_INSTANCE_ID on a commit of the current
 generation is fatal. The only commit of a rebalance is the one before the rejoin, retried with
 backoff up to the rebalance timeout: eager, on the polling thread, before the revocation (no
-record is handed out meanwhile, as Kafka pauses the partitions); cooperative, on the join
-worker, while records keep flowing. After a cooperative SyncGroup the revoked partitions are
+record is handed out meanwhile, as Kafka pauses the partitions); cooperative, on the round's
+thread, while records keep flowing, its JoinGroup sent at the application's next call once it is done. After a cooperative SyncGroup the revoked partitions are
 only handed to the listener, as `onJoinComplete` does: what was consumed since the pre-join
 commit is consumed again by the new owner. Partition changes reach the member through
 `PartitionHooks`, on the polling thread only.
@@ -100,7 +100,7 @@ class ConsumerCoordinator(GroupMembership):
 
     def _on_join_prepare(self) -> None:
         if self._release_if_lost() or self.cooperative:
-            return   # cooperative: the pre-join commit runs on the join worker (_prepare_in_background)
+            return   # cooperative: the pre-join commit runs on the round's thread (_background_preparation)
         # Eager: commit what was consumed, while still stable, then give everything up.
         self._commit_with_retry(self.hooks.positions)
         if self._release_if_lost():  # that commit found the member fenced
@@ -109,11 +109,17 @@ class ConsumerCoordinator(GroupMembership):
             revoked, self.owned = set(self.owned), frozenset()
             self.hooks.revoke(revoked)
 
-    def _prepare_in_background(self) -> bool:
-        """Cooperative: the pre-join commit, on the join worker, so that records keep flowing. False when
-        that commit found the member fenced (the polling thread then declares the partitions lost)."""
+    def _background_preparation(self) -> Callable[[], bool] | None:
+        """Cooperative: the pre-join commit, on the round's thread, so that records keep flowing (Kafka's
+        onJoinPrepare sends it and returns; the JoinGroup goes at the application's next call once it is
+        answered). None for eager members (theirs ran in _on_join_prepare) and when nothing is owned to commit
+        for: a first join, or after the partitions were lost."""
         if not self.cooperative or not self.generation.is_valid:
-            return True   # nothing owned to commit for: a first join, or after the partitions were lost
+            return None
+        return self._cooperative_pre_join_commit
+
+    def _cooperative_pre_join_commit(self) -> bool:
+        """False when that commit found the member fenced (the polling thread then declares the partitions lost)."""
         self._commit_with_retry(self.hooks.positions)
         return self.generation.is_valid
 

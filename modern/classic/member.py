@@ -85,18 +85,38 @@ class ModernMember(FetchingMember):
 
     def start(self) -> None:
         self._start_fetching(self.config.strategy)
+        self._fetcher.enable_wakeup()
+        self.coordinator.wake_poll = self._fetcher.wakeup   # a join's news ends the fetch a poll waits in
         self.coordinator.start()
         with self._lock:
             self.coordinator.poll()  # starts the first join in the background
         self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
 
     def poll(self, timeout_s: float) -> list[Record]:
+        """Records, waiting up to `timeout_s`. As Kafka's `KafkaConsumer.poll`, the group's join goes on for as
+        long as the poll lasts (a JoinGroup answer read, the leader's assignment, the SyncGroup, a finished
+        join applied) and no longer: a poll returns when it has records or its time is up, and what the
+        group answers meanwhile waits for the next call."""
+        deadline = time.monotonic() + timeout_s
         with self._lock:
-            if self._closed:
-                return []
-            if self.coordinator.poll():          # rebalances (and calls our hooks) when needed
-                self._maybe_auto_commit()        # never while a rebalance is pending, as Kafka's poll
-            return self._fetch(timeout_s, self.coordinator.generation.generation_id)
+            while not self._closed:
+                if self.coordinator.poll():      # rebalances (and calls our hooks) when needed
+                    self._maybe_auto_commit()    # never while a rebalance is pending, as Kafka's poll
+                # The fetch ends early when the group has news for this thread (coordinator.wake_poll).
+                records = self._fetch(max(0.0, deadline - time.monotonic()), self.coordinator.generation.generation_id)
+                if records or time.monotonic() >= deadline:
+                    self.coordinator.progress_join()   # answers that came during the fetch, as Kafka's network poll
+                    return records
+            return []
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """As Kafka's `commitSync`, which polls the network while it waits: the join under way moves on too."""
+        try:
+            super().commit(offsets)
+        finally:
+            with self._lock:
+                if not self._closed:
+                    self.coordinator.progress_join()
 
     def _group_news(self) -> threading.Event:
         return self.coordinator.news

@@ -2,14 +2,16 @@
 heartbeat timing. No I/O and no clock reading; `modern.classic.abstract_coordinator` drives both.
 
     UNJOINED ──join sent──> PREPARING_REBALANCE ──JoinGroup answered──> COMPLETING_REBALANCE
-       ^                          ^      │                                   │      │
-       │                          │      │                   SyncGroup answered     │ SyncGroup: REBALANCE_IN_PROGRESS
-       │                          │      │                                   v      │
-       │                          └──────┼──────── rejoin ─────────────── STABLE <──┘ (join again)
-       └───────── membership lost ───────┴──────────(from any state)──────────┘
+       ^                          ^ ^    │                                   │      │
+       │                          │ │    │                   SyncGroup answered     │ join sent again (the SyncGroup
+       │                          │ │    │                                   v      │ answered REBALANCE_IN_PROGRESS)
+       │                          │ └────┼──────── rejoin ─────────────── STABLE    │
+       │                          └──────┼──────────────────────────────────────────┘
+       └───────── membership lost ───────┴──────────(from any state)
 
 Heartbeats are sent in COMPLETING_REBALANCE and STABLE, from the JoinGroup answer on, as
-Kafka's client does: a leader busy computing a large assignment keeps its session.
+Kafka's client does: a leader busy computing a large assignment keeps its session, and so does a member whose
+SyncGroup was answered REBALANCE_IN_PROGRESS until its application sends the next JoinGroup.
 Commits are sent only in STABLE.
 """
 
@@ -91,10 +93,6 @@ class Membership:
 
     def synced(self) -> Membership:
         return self._move(M.STABLE)
-
-    def sync_interrupted(self) -> Membership:
-        """SyncGroup answered REBALANCE_IN_PROGRESS: join the new round, generation kept."""
-        return self._move(M.PREPARING_REBALANCE)
 
     def lost(self, *, keep_member_id: bool) -> Membership:
         """Fenced, removed, or left: no generation any more. ILLEGAL_GENERATION keeps the member id

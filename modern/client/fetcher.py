@@ -169,8 +169,28 @@ class Fetcher:
         self._next_bootstrap = 0
         self._stale_metadata = True
         self._closed = threading.Event()
+        self._woken = threading.Event()        # wakeup(): the poll under way returns now
+        self._wake_pair: tuple[socket.socket, socket.socket] | None = None   # what a wait in select sees of it
 
     # ------------------------------------------------------------------ what the member calls
+
+    def enable_wakeup(self) -> None:
+        """Let `wakeup` end a poll's wait; called once, before the first poll."""
+        if self._wake_pair is None:
+            pair = socket.socketpair()
+            for end in pair:
+                end.setblocking(False)
+            self._wake_pair = pair
+
+    def wakeup(self) -> None:
+        """From another thread: the poll under way returns now with what it has, and the next one does if none
+        is under way (Kafka's consumer returns from its network poll on any answer, its group's included)."""
+        self._woken.set()
+        if self._wake_pair is not None:
+            try:
+                self._wake_pair[1].send(b"\0")
+            except OSError:
+                pass   # a byte is waiting already, or the fetcher is closed
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Fetch exactly `partitions` from now on; positions and buffered records of those kept stay, the rest
@@ -206,7 +226,7 @@ class Fetcher:
     def poll(self, timeout_ms: int) -> dict[TopicPartition, list[Record]]:
         """Records of assigned partitions, waiting up to `timeout_ms` for some; requests still out stay out."""
         deadline = time.monotonic() + timeout_ms / 1000
-        while not self._closed.is_set():
+        while not self._closed.is_set() and not self._woken.is_set():
             if self._buffer:
                 self._read_arrived()     # data there is handed out at once, with what else has come in
                 break
@@ -217,6 +237,7 @@ class Fetcher:
                 self._closed.wait(min(RETRY_BACKOFF_S, max(0.0, deadline - time.monotonic())))
             if time.monotonic() >= deadline:
                 break
+        self._take_wakeup()
         if self._closed.is_set():
             for channel in list(self._channels.values()):
                 self._drop_channel(channel)
@@ -231,6 +252,19 @@ class Fetcher:
         self._closed.set()
         for channel in self._channels.copy().values():   # a copy taken at once: the polling thread may change it
             channel.abort()
+        if self._wake_pair is not None:
+            self.wakeup()
+            for end in self._wake_pair:
+                end.close()
+
+    def _take_wakeup(self) -> None:
+        self._woken.clear()
+        if self._wake_pair is not None:
+            try:
+                while self._wake_pair[0].recv(64):
+                    pass
+            except OSError:
+                pass   # nothing (more) to read, or closed
 
     # ------------------------------------------------------------------ one step: send what is due, read answers
 
@@ -336,14 +370,20 @@ class Fetcher:
         waiter = select.poll()   # no system call until it waits, unlike an epoll selector
         for fd in by_fd:
             waiter.register(fd, select.POLLIN)
+        if self._wake_pair is not None:
+            try:
+                waiter.register(self._wake_pair[0], select.POLLIN)   # a wakeup ends the wait; poll() then returns
+            except (OSError, ValueError):
+                pass   # closed meanwhile: the channels' aborts end the wait
         try:
             ready = waiter.poll(max(0.0, deadline - now) * 1000)
         except (OSError, ValueError) as error:   # a socket ended under us (close from another thread)
             raise ConnectionFailed(str(error)) from error
         for fd, _ in ready:
-            channel = by_fd[fd]
-            if not channel.busy:
-                continue    # dropped by an answer taken before it in this round (metadata without its broker)
+            channel = by_fd.get(fd)
+            if channel is None or not channel.busy:
+                continue    # the wakeup's socket, or a channel dropped by an answer taken before it in this
+                            # round (metadata without its broker)
             try:
                 response = channel.receive()
             except ConnectionFailed:
