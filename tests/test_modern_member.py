@@ -588,3 +588,22 @@ def test_membership_moves_only_along_its_table():
         Membership().synced()                                        # never stable without a join
     with pytest.raises(IllegalMembershipTransition):
         stable.joined(Generation(5, "m-1", "range"))                 # a new generation needs a JoinGroup first
+
+
+def test_a_join_round_moves_only_along_its_table():
+    from modern.classic.join_round import IllegalRoundTransition, JoinRound, RoundStep
+
+    round_ = JoinRound(started=0.0)
+    assert round_.step is RoundStep.PREPARING and not round_.over
+    round_.join_again(not_before=5.0)
+    for step in (RoundStep.JOINING, RoundStep.JOIN_ANSWERED, RoundStep.SYNCING):
+        round_.move(step)
+    round_.join_again(not_before=0.0)                  # SyncGroup answered REBALANCE_IN_PROGRESS
+    assert round_.step is RoundStep.TO_JOIN and round_.not_before == 0.0
+    with pytest.raises(IllegalRoundTransition):
+        round_.move(RoundStep.SYNCING)                 # no SyncGroup without a JoinGroup answer read first
+    for step in (RoundStep.JOINING, RoundStep.JOIN_ANSWERED, RoundStep.SYNCING, RoundStep.SYNCED):
+        round_.move(step)
+    assert round_.over
+    with pytest.raises(IllegalRoundTransition):
+        round_.join_again(not_before=0.0)              # a finished round is applied, never resumed
