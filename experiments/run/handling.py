@@ -13,6 +13,10 @@ for the batch, since nothing is held while a service time is waited out.
 
 Handled records are reported as `records_processed` events, one per run of consecutive offsets of one
 partition whose handling ends within `CHUNK_S` of the first's, each record with its own end time.
+
+With commit = "batch" the commits are Spring Kafka's listener container's (`BatchCommits`): one after each
+poll's records, and a commit the group refused while rebalancing kept and committed again after the next polls
+and before partitions are revoked.
 """
 
 from __future__ import annotations
@@ -21,13 +25,15 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
 from experiments.scenario.model import WorkloadSpec
+from modern.common import errors
 from rebalance import events as ev
+from rebalance.member import RebalanceListener
 from rebalance.records import produce_ts_ms
-from rebalance.types import Record
+from rebalance.types import Record, TopicPartition
 
 CHUNK_S = 0.1     # a records_processed event covers at most this much handling
 LATE_S = 0.1      # a wake-up later than this behind its deadline starts the next record afresh
@@ -93,10 +99,14 @@ class Handler:
         self.stop = stop
         self.log = log
         self._times: dict[str, ServiceTimes] = {}
+        self._commits: dict[str, BatchCommits] = {}
 
     def handle(self, slot: Any, group_member: Any, records: Sequence[Record]) -> bool:
         """Handle one poll's records; False when the member was crashed or replaced meanwhile."""
         times = self._times.setdefault(slot.name, ServiceTimes(self.spec, self.seed, slot.name))
+        commits = self._batch_commits(slot, group_member)
+        if commits is not None and commits.kept and not self._act(slot, group_member, commits.commit_kept):
+            return False   # Spring tries what it kept right after each poll (checkRebalanceCommits)
         chunk = _Chunk()
         deadline = time.monotonic()
         for record in records:
@@ -114,9 +124,17 @@ class Handler:
             chunk.add(record, time.monotonic())
         if chunk.records and not self._report(slot, group_member, chunk):
             return False
-        if self.spec.commit == "batch" and records:
-            return self._commit(slot, group_member)
+        if commits is not None and records:
+            return self._act(slot, group_member, lambda: commits.commit_batch(records))
         return True
+
+    def _batch_commits(self, slot: Any, group_member: Any) -> BatchCommits | None:
+        if self.spec.commit != "batch":
+            return None
+        commits = self._commits.get(slot.name)
+        if commits is None or commits.member is not group_member:   # a member started again is a new consumer
+            commits = self._commits[slot.name] = BatchCommits(group_member, self.log)
+        return commits
 
     def _gone(self, slot: Any, group_member: Any) -> bool:
         return slot.member is not group_member or slot.state not in (*HANDLING, "paused")
@@ -150,11 +168,84 @@ class Handler:
         return self._act(slot, group_member,
                          lambda: slot.gate.emit(ev.RECORDS_PROCESSED, group_member.member_id, **chunk.fields()))
 
-    def _commit(self, slot: Any, group_member: Any) -> bool:
-        def commit() -> None:
-            try:
-                group_member.commit()
-            except Exception as error:  # the client logged commit_failed; the application goes on polling
-                self.log(f"{group_member.member_id}: commit failed: {type(error).__name__}: {error}")
 
-        return self._act(slot, group_member, commit)
+class BatchCommits:
+    """One member's commits as Spring Kafka's listener container makes them with AckMode BATCH
+    (`KafkaMessageListenerContainer`): once a poll's records are handled, a commit (here of the member's
+    positions). A commit refused because the group is rebalancing (`RebalanceInProgressException`: the classic
+    client fails it while it rejoins) is not lost: its offsets, the batch's, are kept (`commitsDuringRebalance`)
+    and committed again for the partitions still assigned, after every poll (`checkRebalanceCommits`, Spring 2.6+)
+    and before partitions are revoked or lost (its rebalance listener's `onPartitionsRevoked`, 2.9.4 / 3.0.1+);
+    those of partitions no longer assigned are dropped with a warning. A later commit of a partition supersedes
+    what was kept for it."""
+
+    def __init__(self, member: Any, log: Callable[[str], None]) -> None:
+        self.member = member
+        self.log = log
+        self.kept: dict[TopicPartition, int] = {}
+        listener = getattr(member, "listener", None)
+        if listener is not None:   # the container's own rebalance listener, around the application's
+            member.listener = _CommitKeptBeforeRevoking(listener, self)
+
+    def commit_batch(self, records: Sequence[Record]) -> None:
+        batch = {TopicPartition(r.topic, r.partition): r.offset + 1 for r in records}
+        if self._commit(None, batch):
+            for tp in batch:
+                self.kept.pop(tp, None)
+
+    def commit_kept(self, revoked: Set[TopicPartition] = frozenset()) -> None:
+        """checkRebalanceCommits: what was kept, for the partitions still assigned (`revoked` ones included:
+        Spring commits them before it lets them go)."""
+        if not self.kept:
+            return
+        assigned = self.member.assignment() | set(revoked)
+        gone = sorted(str(tp) for tp in self.kept if tp not in assigned)
+        if gone:
+            self.log(f"{self.member.member_id}: these offsets could not be committed; partition(s) lost during "
+                     f"rebalance: {', '.join(gone)}")
+        commits = {tp: offset for tp, offset in self.kept.items() if tp in assigned}
+        self.kept.clear()
+        if commits:
+            self._commit(commits, commits)   # refused again: kept again
+
+    def _commit(self, offsets: Mapping[TopicPartition, int] | None, keep: Mapping[TopicPartition, int]) -> bool:
+        """A commitSync (None: the member's positions); True when it went through. Refused while the group
+        rebalances: `keep` is kept (the client already logged commit_failed); any other failure is only logged,
+        and the application goes on polling."""
+        try:
+            self.member.commit(offsets)
+        except Exception as error:
+            if getattr(error, "error", None) is errors.REBALANCE_IN_PROGRESS:
+                self.kept.update(keep)
+            else:
+                self.log(f"{self.member.member_id}: commit failed: {type(error).__name__}: {error}")
+            return False
+        return True
+
+
+class _CommitKeptBeforeRevoking(RebalanceListener):
+    """The container's rebalance listener: the application's first, then what was kept is committed while the
+    partitions are still ours (Spring's onPartitionsRevoked; its onPartitionsLost ends in it too). A failure
+    there is logged, never raised into the member's poll."""
+
+    def __init__(self, application: RebalanceListener, commits: BatchCommits) -> None:
+        self.application = application
+        self.commits = commits
+
+    def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
+        self.application.on_partitions_assigned(partitions)
+
+    def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
+        self.application.on_partitions_revoked(partitions)
+        self._commit_kept(partitions)
+
+    def on_partitions_lost(self, partitions: set[TopicPartition]) -> None:
+        self.application.on_partitions_lost(partitions)
+        self._commit_kept(partitions)
+
+    def _commit_kept(self, partitions: set[TopicPartition]) -> None:
+        try:
+            self.commits.commit_kept(partitions)
+        except Exception as error:
+            self.commits.log(f"{self.commits.member.member_id}: commit failed after revocation: "
+                             f"{type(error).__name__}: {error}")
