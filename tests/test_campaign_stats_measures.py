@@ -12,6 +12,7 @@ move, and only the first kind is compared across runs made beside another.
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from experiments.campaign.model import Claim
 from experiments.summary import campaign_stats
@@ -54,7 +55,8 @@ def test_counts_timing_can_move_are_not_compared_from_runs_made_beside_another()
     (result,) = evaluate(_split_brain(parallel=True), [claim])
     assert result.verdict == BESIDE
     (alone,) = evaluate(_split_brain(parallel=False), [claim])
-    assert alone.verdict == "supported"
+    # tested: complete separation, whose p at 5/5 is 1 - (31/32)^2 = 0.062 (no claim at 5/5 is supported)
+    assert alone.verdict == "not supported" and alone.p == pytest.approx(1 - (31 / 32) ** 2)
 
 
 def test_a_listed_difference_prints_both_cells_values_and_its_coverage():
@@ -62,5 +64,6 @@ def test_a_listed_difference_prints_both_cells_values_and_its_coverage():
     table = differences_table(compared[compared["difference"]]).set_index("metric")
     row = table.loc["duplicates"]
     assert {row["a"], row["b"]} == {"classic: 670 [667-672], n = 5", "legacy: 640 [611-663], n = 5"}
-    assert row["shift (b - a) [interval, coverage]"].endswith(", 96.8%]")
-    assert table.loc["offset regressions", "shift (b - a) [interval, coverage]"].endswith("2.0, ≥ 87.8%]")
+    assert row["difference of medians (b - a) [interval, coverage]"].endswith(", ≥ 87.8%]")   # any cells, 5/5
+    assert table.loc["offset regressions", "difference of medians (b - a) [interval, coverage]"].endswith(
+        "2.0, ≥ 87.8%]")

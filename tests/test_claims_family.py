@@ -2,8 +2,9 @@
 
 - six declared claims, four of them tested as before and two whose cells gave one value in every run: all six
   get an exact one-sided p and Holm's k is 6 (not the 4 that "needed a test");
-- a claim that cannot be tested (too few runs) still counts in k;
-- the claims' table prints k and "one-sided" beside each p, and no blanket "97%";
+- a claim that cannot be tested (too few runs) still counts in k, and so does every earlier look the family
+  takes in (`earlier`), never supported;
+- the claims' table prints k, the measure's name and "one-sided" beside each p, and no blanket "97%";
 - on a page made from several campaign files, each claim is tested on its own campaign's runs: two campaigns
   may run one scenario under different settings (seed002 and its load sweep), and pooling them would mix them.
 """
@@ -22,6 +23,11 @@ from experiments.summary.claims import (
     evaluate,
     evaluate_family,
 )
+from experiments.summary.inference import smallest_claim_p
+
+TEN = smallest_claim_p(10, 10)       # complete separation at 10/10: 0.00195
+LEGACY = [50, 52, 51, 55, 53, 54, 50, 56, 52, 57]
+CLASSIC = [30, 31, 29, 33, 32, 34, 30, 28, 31, 33]
 
 
 def _runs(cells: dict[str, list[float]], metric: str) -> list[dict]:
@@ -35,37 +41,51 @@ def _claim(metric: str, higher: str = "legacy", lower: str = "classic") -> Claim
 
 
 def test_every_declared_claim_enters_holm_with_its_exact_p():
-    separated = {"legacy": [50, 52, 51, 55, 53], "classic": [30, 31, 29, 33, 32]}
+    separated = {"legacy": LEGACY, "classic": CLASSIC}
     rows = []
     for metric in ("m1", "m2", "m3", "m4"):
         rows += _runs(separated, metric)
-    rows += _runs({"legacy": [2] * 5, "classic": [0] * 5}, "constant")
-    rows += _runs({"legacy": [10, 12, 9, 14, 11], "classic": [11, 10, 13, 9, 12]}, "overlap")
-    claims = [_claim(metric) for metric in ("m1", "m2", "m3", "m4", "constant", "overlap")]
+    rows += _runs({"legacy": [2] * 10, "classic": [0] * 10}, "constant")
+    rows += _runs({"legacy": [10, 12, 9, 14, 11] * 2, "classic": [11, 10, 13, 9, 12] * 2}, "overlap")
+    rows += _runs({"legacy": [1] * 10, "classic": [0] * 10}, "whole run: records lost")
+    claims = [_claim(metric) for metric in ("m1", "m2", "m3", "m4", "constant", "overlap", "whole run: records lost")]
     results = evaluate(pd.DataFrame(rows), claims)
-    assert [result.k for result in results] == [6] * 6
-    assert [result.p for result in results[:5]] == pytest.approx([1 / 252] * 5)
-    assert results[0].p_holm == pytest.approx(6 / 252)        # k = 6, not the 4 pairs that vary
-    assert [result.verdict for result in results] == [SUPPORTED] * 5 + [NOT_SUPPORTED]
+    assert [result.k for result in results] == [7] * 7
+    assert [result.p for result in results[:5]] == pytest.approx([TEN] * 5)
+    assert results[0].p_holm == pytest.approx(7 * TEN)        # k = 7, not the 4 pairs that vary
+    assert [result.verdict for result in results] == [SUPPORTED] * 5 + [NOT_SUPPORTED, SUPPORTED]
     table = claims_markdown(results)
-    assert "| Holm p (k = 6) |" in table and table.count("(one-sided)") == 6 and "97%" not in table
+    assert "| Holm p (k = 7) |" in table and table.count("(one-sided)") == 7 and "97%" not in table
+    assert "| whole run: records over 3 s or never handled |" in table
+    assert "the higher cell's median run is no larger than the lower cell's" in table
 
 
 def test_a_claim_that_cannot_be_tested_still_counts_in_the_family():
-    rows = _runs({"legacy": [50, 52, 51, 55, 53], "classic": [30, 31, 29, 33, 32]}, "m")
+    rows = _runs({"legacy": LEGACY, "classic": CLASSIC}, "m")
     rows += _runs({"legacy": [50, 52, 51], "classic": [30, 31, 29]}, "few")
     tested, few = evaluate(pd.DataFrame(rows), [_claim("m"), _claim("few")])
     assert few.verdict == TOO_FEW and few.k == tested.k == 2
-    assert tested.p_holm == pytest.approx(2 / 252) and tested.verdict == SUPPORTED
+    assert tested.p_holm == pytest.approx(2 * TEN) and tested.verdict == SUPPORTED
+
+
+def test_earlier_looks_in_the_family_count_in_k_and_are_never_supported():
+    runs = pd.DataFrame(_runs({"legacy": LEGACY, "classic": CLASSIC}, "m"))
+    (alone,) = evaluate_family([("mine", runs, [_claim("m")])])
+    (looked,) = evaluate_family([("mine", runs, [_claim("m")])], earlier=24)
+    assert alone.k == 1 and looked.k == 25 and looked.p == alone.p == pytest.approx(TEN)
+    assert alone.verdict == SUPPORTED and looked.p_holm == pytest.approx(25 * TEN)
+    assert looked.verdict == SUPPORTED                         # 0.00195 <= 0.05 / 25 = 0.0020 ...
+    (more,) = evaluate_family([("mine", runs, [_claim("m")])], earlier=25)
+    assert more.verdict == NOT_SUPPORTED                       # ... and > 0.05 / 26 = 0.0019
 
 
 def test_each_campaign_tests_its_claims_on_its_own_runs():
-    mine = pd.DataFrame(_runs({"legacy": [50, 52, 51, 55, 53], "classic": [30, 31, 29, 33, 32]}, "m"))
-    theirs = pd.DataFrame(_runs({"legacy": [0, 1, 0, 1, 0], "classic": [90, 91, 92, 93, 94]}, "m"))
+    mine = pd.DataFrame(_runs({"legacy": LEGACY, "classic": CLASSIC}, "m"))
+    theirs = pd.DataFrame(_runs({"legacy": [0, 1, 0, 1, 0] * 2, "classic": [90, 91, 92, 93, 94] * 2}, "m"))
     same_words = _claim("m")
     first, second = evaluate_family([("mine", mine, [same_words]), ("theirs", theirs, [same_words])])
-    assert (first.campaign, first.verdict, first.n) == ("mine", SUPPORTED, "5/5")
-    assert (second.campaign, second.verdict, second.n) == ("theirs", NOT_SUPPORTED, "5/5")
-    assert first.k == second.k == 2 and first.p_holm == pytest.approx(2 / 252)
+    assert (first.campaign, first.verdict, first.n) == ("mine", SUPPORTED, "10/10")
+    assert (second.campaign, second.verdict, second.n) == ("theirs", NOT_SUPPORTED, "10/10")
+    assert first.k == second.k == 2 and first.p_holm == pytest.approx(2 * TEN)
     table = claims_markdown([first, second])
     assert table.count("| mine | legacy above classic on m |") == 1 and "| theirs | " in table

@@ -120,11 +120,13 @@ def test_a_campaign_folder_and_its_exported_data_give_the_same_page_byte_for_byt
     assert info["machine"]["cores"] == 2 and "created_ms" not in json.dumps(info)
     assert (data / "campaign.toml").read_text() == CAMPAIGN
 
-    # the claims: both declared, k = 2; requests per join separate completely, one-sided p = 1/252
+    # the claims: both declared, k = 2; requests per join separate completely, and 5 runs a side give the
+    # claims' test no p below 1 - (31/32)^2 = 0.062: not supported
     assert "| Holm p (k = 2) |" in page
-    assert "| legacy's requests per join exceed classic's | **supported** | 0.004 (one-sided) | 0.0079 |" in page
-    assert "join: requests per change in tiny-join: a shift of 30 with a run-to-run sd of 15" in page
-    assert "the campaign ran n = 5" in page
+    assert ("| legacy's requests per join exceed classic's | join: requests per change | **not supported** | "
+            "0.062 (one-sided) | 0.12 |") in page
+    # its power, at the 5 runs a cell the campaign made: a shift of 30, the file's sd of 15, the runs' own
+    assert "| tiny | legacy's requests per join exceed classic's | 1 | 5 | 30 | sd 15: 0.0% | sd 0 to 1.6: 0.0% | 7 |" in page
 
 
 def test_a_campaign_run_in_parts_carried_by_its_data_folder_gives_the_page_of_one_sitting(tmp_path):
@@ -145,7 +147,9 @@ def test_a_data_folder_refuses_another_campaign_file_and_other_code_unless_mixed
     data = tmp_path / "results-data" / "tiny"
     merge(_campaign_folder(tmp_path, name="part-1", repetitions=(0,)), data)
     with pytest.raises(ValueError, match="another campaign file"):
-        recorded_runs(data, CAMPAIGN + "\n# edited\n")
+        recorded_runs(data, CAMPAIGN.replace("repetitions = 5", "repetitions = 6"))
+    # the shifts and spreads the next campaign is sized by, and comments, are not what the runs ran
+    assert recorded_runs(data, CAMPAIGN.replace("sd = 15", "sd = 4") + "\n# resized\n") == recorded_runs(data, CAMPAIGN)
     other = _campaign_folder(tmp_path, name="part-2", repetitions=(1,), commit="a" * 40)
     with pytest.raises(ValueError, match="whose code differs"):
         merge(other, data)
@@ -174,8 +178,8 @@ def test_runs_made_beside_another_keep_their_counts_and_leave_their_timings_unco
     export(_campaign_folder(tmp_path, parallel=2), data)
     page = results_markdown([data])
     assert json.loads((data / "campaign.json").read_text())["parallel"] == 2
-    assert "| legacy duplicates more than classic | **undetermined (timings of parallel runs)** |" in page
-    assert "| legacy's requests per join exceed classic's | **supported** |" in page
+    assert "| legacy duplicates more than classic | duplicates | **undetermined (timings of parallel runs)** |" in page
+    assert "| legacy's requests per join exceed classic's | join: requests per change | **not supported** | 0.062" in page
     assert "./lab campaign tiny --out runs/tiny --data docs/results-data/tiny --parallel 2\n" in page
 
 
@@ -217,7 +221,8 @@ def test_a_hand_made_data_folder_regenerates_byte_for_byte_and_pooled_files_make
     assert "./lab results docs/results-data/a docs/results-data/b > docs/results.md\n" in page
     assert "| Holm p (k = 5) |" in page and page.count("(one-sided)") == 5
     # a constant pair is tested, not waved through: the floor p, described, in the family
-    assert "| only legacy regresses offsets in a 1 | **supported** | 0.004 (one-sided) | 0.02 |" in page
+    assert ("| only legacy regresses offsets in a 1 | offset regressions | **not supported** | 0.062 (one-sided) | "
+            "0.31 |") in page
     assert "one value in every run of each cell, n = 5/5" in page
     assert "97%" not in page
     result = CliRunner().invoke(app, ["results", str(first), str(second)])
@@ -245,21 +250,52 @@ def test_the_published_page_is_what_the_published_data_gives(monkeypatch):
         return
     words = shlex.split(command.group(1))
     notes = words[words.index("--notes") + 1] if "--notes" in words else None
-    folders = [REPOSITORY / word for word in words if word.startswith("docs/results-data/")]
-    assert results_markdown(folders, Path(notes) if notes else None) == page
+    looks = words[words.index("--looks") + 1] if "--looks" in words else None
+    folders = [REPOSITORY / word for word in words if word.startswith("docs/results-data/") and word != looks]
+    assert results_markdown(folders, Path(notes) if notes else None, Path(looks) if looks else None) == page
+
+
+def test_every_look_at_the_published_claims_is_in_the_ledger_and_on_the_page(monkeypatch):
+    """docs/results-data/looks.csv holds a row for each claim of the published page, tested on its runs by
+    the current test, with the page's p and verdict; every earlier row names its data, code, date, n, test
+    and verdict; the page states its rule and shows every look."""
+    from experiments.report.looks import DECISIONS, read_looks
+    from experiments.report.results_data import read as read_data
+    from experiments.report.results_doc import page_claims, page_path
+    from experiments.summary.inference import CLAIM_TEST
+
+    monkeypatch.chdir(REPOSITORY)
+    page = (REPOSITORY / "docs" / "results.md").read_text()
+    words = shlex.split(re.search(r"^\./lab results (.*?) > docs/results\.md$", page, re.MULTILINE).group(1))
+    looks = Path(words[words.index("--looks") + 1])
+    ledger = read_looks(looks)
+    folders = [Path(word) for word in words if word.startswith("docs/results-data/") and Path(word) != looks]
+    campaigns = [read_data(folder) for folder in folders]
+    results, currents = page_claims(campaigns, [page_path(data.name, folder) for data, folder in
+                                                zip(campaigns, folders, strict=True)], ledger)
+    for current, result in zip(currents, results, strict=True):
+        (row,) = [look for look in ledger if look.runs == (current.campaign, current.claim, current.data)
+                  and look.test == CLAIM_TEST]
+        assert (row.n, row.verdict, row.k) == (result.n, result.verdict, result.k), current.claim
+        assert row.p == pytest.approx(result.p), current.claim
+    for look in ledger:
+        assert look.data and look.date and look.n and look.test and look.verdict in DECISIONS, look
+    assert "Every look at a claim is on the record" in page and "## Every look at these claims" in page
+    assert page.count("| this page |") == len(currents)
 
 
 def test_every_shipped_data_folder_belongs_to_its_built_in_campaign_file_and_makes_a_page():
-    """A data folder carries its campaign from one part to the next only while the built-in file is the one
-    its runs ran; a page from it names every run's n."""
+    """A data folder carries its campaign from one part to the next only while the built-in file makes the
+    runs its runs ran (its `[[detect]]` tables, which size the next campaign, may change); a page from it
+    names every run's n."""
     from experiments.campaign import find_campaign
-    from experiments.report.results_data import CAMPAIGN_TOML, is_data_dir
+    from experiments.report.results_data import CAMPAIGN_TOML, is_data_dir, same_runs
 
     shipped = sorted(path for path in (REPOSITORY / "docs" / "results-data").glob("*") if is_data_dir(path))
     assert shipped, "docs/results-data holds no data folder"
     for folder in shipped:
         data = read(folder)
-        assert (folder / CAMPAIGN_TOML).read_text() == find_campaign(data.name).read_text(), folder.name
+        assert same_runs((folder / CAMPAIGN_TOML).read_text(), find_campaign(data.name).read_text()), folder.name
         assert len(data.info["runs"]) == data.info["runs_completed"] == data.runs["run"].nunique()
         assert f"./lab results docs/results-data/{folder.name} > docs/results.md" in results_markdown([folder])
 

@@ -20,6 +20,7 @@ def register(app: typer.Typer) -> None:
     app.command("results")(results_command)
     app.command("results-data")(results_data_command)
     app.command("power")(power_command)
+    app.command("looks")(looks_command)
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -186,6 +187,8 @@ def results_command(
         "--notes", help="A Markdown file of readings placed after the header (docs/results-readings.md).")] = None,
     figures: Annotated[Path | None, typer.Option(
         "--figures", help="Also draw each campaign's figures (herd, utilisation, strip plots) into DIR/<campaign>/.")] = None,
+    looks: Annotated[Path | None, typer.Option(
+        "--looks", help="The ledger of every look at a declared claim (docs/results-data/looks.csv).")] = None,
 ) -> None:
     """The results page (Markdown, every figure as median [min-max], n) from data folders or campaign
     folders; the same data gives the same bytes."""
@@ -201,7 +204,9 @@ def results_command(
             summarize_campaign(folder, master)
     if notes is not None and not notes.is_file():
         _fail(f"{notes}: no such notes file")
-    text = results_markdown(folders, notes)
+    if looks is not None and not looks.is_file():
+        _fail(f"{looks}: no such ledger of looks")
+    text = results_markdown(folders, notes, looks)
     if figures is not None:
         _draw_results_figures(folders, figures)
     if out:
@@ -237,6 +242,21 @@ def results_data_command(
         summarize_campaign(folder, master)
     data = export(folder, out)
     typer.echo(f"wrote {out}: {data.runs['run'].nunique()} runs, {len(data.runs)} measures", err=True)
+
+
+def looks_command(
+    folders: Annotated[list[Path], typer.Argument(help="The data folders of the results page, as its command names them.")],
+    looks: Annotated[Path, typer.Option("--looks", help="The ledger to add to (docs/results-data/looks.csv).")],
+    date: Annotated[str, typer.Option("--date", help="The date of the looks, YYYY-MM-DD.")],
+) -> None:
+    """Add to the ledger of looks a row for each claim of the page whose current look (its runs, by the
+    claims' current test) it lacks, with the p and verdict the page gives it."""
+    from experiments.report.looks import append_looks
+
+    added = append_looks(folders, looks, date)
+    for look in added:
+        typer.echo(f"{look.campaign}: {look.claim}: {look.verdict} (p = {look.p:.2g}, {look.n})")
+    typer.echo(f"added {len(added)} look(s) to {looks}", err=True)
 
 
 def power_command(

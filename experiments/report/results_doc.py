@@ -13,9 +13,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from experiments.campaign.model import declared_claims, declared_detections
+from experiments.report.looks import (
+    RULE,
+    Current,
+    Look,
+    earlier_looks,
+    latest_only,
+    looks_markdown,
+    read_looks,
+    same_code_looks,
+)
 from experiments.report.results_data import CampaignData, read
 from experiments.report.seed002_table import load_sweep_section, seed002_section
 from experiments.summary import markdown_table
@@ -28,10 +39,12 @@ from experiments.summary.campaign_stats import (
     page_counts,
     spread,
 )
-from experiments.summary.claims import claims_markdown, evaluate_family
+from experiments.summary.claims import SUPPORTED, claims_markdown, evaluate_family
 from experiments.summary.herd_model import TERM_MEANING
+from experiments.summary.inference import CLAIM_TEST
 from experiments.summary.load_sweep import sweep_label
-from experiments.summary.power import power_markdown
+from experiments.summary.measure_names import LATE_OR_LOST, measure_name
+from experiments.summary.power import amount, claim_powers, power_markdown
 
 DATA_ROOT = "docs/results-data"
 
@@ -43,13 +56,14 @@ ANOMALIES = ("double-ownership (s)", "duplicates", "offset regressions", "fenced
 SPLIT_BRAIN = (*ANOMALIES, COORDINATOR_GAP, GAP_LOOKUPS)
 
 
-def results_markdown(folders: list[Path], notes: Path | None = None) -> str:
+def results_markdown(folders: list[Path], notes: Path | None = None, looks: Path | None = None) -> str:
     """The results page from data folders (`results_data`) or summarised campaign folders (read as their
     data folders would be). `notes`: a Markdown file of readings written by hand (which differences held
-    up, and why), placed after the header."""
+    up, and why), placed after the header; `looks`: the ledger of every look at a declared claim
+    (docs/results-data/looks.csv, `experiments.report.looks`)."""
     campaigns = [read(folder) for folder in folders]
     paths = [page_path(data.name, folder) for data, folder in zip(campaigns, folders, strict=True)]
-    return results_page(campaigns, notes, paths)
+    return results_page(campaigns, notes, paths, looks)
 
 
 def page_path(name: str, folder: Path | None = None) -> str:
@@ -62,25 +76,44 @@ def page_path(name: str, folder: Path | None = None) -> str:
     return f"{DATA_ROOT}/{name}"
 
 
+def page_claims(campaigns: list[CampaignData], paths: list[str], ledger: list[Look]) -> tuple[list, list[Current]]:
+    """The page's claims, each tested on its own campaign's runs, in a family of the declared claims and the
+    ledger's looks that count (`looks.same_code_looks`); and where each claim's current look stands."""
+    claims = [(data.name, data.runs, declared_claims(data.text)) for data in campaigns]
+    currents = [Current(data.name, claim.says, path, data.info.get("commit") or "")
+                for data, path in zip(campaigns, paths, strict=True) for claim in declared_claims(data.text)]
+    return evaluate_family(claims, earlier=len(same_code_looks(currents, ledger))), currents
+
+
 def results_page(campaigns: list[CampaignData], notes: Path | None = None,
-                 paths: list[str] | None = None) -> str:
+                 paths: list[str] | None = None, looks: Path | None = None) -> str:
     runs = pd.concat([data.runs for data in campaigns], ignore_index=True)
     cells, compared = cell_statistics(runs), comparisons(runs)
-    claims = [(data.name, data.runs, declared_claims(data.text)) for data in campaigns]
-    k = sum(len(declared) for *_, declared in claims)
-    detections = {detect: data.runs for data in campaigns for detect in declared_detections(data.text)}
     names = [data.name for data in campaigns]
     paths = paths or [page_path(name) for name in names]
+    ledger = read_looks(looks)
+    results, currents = page_claims(campaigns, paths, ledger)
+    k = results[0].k if results else 0
+    same = same_code_looks(currents, ledger)
+    family = (RULE.format(ledger=looks, rows=len(ledger), first=min((look.date for look in ledger), default="-"),
+                          same=len(same), declared=len(currents), k=k) if looks else "")
+    latest = {index: latest_only(earlier_looks(current, ledger, CLAIM_TEST), current)
+              for index, (current, result) in enumerate(zip(currents, results, strict=True))
+              if result.verdict == SUPPORTED}
+    powers = [power for data in campaigns
+              for power in claim_powers(data.name, data.runs, declared_claims(data.text),
+                                        declared_detections(data.text), k)]
     parts = [
         "# Results measured on this machine\n",
         "Regenerate this page from the data in the repository alone:\n",
         "```sh\n./lab results " + " ".join(paths)
-        + (f" --notes {notes}" if notes else "") + " > docs/results.md\n```\n",
-        claims_markdown(evaluate_family(claims)),
-        *([power_markdown(list(detections), k, _runs_of(detections))] if detections else []),
+        + (f" --notes {notes}" if notes else "") + (f" --looks {looks}" if looks else "") + " > docs/results.md\n```\n",
+        claims_markdown(results, family=family, notes={index: note for index, note in latest.items() if note}),
+        *([power_markdown(powers, k, model_lines(campaigns))] if powers else []),
+        *([looks_markdown(currents, ledger, results, test=CLAIM_TEST)] if looks else []),
         "Every figure is `median [min-max], n = runs`. Counts the schedule fixes (requests, notifications, "
-        "offset regressions) vary little between runs; measures timing can move (durations, duplicates, records "
-        "over the latency limit, fenced commits) vary more on two shared cores, and more when a campaign runs "
+        f"offset regressions) vary little between runs; measures timing can move (durations, duplicates, "
+        f"{LATE_OR_LOST}, fenced commits) vary more on two shared cores, and more when a campaign runs "
         "two cells at a time (`--parallel 2`): from such runs they are shown and never compared "
         "(docs/campaigns.md).\n",
         *(_campaign_line(data.info) for data in campaigns),
@@ -105,15 +138,29 @@ def results_page(campaigns: list[CampaignData], notes: Path | None = None,
     return "\n".join(parts)
 
 
-def _runs_of(detections: dict) -> dict:
-    """Per declared shift, the fewest runs a cell of its metric (and scenario) has in its own campaign."""
-    found = {}
-    for detect, runs in detections.items():
-        rows = runs[(runs["metric"] == detect.metric)
-                    & ((runs["scenario"] == detect.scenario) if detect.scenario else True)]
-        counts = rows.groupby(["scenario", "backend", "strategy", "sweep"]).size()
-        found[detect] = int(counts.min()) if len(counts) else None
-    return found
+def model_lines(campaigns: list[CampaignData]) -> list[str]:
+    """What each campaign file's model assumes, beside what its runs show."""
+    return [_model_line(data, detect) for data in campaigns for detect in declared_detections(data.text)]
+
+
+def _model_line(data: CampaignData, detect) -> str:
+    rows = data.runs[(data.runs["metric"] == detect.metric)
+                     & ((data.runs["scenario"] == detect.scenario) if detect.scenario else True)]
+    groups = [group["value"].to_numpy(dtype=float) for _, group in rows.groupby(["scenario", "backend", "strategy",
+                                                                                  "sweep"])]
+    constant = [values[0] for values in groups if np.all(values == values[0])]
+    varying = [float(np.std(values, ddof=1)) for values in groups if len(values) > 1 and not np.all(values == values[0])]
+    where = f" in {detect.scenario}" if detect.scenario else ""
+    said = (f"`{data.name}`, {measure_name(detect.metric)}{where}: the file's model is normal with sd "
+            f"{amount(detect.sd)} in every cell; its runs: ")
+    parts = []
+    if constant:
+        values = ", ".join(amount(value) for value in sorted(set(constant)))
+        parts.append(f"{len(constant)} of {len(groups)} cells gave one value in every run ({values})")
+    if varying:
+        parts.append(f"{len(varying)} of {len(groups)} varied, sd {amount(min(varying))}"
+                     + (f" to {amount(max(varying))}" if max(varying) != min(varying) else ""))
+    return said + "; ".join(parts) + "."
 
 
 def _seeds(seeds: list[int]) -> str:
@@ -226,6 +273,10 @@ def cost_model_section(campaigns: list[CampaignData]) -> list[str]:
 
 
 def _coefficient(value: float) -> str:
+    """A fitted coefficient; one within 1e-9 of zero is the least squares' rounding (it differs from one
+    BLAS to the next, -2e-16 here, -8e-16 there) and is printed 0, so the page is the same bytes on both."""
+    if abs(value) < 1e-9:
+        return "0"
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
@@ -250,6 +301,7 @@ def _per_cell_section(cells: pd.DataFrame, prefix: str, title: str, metrics) -> 
                 columns.setdefault(_cell_label(row, strategies), {})[row.metric] = spread(row.median, row.min,
                                                                                            row.max, row.runs)
         table = pd.DataFrame(columns).reindex([m for m in wanted if any(m in c for c in columns.values())])
+        table.index = [measure_name(metric) for metric in table.index]
         table.index.name = "metric"
         if len(columns) > WIDEST:   # many cells (a sweep): a row a cell reads better than a column a cell
             table = table.T.rename_axis("cell")
@@ -261,9 +313,11 @@ def _differences(compared: pd.DataFrame) -> list[str]:
     lines = ["## Which differences hold up\n",
              "Each pair of cells of one scenario and size on each metric (backends at the same strategy, "
              "strategies on the same backend, and cells that differ in both), by the exact two-sided Mann-Whitney "
-             "test, only with at least 5 runs a side; the shift is the Hodges-Lehmann estimate (b - a) with its "
-             "distribution-free interval and that interval's coverage for its data (exact, or \"≥\" a bound that "
-             "errs low). A difference is listed, with both cells' values, only if it survives Benjamini-Hochberg "
+             "test, only with at least 5 runs a side. Its null, in words: the two cells' runs come from one "
+             "distribution. A difference listed says they do not, in place, spread or shape; the difference of "
+             "their medians (b - a) says which median is higher, with an interval from each cell's "
+             "order-statistic interval of its median and the coverage it has for any distributions (\"≥\": a "
+             "bound). A difference is listed, with both cells' values, only if it survives Benjamini-Hochberg "
              "over every test on this page. A pair not listed is not shown to differ, which is not the same as "
              "equal.\n"]
     if compared.empty:

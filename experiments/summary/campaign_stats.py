@@ -58,7 +58,8 @@ from experiments.summary.inference import (
     coverage_text,
     ran_beside,
 )
-from experiments.summary.power import power_markdown
+from experiments.summary.measure_names import measure_name
+from experiments.summary.power import claim_powers, power_markdown
 from experiments.summary.read_back import scenario_window
 from rebalance.backends import column_order
 
@@ -231,8 +232,9 @@ def comparisons(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def reading(row) -> str:
-    """A comparison in words; "no difference shown" is never "equal", and "identical in all n runs" is a
-    description of the runs, not a verdict."""
+    """A comparison in words, no stronger than its test: a difference says the two cells' runs do not come
+    from one distribution, and which median is higher; "no difference shown" is never "equal", and
+    "identical in all n runs" is a description of the runs, not a verdict."""
     n = f"n = {row.n_a}/{row.n_b}"
     if row.status == TOO_FEW:
         return f"too few runs ({n}; needs {MIN_RUNS})"
@@ -240,7 +242,8 @@ def reading(row) -> str:
         return f"not compared: a measure timing can move, from runs made beside another ({n})"
     p = f"p = {row.p:.2g} {getattr(row, 'sides', TWO_SIDED)}"
     if row.difference:
-        said = f"{row.b} {'higher' if row.shift > 0 else 'lower'} than {row.a} ({p}, {n})"
+        said = (f"{row.b} differs from {row.a}, its median {'higher' if row.shift > 0 else 'lower'}"
+                if row.shift != 0 else f"{row.b} differs from {row.a}, the medians equal") + f" ({p}, {n})"
     else:
         said = f"no difference shown at {n} ({p})"
     if getattr(row, "case", "") == BOTH_CONSTANT:
@@ -257,7 +260,8 @@ def page_counts(compared: pd.DataFrame) -> str:
     same = int(((compared["status"] == TESTED) & (compared["case"] == BOTH_CONSTANT)).sum()) \
         if "case" in compared else 0
     beside = int((compared["status"] == PARALLEL_TIMING).sum())
-    return (f"{len(compared):,} comparisons: {tested:,} tested (exact two-sided Mann-Whitney, at least {MIN_RUNS} "
+    return (f"{len(compared):,} comparisons: {tested:,} tested (exact two-sided Mann-Whitney, null: one "
+            f"distribution; at least {MIN_RUNS} "
             f"runs a side; {same:,} of them between cells that gave one value in every run), {found:,} of them "
             f"differences at a false discovery rate of {Q:.0%} (Benjamini-Hochberg over the {tested:,}); {few:,} "
             f"with too few runs"
@@ -281,7 +285,9 @@ def write_statistics(folder: Path) -> Path:
     cells.to_parquet(place.statistics_table("cells"), index=False)
     compared.to_parquet(place.statistics_table("comparisons"), index=False)
     claims_frame(claimed).to_parquet(place.statistics_table("claims"), index=False)
-    powered = power_markdown(list(declared_detections(text)), len(claimed))
+    powers = claim_powers(Manifest.read(folder).campaign["name"], runs, declared_claims(text),
+                          declared_detections(text), len(claimed))
+    powered = power_markdown(powers, len(claimed)) if powers else ""
     place.statistics_markdown.write_text(statistics_markdown(Manifest.read(folder), cells, compared,
                                                            claims_markdown(claimed) + powered))
     runs.to_parquet(place.statistics_table("runs"), index=False)
@@ -328,9 +334,9 @@ def statistics_markdown(manifest: Manifest, cells: pd.DataFrame, compared: pd.Da
                                            f"({interval_label(r.coverage, r.runs)})" for r in table.itertuples()]
         lines.append(markdown_table(table[["metric", "cell", "value", "interval of the median"]]))
     lines.append("## Differences\n")
-    lines.append(page_counts(compared) + " Listed: the differences, each cell's values, and the Hodges-Lehmann "
-                 "shift (b - a) with its distribution-free interval and that interval's coverage. Every comparison "
-                 "is in `comparisons.parquet`.\n")
+    lines.append(page_counts(compared) + " Listed: the differences, each cell's values, and the difference of "
+                 "their medians (b - a) with an interval whose coverage holds for any distributions (\"≥\": a "
+                 "bound). Every comparison is in `comparisons.parquet`.\n")
     found = compared[compared["difference"]]
     if len(found):
         lines.append(markdown_table(differences_table(found)))
@@ -341,13 +347,13 @@ def statistics_markdown(manifest: Manifest, cells: pd.DataFrame, compared: pd.Da
 
 def differences_table(found: pd.DataFrame) -> pd.DataFrame:
     """The listed differences with both cells' values (`median [min-max], n`), so every one can be read off
-    the page, and the shift with its interval's coverage."""
+    the page, and the difference of their medians with its interval's coverage."""
     return pd.DataFrame({
         "where": found["scenario"] + found["sweep"].map(lambda s: "" if s == "-" else f" ({s})"),
-        "metric": found["metric"],
+        "metric": found["metric"].map(measure_name),
         "a": [f"{r.a}: {spread(r.median_a, r.min_a, r.max_a, r.n_a)}" for r in found.itertuples()],
         "b": [f"{r.b}: {spread(r.median_b, r.min_b, r.max_b, r.n_b)}" for r in found.itertuples()],
-        "shift (b - a) [interval, coverage]": [
+        "difference of medians (b - a) [interval, coverage]": [
             f"{number(r.shift, 1)} [{number(r.ci_low, 1)}, {number(r.ci_high, 1)}, "
             f"{coverage_text(r.coverage, r.coverage_exact)}]" for r in found.itertuples()],
         "reading": found["reading"]})

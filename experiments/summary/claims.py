@@ -2,20 +2,24 @@
 
 A claim says that some cells exceed others on one metric of one scenario ("legacy's requests per join
 exceed classic's at every N"). It holds only if every pair it names holds: each `higher` cell against each
-`lower` cell, at every sweep value both ran. The direction is declared before the runs, so each pair gets
-the one-sided exact test of `experiments.summary.inference` (higher greater than lower); the claim's
-p-value is the largest of its pairs' (an intersection-union test: a claim made of several pairs is only as
-strong as its weakest), and its shift the smallest. Every claim gets its p, cells that gave one value in
-every run included ("identical in all n runs" describes them, it decides nothing).
+`lower` cell, at every sweep value both ran. Each pair gets the test of the two medians
+(`experiments.summary.inference.claim_p`), one-sided in the declared direction, whose null is "the higher
+cell's median run is no larger than the lower's", true to its level whatever the cells' spreads; the
+claim's p-value is the largest of its pairs' (an intersection-union test: a claim made of several pairs is
+only as strong as its weakest), and its difference of medians the smallest. Every claim gets its p, cells
+that gave one value in every run included ("identical in all n runs" describes them, it decides nothing).
 
 The family is fixed before the runs: every claim of every campaign file the page is made from, whatever
-its data. Holm's step-down over those k claims keeps the chance that any supported claim is wrong at most
-5%; a claim that cannot be tested (too few runs, no runs, a measure timing can move from runs made beside
-another) still counts in k, as a p of 1.
+its data, and every earlier look at one of them on the same code (`earlier`: the page's ledger of looks,
+experiments.report.looks). Holm's step-down over those k keeps the chance that any supported claim is wrong
+at most 5%; a claim that cannot be tested (too few runs, no runs, a measure timing can move from runs made
+beside another) still counts in k, as a p of 1, and so does every earlier look.
 
 Verdicts:
-- **supported**: every pair's shift points the claimed way and the claim survives Holm at 0.05;
-- **not supported**: enough runs, and a shift points the other way or the claim does not survive Holm;
+- **supported**: every pair's difference of medians points the claimed way and the claim survives Holm at
+  0.05;
+- **not supported**: enough runs, and a difference points the other way or the claim does not survive
+  Holm; never "equal";
 - **undetermined (n too small)**: some pair has fewer than 5 runs on a side;
 - **undetermined (no runs)**: no pair was run;
 - **undetermined (timings of parallel runs)**: the claim's measure is one timing can move and some of its
@@ -45,7 +49,9 @@ from experiments.summary.inference import (
     holm,
     holm_adjusted,
     ran_beside,
+    smallest_claim_p,
 )
+from experiments.summary.measure_names import measure_name
 
 SUPPORTED = "supported"
 NOT_SUPPORTED = "not supported"
@@ -59,18 +65,29 @@ class ClaimResult:
     claim: Claim
     verdict: str
     p: float            # the largest one-sided p-value of the claim's pairs (nan when not tested)
-    p_holm: float       # after Holm's adjustment over the k declared claims
-    k: int              # the size of the declared family
-    shift: float        # the smallest shift (higher - lower) of its pairs
+    p_holm: float       # after Holm's adjustment over the family of k
+    k: int              # the size of the family: the declared claims and the earlier looks that count
+    shift: float        # the smallest difference of medians (higher - lower) of its pairs
     low: float          # that pair's interval
     high: float
-    coverage: float     # the interval's coverage: exact, or a lower bound (`exact`)
+    coverage: float     # the interval's coverage: a lower bound unless `exact`
     exact: bool
     pairs: int
     n: str              # the smallest runs per side, "a/b"
     described: str = ""   # "identical in all 5/5 runs" and the like: a description, not a verdict
     sides: str = ONE_SIDED
     campaign: str = ""    # the campaign file that declared it, on a page made from several
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One pair of cells a claim names at one sweep value: the lower and the higher cell's runs."""
+    sweep: str
+    lower: tuple[str, str]      # (backend, strategy)
+    higher: tuple[str, str]
+    lower_values: np.ndarray
+    higher_values: np.ndarray
+    beside: bool                # a measure timing can move, from runs made beside another
 
 
 def _cells(runs: pd.DataFrame, claim: Claim, selector: str) -> pd.DataFrame:
@@ -80,7 +97,9 @@ def _cells(runs: pd.DataFrame, claim: Claim, selector: str) -> pd.DataFrame:
     return rows.loc[np.asarray(chosen, dtype=bool)]
 
 
-def _pairs(runs: pd.DataFrame, claim: Claim) -> list[Comparison]:
+def claim_pairs(runs: pd.DataFrame, claim: Claim) -> list[Pair]:
+    """Every pair of cells the claim names: each higher cell against each lower one, at every sweep value
+    both ran."""
     found = []
     for high_selector in claim.higher:
         for low_selector in claim.lower:
@@ -89,9 +108,15 @@ def _pairs(runs: pd.DataFrame, claim: Claim) -> list[Comparison]:
                 for (l_backend, l_strategy), l_rows in low[low["sweep"] == sweep].groupby(["backend", "strategy"]):
                     if (h_backend, h_strategy) != (l_backend, l_strategy):
                         beside = ran_beside(l_rows, claim.metric) or ran_beside(h_rows, claim.metric)
-                        found.append(compare(l_rows["value"].to_numpy(), h_rows["value"].to_numpy(), beside=beside,
-                                             sides=ONE_SIDED))
+                        found.append(Pair(str(sweep), (l_backend, l_strategy), (h_backend, h_strategy),
+                                          l_rows["value"].to_numpy(dtype=float), h_rows["value"].to_numpy(dtype=float),
+                                          beside))
     return found
+
+
+def _pairs(runs: pd.DataFrame, claim: Claim) -> list[Comparison]:
+    return [compare(pair.lower_values, pair.higher_values, beside=pair.beside, sides=ONE_SIDED)
+            for pair in claim_pairs(runs, claim)]
 
 
 def _described(pairs: list[Comparison]) -> str:
@@ -108,10 +133,10 @@ def evaluate(runs: pd.DataFrame, claims: Sequence[Claim]) -> list[ClaimResult]:
     return evaluate_family([("", runs, claims)])
 
 
-def evaluate_family(campaigns: Sequence[tuple[str, pd.DataFrame, Sequence[Claim]]]) -> list[ClaimResult]:
+def evaluate_family(campaigns: Sequence[tuple[str, pd.DataFrame, Sequence[Claim]]], earlier: int = 0) -> list[ClaimResult]:
     """The claims of several campaign files (name, runs, claims), each tested on its own campaign's runs only
     (two campaigns may run one scenario under different settings), with Holm's adjustment over the whole
-    family."""
+    family: the claims and `earlier` looks that count in it (never supported now)."""
     partial = []
     for name, runs, claim in ((name, runs, claim) for name, runs, claims in campaigns for claim in claims):
         pairs = _pairs(runs, claim)
@@ -126,7 +151,8 @@ def evaluate_family(campaigns: Sequence[tuple[str, pd.DataFrame, Sequence[Claim]
         else:
             partial.append((name, claim, None, max(pair.p for pair in pairs), weakest, pairs))
     p_values = [item[3] for item in partial]
-    adjusted, rejected = holm_adjusted(p_values), holm(p_values, ALPHA)
+    k = len(partial) + earlier
+    adjusted, rejected = holm_adjusted(p_values, k), holm(p_values, ALPHA, k)
     results = []
     for index, (name, claim, verdict, p, weakest, pairs) in enumerate(partial):
         if verdict is None:
@@ -134,8 +160,8 @@ def evaluate_family(campaigns: Sequence[tuple[str, pd.DataFrame, Sequence[Claim]
             verdict = SUPPORTED if holds else NOT_SUPPORTED
         shift = (weakest.shift, weakest.low, weakest.high, weakest.coverage) if weakest else (math.nan,) * 4
         n = f"{min(pair.n_a for pair in pairs)}/{min(pair.n_b for pair in pairs)}" if pairs else "-"
-        results.append(ClaimResult(claim, verdict, p, math.nan if math.isnan(p) else adjusted[index], len(partial),
-                                   *shift, weakest.exact if weakest else True, len(pairs), n, _described(pairs),
+        results.append(ClaimResult(claim, verdict, p, math.nan if math.isnan(p) else adjusted[index], k,
+                                   *shift, weakest.exact if weakest else False, len(pairs), n, _described(pairs),
                                    campaign=name))
     return results
 
@@ -151,28 +177,45 @@ def claims_frame(results: list[ClaimResult]) -> pd.DataFrame:
                          for r in results], columns=columns)
 
 
-def claims_markdown(results: list[ClaimResult]) -> str:
-    """The page's opening: each declared claim, its verdict, p (one-sided), Holm's p over the k declared
-    claims, and its shift with the interval's coverage."""
+THE_TEST = ("Each pair gets the test of the two medians, one-sided in the declared direction. Its null, in "
+            "words: the higher cell's median run is no larger than the lower cell's, whatever the two cells' "
+            "spreads and shapes. The claim is supported at a step when the higher cell's k-th lowest run lies "
+            "above the lower cell's k-th highest (k = 1: every run above every run); under that null each of "
+            "the two lies beyond its cell's median with probability at most P(Binomial(n, ½) ≤ k - 1), for "
+            "any distribution, so the step's p is 1 - (1 - that of one cell)(1 - that of the other). Complete "
+            "separation gives {floors}, and no test that holds its level for every pair of distributions can "
+            "give it less.")
+
+
+def claims_markdown(results: list[ClaimResult], *, family: str = "", notes: dict[int, str] | None = None) -> str:
+    """The page's opening: each declared claim, its verdict, p (one-sided), Holm's p over the family of k,
+    and its difference of medians with the interval's coverage. `family`: what k counts, when more than the
+    declared claims (the page's rule of looks); `notes`: a note per result (by index) beside its verdict."""
     if not results:
         return ""
-    k = len(results)
+    k = results[0].k
     named = any(result.campaign for result in results)
+    floors = sorted({(result.n, smallest_claim_p(*map(int, result.n.split("/")))) for result in results
+                     if "/" in result.n and min(map(int, result.n.split("/"))) >= MIN_RUNS})
+    floor_text = ", ".join(f"{p:.2g} at {n}" for n, p in floors) or "its floor"
     lines = ["## Claims declared before the runs\n",
-             f"Each claim was written in a campaign file before any run; the family is every claim of the campaign "
-             f"files this page is made from, k = {k}, whatever the data. A claim holds only if every pair of cells "
-             f"it names holds (its p is the largest of theirs, its shift the smallest). Each pair gets the exact "
-             f"Mann-Whitney test, one-sided in the declared direction; Holm's adjustment over the k = {k} claims "
-             f"(a claim that could not be tested counts as p = 1) keeps the chance that any supported claim is "
-             f"wrong at most {ALPHA:.0%}. A pair needs {MIN_RUNS} runs a side. Cells that gave one value in every "
-             f"run are tested like any other: five identical runs do not show that a measure never varies. The "
-             f"shift is Hodges-Lehmann's (the median of every difference higher - lower) with its "
-             f"distribution-free interval and that interval's coverage for its data (exact, or \"≥\" a bound that "
-             f"errs low).\n",
+             "Each claim was written in a campaign file before any run. "
+             + (family or f"The family is every claim of the campaign files this page is made from, k = {k}, "
+                          f"whatever the data.")
+             + f" A claim holds only if every pair of cells it names holds (its p is the largest of theirs, its "
+             f"difference the smallest). {THE_TEST.format(floors=floor_text)} Holm's adjustment over the "
+             f"k = {k} (a claim that could not be tested counts as p = 1) keeps the chance that any supported "
+             f"claim is wrong at most {ALPHA:.0%}. A pair needs {MIN_RUNS} runs a side. Cells that gave one "
+             f"value in every run are tested like any other: five identical runs do not show that a measure never "
+             f"varies. Beside each claim, the difference of the two cells' medians (higher - lower; the weakest "
+             f"pair's) with an interval from each cell's order-statistic interval of its median, labelled with "
+             f"the coverage it has for any distributions (\"≥\": a bound). \"Not supported\" never means equal: "
+             f"it means these runs do not show the claimed order.\n",
              ("| campaign " if named else "")
-             + f"| claim | verdict | p | Holm p (k = {k}) | shift, higher - lower [interval, coverage] | pairs | n |",
-             ("| --- " if named else "") + "| --- | --- | --- | --- | --- | --- | --- |"]
-    for result in results:
+             + f"| claim | measure | verdict | p | Holm p (k = {k}) | difference of medians, higher - lower "
+               f"[interval, coverage] | pairs | n |",
+             ("| --- " if named else "") + "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for index, result in enumerate(results):
         p = "-" if math.isnan(result.p) else f"{result.p:.2g} ({result.sides})"
         p_holm = "-" if math.isnan(result.p_holm) else f"{result.p_holm:.2g}"
         coverage = "" if math.isnan(result.coverage) else f", {coverage_text(result.coverage, result.exact)}"
@@ -181,8 +224,10 @@ def claims_markdown(results: list[ClaimResult]) -> str:
         if result.described:
             shift += f"; {result.described}"
         lead = f"| {result.campaign} " if named else ""
-        lines.append(f"{lead}| {result.claim.says} | **{result.verdict}** | {p} | {p_holm} | {shift} | {result.pairs} "
-                     f"| {result.n} |")
+        note = (notes or {}).get(index, "")
+        verdict = f"**{result.verdict}**" + (f"; {note}" if note else "")
+        lines.append(f"{lead}| {result.claim.says} | {measure_name(result.claim.metric)} | {verdict} | {p} | "
+                     f"{p_holm} | {shift} | {result.pairs} | {result.n} |")
     return "\n".join(lines) + "\n"
 
 
