@@ -282,6 +282,10 @@ def test_every_look_at_the_published_claims_is_in_the_ledger_and_on_the_page(mon
         assert look.data and look.date and look.n and look.test and look.verdict in DECISIONS, look
     assert "Every look at a claim is on the record" in page and "## Every look at these claims" in page
     assert page.count("| this page |") == len(currents)
+    # split brain b's duplicates: supported now, not supported on both earlier looks (earlier code)
+    (line,) = [line for line in page.splitlines() if line.startswith("| split-brain-ab | the paused classic member")
+               and "| duplicates |" in line]
+    assert "**supported**; on its latest look only: not supported on 2026-11-26 (5/5, p = 0.65), 2026-11-28" in line
 
 
 def test_every_shipped_data_folder_belongs_to_its_built_in_campaign_file_and_makes_a_page():
@@ -365,3 +369,32 @@ def test_a_herd_campaigns_changes_travel_in_its_data_folder_and_give_its_cost_mo
     merge(_herd_folder(tmp_path, "part-1", repetitions=(0, 1, 2)), parts)
     merge(_herd_folder(tmp_path, "part-2", repetitions=(2, 3, 4)), parts)
     assert (parts / "changes.csv").read_text() == (data / "changes.csv").read_text()
+
+
+def test_the_looks_command_records_a_pages_looks_once_and_the_page_counts_looks_on_its_code(tmp_path):
+    """`./lab looks` adds a row for each claim of the page the ledger lacks (again: none); an earlier look at
+    a claim on the same code, from other runs, counts in the page's k; one on other code is shown, not
+    counted; a claim supported now whose earlier looks were not says so."""
+    from experiments.report.looks import Look, looks_csv, read_looks
+
+    data, ledger = tmp_path / "docs/results-data/a", tmp_path / "looks.csv"
+    _hand_made(data, "a", 2)
+    ledger.write_text(looks_csv([]))
+    first = CliRunner().invoke(app, ["looks", str(data), "--looks", str(ledger), "--date", "2026-12-05"])
+    assert first.exit_code == 0, first.output
+    rows = read_looks(ledger)
+    assert len(rows) == 2 and {row.date for row in rows} == {"2026-12-05"} and rows[0].code == "abc"
+    assert rows[0].data == "docs/results-data/a" and rows[0].test == "two medians, one-sided"
+    again = CliRunner().invoke(app, ["looks", str(data), "--looks", str(ledger), "--date", "2026-12-06"])
+    assert again.exit_code == 0 and len(read_looks(ledger)) == 2
+    page = results_markdown([data], looks=ledger)
+    assert "k = 2" in page and page.count("| this page |") == 2 and "--looks " in page
+
+    claim = rows[1].claim              # "only legacy regresses offsets in a 1": 5/5, never supported
+    earlier = [Look(claim, "a", "a", "", "runs/a-old (not in the repository)", code, "2026-11-01", "1234567", "5/5",
+                    "Mann-Whitney, one-sided", 0.5, 2, "not supported") for code in ("abc", "0ld")]
+    ledger.write_text(looks_csv([*earlier, *rows]))
+    page = results_markdown([data], looks=ledger)
+    assert "| Holm p (k = 3) |" in page                          # the look on the same code counts, the other not
+    assert "holds every test run on a declared claim since 2026-11-01 (4 rows)" in page
+    assert page.count("| 2026-11-01 | a | runs/a-old (not in the repository) |") == 2

@@ -251,7 +251,7 @@ def looks_command(
 ) -> None:
     """Add to the ledger of looks a row for each claim of the page whose current look (its runs, by the
     claims' current test) it lacks, with the p and verdict the page gives it."""
-    from experiments.report.looks import append_looks
+    from experiments.report.results_doc import append_looks
 
     added = append_looks(folders, looks, date)
     for look in added:

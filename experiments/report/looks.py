@@ -14,7 +14,8 @@ their own family at the time, and do not count in this page's k. Looks at a clai
 page's are the same hypothesis looked at again: every one of them counts in k. The same runs tested again by
 a corrected test are the same look (one p counts: the current test's); the ledger keeps both rows.
 
-`./lab looks DATA... --looks docs/results-data/looks.csv` adds the page's current looks the ledger lacks.
+`./lab looks DATA... --looks docs/results-data/looks.csv` adds the page's current looks the ledger lacks
+(`results_doc.append_looks`).
 """
 
 from __future__ import annotations
@@ -190,19 +191,3 @@ def _row(look: Look, label: str) -> str:
 def _p(value: float) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:.2g}"
 
-
-def append_looks(folders: Sequence[Path], ledger_path: Path, date: str) -> list[Look]:
-    """Add to the ledger the page's current looks it lacks (`./lab looks DATA... --looks FILE --date D`);
-    returns the rows added."""
-    from experiments.report.results_data import read
-    from experiments.report.results_doc import page_claims, page_path
-    from experiments.summary.inference import CLAIM_TEST
-
-    campaigns = [read(folder) for folder in folders]
-    paths = [page_path(data.name, folder) for data, folder in zip(campaigns, folders, strict=True)]
-    ledger = read_looks(ledger_path)
-    results, currents = page_claims(campaigns, paths, ledger)
-    added = new_looks(currents, ledger, results, test=CLAIM_TEST, date=date)
-    if added:
-        ledger_path.write_text(looks_csv([*ledger, *added]))
-    return added

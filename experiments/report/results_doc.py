@@ -23,7 +23,9 @@ from experiments.report.looks import (
     Look,
     earlier_looks,
     latest_only,
+    looks_csv,
     looks_markdown,
+    new_looks,
     read_looks,
     same_code_looks,
 )
@@ -83,6 +85,19 @@ def page_claims(campaigns: list[CampaignData], paths: list[str], ledger: list[Lo
     currents = [Current(data.name, claim.says, path, data.info.get("commit") or "")
                 for data, path in zip(campaigns, paths, strict=True) for claim in declared_claims(data.text)]
     return evaluate_family(claims, earlier=len(same_code_looks(currents, ledger))), currents
+
+
+def append_looks(folders: list[Path], ledger_path: Path, date: str) -> list[Look]:
+    """Add to the ledger the page's current looks it lacks (`./lab looks DATA... --looks FILE --date D`);
+    returns the rows added."""
+    campaigns = [read(folder) for folder in folders]
+    paths = [page_path(data.name, folder) for data, folder in zip(campaigns, folders, strict=True)]
+    ledger = read_looks(ledger_path)
+    results, currents = page_claims(campaigns, paths, ledger)
+    added = new_looks(currents, ledger, results, test=CLAIM_TEST, date=date)
+    if added:
+        ledger_path.write_text(looks_csv([*ledger, *added]))
+    return added
 
 
 def results_page(campaigns: list[CampaignData], notes: Path | None = None,
