@@ -1,13 +1,12 @@
 """The classic client's membership, as pure values: its states with their allowed moves, and
 heartbeat timing. No I/O and no clock reading; `modern.classic.abstract_coordinator` drives both.
 
-    UNJOINED ──join sent──> PREPARING_REBALANCE ──JoinGroup answered──> COMPLETING_REBALANCE
-       ^                          ^ ^    │                                   │      │
-       │                          │ │    │                   SyncGroup answered     │ join sent again (the SyncGroup
-       │                          │ │    │                                   v      │ answered REBALANCE_IN_PROGRESS)
-       │                          │ └────┼──────── rejoin ─────────────── STABLE    │
-       │                          └──────┼──────────────────────────────────────────┘
-       └───────── membership lost ───────┴──────────(from any state)
+    UNJOINED ──join sent──> PREPARING_REBALANCE ──JoinGroup answered──> COMPLETING_REBALANCE ──SyncGroup answered──> STABLE
+                                ^       ^                                            │                                 │
+                                │       └─ join sent again (SyncGroup answered ──────┘                                 │
+                                │          REBALANCE_IN_PROGRESS, or failed)                                           │
+                                └───────────────────────────── rejoin: join sent ──────────────────────────────────────┘
+    from any state: membership lost ──> UNJOINED
 
 Heartbeats are sent in COMPLETING_REBALANCE and STABLE, from the JoinGroup answer on, as
 Kafka's client does: a leader busy computing a large assignment keeps its session, and so does a member whose
