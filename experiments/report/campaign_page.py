@@ -7,8 +7,8 @@
 3. collapsed: the other herd measures, the per-phase figures, and the comparisons.
 
 Every figure is `median [min-max]` over the cell's runs; `statistics/statistics.md` keeps every cell with its
-interval of the median and that interval's real coverage; a shift's interval is labelled with its coverage for
-its data (exact, or "≥" a bound that errs low).
+interval of the median and that interval's real coverage; the difference of two cells' medians is labelled
+with the coverage its interval has for any distributions ("≥", a bound).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from experiments.report.findings import (
 )
 from experiments.report.page import Block, Detail, Figure, RowHeader, Section, Table
 from experiments.summary.inference import coverage_text
+from experiments.summary.measure_names import LATE_OR_LOST, measure_name
 
 FINDINGS_TITLE = "What these runs show"
 _HERD_KINDS = ("join", "leave", "crash")
@@ -64,7 +65,7 @@ def _metric_table(cells: pd.DataFrame, metrics: list[str], columns: list[str], *
         mine = cells[(cells["metric"] == metric) & ((cells["group_size"] == size) if size is not None else True)]
         if mine.empty:
             continue
-        label = metric if size is None else f"{metric}, N = {int(size)}"
+        label = measure_name(metric) if size is None else f"{measure_name(metric)}, N = {int(size)}"
         if (mine[["median", "min", "max"]].abs().max().max() or 0) == 0:
             hidden.append(label)
             continue
@@ -142,13 +143,14 @@ def campaign_sections(cells: pd.DataFrame, compared: pd.DataFrame, images: list[
                          if metric not in CAMPAIGN_CHECKS and metric.split(": ")[0] not in _HERD_KINDS]
         if phase_metrics:
             frame, hidden = _metric_table(mine, phase_metrics, columns, by_size=swept)
-            details.append(Detail(summary="Per phase: records lost, max latency, time rebalancing",
+            details.append(Detail(summary=f"Per phase: {LATE_OR_LOST}, max latency, time rebalancing",
                                   tables=[Table(title="", frame=frame, hidden=_hidden(hidden))]))
         held = compared[(compared["scenario"] == scenario) & compared["difference"]] if len(compared) else compared
         if len(held):
             shown = pd.DataFrame({
-                "metric": [RowHeader(r.metric, "" if r.sweep == "-" else str(r.sweep)) for r in held.itertuples()],
-                "shift (b - a) [interval, its coverage]": [
+                "metric": [RowHeader(measure_name(r.metric), "" if r.sweep == "-" else str(r.sweep))
+                           for r in held.itertuples()],
+                "difference of medians (b - a) [interval, its coverage]": [
                     f"{spread_text(r.shift, r.shift, r.shift, unit=metric_unit(r.metric))} "
                     f"[{r.ci_low:,.1f}, {r.ci_high:,.1f}, {coverage_text(r.coverage, r.coverage_exact)}]"
                     for r in held.itertuples()],
