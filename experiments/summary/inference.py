@@ -16,7 +16,7 @@ Two tests, for two questions:
   completely that often). The exact one-sided
   Mann-Whitney test the claims had before has a narrower null, "the two cells have one distribution"; under
   unequal spreads it supports a direction too often (a constant cell against one varying around the same
-  median: at 6/6, p <= 0.05/19 in 1.5% of pairs instead of 0.26%), and so does Brunner-Munzel's studentized
+  median: at 6/6, p <= 0.05/19 in 1.6% of pairs instead of 0.26%), and so does Brunner-Munzel's studentized
   permutation test, whose p for complete separation at 6/6 is 1/924 (benchmarks/bench_evidence.py).
 - **A comparison of the page** (every pair of cells, Benjamini-Hochberg) asks only whether two cells
   differ. Its null, in words: *the two cells' runs come from one distribution*; the exact two-sided

@@ -16,7 +16,7 @@ mean in every run), the higher cells a shift above the highest lower cell. The c
 cell's k_b-th lowest run lies above every lower cell's k_a-th highest is a one-dimensional integral of the
 order statistics' distributions (P(X(k) <= t) = P(Binomial(n, F(t)) >= k), scipy's beta distribution),
 summed by the trapezoid rule on a grid of `GRID` points across each cell's mean +- 12 sd (a cell of sd 0: its value); sweep points are independent, so a
-claim's power is the product over them. Doubling the grid moves no figure by 0.01 points
+claim's power is the product over them. Ten times the grid moves no figure by 0.01 points
 (tests/test_power.py): the figures are computed, not drawn, and the same on every machine.
 """
 
