@@ -102,3 +102,11 @@ def test_every_member_of_a_wave_starts_when_it_is_due(tmp_path, backend, spread)
         assert 0.5 < spread_s <= 2.0
     else:
         assert spread_s < 0.01
+
+
+def test_a_group_that_does_not_prestart_starts_its_waves_hosts_at_the_step():
+    text = WAVE.format(spread="", at=3, duration=8).replace("per_process = 2", "per_process = 2\nprestart = false")
+    scenario = loads(text, overrides=['backends=["classic"]'])
+    assert scenario.group.prestart is False and wave().group.prestart is True
+    with pytest.raises(ScenarioError, match="prestart: must be true or false"):
+        loads(text.replace("prestart = false", 'prestart = "no"'), overrides=['backends=["classic"]'])

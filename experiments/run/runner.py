@@ -448,7 +448,7 @@ class Run:
         """The host processes of every later join wave, started now and armed: process up, clients made and
         connected, nobody joined. Their members join when the step comes, at the moment it says (plus the
         scenario's declared spread), not as fast as two cores can start the processes."""
-        hosts = self.schedule.wave_hosts()
+        hosts = self.schedule.wave_hosts() if self.scenario.group.prestart else ()
         if hosts:
             members = [member for host in hosts for member in host.members]
             await self.start_members(members, armed=True)

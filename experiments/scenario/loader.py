@@ -410,7 +410,8 @@ class _Checker:
         path = ("group",)
         sections = {name: (name, *profile(name).aliases) for name in BACKENDS}   # [group.<backend>] or an alias
         self.unknown_keys(table, {"name", "members", "strategy", "session_timeout_ms", "per_process", "static",
-                                  "topics", "warmup_timeout", "extra", *itertools.chain(*sections.values())}, path)
+                                  "topics", "warmup_timeout", "prestart", "extra",
+                                  *itertools.chain(*sections.values())}, path)
         name = self.string(table, "name", path, default="lab-group")
         if not re.fullmatch(r"[A-Za-z0-9._\-]+", name or ""):
             self.fail((*path, "name"), f"a group name of letters, digits, '.', '_' or '-' is required, got {name!r}")
@@ -434,6 +435,10 @@ class _Checker:
         if not isinstance(static, bool):
             self.fail((*path, "static"), f"must be true or false, got {static!r}")
             static = False
+        prestart = table.get("prestart", True)
+        if not isinstance(prestart, bool):
+            self.fail((*path, "prestart"), f"must be true or false, got {prestart!r}")
+            prestart = True
         subscribed = table.get("topics", [])
         if not isinstance(subscribed, list) or any(topic not in topics for topic in subscribed):
             self.fail((*path, "topics"), f"must list declared topics ({', '.join(topics)}), got {subscribed!r}")
@@ -441,7 +446,7 @@ class _Checker:
         warmup = self.number(table, "warmup_timeout", path, default=120.0, positive=True)
         return GroupSpec(
             name=name, members=members, strategy=strategy, session_timeout_ms=session, per_process=per_process,
-            static=static, topics=tuple(subscribed), warmup_timeout=float(warmup),
+            static=static, topics=tuple(subscribed), warmup_timeout=float(warmup), prestart=prestart,
             extra=self.settings(table, "extra", path),
             settings={name: self.backend_settings(table, keys, path) for name, keys in sections.items()},
         )

@@ -64,6 +64,9 @@ class GroupSpec:
     static: bool = False            # the coordinator-based generations: group.instance.id = member name
     topics: tuple[str, ...] = ()    # default: every topic
     warmup_timeout: float = 120.0   # seconds to wait for a stable group before the timeline starts
+    # Join waves' host processes start armed in the warm-up and their members join when due (experiments.run.
+    # runner); false starts the processes at the step, so the wave lasts as long as the machine takes to start them.
+    prestart: bool = True
     extra: Mapping[str, object] = field(default_factory=dict)    # native settings for every backend
     # Native settings of one backend only ([group.<backend>]), keyed by its profile's name.
     settings: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
