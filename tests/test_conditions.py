@@ -112,7 +112,7 @@ def test_members_that_did_not_keep_up_where_nothing_changed(tmp_path, share, exp
     assert by_condition["quiet-over-limit"] is expected and overall is expected, line
 
 
-@pytest.mark.parametrize("pressure, expected", [(10.0, Grade.OK), (30.0, Grade.SUSPECT), (70.0, Grade.INVALID)])
+@pytest.mark.parametrize("pressure, expected", [(60.0, Grade.OK), (85.0, Grade.SUSPECT), (96.0, Grade.INVALID)])
 def test_cpu_pressure(tmp_path, pressure, expected):
     overall, by_condition, line = grade(Log(tmp_path).steady(pressure=pressure).done())
     assert by_condition["cpu-pressure"] is expected and overall is expected, line
