@@ -167,13 +167,13 @@ def _print_herd(console: Console, runs) -> None:
         console.print("herd: no membership change measured", soft_wrap=True)
         return
     header = ("backend", "strategy", "N", "P", "requests / join", "requests / leave", "members moved (join)",
-              "stable after join (s)")
+              "last assignment after join (s)")
     cells = []
     for (backend, strategy, n, p), cell in rows.groupby(["backend", "strategy", "N", "P"], sort=True):
         joins, leaves = cell[cell["kind"] == "join"], cell[cell["kind"] == "leave"]
         cells.append((str(backend), str(strategy), str(n), str(p), _median_of(joins["requests"], "{:.0f}", joins),
                       _median_of(leaves["requests"], "{:.0f}", leaves), _median_of(joins["M"], "{:.0f}"),
-                      _median_of(joins["stable_s"], "{:.1f}")))
+                      _median_of(joins["last_assignment_s"], "{:.1f}")))
     if console.is_terminal:
         table = Table(title=title)
         for column in header:

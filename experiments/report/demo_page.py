@@ -32,9 +32,10 @@ def demo_markdown(*, points: pd.DataFrame, split: Mapping[str, Mapping[str, Read
     points = points if "strategy" in points else points.assign(strategy="")
     herd = points.sort_values(["backend", "strategy", "N"])[
         ["backend", "strategy", "N", "requests_per_change", "server_requests_per_change", "notifications_per_change",
-         "stable_s"]].rename(columns={
+         "last_assignment_s"]].rename(columns={
             "requests_per_change": "requests / change", "server_requests_per_change": "server's count",
-            "notifications_per_change": "notifications / change", "stable_s": "stable after (s)"})
+            "notifications_per_change": "notifications / change",
+            "last_assignment_s": "last assignment after (s)"})
     readings = {backend: dict(checks) for backend, checks in split.items()}
     checks = list(dict.fromkeys(name for column in readings.values() for name in column))
     clean = [name for name in checks if all(column.get(name) is not None and column[name].word is Word.OK

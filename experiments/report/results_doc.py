@@ -238,7 +238,7 @@ def _herd_section(cells: pd.DataFrame) -> list[str]:
                    "strategy": strategy}
             for metric in HERD:
                 match = group[group["metric"] == f"{kind}: {metric}"]
-                row[metric] = spread(*_stats(match)) if len(match) else "-"
+                row[measure_name(metric)] = spread(*_stats(match)) if len(match) else "-"
             rows.append(row)
         lines += [f"### {kind}\n", markdown_table(pd.DataFrame(rows))]
     return lines

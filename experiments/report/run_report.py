@@ -177,7 +177,9 @@ def key_numbers(scenario: Scenario) -> pd.DataFrame:
         ("rebalances", count, lambda run: run.phases["rebalances"].sum()),
         ("time rebalancing, s", seconds, lambda run: run.phases["rebalance_ms"].sum() / 1000),
         ("max latency, s", seconds, lambda run: run.phases["max_latency_ms"].max() / 1000),
-        ("stable after a change, s (median)", seconds, lambda run: run.herd_changes()["stable_s"].median()),
+        ("last assignment after a change, s (median)", seconds,
+         lambda run: run.herd_changes()["last_assignment_s"].median()),
+        ("group settled after a change, s (median)", seconds, lambda run: _settled(run.herd_changes())),
         ("partition-seconds unowned", seconds,
          lambda run: run.herd_changes()["unowned_partition_s"].sum()),
         ("requests per change (median)", count, lambda run: run.herd_changes()["requests"].median()),
@@ -188,7 +190,9 @@ def key_numbers(scenario: Scenario) -> pd.DataFrame:
         for column in scenario.columns:
             values = [_safe(measure, run) for run in scenario.runs_of(column)]
             values = [value for value in values if value is not None]
-            row[column] = show(float(pd.Series(values).median())) if values else ""
+            numbers = [value for value in values if not isinstance(value, str)]
+            row[column] = (show(float(pd.Series(numbers).median())) if numbers
+                           else values[0] if values else "")   # "never": no run of the column settled
         rows.append(row)
     gaps = {column: coordinator_gaps(scenario.runs_of(column)) for column in scenario.columns}
     if any(gaps.values()):   # where the scenario took the coordinator away: each run's group maximum
@@ -203,11 +207,21 @@ def key_numbers(scenario: Scenario) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _safe(measure, run: RunData) -> float | None:
+def _settled(changes: pd.DataFrame) -> float | str | None:
+    """The median time to a settled group over the changes, or "never" when none of them settled."""
+    if "settled_s" not in changes or changes.empty:
+        return None
+    settled = changes["settled_s"]
+    return "never" if settled.isna().all() else float(settled.median())
+
+
+def _safe(measure, run: RunData) -> float | str | None:
     try:
         value = measure(run)
     except (KeyError, AttributeError, TypeError):
         return None
+    if isinstance(value, str):
+        return value
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
@@ -285,7 +299,8 @@ def herd_detail(scenario: Scenario) -> pd.DataFrame:
     measures = [("changes", "changes", count), ("requests per change", "requests_per_change", count),
                 ("as the servers counted them", "server_requests_per_change", count),
                 ("notifications per change", "notifications_per_change", count),
-                ("stable after, s", "stable_s", seconds), ("stop-the-world, s", "stop_the_world_s", seconds),
+                ("last assignment after, s", "last_assignment_s", seconds),
+                ("settled after, s", "settled_s", seconds), ("stop-the-world, s", "stop_the_world_s", seconds),
                 ("failed attempts", "failed_attempts", count)]
     rows = []
     for size in sorted(points["N"].unique()):

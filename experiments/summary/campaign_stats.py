@@ -67,7 +67,8 @@ LEVEL = 0.95
 CELL_COLUMNS = ["scenario", "backend", "strategy", "sweep"]
 
 _HERD_METRICS = {"requests": "requests per change", "notifications": "notifications per change",
-                 "stable_s": "stable after (s)", "stop_the_world_s": "stop-the-world (s)",
+                 "last_assignment_s": "stable after (s)", "settled_s": "settled after (s)",
+                 "stop_the_world_s": "stop-the-world (s)",
                  "unowned_partition_s": "partition-seconds unowned"}
 _PHASE_METRICS = {"records_lost": "records lost", "max_latency_ms": "max latency (ms)",
                   "rebalance_ms": "rebalancing (ms)"}

@@ -178,24 +178,30 @@ def consumption_outside_ownership(inputs: CheckInputs, config: CheckConfig, batc
 
 
 def lost_records(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
-    """Produced and never processed. Records produced in the run's last `latency limit` seconds of
-    consumption are only 'unseen': the run may have ended first."""
-    lost = inputs.never.filter(~F.col("unseen")).drop("unseen")
+    """Produced and never processed, while later records of the same partition were: skipped, lost for good.
+    Records still in the log after everything processed on their partition when the run ended were not reached
+    (a group that never settled, a backlog at the teardown) and are counted apart; those produced in the run's
+    last `latency limit` seconds of consumption are only 'unseen': the run may have ended first."""
+    lost = inputs.never.filter(~F.col("unseen") & F.col("skipped")).drop("unseen")
     stats = batch.values(inputs.never.groupBy("run").agg(
-        F.sum((~F.col("unseen")).cast("int")).alias("lost"), F.sum(F.col("unseen").cast("int")).alias("unseen")))
+        F.sum((~F.col("unseen") & F.col("skipped")).cast("int")).alias("lost"),
+        F.sum((~F.col("unseen") & ~F.col("skipped")).cast("int")).alias("not_reached"),
+        F.sum(F.col("unseen").cast("int")).alias("unseen")))
     evidence = batch.first_rows(lost, ["t_produce", "tp", "offset"], config.evidence_rows)
 
     def read() -> Results:
         results = {}
         for run in inputs.runs:
-            count, unseen = stats.value.get(run, {}).get("lost") or 0, stats.value.get(run, {}).get("unseen") or 0
-            result = _found(checks.LOST_RECORDS.name, count, f"{count} records produced and never processed",
-                            "every produced record was processed", evidence.value[run])
-            if unseen:
-                result = CheckResult(result.check, result.verdict, count,
-                                     result.detail + f" ({unseen} produced at the very end not seen: unseen, not lost)",
-                                     result.evidence)
-            results[run] = result
+            row = stats.value.get(run, {})
+            count, not_reached, unseen = (row.get(key) or 0 for key in ("lost", "not_reached", "unseen"))
+            apart = "; ".join(part for part in (
+                f"{not_reached} still in the log when the run ended, after the last record processed on their "
+                "partition: not reached, not skipped" if not_reached else "",
+                f"{unseen} produced at the very end not seen: unseen, not lost" if unseen else "") if part)
+            clean = "no record was skipped" + (f" ({apart})" if apart else "; every produced record was processed")
+            found = f"{count} records skipped: produced and never processed while later records of their partition " \
+                    f"were" + (f" ({apart})" if apart else "")
+            results[run] = _found(checks.LOST_RECORDS.name, count, found, clean, evidence.value[run])
         return results
 
     return read

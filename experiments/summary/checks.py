@@ -39,7 +39,9 @@ CONSUMED_WITHOUT_OWNERSHIP = CheckSpec(
     name="consumed-without-ownership", phrase="records processed by a member that did not own them alone",
     question="records processed by a member that was not the partition's sole owner (count: spans)")
 LOST_RECORDS = CheckSpec(
-    name="lost-records", phrase="lost records", question="records produced and never processed")
+    name="lost-records", phrase="records skipped",
+    question="records skipped: produced and never processed while later records of their partition were "
+             "(records still in the log when the run ended, never reached, are counted apart in its detail)")
 DUPLICATES = CheckSpec(
     name="duplicates", phrase="duplicates", question="records processed more than once",
     found="{count} record{s} processed more than once ({detail})", campaign_metric="duplicates")

@@ -151,7 +151,11 @@ def herd_table(table: pd.DataFrame, owned_intervals: pd.DataFrame, partitions: i
         table[column] = table[column].fillna(0).astype(int)
     table.insert(table.columns.get_loc("requests") + 1, "server_requests",
                  server_per_change(table["t"], witness if witness is not None else pd.DataFrame()))
-    table["stable_s"] = table["stable_t"] - table["t"]
+    # The last assignment a member took before the next change (what this column measured under the name
+    # stable_s), and when the group was settled: every partition with exactly one owner, for SETTLED_FOR_S or
+    # until the next change; NaN when that never came before the next change (or the run's end).
+    table["last_assignment_s"] = table["stable_t"] - table["t"]
+    table["settled_s"] = settled_after(table["t"], owned_intervals, partitions, table.get("live_after"))
     owned = owned_count_spans(owned_intervals)
     stw, unowned = [], []
     for _, row in table.iterrows():
@@ -200,6 +204,57 @@ def server_per_change(change_times: pd.Series, windows: pd.DataFrame) -> list[fl
             total, at = total + by_start[at].server, by_start[at].end
         counts.append(round(total, 1) if at == until[-1] else None)
     return counts
+
+
+SETTLED_FOR_S = 2.0   # as the runner's wait for a stable group: every partition owned once, for a moment
+
+
+def settled_after(change_times: pd.Series, intervals: pd.DataFrame, partitions: int,
+                  live_after: pd.Series | None = None) -> list[float | None]:
+    """For each change, how long until the group was settled: every partition with exactly one owner and, where
+    there are partitions enough, every live member (`live_after`) owning some, kept for SETTLED_FOR_S or until
+    the next change. None when that never came before the next change (or the run's end)."""
+    times = [float(t) for t in change_times]
+    sizes = [None] * len(times) if live_after is None else [None if pd.isna(n) else int(n) for n in live_after]
+    if not times or partitions <= 0 or intervals.empty:
+        return [None] * len(times)
+    deltas = sorted([(float(row.start), 1, row.tp, row.member) for row in intervals.itertuples()]
+                    + [(float(row.end), -1, row.tp, row.member) for row in intervals.itertuples()],
+                    key=lambda d: (d[0], d[1]))
+    per_partition: dict[str, int] = {}
+    per_member: dict[str, int] = {}
+    once = owning = 0
+    states: list[tuple[float, bool, int]] = []   # (from, every partition owned exactly once, members owning)
+    for at, step, tp, member in deltas:
+        before = per_partition.get(tp, 0)
+        per_partition[tp] = before + step
+        once += (per_partition[tp] == 1) - (before == 1)
+        held = per_member.get(member, 0)
+        per_member[member] = held + step
+        owning += (per_member[member] > 0) - (held > 0)
+        if states and states[-1][0] == at:
+            states.pop()                     # several changes at one instant: the state after the last
+        states.append((at, once == partitions, owning))
+    answers: list[float | None] = []
+    for index, t in enumerate(times):
+        following = times[index + 1] if index + 1 < len(times) else float("inf")
+        wanted = None if sizes[index] is None else min(sizes[index], partitions)
+        answer, since = None, None
+        for position, (start, all_once, owners) in enumerate(states):
+            end = states[position + 1][0] if position + 1 < len(states) else float("inf")
+            if end <= t:
+                continue
+            if start >= following:
+                break
+            if not (all_once and (wanted is None or owners == wanted)):
+                since = None
+                continue
+            since = max(start, t) if since is None else since
+            if min(end, following) - since >= SETTLED_FOR_S or end >= following:
+                answer = since - t
+                break
+        answers.append(answer)
+    return answers
 
 
 def owned_count_spans(intervals: pd.DataFrame) -> pd.DataFrame:

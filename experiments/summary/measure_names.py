@@ -12,11 +12,17 @@ from __future__ import annotations
 
 RECORDS_LOST = "records lost"                                # the metric's name in the data
 LATE_OR_LOST = "records over 3 s or never handled"           # what the pages call it
+# `stable after (s)` measures from a change to the last assignment a member took before the next change, which
+# is not when the group was stable (a group that never settles still has a last assignment): the pages name it
+# for what it is; `settled after (s)` is the time to a group whose partitions are each owned once.
+STABLE_AFTER = "stable after (s)"
+LAST_ASSIGNMENT = "last assignment after (s)"
 
 
 def measure_name(metric: str) -> str:
     """The metric as the pages name it: `scale-to-50: records lost` is `scale-to-50: records over 3 s or
     never handled`; every other metric keeps its name."""
-    if metric == RECORDS_LOST or metric.endswith(f": {RECORDS_LOST}"):
-        return metric[: len(metric) - len(RECORDS_LOST)] + LATE_OR_LOST
+    for data, page in ((RECORDS_LOST, LATE_OR_LOST), (STABLE_AFTER, LAST_ASSIGNMENT)):
+        if metric == data or metric.endswith(f": {data}"):
+            return metric[: len(metric) - len(data)] + page
     return metric

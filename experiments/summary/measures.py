@@ -23,7 +23,8 @@ MEASURES: dict[str, str] = {
     # herd.parquet, per kind of change (the per-run mean over the run's changes of that kind)
     "requests per change": SCHEDULE,
     "notifications per change": SCHEDULE,
-    "stable after (s)": TIMING,
+    "stable after (s)": TIMING,             # the last assignment before the next change (pages: its name)
+    "settled after (s)": TIMING,            # every partition owned once, every member owning some
     "stop-the-world (s)": TIMING,
     "partition-seconds unowned": TIMING,
     # phases.parquet, per phase and over the whole timeline

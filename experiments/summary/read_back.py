@@ -69,6 +69,11 @@ class RunData:
                     & (herd["t"] >= start) & (herd["t"] < end)]
 
 
+def _herd(herd: pd.DataFrame) -> pd.DataFrame:
+    """A herd table read back; one written before the column was named for what it measures says `stable_s`."""
+    return herd.rename(columns={"stable_s": "last_assignment_s"}) if "stable_s" in herd else herd
+
+
 def scenario_window(phases: pd.DataFrame | None) -> tuple[float, float]:
     """From the end of the warm-up to the start of the teardown: the changes the scenario's timeline made.
     The members' first joins (warm-up, several at a time when a host starts) and the last leaves
@@ -95,7 +100,7 @@ def load_run(run_dir: Path) -> RunData:
     evidence = {path.stem: pd.read_parquet(path) for path in sorted(folder.evidence.glob("*.parquet"))}
     return RunData(run_dir=run_dir, info=meta["info"], facts=meta["facts"], verdicts=table("verdicts"),
                    phases=table("phases"), throughput=table("throughput"), ownership=table("ownership"),
-                   faults=table("faults"), herd=table("herd"), metrics=table("rebalance_metrics"), evidence=evidence,
+                   faults=table("faults"), herd=_herd(table("herd")), metrics=table("rebalance_metrics"), evidence=evidence,
                    lag=table("lag"))
 
 
@@ -130,7 +135,8 @@ def herd_points(runs: list[RunData]) -> pd.DataFrame:
             "server_requests_per_change": float(changes["server_requests"].median())
             if "server_requests" in changes and changes["server_requests"].notna().any() else float("nan"),
             "notifications_per_change": float(changes["notifications"].median()),
-            "stable_s": _median(changes["stable_s"]),
+            "last_assignment_s": _median(changes["last_assignment_s"]),
+            "settled_s": _median(changes["settled_s"]) if "settled_s" in changes else float("nan"),
             "stop_the_world_s": _median(changes["stop_the_world_s"]),
             "failed_attempts": int(changes["failed_attempts"].sum()),
         })

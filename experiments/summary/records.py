@@ -23,29 +23,34 @@ def coverage(consumed: DataFrame) -> DataFrame:
 
 
 def never_processed(produced: DataFrame, covered: DataFrame, runs: DataFrame) -> DataFrame:
-    """Produced records no batch covers (run, tp, offset, produce_ms, t_produce, unseen): the gaps between
-    consumed ranges (`covered`, from `coverage`; and after the last one) intersected with the produced
-    batches. `unseen`: produced within the latency limit before the run's last consumption (`tail_start`
-    in `runs`), so the run may simply have ended first; such a record is not counted as lost."""
+    """Produced records no batch covers (run, tp, offset, produce_ms, t_produce, unseen, skipped): the gaps
+    between consumed ranges (`covered`, from `coverage`; and after the last one) intersected with the produced
+    batches. `skipped`: in a gap below a record of its partition that was processed, so the consumption went past
+    it (a commit or a reset moved over it): lost for good; otherwise it was still in the log, after everything
+    processed on its partition, when the run ended: not reached. `unseen`: produced within the latency limit
+    before the run's last consumption (`tail_start` in `runs`), so the run may simply have ended first."""
     gaps = covered.filter(F.col("first_offset") > F.coalesce("reach", F.lit(-1)) + 1).select(
-        "run", "tp", (F.coalesce("reach", F.lit(-1)) + 1).alias("low"), (F.col("first_offset") - 1).alias("high"))
+        "run", "tp", (F.coalesce("reach", F.lit(-1)) + 1).alias("low"), (F.col("first_offset") - 1).alias("high"),
+        F.lit(True).alias("skipped"))
     reach = covered.groupBy("run", "tp").agg(F.max("last_offset").alias("reach"))
     tails = produced.groupBy("run", "tp").agg(F.max("last_offset").alias("high")).join(
         reach, ["run", "tp"], "left").select(
-        "run", "tp", (F.coalesce("reach", F.lit(-1)) + 1).alias("low"), "high").filter(F.col("high") >= F.col("low"))
+        "run", "tp", (F.coalesce("reach", F.lit(-1)) + 1).alias("low"), "high", F.lit(False).alias("skipped")
+    ).filter(F.col("high") >= F.col("low"))
     ranges = gaps.unionByName(tails).withColumnRenamed("run", "gap_run").withColumnRenamed("tp", "gap_tp")
     if ranges.count() < BROADCAST_RANGES:
         ranges = F.broadcast(ranges)
     overlap = produced.join(ranges, (F.col("run") == F.col("gap_run")) & (F.col("tp") == F.col("gap_tp"))
                             & (F.col("first_offset") <= F.col("high")) & (F.col("last_offset") >= F.col("low")))
     never = overlap.select(
-        "run", "tp", "first_offset", "stamps",
+        "run", "tp", "first_offset", "stamps", "skipped",
         F.explode(F.sequence(F.greatest("first_offset", "low"), F.least("last_offset", "high"))).alias("offset"),
     ).select("run", "tp", "offset", F.element_at("stamps", (F.col("offset") - F.col("first_offset") + 1).cast("int"))
-             .alias("produce_ms"))
+             .alias("produce_ms"), "skipped")
     return never.join(F.broadcast(runs.select("run", "t0_ms", "tail_start")), "run").select(
         "run", "tp", "offset", "produce_ms", ((F.col("produce_ms") - F.col("t0_ms")) / 1e3).alias("t_produce"),
-        F.coalesce(((F.col("produce_ms") - F.col("t0_ms")) / 1e3) >= F.col("tail_start"), F.lit(False)).alias("unseen"))
+        F.coalesce(((F.col("produce_ms") - F.col("t0_ms")) / 1e3) >= F.col("tail_start"), F.lit(False)).alias("unseen"),
+        "skipped")
 
 
 def produce_times(produced: DataFrame, runs: DataFrame) -> DataFrame:
