@@ -115,4 +115,7 @@ def _optimal_row(count: int, parts: int, topic_count: int, mixed: bool) -> None:
 
 
 if __name__ == "__main__":
+    from experiments.run.machine import print_index
+
+    print_index()   # every figure below is this machine's, as fast as this line says
     main()

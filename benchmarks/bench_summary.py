@@ -188,4 +188,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from experiments.run.machine import print_index
+
+    print_index()   # every figure below is this machine's, as fast as this line says
     main()

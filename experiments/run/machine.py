@@ -83,3 +83,14 @@ def pressure_avg10(path: Path = Path("/proc/pressure/cpu")) -> float | None:
         return float(next(field for field in fields if field.startswith("avg10=")).partition("=")[2])
     except (OSError, StopIteration, ValueError, IndexError):
         return None
+
+
+PART_FLAGS = ("--child", "--worker", "--time-once")   # a benchmark's own child processes: no line of their own
+
+
+def print_index() -> None:
+    """The index line first, for a benchmark's figures (not for the processes a benchmark starts of itself)."""
+    import sys
+
+    if not any(flag in sys.argv for flag in PART_FLAGS):
+        print(measure().line(), flush=True)
