@@ -391,3 +391,28 @@ def test_the_coordinator_gap_is_a_campaign_metric_when_the_run_has_one(tmp_path)
         summary / "coordinator_gaps.parquet")
     metrics = dict(_metrics_of(RunFolder(tmp_path)))
     assert metrics[COORDINATOR_GAP] == 12.0 and metrics[GAP_LOOKUPS] == 50
+
+
+def test_a_run_whose_conditions_are_invalid_is_kept_aside_and_made_again(tmp_path, monkeypatch):
+    """The run conditions of every attempt are planted (the run itself is real): invalid, then invalid again
+    once the one replacement allowed here is used up; the run is then recorded invalid, both attempts kept."""
+    import importlib
+
+    from experiments.campaign.manifest import INVALID
+
+    executing = importlib.import_module("experiments.campaign.execute")   # the module, not its function
+
+    monkeypatch.setattr(executing, "MAX_REPLACEMENTS", 1)
+    monkeypatch.setattr(executing, "_conditions", lambda target: ("invalid", "a task waited for a CPU 97% of the time"))
+    campaign = load_campaign(write_campaign(tmp_path, CAMPAIGN.replace("repetitions = 2", "repetitions = 1")
+                                            .replace('["legacy", "classic"]', '["classic"]')))
+    said: list[str] = []
+    outcome = executing.execute(campaign, tmp_path / "out", say=said.append)
+    (entry,) = outcome.manifest.runs.values()
+    assert entry.status == INVALID and entry.conditions == "invalid"
+    assert [item["reason"] for item in entry.replaced] == ["a task waited for a CPU 97% of the time"]
+    assert (tmp_path / "out" / entry.replaced[0]["folder"] / "events").is_dir(), "the replaced attempt is kept"
+    assert RunFolder(tmp_path / "out" / "runs" / entry.run).is_completed(), "the last attempt is kept too"
+    assert "1 invalid, 1 replaced" in said[-1]
+    from experiments.campaign import completed_run_dirs
+    assert completed_run_dirs(tmp_path / "out") == [], "an invalid run is left out of the statistics"

@@ -64,3 +64,17 @@ def test_doctor_rejects_bad_sizes_with_one_line():
     answer = subprocess.run([sys.executable, "-m", "experiments.cli.app", "doctor", "--sizes", "50,x"],
                             capture_output=True, text=True, timeout=60)
     assert answer.returncode == 2 and answer.stderr.strip().startswith("error: --sizes '50,x'")
+
+
+def test_a_campaign_says_what_becomes_of_a_run_whose_conditions_are_invalid(tmp_path):
+    from experiments.campaign import load_campaign
+    from experiments.scenario import ScenarioError
+
+    kept = load_campaign("experiments/campaigns/join-wave.toml")
+    assert kept.invalid_runs == "keep"
+    assert load_campaign("experiments/campaigns/seed002.toml").invalid_runs == "replace"
+    bad = tmp_path / "bad.toml"
+    bad.write_text(kept.text.replace('invalid_runs = "keep"', 'invalid_runs = "drop"'))
+    import pytest
+    with pytest.raises(ScenarioError, match="invalid_runs: must be one of 'replace', 'keep'"):
+        load_campaign(bad)

@@ -11,7 +11,7 @@ down, and are recorded as interrupted.
 A run whose conditions are invalid (experiments.run.conditions: the machine did not carry it) is moved to
 DIR/replaced/ and made again, at most MAX_REPLACEMENTS times; the manifest keeps each replaced attempt's reason.
 One still invalid after that is recorded as `invalid` and left out of the statistics; a suspect one is kept,
-and marked.
+and marked. A campaign that measures such a condition on purpose (`invalid_runs = "keep"`) keeps and marks them.
 
 Parallel runs (`parallel` > 1) each start their own ZooKeeper, brokers (free ports) and chroot, so they
 do not share state; on a 2-core machine they do share the CPU, which stretches timings (stable-after,
@@ -174,7 +174,7 @@ class _Executor:
                 entry.status = COMPLETED
                 self.durations.append(entry.seconds or 0.0)
                 entry.conditions, entry.conditions_reason = _conditions(target)
-                if entry.conditions == "invalid":
+                if entry.conditions == "invalid" and self.campaign.invalid_runs == "replace":
                     again = len(entry.replaced) < MAX_REPLACEMENTS and not self.stopping.is_set()
                     if again:
                         self._replace(entry, target)

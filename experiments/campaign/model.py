@@ -111,6 +111,9 @@ class Campaign:
     seed: int
     cells: tuple[Cell, ...]
     claims: tuple[Claim, ...] = ()
+    # What a run whose conditions are invalid becomes: "replace" (made again, at most twice; then left out of the
+    # statistics) or "keep" (counted, marked), for a campaign that measures such a condition on purpose.
+    invalid_runs: str = "replace"
 
     @property
     def sha256(self) -> str:
@@ -224,7 +227,9 @@ def load_campaign(path: str | Path) -> Campaign:
 class _Reader:
     """Turns the parsed TOML into a Campaign, collecting every problem instead of stopping at one."""
 
-    TOP_KEYS = {"name", "description", "repetitions", "seed", "matrix", "claims", "detect"}   # detect: summary.power
+    TOP_KEYS = {"name", "description", "repetitions", "seed", "matrix", "claims", "detect",   # detect: summary.power
+                "invalid_runs"}
+    INVALID_RUNS = ("replace", "keep")
     BLOCK_KEYS = {"scenario", "backends", "strategies", "set", "sweep", "paired", "repetitions"}
     CLAIM_KEYS = {"says", "scenario", "metric", "higher", "lower"}
 
@@ -245,6 +250,10 @@ class _Reader:
             self.fail(("name",), "a campaign name is letters, digits, '.', '_' or '-'")
         repetitions = self.integer(data, "repetitions", (), default=5, low=1)
         seed = self.integer(data, "seed", (), default=1, low=0)
+        invalid_runs = data.get("invalid_runs", "replace")
+        if invalid_runs not in self.INVALID_RUNS:
+            self.fail(("invalid_runs",), f"must be one of {', '.join(map(repr, self.INVALID_RUNS))}, not {invalid_runs!r}")
+            invalid_runs = "replace"
         blocks = data.get("matrix")
         if not isinstance(blocks, list) or not blocks:
             self.fail(("matrix",), "at least one [[matrix]] block is needed")
@@ -268,7 +277,7 @@ class _Reader:
             raise ScenarioError(str(self.path), sorted(self.problems, key=lambda problem: problem.line or 0))
         return Campaign(name=name, description=str(data.get("description", "")), source=str(self.path),
                         text=self.text, repetitions=repetitions, seed=seed, cells=tuple(cells),
-                        claims=tuple(claim for claim in parsed if claim is not None))
+                        claims=tuple(claim for claim in parsed if claim is not None), invalid_runs=invalid_runs)
 
     def integer(self, table: dict, key: str, where: tuple, *, default: int, low: int) -> int:
         value = table.get(key, default)
