@@ -126,8 +126,10 @@ PRODUCER_PACE = _event("producer_pace", "the producer against its schedule, once
                        "in the second", rate=FLOAT, due=INT, sent=INT, behind_ms=FLOAT, longest_gap_ms=FLOAT)
 HOST_SAMPLE = _event("host_sample", "the machine over the last interval (the runner, once a second): the share of "
                      "time a runnable task waited for a CPU (/proc/pressure/cpu, some), CPU stolen by the hypervisor, "
-                     "CPU busy, the 1-minute load average and the cores", interval_ms=FLOAT, cpu_pressure_pct=FLOAT,
-                     steal_pct=FLOAT, busy_pct=FLOAT, load1=FLOAT, cores=INT)
+                     "CPU busy, the 1-minute load average and the cores; the member hosts' threads, and how many of "
+                     "them were running and waiting for a CPU on average (experiments.run.member_cpu)",
+                     interval_ms=FLOAT, cpu_pressure_pct=FLOAT, steal_pct=FLOAT, busy_pct=FLOAT, load1=FLOAT, cores=INT,
+                     member_threads=INT, member_running=FLOAT, member_waiting=FLOAT)
 JOIN_WAVE = _event("join_wave", "members the runner asked to join at one timeline step, and when each was due "
                    "(the step's time plus the scenario's declared spread)", fault_id=TEXT, members=TEXTS,
                    due_ns=INTS, armed=BOOL)

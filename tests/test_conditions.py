@@ -190,3 +190,23 @@ def test_the_host_counters_give_shares_of_the_interval(tmp_path):
         "interval_ms": 1000.0, "cpu_pressure_pct": 25.0, "steal_pct": 25.0, "busy_pct": 75.0, "load1": 0, "cores": 2}
     assert read_counters(0, pressure=tmp_path / "none", stat=stat).pressure_us is None   # no PSI: no made-up zero
     assert sample(Counters(0, None, 0, 0, 0), Counters(10, None, 0, 0, 0))["cpu_pressure_pct"] is None
+
+
+def test_the_member_hosts_cpu_is_read_from_every_threads_schedstat(tmp_path):
+    """Two processes of two threads each: their run and wait times summed, as threads on average over the
+    interval; a process gone meanwhile counts nothing."""
+    from experiments.run.member_cpu import read, sample
+
+    def write(pid: int, tid: int, run_ns: int, wait_ns: int) -> None:
+        task = tmp_path / str(pid) / "task" / str(tid)
+        task.mkdir(parents=True, exist_ok=True)
+        (task / "schedstat").write_text(f"{run_ns} {wait_ns} 7\n")
+
+    for pid, tid in ((10, 10), (10, 11), (20, 20), (20, 21)):
+        write(pid, tid, 1_000_000_000, 2_000_000_000)
+    before = read([10, 20, 30], proc=tmp_path)
+    assert (before.run_ns, before.wait_ns, before.threads) == (4_000_000_000, 8_000_000_000, 4)
+    for pid, tid in ((10, 10), (10, 11), (20, 20), (20, 21)):
+        write(pid, tid, 1_250_000_000, 3_000_000_000)   # each: a quarter of the second running, a whole waiting
+    after = read([10, 20], proc=tmp_path)
+    assert sample(before, after, 1_000_000_000) == {"member_threads": 4, "member_running": 1.0, "member_waiting": 4.0}

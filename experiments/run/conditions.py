@@ -125,6 +125,10 @@ class Conditions:
 
 
 def judge(evidence: RunEvidence) -> Conditions:
+    if not evidence.marked:
+        return Conditions(grade=Grade.OK, figures={"latency_limit_ms": evidence.latency_limit_ms}, findings=(
+            Finding(condition="run", grade=Grade.OK, text="the log has no runner marks (phase events), so nothing "
+                    "of its conditions was recorded: not judged"),))
     findings: list[Finding] = []
     figures: dict = {"latency_limit_ms": evidence.latency_limit_ms}
     limit_s = evidence.latency_limit_ms / 1000
@@ -160,10 +164,13 @@ def judge(evidence: RunEvidence) -> Conditions:
     host = evidence.host
     if host is not None:
         figures.update(cpu_pressure_pct=host.pressure_pct, steal_pct=host.steal_pct, busy_pct=host.busy_pct,
-                       load1=host.load1, cores=host.cores)
+                       load1=host.load1, cores=host.cores, member_running=host.member_running,
+                       member_waiting=host.member_waiting)
+        members = ("" if host.member_waiting is None else f"; the members' threads: {host.member_running:.1f} "
+                   f"running and {host.member_waiting:.1f} waiting for a CPU on average")
         if host.pressure_pct is not None:
             graded("cpu-pressure", host.pressure_pct, f"a task waited for a CPU {host.pressure_pct:.0f}% of the time "
-                   f"(load {host.load1:.1f} on {host.cores} cores, CPU busy {host.busy_pct:.0f}%)")
+                   f"(load {host.load1:.1f} on {host.cores} cores, CPU busy {host.busy_pct:.0f}%{members})")
         if host.steal_pct is not None:
             graded("steal", host.steal_pct, f"{host.steal_pct:.1f}% of the CPU stolen")
     if evidence.broker_lag_ms is not None:

@@ -89,6 +89,8 @@ class Host:
     busy_pct: float | None
     load1: float | None
     cores: int
+    member_running: float | None = None   # member-host threads on a CPU, on average
+    member_waiting: float | None = None   # member-host threads runnable but waiting for one, on average
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,6 +105,7 @@ class RunEvidence:
     broker_lag_ms: float | None      # the longest event-loop lag a broker sampled
     waves: tuple[Wave, ...]
     waves_recorded: bool             # False: read off phase marks (a run from before join_wave)
+    marked: bool = True              # the runner marked its phases: a log without them has nothing to judge
     timed_out_waits: tuple[str, ...] = ()   # steps that went ahead without a stable group
     warmup_timed_out: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -174,7 +177,8 @@ class _Reader:
         notes = []
         quiet = Quiet(seconds=0.0, produced=0, on_time=0, worst_ms=None)
         if start is None:
-            notes.append("the timeline never started")
+            if self.phases:
+                notes.append("the timeline never started")
         else:
             end = end or max((at for at, _ in self.phases), default=start)
             quiet = self.quiet(start, end, workload.get("utilisation"), files)
@@ -184,7 +188,7 @@ class _Reader:
             producer_behind_ms=max((float(event.get("behind_ms") or 0) for event in pace), default=None),
             producer_due=int(pace[-1]["due"]) if pace else None, producer_sent=int(pace[-1]["sent"]) if pace else None,
             quiet=quiet, host=self.host_load(start, end), broker_lag_ms=max(self.lags, default=None),
-            waves=self.waves(lock), waves_recorded=bool(self.wave_events),
+            waves=self.waves(lock), waves_recorded=bool(self.wave_events), marked=bool(self.phases),
             timed_out_waits=tuple(str(step.get("fault_id")) for step in lock.get("applied") or ()
                                   if step.get("stable") is False),
             warmup_timed_out=any(name == ev.WARMUP_TIMEOUT for _, name in self.phases),
@@ -248,7 +252,8 @@ class _Reader:
             return round(statistics.fmean(values), 2) if values else None
 
         return Host(samples=len(samples), pressure_pct=mean("cpu_pressure_pct"), steal_pct=mean("steal_pct"),
-                    busy_pct=mean("busy_pct"), load1=mean("load1"), cores=int(samples[-1].get("cores") or 1))
+                    busy_pct=mean("busy_pct"), load1=mean("load1"), cores=int(samples[-1].get("cores") or 1),
+                    member_running=mean("member_running"), member_waiting=mean("member_waiting"))
 
     def waves(self, lock: dict) -> tuple[Wave, ...]:
         first_start: dict[str, int] = {}

@@ -53,7 +53,7 @@ from experiments.faults.members import STOP_TIMEOUT_S, MemberFaults
 from experiments.faults.process import RUN_MARKER_ENV, ChildProcess
 from experiments.faults.proxy import ProxyHub
 from experiments.faults.server import ServerFaults
-from experiments.run import host_load
+from experiments.run import host_load, member_cpu
 from experiments.run.conditions import judge
 from experiments.run.folder import COMPARISON_FILE, RunFolder
 from experiments.run.member_configs import check_member_settings, host_argv, native_settings
@@ -274,13 +274,22 @@ class Run:
         self.recorder.emit(ev.SERVER_COUNTERS, moment=moment, **sample.fields())
 
     async def sample_host_load(self) -> None:
-        """The machine's CPU pressure, steal and load once a second, from setup to the end of the teardown."""
+        """The machine's CPU pressure, steal and load once a second, from setup to the end of the teardown, and
+        how much CPU the member hosts got and how long their threads waited for one (read in a thread: a large
+        group has thousands of them)."""
         before = host_load.read_counters(time.monotonic_ns())
+        members = await asyncio.to_thread(member_cpu.read, self.host_pids())
         while True:
             await asyncio.sleep(host_load.SAMPLE_EVERY_S)
             after = host_load.read_counters(time.monotonic_ns())
-            self.recorder.emit(ev.HOST_SAMPLE, **host_load.sample(before, after))
-            before = after
+            now = await asyncio.to_thread(member_cpu.read, self.host_pids())
+            self.recorder.emit(ev.HOST_SAMPLE, **host_load.sample(before, after),
+                               **member_cpu.sample(members, now, after.at_ns - before.at_ns))
+            before, members = after, now
+
+    def host_pids(self) -> list[int]:
+        return [process.process.pid for process in list(self.hosts.values())
+                if process.process is not None and process.running]
 
     async def witness_after(self, step: Step) -> None:
         with contextlib.suppress(Aborted):
