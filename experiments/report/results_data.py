@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.campaign.conditions_record import conditions_info, merged
 from experiments.campaign.manifest import COMPLETED, Manifest, is_campaign_dir
 from experiments.run.provenance import same_code
 
@@ -167,6 +168,8 @@ def merge(folder: Path, out: Path, *, allow_mixed_commits: bool = False) -> tupl
     runs = _in_plan_order([held.runs, part.runs[part.runs["run"].isin(names)]], order)
     changes = _in_plan_order([held.changes, part.changes[part.changes["run"].isin(names)]], order)
     info = dict(held.info)
+    info.update(merged(held.info, conditions_info(entry for entry in manifest.runs.values()
+                                                   if entry.run not in recorded)))
     commits = dict(info.get("commits") or {})
     for entry in added:
         commits[entry.git_commit or "?"] = commits.get(entry.git_commit or "?", 0) + 1
@@ -271,4 +274,5 @@ def campaign_info(manifest: Manifest, runs: pd.DataFrame) -> dict:
             "parallel": max((entry.parallel or 1 for entry in done), default=1),
             "runs_beside_another": sum((entry.parallel or 1) > 1 for entry in done),
             "machine": {"cores": machine.get("cores"), "memory_bytes": machine.get("memory_bytes"),
-                        "platform": machine.get("platform"), "versions": machine.get("versions")}}
+                        "platform": machine.get("platform"), "versions": machine.get("versions")},
+            **conditions_info(manifest.runs.values())}

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.campaign.model import declared_claims, declared_detections
+from experiments.report.conditions_page import conditions_lines
 from experiments.report.looks import (
     RULE,
     Current,
@@ -133,6 +134,7 @@ def results_page(campaigns: list[CampaignData], notes: Path | None = None,
         "(docs/campaigns.md).\n",
         *(_campaign_line(data.info) for data in campaigns),
         *_provenance(campaigns),
+        *conditions_lines(campaigns),
         "\nHow the data was made (`runs/` is not in the repository; the data folders are):\n",
         "```sh\n" + "".join(f"./lab campaign {name} --out runs/{name} --data {path}{_parallel(data.info)}\n"
                             for name, path, data in zip(names, paths, campaigns, strict=True)) + "```\n",
