@@ -73,7 +73,7 @@ def _split(*columns: tuple[str, list[CheckResult]]) -> dict:
 def test_the_published_markdown_has_the_plot_the_table_and_the_verdicts_in_words(tmp_path):
     points = pd.DataFrame([{"backend": b, "strategy": "range", "N": n, "requests_per_change": r,
                             "notifications_per_change": 0.0,
-                            "stable_s": 1.0} for b, n, r in (("legacy", 4, 30.0), ("legacy", 16, 480.0),
+                            "last_assignment_s": 1.0} for b, n, r in (("legacy", 4, 30.0), ("legacy", 16, 480.0),
                                                              ("classic", 4, 8.0), ("classic", 16, 32.0))])
     split = _split(("legacy", [CheckResult("double-ownership", Verdict.FALSE, 2, "2 windows, 9.00 s in total")]),
                    ("classic", [CheckResult("double-ownership", Verdict.TRUE, 0, "every partition had at most one owner")]))
@@ -119,7 +119,7 @@ def test_a_pipe_gets_the_herd_table_as_whole_plain_lines_then_the_fitted_model()
     _print_herd(Console(file=out, width=40, force_terminal=False), runs)
     lines = out.getvalue().splitlines()
     assert lines[2].split() == ["backend", "strategy", "N", "P", "requests", "/", "join", "requests", "/", "leave",
-                                "members", "moved", "(join)", "stable", "after", "join", "(s)"]
+                                "members", "moved", "(join)", "last", "assignment", "after", "join", "(s)"]
     assert [line.split() for line in lines[3:6]] == [["classic", "range", "8", "16", "28", "20", "3", "0.5"],
                                                      ["legacy", "range", "4", "8", "103", "16", "3", "0.5"],
                                                      ["legacy", "range", "8", "16", "231", "64", "3", "0.5"]]
@@ -148,7 +148,7 @@ def test_only_a_swept_scenario_makes_points_of_the_herd_curve():
 
 def test_the_published_markdown_has_a_column_and_a_line_per_backend():
     points = pd.DataFrame([{"backend": b, "strategy": s, "N": n, "requests_per_change": r,
-                            "notifications_per_change": 0.0, "stable_s": 1.0}
+                            "notifications_per_change": 0.0, "last_assignment_s": 1.0}
                            for b, s in (("legacy", "range"), ("classic", "range"), ("kip848", "uniform"))
                            for n, r in ((8, 9.0), (16, 9.0))])
     ok = CheckResult("double-ownership", Verdict.TRUE, 0, "every partition had at most one owner")
@@ -162,7 +162,7 @@ def test_the_published_markdown_opens_with_what_the_runs_show():
     from experiments.report.findings import Finding
 
     points = pd.DataFrame([{"backend": "legacy", "N": n, "requests_per_change": 9.0, "notifications_per_change": 0.0,
-                            "stable_s": 1.0} for n in (8, 16)])
+                            "last_assignment_s": 1.0} for n in (8, 16)])
     split = _split(("legacy", [CheckResult("offset-regressions", Verdict.FALSE, 3, "3 commits moved back")]),
                    ("classic", [CheckResult("offset-regressions", Verdict.TRUE, 0, "never went back")]))
     finding = Finding(scenario="demo-split-brain", ran="legacy and classic; one run each, n = 1",

@@ -60,7 +60,7 @@ from experiments.summary.inference import (
 )
 from experiments.summary.measure_names import measure_name
 from experiments.summary.power import claim_powers, power_markdown
-from experiments.summary.read_back import scenario_window
+from experiments.summary.read_back import herd_columns, scenario_window
 from rebalance.backends import column_order
 
 LEVEL = 0.95
@@ -128,11 +128,14 @@ def _metrics_of(run: RunFolder) -> list[tuple[str, float]]:
     phases = _read(run.summary_table("phases"))
     herd = _read(run.summary_table("herd"))
     if herd is not None and len(herd):
+        herd = herd_columns(herd)
         start, end = scenario_window(phases)
         changes = herd[(herd["live_before"] > 0) & (herd["t"] >= start) & (herd["t"] < end)]
         for kind, rows in changes.groupby("kind", sort=True):
             for column, label in _HERD_METRICS.items():
-                found.append((f"{kind}: {label}", float(rows[column].mean())))
+                value = float(rows[column].mean()) if column in rows else math.nan
+                if not math.isnan(value):   # settled after: no change of the kind settled, or an older summary
+                    found.append((f"{kind}: {label}", value))
     if phases is not None and len(phases):
         spans = phases[phases["end_s"] > phases["start_s"]]
         for phase, rows in spans.groupby("phase", sort=False):

@@ -61,7 +61,7 @@ class RunData:
     def herd_changes(self) -> pd.DataFrame:
         """Changes to a group of the run's size N (its join and leave) made by the scenario's timeline: not
         its formation, nor the teardown's leaves (a host of members stopping at once)."""
-        herd = self.herd
+        herd = herd_columns(self.herd)
         if herd.empty or self.group_size is None:
             return herd
         start, end = scenario_window(self.phases)
@@ -69,7 +69,7 @@ class RunData:
                     & (herd["t"] >= start) & (herd["t"] < end)]
 
 
-def _herd(herd: pd.DataFrame) -> pd.DataFrame:
+def herd_columns(herd: pd.DataFrame) -> pd.DataFrame:
     """A herd table read back; one written before the column was named for what it measures says `stable_s`."""
     return herd.rename(columns={"stable_s": "last_assignment_s"}) if "stable_s" in herd else herd
 
@@ -100,7 +100,7 @@ def load_run(run_dir: Path) -> RunData:
     evidence = {path.stem: pd.read_parquet(path) for path in sorted(folder.evidence.glob("*.parquet"))}
     return RunData(run_dir=run_dir, info=meta["info"], facts=meta["facts"], verdicts=table("verdicts"),
                    phases=table("phases"), throughput=table("throughput"), ownership=table("ownership"),
-                   faults=table("faults"), herd=_herd(table("herd")), metrics=table("rebalance_metrics"), evidence=evidence,
+                   faults=table("faults"), herd=herd_columns(table("herd")), metrics=table("rebalance_metrics"), evidence=evidence,
                    lag=table("lag"))
 
 
