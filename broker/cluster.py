@@ -12,7 +12,8 @@ quick by default, Kafka's with `failover=FailoverTiming.kafka()`.
 Brokers share one data directory by default (a temporary one, removed on stop), so a
 partition's records survive its leader's death: the next leader opens the same segment.
 Each broker's log goes to `<log_dir>/broker-<id>.log`; with `events_dir`, its `broker_liveness` events
-(broker.liveness) to `<events_dir>/broker-<id>.jsonl`.
+(broker.liveness) to `<events_dir>/broker-<id>.jsonl`, and its coordinator's `coordinator_event`s (each group's
+transitions, and why each rebalance was prepared) to `<events_dir>/coordinator-<id>.jsonl`.
 """
 
 from __future__ import annotations
@@ -250,12 +251,16 @@ class LocalCluster:
             command += ["--advertise-map", str(self.advertise_map)]
         if not self.coordinator:
             command.append("--no-coordinator")
+        env = dict(self.env)
         if self.events_dir is not None:
             command += ["--events", str(self.events_dir / f"broker-{broker.node_id}.jsonl"), "--run-id", self.run_id]
+            if self.coordinator:   # the groups' transitions and why each rebalance was prepared, a file of their own
+                env.update(REBALANCE_LAB_COORDINATOR_EVENTS=str(self.events_dir / f"coordinator-{broker.node_id}.jsonl"),
+                           REBALANCE_LAB_RUN_ID=self.run_id)
         with open(broker.log_path, "ab") as log_file:
             broker.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log_file,
                                               stdin=subprocess.DEVNULL, start_new_session=True,
-                                              env={**os.environ, **self.env} if self.env else None)
+                                              env={**os.environ, **env} if env else None)
 
     def _await_ready(self, broker: BrokerProcess) -> None:
         ready = threading.Event()

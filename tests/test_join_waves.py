@@ -97,6 +97,9 @@ def test_every_member_of_a_wave_starts_when_it_is_due(tmp_path, backend, spread)
     assert max(late_s) < 5.0, f"joined this late after they were due: {late_s}"
     assert all("armed:" in log.read_text() for log in (tmp_path / "run" / "logs").glob("h00[12].log"))
     assert wave_event["ts_ns"] - timeline > 2.5e9     # the step at 3 s; the hosts were armed in the warm-up
+    if backend == "classic":   # the coordinator's own account of the growth: a rebalance prepared for new members
+        reasons = [event.get("rebalance_reason") for event in events if event["type"] == ev.COORDINATOR_EVENT]
+        assert "new-member" in reasons, reasons
     spread_s = (max(wave_event["due_ns"]) - min(wave_event["due_ns"])) / 1e9
     if spread:
         assert 0.5 < spread_s <= 2.0
