@@ -85,3 +85,33 @@ def test_no_heartbeat_goes_out_while_a_join_group_is_out_and_they_start_again_fr
     finally:
         member.close(leave=False)
     assert TP in member.owned
+
+
+def test_a_rejoin_asked_for_while_the_member_rejoins_ends_with_that_rejoin():
+    """Kafka's SyncGroupResponseHandler ends a successful sync with rejoinNeeded = false: a heartbeat answered
+    REBALANCE_IN_PROGRESS while the member is already on its way into the rebalance (its round started, its
+    JoinGroup not yet sent, so still stable in generation 1) asks for the rejoin under way, not for another.
+    Before, the request outlived the round and the member rejoined as soon as it was stable: in a run of a
+    thousand members on two cores, where a member's threads waited seconds for a CPU, each such member started
+    the group's next rebalance (its subscription, carrying its new generation, read as changed metadata), round
+    after round."""
+    connection = Recording(OffsetCommit=[commit_answer(errors.NONE)] * 4, JoinGroup=[join_answer(2), join_answer(3)],
+                           SyncGroup=[sync_answer(), sync_answer()])
+    member, hooks = stable_member(connection, generation=1)
+    beat = Scripted(Heartbeat=[heartbeat_answer(errors.REBALANCE_IN_PROGRESS)])
+    looked_up = member.ensure_coordinator
+
+    def answered_on_the_way_to_the_join_group():   # the round's thread, before its JoinGroup goes out
+        if member._round is not None and not beat.sent:   # not the pre-join commit's look-up
+            assert member.membership.state is MembershipState.STABLE
+            member._send_heartbeat(beat, member.generation, 1.0)
+        return looked_up()
+
+    member.ensure_coordinator = answered_on_the_way_to_the_join_group
+    member.request_rejoin("heartbeat: REBALANCE_IN_PROGRESS")
+    wait_for(lambda: member.poll() and member.membership.state is MembershipState.STABLE, "the join to complete")
+    for _ in range(5):
+        member.poll()
+    assert beat.sent == ["Heartbeat"]
+    assert member.generation.generation_id == 2
+    assert connection.sent.count("JoinGroup") == 1, connection.sent

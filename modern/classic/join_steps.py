@@ -216,6 +216,10 @@ class JoinSteps:
                 round_.move(RoundStep.ENDED)
                 return
             self._set(self._membership.synced())
+            # Kafka's SyncGroupResponseHandler ends a successful sync with rejoinNeeded = false: a rejoin asked for
+            # while this one was under way (a heartbeat answered REBALANCE_IN_PROGRESS before the JoinGroup went
+            # out) was asking for this rebalance, not for another.
+            self._rejoin_reason = None
             round_.outcome = JoinOutcome(generation=generation, leader=round_.leader, assignment=bytes(sync.assignment),
                                          started=round_.started, attempts=round_.attempts)
             round_.move(RoundStep.SYNCED)
