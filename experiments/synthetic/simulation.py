@@ -215,6 +215,7 @@ class _Simulation:
             self.out.event("runner", 0.0, "", ev.PHASE, name=ev.WARMUP_TIMEOUT,
                            detail={"members_up": c.members, "owned": c.partitions - 1, "double_owned": 0,
                                    "partitions": c.partitions})
+        self.out.event("runner", 0.0, "", ev.PHASE, name="timeline")   # as the runner marks the timeline's start
         pending = sorted(c.timeline, key=lambda change: change.at_s)
         steps = round(c.duration_s / c.tick_s)
         for step in range(steps + 1):
