@@ -370,6 +370,18 @@ def test_overrides_change_values_before_validation():
     assert caught.value.problems[0].field == "group.members"
 
 
+def test_a_bad_override_names_set_as_its_source_not_the_files_line():
+    with pytest.raises(sc.ScenarioError) as caught:
+        load("", overrides=["group.members=abc"])
+    assert caught.value.lines() == ["--set group.members=abc: group.members: must be an integer, got 'abc'"]
+    with pytest.raises(sc.ScenarioError) as caught:
+        load("", overrides=["group.members"])
+    assert caught.value.lines()[0].startswith("--set group.members: group.members: an override needs KEY=VALUE")
+    with pytest.raises(sc.ScenarioError) as caught:   # an entry of an array of tables, named by its name
+        load("", overrides=["topics.t0.partitions=0"])
+    assert caught.value.lines()[0].startswith("--set topics.t0.partitions=0: topics[0].partitions: ")
+
+
 def test_partitions_per_member_scale_with_the_group_and_overrides_name_a_topic():
     scaled = BASE.replace("partitions = 6", "partitions_per_member = 2")
     assert load("", scaled).topics[0].partitions == 8

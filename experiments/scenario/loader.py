@@ -121,8 +121,11 @@ def loads(text: str, *, source: str = "<scenario>", overrides: Iterable[str] = (
         line = re.search(r"line (\d+)", str(error))
         raise ScenarioError(source, [Problem("toml", int(line.group(1)) if line else None, str(error))]) from None
     problems: list[Problem] = []
+    overridden: dict[str, str] = {}   # a set field's label (as problems name it) -> the override that set it
     for override in overrides:
-        _apply_override(data, override, problems)
+        path = _apply_override(data, override, problems)
+        if path is not None:
+            overridden[field_label(path)] = override
     checker = _Checker(source, LineIndex(text), problems)
     scenario = checker.scenario(data)
     # A dry run of the timeline finds what only shows in order: targets out of range, a member
@@ -133,43 +136,67 @@ def loads(text: str, *, source: str = "<scenario>", overrides: Iterable[str] = (
     except ScenarioError as error:
         problems.extend(error.problems)
     if problems:
-        problems.sort(key=lambda problem: (problem.line or 0))
+        problems = [_blame_override(problem, overridden) for problem in problems]
+        problems.sort(key=lambda problem: (problem.origin is None, problem.line or 0))
         raise ScenarioError(source, problems)
     return scenario
 
 
-def _apply_override(data: dict, override: str, problems: list[Problem]) -> None:
+def field_label(path: tuple) -> str:
+    """A field's name as problems give it: group.members, timeline[2].to, topics[0].partitions."""
+    return ".".join(f"[{part}]" if isinstance(part, int) else part for part in path).replace(".[", "[")
+
+
+def _blame_override(problem: Problem, overridden: Mapping[str, str]) -> Problem:
+    """A problem in a value an override set names the override (`--set KEY=VALUE`), not the file's line."""
+    for label, override in overridden.items():
+        if problem.field == label or problem.field.startswith((f"{label}.", f"{label}[")):
+            return replace(problem, line=None, origin=f"--set {override}")
+    return problem
+
+
+def _apply_override(data: dict, override: str, problems: list[Problem]) -> tuple | None:
+    """Set one "dotted.key=value" in `data`; the path it set (entries of arrays of tables by index), or None
+    when it could not (with the reason in `problems`)."""
+    origin = f"--set {override}"
     key, sep, raw = override.partition("=")
     if not sep or not key.strip():
-        problems.append(Problem(override, None, "an override is KEY=VALUE, e.g. group.members=50"))
-        return
+        problems.append(Problem(key.strip() or override, None,
+                                "an override needs KEY=VALUE (no '=' given), e.g. group.members=50", origin))
+        return None
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw.strip()
-    *parents, last = key.strip().split(".")
+    key = key.strip()
+    *parents, last = key.split(".")
     node = data
+    path: list[str | int] = []
     for part in parents:
         if isinstance(node, list):   # an array of tables is addressed by its entries' names: topics.t0
-            named = [entry for entry in node if isinstance(entry, dict) and entry.get("name") == part]
+            named = [index for index, entry in enumerate(node) if isinstance(entry, dict) and entry.get("name") == part]
             if not named:
                 names = ", ".join(str(entry.get("name")) for entry in node if isinstance(entry, dict))
-                problems.append(Problem(key, None, f"no entry named {part!r} (there are: {names or 'none'})"))
-                return
-            node = named[0]
+                problems.append(Problem(key, None, f"no entry named {part!r} (there are: {names or 'none'})", origin))
+                return None
+            node = node[named[0]]
+            path.append(named[0])
             continue
         node = node.setdefault(part, {})
+        path.append(part)
         if not isinstance(node, dict | list):
-            problems.append(Problem(key, None, f"cannot set inside {part!r}: it is not a table"))
-            return
+            problems.append(Problem(key, None, f"cannot set inside {part!r}: it is not a table", origin))
+            return None
     if isinstance(node, list):
-        problems.append(Problem(key, None, f"name an entry of {parents[-1]!r}, e.g. topics.t0.partitions=100"))
-        return
+        problems.append(Problem(key, None, f"name an entry of {parents[-1]!r}, e.g. topics.t0.partitions=100",
+                                origin))
+        return None
     # A topic's size is given one way: setting one of the two replaces the other.
     for one, other in _ALTERNATIVES:
         if last == one:
             node.pop(other, None)
     node[last] = value
+    return (*path, last)
 
 
 _ALTERNATIVES = (("partitions", "partitions_per_member"), ("partitions_per_member", "partitions"))
@@ -195,8 +222,7 @@ class _Checker:
         self.problems = problems
 
     def fail(self, path: tuple, message: str) -> None:
-        label = ".".join(f"[{part}]" if isinstance(part, int) else part for part in path).replace(".[", "[")
-        self.problems.append(Problem(label or "scenario", self.lines.line_of(path), message))
+        self.problems.append(Problem(field_label(path) or "scenario", self.lines.line_of(path), message))
 
     def unknown_keys(self, table: Mapping, allowed: Iterable[str], path: tuple) -> None:
         allowed = set(allowed)

@@ -260,6 +260,12 @@ class Problem:
     field: str
     line: int | None
     message: str
+    origin: str | None = None   # where the value came from when not the file, e.g. "--set group.members=abc"
+
+    def located(self, source: str) -> str:
+        """`FILE:LINE: field: message`, or `ORIGIN: field: message` for a value given on the command line."""
+        where = self.origin or f"{source}:{self.line if self.line is not None else '?'}"
+        return f"{where}: {self.field}: {self.message}"
 
 
 class ScenarioError(ValueError):
@@ -271,10 +277,7 @@ class ScenarioError(ValueError):
         super().__init__("\n".join(self.lines()))
 
     def lines(self) -> list[str]:
-        return [
-            f"{self.source}:{problem.line if problem.line is not None else '?'}: {problem.field}: {problem.message}"
-            for problem in self.problems
-        ]
+        return [problem.located(self.source) for problem in self.problems]
 
 
 # --------------------------------------------------------------------------- the resolved schedule
