@@ -14,6 +14,7 @@ from experiments.run import runner
 from experiments.run.member_configs import check_member_settings
 from experiments.scenario import Scenario, ScenarioError, find_file, load
 from rebalance.backends import backend_names, canonical_name, profile
+from rebalance.command_line import command
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 console = Console(highlight=False)
@@ -35,7 +36,7 @@ def find_scenario(name: str) -> Path:
     found = find_file(name, SCENARIO_DIR)
     if found is not None:
         return found
-    _fail(f"no scenario file {name!r} (and no built-in scenario of that name; see `rebalance-lab scenarios`)")
+    _fail(f"no scenario file {name!r} (and no built-in scenario of that name; see `{command('scenarios')}`)")
     raise AssertionError  # unreachable
 
 
@@ -161,7 +162,7 @@ def hold_against_capacity(scenario: Scenario, backends, *, force: bool) -> None:
         if warning is None:
             continue
         if not force:
-            _fail(f"{warning}. Run it anyway with --force, or measure again: rebalance-lab doctor --capacity")
+            _fail(f"{warning}. Run it anyway with --force, or measure again: {command('doctor --capacity')}")
         typer.echo(f"warning: {warning} (--force: running anyway)", err=True)
 
 
@@ -171,7 +172,7 @@ def claim_out_folder(folder: Path, *, force: bool) -> None:
     from experiments.run.folder import FolderRefused, claim
 
     if CampaignFolder(folder).is_campaign():
-        _fail(f"--out {folder} is a campaign folder; resume it with `rebalance-lab campaign FILE --out {folder}`, "
+        _fail(f"--out {folder} is a campaign folder; resume it with `{command(f'campaign FILE --out {folder}')}`, "
               "or choose another --out")
     try:
         deleted = claim(folder, force=force)
