@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from experiments.run import runner
 from experiments.run.member_configs import check_member_settings
@@ -183,16 +182,46 @@ def claim_out_folder(folder: Path, *, force: bool) -> None:
 
 
 def scenarios_command() -> None:
-    """List the built-in scenario files."""
-    table = Table("name", "backends", "members", "duration", "utilisation", "description")
-    for path in sorted(SCENARIO_DIR.glob("*.toml")):
-        try:
-            scenario = load(path)
-        except ScenarioError as error:
-            table.add_row(path.stem, "-", "-", "-", "-", f"[red]invalid: {error.problems[0].message}[/red]")
-            continue
-        utilisation = scenario.load().utilisation
-        table.add_row(path.stem, ", ".join(scenario.backends), str(scenario.group.members),
-                      f"{scenario.duration:.0f} s", "-" if utilisation is None else f"{utilisation:.2f}",
-                      scenario.description)
-    console.print(table)
+    """List the built-in scenario files, each with its timeline's length and the wall time it takes here."""
+    from experiments.campaign import wall_time
+
+    recorded = wall_time.recorded_seconds()
+    rows = [_scenario_row(path, recorded) for path in sorted(SCENARIO_DIR.glob("*.toml"))]
+    headers = ("name", "timeline", "wall time here", "members", "utilisation", "backends")
+    widths = [max(len(row[index]) for row in (headers, *rows)) for index in range(len(headers))]
+    for row in (headers, *rows):
+        # a name is typed as shown: its column is as wide as the longest, whatever the terminal's width
+        typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip())
+        if row is not headers:
+            typer.echo(_indented(row[len(headers)]))
+    typer.echo("timeline: the scenario's own clock, which starts once the group is stable; wall time here: "
+               "the median of this checkout's recorded runs (runs/), or an estimate from the timeline and the "
+               "warm-up before it")
+
+
+def _indented(description: str) -> str:
+    """A scenario's description under its row: wrapped to a terminal's width, one line when piped."""
+    import textwrap
+
+    if not console.is_terminal:
+        return f"    {description}"
+    return textwrap.fill(description, width=max(40, console.width), initial_indent="    ", subsequent_indent="    ")
+
+
+def _scenario_row(path: Path, recorded: dict[str, list[float]]) -> tuple[str, ...]:
+    from experiments.campaign import wall_time
+    from experiments.run.capacity import peak_members
+    from experiments.scenario import resolve
+
+    try:
+        scenario = load(path)
+    except ScenarioError as error:
+        return (path.stem, "-", "-", "-", "-", "-", f"invalid: {error.problems[0].message}")
+    utilisation = scenario.load().utilisation
+    try:
+        peak = peak_members(resolve(scenario))
+    except ScenarioError:
+        peak = scenario.group.members
+    wall = wall_time.expected(scenario.name, scenario.duration, peak, recorded)
+    return (path.stem, f"{scenario.duration:.0f} s", wall.text(), str(scenario.group.members),
+            "-" if utilisation is None else f"{utilisation:.2f}", ",".join(scenario.backends), scenario.description)
