@@ -191,7 +191,7 @@ def results_command(
     looks: Annotated[Path | None, typer.Option(
         "--looks", help="The ledger of every look at a declared claim (docs/results-data/looks.csv).")] = None,
 ) -> None:
-    """The results page (Markdown, every figure as median [min-max], n) from data folders or campaign
+    """The results page (Markdown, every figure as median \\[min-max], n) from data folders or campaign
     folders; the same data gives the same bytes."""
     from experiments.campaign import is_campaign_dir
     from experiments.report.results_data import is_data_dir
@@ -263,7 +263,7 @@ def looks_command(
 def power_command(
     file: Annotated[str, typer.Argument(help="A campaign file, or the name of a built-in one.")],
 ) -> None:
-    """The runs a cell needs to detect each shift the campaign file declares (`[[detect]]`) 80% of the time,
+    """The runs a cell needs to detect each shift the campaign file declares (`\\[\\[detect]]`) 80% of the time,
     by simulation with the lab's own test."""
     from experiments.campaign import find_campaign, load_campaign
     from experiments.campaign.model import declared_detections

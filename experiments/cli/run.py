@@ -35,7 +35,12 @@ def find_scenario(name: str) -> Path:
     found = find_file(name, SCENARIO_DIR)
     if found is not None:
         return found
-    _fail(f"no scenario file {name!r} (and no built-in scenario of that name; see `{command('scenarios')}`)")
+    import difflib
+
+    names = sorted(path.stem for path in SCENARIO_DIR.glob("*.toml"))
+    close = difflib.get_close_matches(Path(name).stem, names, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    _fail(f"no scenario file {name!r} (and no built-in scenario of that name; {hint}see `{command('scenarios')}`)")
     raise AssertionError  # unreachable
 
 
@@ -123,6 +128,8 @@ def run_command(
     result = runner.run(loaded, runner.RunOptions(backend=backend, run_dir=run_dir, zk_provider=zk_provider,
                                                   progress=not no_progress))
     console.print(f"run directory: {result.run_dir}")
+    if result.status == "completed":
+        console.print(f"next: {command(f'summarize {result.run_dir}')}")
     if result.status != "completed":
         raise typer.Exit(130 if result.status == "interrupted" else 1)
 
@@ -145,6 +152,8 @@ def compare_command(
     for result in results:
         console.print(f"{result.run_dir.name}: {result.status}{' (' + result.reason + ')' if result.reason else ''}")
     console.print(f"run directory: {run_dir}")
+    if any(result.status == "completed" for result in results):
+        console.print(f"next: {command(f'summarize {run_dir}')}")
     if any(result.status == "interrupted" for result in results):
         raise typer.Exit(130)
     if any(result.status != "completed" for result in results):
