@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments.run.folder import LOCK_FILE
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN_ROOTS = (ROOT / "runs",)
 LOCK_DEPTH = 4          # runs/NAME/lock.json down to runs/CAMPAIGN/runs/NAME/lock.json and a level more
@@ -56,7 +58,7 @@ def _locks(root: Path) -> Iterable[Path]:
     if not root.is_dir():
         return
     for depth in range(1, LOCK_DEPTH + 1):
-        yield from root.glob("/".join(["*"] * depth) + "/lock.json")
+        yield from root.glob("/".join(["*"] * depth) + f"/{LOCK_FILE}")
 
 
 def estimate_seconds(timeline_s: float, members: int) -> float:

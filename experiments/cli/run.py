@@ -141,9 +141,28 @@ def compare_command(
     zk_provider: ProviderOption = "auto",
     no_progress: QuietOption = False,
     force: ForceOption = False,
+    backends: Annotated[str | None, typer.Option(
+        "--backends", help="A grid: these backends, comma-separated (default: the scenario's).")] = None,
+    strategies: Annotated[str | None, typer.Option(
+        "--strategies", help="A grid: these strategies on each backend that has them, comma-separated "
+                             "(\"default\": each backend's own).")] = None,
+    repeat: Annotated[int | None, typer.Option(
+        "--repeat", help="A grid: runs a cell (each with the next seed), for median \\[min-max] and n.")] = None,
+    master: Annotated[str, typer.Option(help="A grid: Spark master for its summary.")] = "local[*]",
 ) -> None:
-    """Run a scenario on each of its backends with the identical schedule: RUN_DIR/<backend> for each."""
+    """Run a scenario on each of its backends with the identical schedule: RUN_DIR/<backend> for each.
+
+    With --backends, --strategies or --repeat, a grid instead: every backend x strategy cell `--repeat` times
+    (a campaign made on the spot, resumable with the same --out), then one per-phase table, median \\[min-max]
+    and n a cell, printed and written to OUT/compare.md."""
     _check_provider(zk_provider)
+    if backends is not None or strategies is not None or repeat is not None:
+        from experiments.cli.compare_grid import compare_grid
+
+        compare_grid(scenario, find_scenario(scenario), _load(scenario, overrides), overrides or [],
+                     backends=backends, strategies=strategies, repeat=repeat or 1, out=out,
+                     zk_provider=zk_provider, progress=not no_progress, force=force, master=master)
+        return
     loaded = _load(scenario, overrides)
     hold_against_capacity(loaded, loaded.backends, force=force)
     run_dir = out or runner.default_run_dir(loaded)
