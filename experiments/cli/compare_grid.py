@@ -81,15 +81,19 @@ def _answer(root: Path, scenario: Scenario, left_out: tuple[str, ...]) -> None:
     import pandas as pd
 
     from experiments.report.compare_table import grid_markdown, phase_table
+    from experiments.summary import markdown_table
 
     folder = CampaignFolder(root)
     cells = pd.read_parquet(folder.statistics_table("cells"))
-    cells = cells[cells["sweep"] == "-"]
+    runs = pd.read_parquet(folder.statistics_table("runs"))
+    table = phase_table(cells[cells["sweep"] == "-"], runs[runs["sweep"] == "-"], scenario.reference)
     notes = [f"left out: {note}" for note in left_out]
-    folder.grid_table.write_text(grid_markdown(f"{scenario.name}: compare grid", cells, notes), encoding="utf-8")
-    from experiments.summary import markdown_table
-
-    console.print(markdown_table(phase_table(cells)), soft_wrap=True, markup=False)
+    folder.grid_table.write_text(grid_markdown(f"{scenario.name}: compare grid", table, scenario.reference, notes),
+                                 encoding="utf-8")
+    console.print(markdown_table(table), soft_wrap=True, markup=False)
+    if scenario.reference is not None:
+        console.print(f"reference: {scenario.reference.source}; its total counts its own phases only, the "
+                      "whole timeline's also the steady ones", soft_wrap=True, markup=False)
     for note in notes:
         console.print(note, soft_wrap=True, markup=False)
     console.print(f"table: {folder.grid_table}; report: {folder.report}", soft_wrap=True)

@@ -128,25 +128,55 @@ _PHASE_MEASURES = [   # (row title with its unit, phases column, scale, format):
 def strategy_table(runs: list[RunData], names_: list[str] | None = None) -> pd.DataFrame:
     """Seed 002's table: per phase, records over the latency limit (or never processed), the maximum end-to-end
     latency and the time spent rebalancing, in the article's words and units; the largest consumer lag,
-    duplicates and double ownership; then the totals. A column per run (`names_`)."""
+    duplicates and double ownership; then the totals. A column per run (`names_`), and where the scenario
+    declares a `[reference]`, its figures first (a column per strategy of the runs) under its phase names."""
+    from experiments.report.reference_rows import (
+        ARTICLE_PHASES_TOTAL,
+        WHOLE_TIMELINE,
+        article_column,
+        figure_text,
+        phase_label,
+        run_reference,
+    )
+    from experiments.scenario.reference import MEASURES
+
     names_ = names_ or [run.short_label for run in runs]
+    reference = run_reference(runs[0].run_dir) if runs else None
+    strategies = [strategy for strategy in dict.fromkeys(run.info.get("strategy") for run in runs)
+                  if reference and strategy in reference.figures]
     phases = list(dict.fromkeys(name for run in runs for name in run.phases.get("phase", [])))
     limit_s = runs[0].latency_limit_ms / 1000 if runs else 3
     rows: list[dict] = []
     for phase in phases:
-        for title, column, scale, show in _PHASE_MEASURES:
-            row: dict[str, object] = {"phase": phase, "measure": title.format(limit=f"{limit_s:g}")}
+        article = reference.name_of(phase) if reference else None
+        for index, (title, column, scale, show) in enumerate(_PHASE_MEASURES):
+            row: dict[str, object] = {"phase": phase_label(reference, phase),
+                                      "measure": title.format(limit=f"{limit_s:g}")}
+            for strategy in strategies:
+                row[article_column(strategy)] = figure_text(reference.figure(strategy, article, MEASURES[index])) \
+                    if article and index < len(MEASURES) else ""
             for name, run in zip(names_, runs, strict=True):
                 match = run.phases[run.phases["phase"] == phase] if len(run.phases) else run.phases
                 value = match[column].iloc[0] if len(match) and column in match else None
                 row[name] = "" if value is None or pd.isna(value) else show(float(value) * scale)
             rows.append(row)
-    produced: dict[str, object] = {"phase": "total", "measure": "records produced"}
-    total: dict[str, object] = {"phase": "total", "measure": f"records over {limit_s:g} s (or never processed)"}
+    over = f"records over {limit_s:g} s (or never processed)"
+    totals = []
+    if reference and strategies:
+        lab_phases = [lab for _, lab in reference.phases]
+        article_total = {"phase": ARTICLE_PHASES_TOTAL, "measure": over,
+                         **{article_column(strategy): figure_text(reference.totals.get(strategy))
+                            for strategy in strategies}}
+        for name, run in zip(names_, runs, strict=True):
+            played = run.phases[run.phases["phase"].isin(lab_phases)] if len(run.phases) else run.phases
+            article_total[name] = count(played["records_lost"].sum()) if len(played) else ""
+        totals.append(article_total)
+    produced: dict[str, object] = {"phase": WHOLE_TIMELINE, "measure": "records produced"}
+    total: dict[str, object] = {"phase": WHOLE_TIMELINE, "measure": over}
     for name, run in zip(names_, runs, strict=True):
         produced[name] = count(run.phases["produced"].sum()) if len(run.phases) else ""
         total[name] = count(run.phases["records_lost"].sum()) if len(run.phases) else ""
-    return pd.DataFrame([*rows, produced, total])
+    return pd.DataFrame([*rows, *totals, produced, total])
 
 
 def metrics_table(runs: list[RunData], names_: list[str] | None = None) -> pd.DataFrame:

@@ -26,6 +26,7 @@ from experiments.scenario.actions import (
     Link,
     LinkFault,
     Target,
+    phase_name,
 )
 from experiments.scenario.model import (
     BACKENDS,
@@ -41,8 +42,10 @@ from experiments.scenario.model import (
     TimelineEntry,
     TopicSpec,
     WorkloadSpec,
+    all_strategies,
     strategies_for,
 )
+from experiments.scenario.reference import read_reference
 from experiments.scenario.resolver import resolve
 from rebalance.backends import DEFAULT_STRATEGY, canonical_name, profile
 from rebalance.member import DEFAULT_SESSION_TIMEOUT_MS
@@ -132,9 +135,11 @@ def loads(text: str, *, source: str = "<scenario>", overrides: Iterable[str] = (
     # crashed twice, overlapping faults on one target. Entries with problems of their own are
     # left out of it, so each problem is reported once.
     try:
-        resolve(scenario)
+        schedule = resolve(scenario)
     except ScenarioError as error:
         problems.extend(error.problems)
+    else:
+        checker.reference_phases(scenario, schedule)
     if problems:
         problems = [_blame_override(problem, overridden) for problem in problems]
         problems.sort(key=lambda problem: (problem.origin is None, problem.line or 0))
@@ -283,7 +288,7 @@ class _Checker:
 
     def scenario(self, data: dict) -> Scenario:
         self.unknown_keys(data, {"name", "description", "seed", "duration", "settle", "backends", "cluster",
-                                 "topics", "producer", "group", "timeline", "workload"}, ())
+                                 "topics", "producer", "group", "timeline", "workload", "reference"}, ())
         name = self.string(data, "name", (), default="") or ""
         if not name:
             name = Path(self.source).stem if self.source and not self.source.startswith("<") else "scenario"
@@ -302,11 +307,23 @@ class _Checker:
         topics = self.scaled_topics(topics, group)
         workload = self.workload(self.table(data, "workload"))
         timeline = self.timeline(data, duration or 0.0, cluster)
+        reference = read_reference(data.get("reference"), self.fail, all_strategies())
         return Scenario(
             name=name, description=description, seed=seed, duration=float(duration or 0.0), settle=float(settle),
             backends=backends, cluster=cluster, topics=topics, producer=producer, group=group, timeline=timeline,
-            workload=workload, source=self.source, lines=self.lines,
+            workload=workload, reference=reference, source=self.source, lines=self.lines,
         )
+
+    def reference_phases(self, scenario: Scenario, schedule) -> None:
+        """Each phase `[reference]` names is one the timeline plays."""
+        if scenario.reference is None:
+            return
+        played = {phase_name(step.action, step.targets, step.params) for step in schedule.steps
+                  if step.op == "start" and step.action in (Action.PHASE.value, Action.SCALE.value, Action.JOIN.value)}
+        for name, lab in scenario.reference.phases:
+            if lab not in played:
+                self.fail(("reference", "phases", name), f"the timeline plays no phase {lab!r} (its phases: "
+                                                         f"{', '.join(sorted(played)) or 'none'})")
 
     def backends(self, data: dict) -> tuple[str, ...]:
         value = data.get("backends", list(BACKENDS))
