@@ -77,7 +77,7 @@ def test_report_puts_runs_side_by_side(synthetic_runs, tmp_path):
     markdown, page = report.markdown.read_text(), report.html.read_text()
     assert "## clean" in markdown and "## planted" in markdown       # a section per scenario
     assert markdown.index("## What these runs show") < markdown.index("## clean") < markdown.index("## planted")
-    assert "records lost" in markdown and "max latency, s" in markdown and "rebalancing, s" in markdown
+    assert "records over 3 s or never handled" in markdown and "max latency, s" in markdown and "rebalancing, s" in markdown
     assert "VIOLATED (1)" in markdown                    # e.g. the planted duplicate
     assert page.count("data:image/png;base64,") == len(report.images) >= 3
     assert {p.name for p in report.images} >= {"throughput-clean.png", "ownership-1-classic.png",
