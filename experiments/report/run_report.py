@@ -204,7 +204,10 @@ def key_numbers(scenario: Scenario) -> pd.DataFrame:
         ("records produced", count, lambda run: run.phases["produced"].sum()),
         (f"records over {limit_s:g} s or never handled", count, lambda run: run.phases["records_lost"].sum()),
         ("double ownership, s", seconds, lambda run: run.phases["double_ownership_s"].sum()),
-        ("rebalances", count, lambda run: run.phases["rebalances"].sum()),
+        # members' rebalances that overlap merged into one: the group's count, not Kafka's per-member
+        # `rebalance-total` (in the rebalance metrics) nor the live display's member rebalances
+        ("group rebalance episodes (overlapping member rebalances merged)", count,
+         lambda run: run.phases["rebalances"].sum()),
         ("time rebalancing, s", seconds, lambda run: run.phases["rebalance_ms"].sum() / 1000),
         ("max latency, s", seconds, lambda run: run.phases["max_latency_ms"].max() / 1000),
         ("last assignment after a change, s (median)", seconds,
@@ -212,7 +215,9 @@ def key_numbers(scenario: Scenario) -> pd.DataFrame:
         ("group settled after a change, s (median)", seconds, lambda run: _settled(run.herd_changes())),
         ("partition-seconds unowned", seconds,
          lambda run: run.herd_changes()["unowned_partition_s"].sum()),
-        ("requests per change (median)", count, lambda run: run.herd_changes()["requests"].median()),
+        ("requests per change, joins and leaves together (median)", count,
+         lambda run: run.herd_changes()["requests"].median()),
+        *((f"requests per {kind} (median)", count, _requests_per(kind)) for kind in HERD_KINDS),
     ]
     rows = []
     for title, show, measure in measures:
@@ -235,6 +240,18 @@ def key_numbers(scenario: Scenario) -> pd.DataFrame:
         rows.append({"measure": "steepest memory growth over the second half, MB/min",
                      **{column: f"{max(values):.2f}" if values else "" for column, values in slopes.items()}})
     return pd.DataFrame(rows)
+
+
+HERD_KINDS = ("join", "leave")   # a herd scenario's changes, whose costs differ: apart in the key numbers
+
+
+def _requests_per(kind: str):
+    """The median requests of one kind of change (a join or a leave), or None where the run made none."""
+    def measure(run: RunData) -> float | None:
+        changes = run.herd_changes()
+        chosen = changes[changes["kind"] == kind]["requests"] if "kind" in changes else pd.Series(dtype=float)
+        return None if chosen.empty else float(chosen.median())
+    return measure
 
 
 def _settled(changes: pd.DataFrame) -> float | str | None:
@@ -512,7 +529,8 @@ def _detail_tables(scenario: Scenario) -> list[Detail]:
                              "any partition (log end offset minus the position), Kafka's records-lag-max of the "
                              "member that lags most (docs/seed002.md)."], tables=phase_tables)]
     if metric_tables:
-        details.append(Detail(summary="Rebalance metrics (Kafka's consumer metric names, whole group)",
+        details.append(Detail(summary="Rebalance metrics (Kafka's consumer metric names, whole group: "
+                                      "`rebalance-total` counts every member's completed rebalances)",
                               tables=metric_tables))
     evidence = _evidence(scenario)
     if evidence.tables or evidence.lines:

@@ -149,7 +149,7 @@ class Progress:
         upcoming = [step for step in self.schedule.steps if not run.t0_ns or step.at > position][:3]
         table.add_row("next", "; ".join(_step_text(step) for step in upcoming) or "-")
         table.add_row("records", f"produced {self.produced}   consumed {self.consumed}")
-        table.add_row("group", f"members up {len(self.members_up)}   rebalances {self.rebalances}"
+        table.add_row("group", f"members up {len(self.members_up)}   member rebalances {self.rebalances}"
                                f"   failed {self.failed_rebalances}")
         in_force = [started for started in (run.history.active.values() if run.history else ())
                     if not is_membership_change(started.get("kind"))]
@@ -201,7 +201,7 @@ class Progress:
 
         Console(stderr=True).print(
             f"[bold]{self.scenario.name}[/bold] on {run.backend}: {status}{': ' + reason if reason else ''}; "
-            f"produced {self.produced}, consumed {self.consumed}, rebalances {self.rebalances}, "
+            f"produced {self.produced}, consumed {self.consumed}, member rebalances {self.rebalances}, "
             f"faults {self.faults}, membership changes {self.membership_changes}; events in {run.events_dir}")
 
 
