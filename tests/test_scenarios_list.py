@@ -4,9 +4,9 @@ import json
 
 from typer.testing import CliRunner
 
-from experiments.campaign import wall_time
 from experiments.cli.app import app
 from experiments.cli.run import SCENARIO_DIR
+from experiments.run import wall_time
 
 
 def test_names_are_never_cut_when_piped_at_80_columns(monkeypatch, tmp_path):

@@ -102,7 +102,7 @@ def _answer(root: Path, scenario: Scenario, left_out: tuple[str, ...]) -> None:
 
 def _first_estimate(scenario: Scenario, runs: int) -> float:
     """Seconds for the whole grid before any run has ended: the scenario's expected wall time, `runs` times."""
-    from experiments.campaign import wall_time
+    from experiments.run import wall_time
     from experiments.run.capacity import peak_members
     from experiments.scenario import resolve
 

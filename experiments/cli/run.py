@@ -211,7 +211,7 @@ def claim_out_folder(folder: Path, *, force: bool) -> None:
 
 def scenarios_command() -> None:
     """List the built-in scenario files, each with its timeline's length and the wall time it takes here."""
-    from experiments.campaign import wall_time
+    from experiments.run import wall_time
 
     recorded = wall_time.recorded_seconds()
     rows = [_scenario_row(path, recorded) for path in sorted(SCENARIO_DIR.glob("*.toml"))]
@@ -237,7 +237,7 @@ def _indented(description: str) -> str:
 
 
 def _scenario_row(path: Path, recorded: dict[str, list[float]]) -> tuple[str, ...]:
-    from experiments.campaign import wall_time
+    from experiments.run import wall_time
     from experiments.run.capacity import peak_members
     from experiments.scenario import resolve
 

@@ -27,10 +27,10 @@ def run_reference(run_dir: Path) -> Reference | None:
 
 
 def builtin_reference(name: str) -> Reference | None:
-    from experiments.cli.run import SCENARIO_DIR
+    from experiments.campaign.model import BUILTIN_SCENARIOS
     from experiments.scenario import ScenarioError, load
 
-    path = SCENARIO_DIR / f"{name}.toml"
+    path = BUILTIN_SCENARIOS / f"{name}.toml"
     try:
         return load(path).reference if name and path.is_file() else None
     except ScenarioError:

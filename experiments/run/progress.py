@@ -173,7 +173,7 @@ class Progress:
 
     def expected_wall(self):
         if self._expected_wall is None:
-            from experiments.campaign import wall_time
+            from experiments.run import wall_time
             from experiments.run.capacity import peak_members
 
             self._expected_wall = wall_time.expected(self.scenario.name, self.scenario.duration,

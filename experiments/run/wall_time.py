@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.run.folder import LOCK_FILE
+from experiments.run.folder import LOCK_FILE, RUNS_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_ROOTS = (ROOT / "runs",)
+RUN_ROOTS = (ROOT / RUNS_DIR,)
 LOCK_DEPTH = 4          # runs/NAME/lock.json down to runs/CAMPAIGN/runs/NAME/lock.json and a level more
 SETUP_S = 20.0          # ZooKeeper or the brokers, the producer and the first hosts, when nothing was recorded
 WARMUP_S_PER_MEMBER = 2.0   # members join (and a group settles) at about this pace on a 2-core machine
