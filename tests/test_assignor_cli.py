@@ -229,3 +229,11 @@ def test_movement_of_the_server_assignors():
     assert moved("server-range")["moved"] == 7   # the same as the classic range: ranges are recomputed
     picture = run("movement", "--strategy", "uniform-4.1", "--partitions", "10", "--from", "4", "--to", "5")
     assert picture.exit_code == 0 and "uniform-4.1: 2 moved" in picture.stdout
+
+
+def test_movement_scores_optimal_from_the_start_the_sticky_strategies_share():
+    from rebalance.assignors.movement import scale_all
+
+    sticky, cooperative, optimal = scale_all(("sticky", "cooperative-sticky", "optimal"), partitions=10, before=4, after=5)
+    assert optimal.before == sticky.before == cooperative.before
+    assert len(optimal.changes) <= len(sticky.changes) and len(optimal.changes) == 2

@@ -62,8 +62,19 @@ def test_agreement_states_the_tolerance():
 def test_disagreement_states_the_tolerance_too():
     result = witness_result(_row(n=2), CheckConfig(witness_tolerance_requests=5, witness_tolerance_fraction=0.1))
     assert (result.verdict, result.count) == (Verdict.FALSE, 2)
-    assert result.detail.startswith("2 of 11 windows differ by more than the tolerance (a window may differ by 5 "
-                                    "requests or 10% of the larger count, whichever is more)")
+    assert result.detail.startswith("members 689, servers 611; 2 of 11 windows differ by more than the tolerance "
+                                    "(a window may differ by 5 requests or 10% of the larger count, whichever is more)")
+    assert result.detail.endswith("the figures use the members' counts (the servers' are the herd table's "
+                                  "server_requests)")
+
+
+def test_a_witness_disagreement_reads_as_counts_that_differ_not_as_a_violation():
+    """The witness checks the lab's own measurement: its finding is two counts apart, not an anomaly."""
+    from experiments.summary.verdicts import Word, read_result
+
+    reading = read_result(witness_result(_row(n=2, server=1343.0, client=1251), CheckConfig()))
+    assert reading.word is Word.DIFFER and reading.label == "counts differ (members 1,251, servers 1,343)"
+    assert "VIOLATED" not in reading.line and "the figures use the members' counts" in reading.meaning
 
 
 def test_servers_that_counted_nothing_leave_the_witness_unknown():

@@ -1,5 +1,6 @@
 """Every command's --help renders (rich markup in help texts is easy to break)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,24 @@ def test_the_runner_starts_hosts_and_the_producer_through_the_lean_entries(tmp_p
                      address_of=lambda name: "127.0.0.1:9092", events=tmp_path / "events", run_id="r")
     assert argv[1:3] == ["-m", "experiments.run.member_cli"] and argv[3] == "--backend"
     assert '"-m", "broker.cli", "produce"' in inspect.getsource(runner.Run.start_producer)
+
+
+def test_help_lists_the_labs_commands_under_the_name_the_user_typed():
+    """`./lab --help` shows the lab's commands, and every message names `./lab`, the command the README teaches
+    (the wrapper exports LAB_COMMAND=./lab; `rebalance-lab` is not on a fresh clone's PATH)."""
+    entry = Path(sys.executable).with_name("rebalance-lab")
+    env = {**os.environ, "LAB_COMMAND": "./lab", "COLUMNS": "100"}
+    shown = subprocess.run([str(entry), "--help"], capture_output=True, text=True, env=env, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "Usage: ./lab " in shown.stdout
+    for command in ("run", "compare", "scenarios", "summarize", "campaign", "demo", "events"):
+        assert f" {command} " in shown.stdout, command
+    wrong = subprocess.run([str(entry), "no-such-command"], capture_output=True, text=True, env=env, timeout=120)
+    assert "Try './lab --help'" in wrong.stderr and "rebalance-lab" not in wrong.stderr
+
+
+def test_the_wrapper_shows_the_labs_help_and_its_own_lines():
+    script = (Path(__file__).parents[1] / "lab").read_text(encoding="utf-8")
+    help_branch = script.split('"" | -h | --help | help)', 1)[1].split(";;", 1)[0]
+    assert "rebalance-lab --help" in help_branch and "usage" in help_branch
+    assert 'export LAB_COMMAND="${LAB_COMMAND:-./lab}"' in script

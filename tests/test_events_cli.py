@@ -48,6 +48,12 @@ def test_every_event_in_time_order_from_zero(synthetic):
     assert f"{total:,} of {total:,} events" in result.stderr
 
 
+def test_an_unknown_member_is_refused_with_the_runs_member_names(synthetic):
+    result, lines = events(str(synthetic), "--member", "h000-1")
+    assert result.exit_code == 2 and not lines
+    assert "no member named 'h000-1'; its members are " in result.stderr and "m000" in result.stderr
+
+
 def test_a_type_and_a_member_narrow_it(synthetic):
     result, lines = events(str(synthetic), "--type", "partitions_assigned,fault_started", "--member", "m000")
     assert result.exit_code == 0, result.output

@@ -77,7 +77,7 @@ def test_report_puts_runs_side_by_side(synthetic_runs, tmp_path):
     markdown, page = report.markdown.read_text(), report.html.read_text()
     assert "## clean" in markdown and "## planted" in markdown       # a section per scenario
     assert markdown.index("## What these runs show") < markdown.index("## clean") < markdown.index("## planted")
-    assert "records lost" in markdown and "max latency, s" in markdown and "rebalancing, s" in markdown
+    assert "records over 3 s or never handled" in markdown and "max latency, s" in markdown and "rebalancing, s" in markdown
     assert "VIOLATED (1)" in markdown                    # e.g. the planted duplicate
     assert page.count("data:image/png;base64,") == len(report.images) >= 3
     assert {p.name for p in report.images} >= {"throughput-clean.png", "ownership-1-classic.png",
@@ -166,3 +166,16 @@ def test_a_report_of_several_runs_never_writes_into_their_parent(synthetic_runs,
 def test_report_rejects_a_missing_directory(tmp_path):
     result = CliRunner().invoke(app, ["report", str(tmp_path / "nope")])
     assert result.exit_code == 2 and "no such directory" in result.output
+
+
+def test_key_numbers_give_joins_and_leaves_apart_and_name_the_groups_rebalances():
+    from experiments.report.findings import scenarios
+    from experiments.report.run_report import key_numbers
+
+    run = _herd_run("classic", 10, 36)
+    run.herd.loc[1, "requests"] = 30                  # the leave costs less than the join
+    numbers = key_numbers(scenarios([run])[0]).set_index("measure")["classic"]
+    assert (numbers["requests per join (median)"], numbers["requests per leave (median)"]) == ("36", "30")
+    assert numbers["requests per change, joins and leaves together (median)"] == "33"
+    assert "group rebalance episodes (overlapping member rebalances merged)" in numbers.index
+    assert "rebalances" not in numbers.index

@@ -284,7 +284,7 @@ def test_every_look_at_the_published_claims_is_in_the_ledger_and_on_the_page(mon
     assert page.count("| this page |") == len(currents)
     # split brain b's duplicates: supported now, not supported on both earlier looks (earlier code)
     (line,) = [line for line in page.splitlines() if line.startswith("| split-brain-ab | the paused classic member")
-               and "| duplicates |" in line]
+               and "| duplicates | **supported**;" in line]   # the claims' table, not the claims in figures
     assert "**supported**; on its latest look only: not supported on 2026-11-26 (5/5, p = 0.65), 2026-11-28" in line
 
 
@@ -398,3 +398,19 @@ def test_the_looks_command_records_a_pages_looks_once_and_the_page_counts_looks_
     assert "| Holm p (k = 3) |" in page                          # the look on the same code counts, the other not
     assert "holds every test run on a declared claim since 2026-11-01 (4 rows)" in page
     assert page.count("| 2026-11-01 | a | runs/a-old (not in the repository) |") == 2
+
+
+def test_the_published_page_opens_with_the_claims_in_figures_and_keeps_designs_and_long_tables_apart():
+    page = (REPOSITORY / "docs" / "results.md").read_text()
+    headings = [line for line in page.splitlines() if line.startswith("## ")]
+    assert headings[:2] == ["## The claims in figures", "## Claims declared before the runs"]
+    opening = page[:page.index("## Claims declared before the runs")]
+    assert "12,125 [12,029-12,261], n = 6 against classic/range 306 [306-306], n = 6" in opening
+    assert "![herd-defaults:" in opening and (REPOSITORY / "docs" / "figures" / "herd-defaults" / "herd.png").is_file()
+    # the herd's P = 2N design and the legacy grid's fixed P are separate tables
+    assert "### join: P = 2N, every member has work" in page and "### join: P fixed whatever N" in page
+    two_n = page.split("### join: P = 2N", 1)[1].split("###", 1)[0]
+    assert "| 80 |" not in two_n and "| 320 |" not in two_n
+    # the full list of differences is folded
+    differences = page.split("## Which differences hold up", 1)[1]
+    assert differences.index("<details>") < differences.index("| where | metric |")

@@ -370,6 +370,18 @@ def test_overrides_change_values_before_validation():
     assert caught.value.problems[0].field == "group.members"
 
 
+def test_a_bad_override_names_set_as_its_source_not_the_files_line():
+    with pytest.raises(sc.ScenarioError) as caught:
+        load("", overrides=["group.members=abc"])
+    assert caught.value.lines() == ["--set group.members=abc: group.members: must be an integer, got 'abc'"]
+    with pytest.raises(sc.ScenarioError) as caught:
+        load("", overrides=["group.members"])
+    assert caught.value.lines()[0].startswith("--set group.members: group.members: an override needs KEY=VALUE")
+    with pytest.raises(sc.ScenarioError) as caught:   # an entry of an array of tables, named by its name
+        load("", overrides=["topics.t0.partitions=0"])
+    assert caught.value.lines()[0].startswith("--set topics.t0.partitions=0: topics[0].partitions: ")
+
+
 def test_partitions_per_member_scale_with_the_group_and_overrides_name_a_topic():
     scaled = BASE.replace("partitions = 6", "partitions_per_member = 2")
     assert load("", scaled).topics[0].partitions == 8
@@ -536,3 +548,44 @@ def test_a_scale_down_member_by_member_is_a_mark_then_leaves_or_crashes_newest_f
 def test_a_scale_down_member_by_member_is_checked(entry, message):
     found = problems('[[timeline]]\nat = 5\naction = "scale"\n' + entry + "\n")
     assert any(message in problem.message for problem in found), found
+
+
+REFERENCE_TIMELINE = """
+[[timeline]]
+at = 0
+action = "phase"
+name = "steady"
+
+[[timeline]]
+at = 10
+action = "scale"
+to = 6
+
+[reference]
+source = "an article"
+phases = { "4 → 6" = "scale-to-6" }
+
+[reference.strategies.range]
+"4 → 6" = [10, 2000, 3000]
+total = 10
+"""
+
+
+def test_a_reference_reads_its_figures_under_its_own_phase_names():
+    reference = load(REFERENCE_TIMELINE).reference
+    assert reference.phases == (("4 → 6", "scale-to-6"),) and reference.name_of("scale-to-6") == "4 → 6"
+    assert reference.figure("range", "4 → 6", "max latency, ms") == 2000 and reference.totals == {"range": 10}
+    assert load("").reference is None
+
+
+@pytest.mark.parametrize(("change", "field", "words"), [
+    (('"4 → 6" = [10, 2000, 3000]', '"4 → 6" = [10, 2000]'), 'reference.strategies.range.4 → 6', "three numbers"),
+    (('"4 → 6" = [10, 2000, 3000]', '"6 → 4" = [1, 2, 3]'), "reference.strategies.range.6 → 4", "not a phase"),
+    (("strategies.range]", "strategies.rangee]"), "reference.strategies.rangee", "unknown strategy"),
+    (('"scale-to-6" }', '"scale-to-9" }'), "reference.phases.4 → 6", "the timeline plays no phase 'scale-to-9'"),
+    (('source = "an article"', ""), "reference.source", "missing"),
+    (("total = 10", "total = -1"), "reference.strategies.range.total", "a number of records"),
+])
+def test_a_bad_reference_is_refused_naming_its_key(change, field, words):
+    found = problems(REFERENCE_TIMELINE.replace(*change))
+    assert [(problem.field, words in problem.message) for problem in found] == [(field, True)], found

@@ -105,6 +105,7 @@ def test_summarize_command_prints_verdicts(spark, tmp_path):
     result = CliRunner().invoke(app, ["summarize", str(run_dir), "--master", "local[2]"], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     assert "duplicates" in result.output and "VIOLATED (1)" in result.output and "summary.md" in result.output
+    assert "summarising 1 run [5/6] checks and aggregates" in result.output   # its steps, as they happen
 
 
 @pytest.mark.spark

@@ -13,6 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rebalance.command_line import command
+
 from . import start, state
 from .config import Provider, state_dir
 from .ensemble import Ensemble
@@ -45,7 +47,7 @@ def up(
         if previous is not None:
             if previous.running():
                 raise AlreadyUp(f"ensemble {previous.name} is already up at {previous.connect_string}: "
-                                "run `rebalance-lab zk down` first")
+                                f"run `{command('zk down')}` first")
             previous.stop()
             state.forget()
         name = name or f"zk-{uuid.uuid4().hex[:8]}"
@@ -67,7 +69,7 @@ def status() -> None:
     try:
         ensemble = state.load()
         if ensemble is None:
-            raise NotUp("no ZooKeeper is up: start one with `rebalance-lab zk up`")
+            raise NotUp(f"no ZooKeeper is up: start one with `{command('zk up')}`")
     except ZkEnsembleError as error:
         _fail(error)
     _print_status(ensemble)

@@ -19,6 +19,7 @@ from experiments.run.folder import RunFolder
 
 MANIFEST_FILE = "manifest.json"
 CAMPAIGN_FILE = "campaign.toml"
+GRID_TABLE_FILE = "compare.md"   # a compare grid's per-phase table (experiments.report.compare_table)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,10 @@ class CampaignFolder:
     @property
     def statistics_markdown(self) -> Path:
         return self.statistics / "statistics.md"
+
+    @property
+    def grid_table(self) -> Path:
+        return self.path / GRID_TABLE_FILE
 
     @property
     def report(self) -> Path:

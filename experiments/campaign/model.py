@@ -224,6 +224,16 @@ def load_campaign(path: str | Path) -> Campaign:
     return _Reader(path, text, data).campaign()
 
 
+def campaign_from_text(text: str, source: str) -> Campaign:
+    """A campaign made on the spot (`compare --strategies ...`), checked as a file would be; `source` names it
+    in messages, and a relative scenario path is resolved from the working directory."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ScenarioError(source, [Problem("toml", None, str(error))]) from None
+    return _Reader(Path(source), text, data).campaign()
+
+
 class _Reader:
     """Turns the parsed TOML into a Campaign, collecting every problem instead of stopping at one."""
 

@@ -10,8 +10,10 @@ import importlib
 
 import typer
 
+from rebalance.command_line import command_name
+
 app = typer.Typer(
-    name="rebalance-lab",
+    name=command_name(),
     help="Three generations of Kafka consumer-group rebalancing (0.8 on ZooKeeper, the classic protocol, "
          "KIP-848) under identical faults.",
     no_args_is_help=True,
@@ -59,7 +61,7 @@ for _name in COMMAND_MODULES:
 
 
 def main() -> None:
-    app()
+    app(prog_name=command_name())
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from experiments.campaign.folder import CampaignFolder
 from experiments.scenario import ScenarioError
+from rebalance.command_line import command
 
 
 def register(app: typer.Typer) -> None:
@@ -45,7 +46,7 @@ def campaign_command(
         "--data", help="A results-data folder (docs/results-data/NAME) that carries the campaign across parts: "
                        "its runs are left out, and this part's runs are added to it when it stops.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Run cells larger than this machine's measured capacity "
-                                                        "(rebalance-lab doctor --capacity).")] = False,
+                                                        f"({command('doctor --capacity')}).")] = False,
 ) -> None:
     """Run every cell of a campaign `repetitions` times (interleaved, recorded seeds), then summarise all runs
     in one Spark pass and write statistics (n, median, min-max, interval of the median) and a report."""
@@ -91,7 +92,7 @@ def campaign_command(
                f"{counts.get('failed', 0)} failed, {counts.get('interrupted', 0)} interrupted)")
     if outcome.interrupted:
         also = f" --data {data}" if data is not None else ""
-        typer.echo(f"stopped; run the same command again to resume: rebalance-lab campaign {file} --out {folder}"
+        typer.echo(f"stopped; run the same command again to resume: {command(f'campaign {file} --out {folder}')}"
                    f"{also}", err=True)
         raise typer.Exit(130)
     if summarize and counts.get("completed"):
@@ -115,7 +116,7 @@ def _hold_against_capacity(campaign, *, force: bool) -> None:
     for warning, cells in warnings.items():
         where = f" (cells {', '.join(cells)})"
         if not force:
-            _fail(f"{warning}{where}. Run it anyway with --force, or measure again: rebalance-lab doctor --capacity")
+            _fail(f"{warning}{where}. Run it anyway with --force, or measure again: {command('doctor --capacity')}")
         typer.echo(f"warning: {warning}{where} (--force: running anyway)", err=True)
 
 
@@ -190,7 +191,7 @@ def results_command(
     looks: Annotated[Path | None, typer.Option(
         "--looks", help="The ledger of every look at a declared claim (docs/results-data/looks.csv).")] = None,
 ) -> None:
-    """The results page (Markdown, every figure as median [min-max], n) from data folders or campaign
+    """The results page (Markdown, every figure as median \\[min-max], n) from data folders or campaign
     folders; the same data gives the same bytes."""
     from experiments.campaign import is_campaign_dir
     from experiments.report.results_data import is_data_dir
@@ -262,7 +263,7 @@ def looks_command(
 def power_command(
     file: Annotated[str, typer.Argument(help="A campaign file, or the name of a built-in one.")],
 ) -> None:
-    """The runs a cell needs to detect each shift the campaign file declares (`[[detect]]`) 80% of the time,
+    """The runs a cell needs to detect each shift the campaign file declares (`\\[\\[detect]]`) 80% of the time,
     by simulation with the lab's own test."""
     from experiments.campaign import find_campaign, load_campaign
     from experiments.campaign.model import declared_detections

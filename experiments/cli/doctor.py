@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rebalance.backends import backend_names, canonical_name
+from rebalance.command_line import command
 
 console = Console(highlight=False)
 MIN_FREE_BYTES = 2 * 1024 ** 3     # a campaign's runs take tens of megabytes each; Spark spills to /tmp too
@@ -157,7 +158,7 @@ def _measure_capacity(backends: list[str], sizes: tuple[int, ...], out: Path, in
 
 def _print_capacity(stored: dict | None) -> None:
     if not stored:
-        console.print("capacity: not measured on this machine (rebalance-lab doctor --capacity, a few minutes a "
+        console.print(f"capacity: not measured on this machine ({command('doctor --capacity')}, a few minutes a "
                       "backend); runs are not held against it until it is")
         return
     table = Table("backend", "carried", "first size not ok", "why", title=f"capacity ({stored.get('machine_line')}; "

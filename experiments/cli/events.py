@@ -87,6 +87,15 @@ def select(lines: Iterable[Line], types: frozenset[str], member: str | None) -> 
         yield line
 
 
+def _member_names(lines: Iterable[Line], shown: int = 20) -> str:
+    """The members a run's events name (a legacy id `<group>_<name>` by its name), the first `shown` of them."""
+    names = sorted({str(line.event["member"]).rsplit("_", 1)[-1] for line in lines
+                    if isinstance(line.event.get("member"), str) and line.event["member"]})
+    if len(names) <= shown:
+        return ", ".join(names) or "none"
+    return f"{', '.join(names[:shown])} and {len(names) - shown:,} more ({len(names):,} in all)"
+
+
 # ---- one line per event
 
 def partitions_text(partitions: Iterable[str] | None) -> str:
@@ -273,6 +282,8 @@ def events_command(
         _fail(f"{run_dir}: {error}")
     if not lines:
         _fail(f"{run_dir}: its events/ holds no readable events")
+    if member and not any(matches_member(line.event, member) for line in lines):
+        _fail(f"{run_dir}: no member named {member!r}; its members are {_member_names(lines)}")
     t0_ns = lines[0].ns
     shown = 0
     try:

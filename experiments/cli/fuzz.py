@@ -21,6 +21,7 @@ from typing import Annotated
 import typer
 
 from experiments.fuzz import libfuzzer
+from rebalance.command_line import command
 
 fuzz_app = typer.Typer(help="Fuzz the broker's requests, the scenario loader, or a running broker's coordinator.",
                        no_args_is_help=True)
@@ -57,7 +58,7 @@ def _run_target(target: str, seconds: int, runs: int | None, out: Path | None, r
         typer.echo("no failure")
         return
     for path in result.failures:
-        typer.echo(f"FAILED: {path} (replay: rebalance-lab fuzz {target} --replay {path})")
+        typer.echo(f"FAILED: {path} (replay: {command(f'fuzz {target} --replay {path}')})")
     if not result.failures:
         typer.echo(f"FAILED: libFuzzer exited {result.exit_code}; see the log")
     raise typer.Exit(1)
@@ -93,7 +94,7 @@ def hostile_command(
     except ConnectionFailed as error:
         if run.report.batches == 0:   # nothing tested: a usage error, not a finding
             typer.echo(f"fuzz hostile: no broker answers at {bootstrap} ({error}); start one first, e.g. "
-                       f"rebalance-lab broker --port {run.port}", err=True)
+                       + command(f"broker --port {run.port}"), err=True)
             raise typer.Exit(2) from None
         typer.echo(f"FAILED: the broker stopped answering after {run.report.batches:,} batches ({error})", err=True)
         raise typer.Exit(1) from None

@@ -11,10 +11,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from experiments.campaign import completed_run_dirs, is_campaign_dir
 from experiments.campaign.folder import CampaignFolder
+from experiments.cli.step_lines import StepLines
 from experiments.run.folder import RunFolder, runs_below
 
 
@@ -59,11 +59,8 @@ def _summarize(run_dirs: list[Path], master: str, latency_limit_ms: int, converg
     from experiments.summary.checker import CheckConfig
 
     config = CheckConfig(latency_limit_ms=latency_limit_ms, convergence_bound_s=convergence_bound_s)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True),
-                  transient=True) as progress:
-        task = progress.add_task("summarising", total=None)
-        return summarize_unsummarised(run_dirs, master=master, config=config, again=again,
-                                      step=lambda text: progress.update(task, description=f"summarising: {text}"))
+    with StepLines(f"summarising {len(run_dirs)} run{'s' if len(run_dirs) != 1 else ''}") as step:
+        return summarize_unsummarised(run_dirs, master=master, config=config, again=again, step=step)
 
 
 def print_verdict_table(console: Console, summaries) -> None:

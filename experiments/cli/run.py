@@ -8,12 +8,12 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from experiments.run import runner
 from experiments.run.member_configs import check_member_settings
 from experiments.scenario import Scenario, ScenarioError, find_file, load
 from rebalance.backends import backend_names, canonical_name, profile
+from rebalance.command_line import command
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 console = Console(highlight=False)
@@ -35,7 +35,12 @@ def find_scenario(name: str) -> Path:
     found = find_file(name, SCENARIO_DIR)
     if found is not None:
         return found
-    _fail(f"no scenario file {name!r} (and no built-in scenario of that name; see `rebalance-lab scenarios`)")
+    import difflib
+
+    names = sorted(path.stem for path in SCENARIO_DIR.glob("*.toml"))
+    close = difflib.get_close_matches(Path(name).stem, names, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    _fail(f"no scenario file {name!r} (and no built-in scenario of that name; {hint}see `{command('scenarios')}`)")
     raise AssertionError  # unreachable
 
 
@@ -123,6 +128,8 @@ def run_command(
     result = runner.run(loaded, runner.RunOptions(backend=backend, run_dir=run_dir, zk_provider=zk_provider,
                                                   progress=not no_progress))
     console.print(f"run directory: {result.run_dir}")
+    if result.status == "completed":
+        console.print(f"next: {command(f'summarize {result.run_dir}')}")
     if result.status != "completed":
         raise typer.Exit(130 if result.status == "interrupted" else 1)
 
@@ -134,9 +141,28 @@ def compare_command(
     zk_provider: ProviderOption = "auto",
     no_progress: QuietOption = False,
     force: ForceOption = False,
+    backends: Annotated[str | None, typer.Option(
+        "--backends", help="A grid: these backends, comma-separated (default: the scenario's).")] = None,
+    strategies: Annotated[str | None, typer.Option(
+        "--strategies", help="A grid: these strategies on each backend that has them, comma-separated "
+                             "(\"default\": each backend's own).")] = None,
+    repeat: Annotated[int | None, typer.Option(
+        "--repeat", help="A grid: runs a cell (each with the next seed), for median \\[min-max] and n.")] = None,
+    master: Annotated[str, typer.Option(help="A grid: Spark master for its summary.")] = "local[*]",
 ) -> None:
-    """Run a scenario on each of its backends with the identical schedule: RUN_DIR/<backend> for each."""
+    """Run a scenario on each of its backends with the identical schedule: RUN_DIR/<backend> for each.
+
+    With --backends, --strategies or --repeat, a grid instead: every backend x strategy cell `--repeat` times
+    (a campaign made on the spot, resumable with the same --out), then one per-phase table, median \\[min-max]
+    and n a cell, printed and written to OUT/compare.md."""
     _check_provider(zk_provider)
+    if backends is not None or strategies is not None or repeat is not None:
+        from experiments.cli.compare_grid import compare_grid
+
+        compare_grid(scenario, find_scenario(scenario), _load(scenario, overrides), overrides or [],
+                     backends=backends, strategies=strategies, repeat=repeat or 1, out=out,
+                     zk_provider=zk_provider, progress=not no_progress, force=force, master=master)
+        return
     loaded = _load(scenario, overrides)
     hold_against_capacity(loaded, loaded.backends, force=force)
     run_dir = out or runner.default_run_dir(loaded)
@@ -145,6 +171,8 @@ def compare_command(
     for result in results:
         console.print(f"{result.run_dir.name}: {result.status}{' (' + result.reason + ')' if result.reason else ''}")
     console.print(f"run directory: {run_dir}")
+    if any(result.status == "completed" for result in results):
+        console.print(f"next: {command(f'summarize {run_dir}')}")
     if any(result.status == "interrupted" for result in results):
         raise typer.Exit(130)
     if any(result.status != "completed" for result in results):
@@ -161,7 +189,7 @@ def hold_against_capacity(scenario: Scenario, backends, *, force: bool) -> None:
         if warning is None:
             continue
         if not force:
-            _fail(f"{warning}. Run it anyway with --force, or measure again: rebalance-lab doctor --capacity")
+            _fail(f"{warning}. Run it anyway with --force, or measure again: {command('doctor --capacity')}")
         typer.echo(f"warning: {warning} (--force: running anyway)", err=True)
 
 
@@ -171,7 +199,7 @@ def claim_out_folder(folder: Path, *, force: bool) -> None:
     from experiments.run.folder import FolderRefused, claim
 
     if CampaignFolder(folder).is_campaign():
-        _fail(f"--out {folder} is a campaign folder; resume it with `rebalance-lab campaign FILE --out {folder}`, "
+        _fail(f"--out {folder} is a campaign folder; resume it with `{command(f'campaign FILE --out {folder}')}`, "
               "or choose another --out")
     try:
         deleted = claim(folder, force=force)
@@ -182,16 +210,46 @@ def claim_out_folder(folder: Path, *, force: bool) -> None:
 
 
 def scenarios_command() -> None:
-    """List the built-in scenario files."""
-    table = Table("name", "backends", "members", "duration", "utilisation", "description")
-    for path in sorted(SCENARIO_DIR.glob("*.toml")):
-        try:
-            scenario = load(path)
-        except ScenarioError as error:
-            table.add_row(path.stem, "-", "-", "-", "-", f"[red]invalid: {error.problems[0].message}[/red]")
-            continue
-        utilisation = scenario.load().utilisation
-        table.add_row(path.stem, ", ".join(scenario.backends), str(scenario.group.members),
-                      f"{scenario.duration:.0f} s", "-" if utilisation is None else f"{utilisation:.2f}",
-                      scenario.description)
-    console.print(table)
+    """List the built-in scenario files, each with its timeline's length and the wall time it takes here."""
+    from experiments.run import wall_time
+
+    recorded = wall_time.recorded_seconds()
+    rows = [_scenario_row(path, recorded) for path in sorted(SCENARIO_DIR.glob("*.toml"))]
+    headers = ("name", "timeline", "wall time here", "members", "utilisation", "backends")
+    widths = [max(len(row[index]) for row in (headers, *rows)) for index in range(len(headers))]
+    for row in (headers, *rows):
+        # a name is typed as shown: its column is as wide as the longest, whatever the terminal's width
+        typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip())
+        if row is not headers:
+            typer.echo(_indented(row[len(headers)]))
+    typer.echo("timeline: the scenario's own clock, which starts once the group is stable; wall time here: "
+               "the median of this checkout's recorded runs (runs/), or an estimate from the timeline and the "
+               "warm-up before it")
+
+
+def _indented(description: str) -> str:
+    """A scenario's description under its row: wrapped to a terminal's width, one line when piped."""
+    import textwrap
+
+    if not console.is_terminal:
+        return f"    {description}"
+    return textwrap.fill(description, width=max(40, console.width), initial_indent="    ", subsequent_indent="    ")
+
+
+def _scenario_row(path: Path, recorded: dict[str, list[float]]) -> tuple[str, ...]:
+    from experiments.run import wall_time
+    from experiments.run.capacity import peak_members
+    from experiments.scenario import resolve
+
+    try:
+        scenario = load(path)
+    except ScenarioError as error:
+        return (path.stem, "-", "-", "-", "-", "-", f"invalid: {error.problems[0].message}")
+    utilisation = scenario.load().utilisation
+    try:
+        peak = peak_members(resolve(scenario))
+    except ScenarioError:
+        peak = scenario.group.members
+    wall = wall_time.expected(scenario.name, scenario.duration, peak, recorded)
+    return (path.stem, f"{scenario.duration:.0f} s", wall.text(), str(scenario.group.members),
+            "-" if utilisation is None else f"{utilisation:.2f}", ",".join(scenario.backends), scenario.description)

@@ -220,6 +220,7 @@ def check_sentences(scenario: Scenario) -> list[str]:
     columns = scenario.columns
     found: dict[tuple[str, ...], list[str]] = {}
     protected: list[str] = []
+    counted: list[str] = []   # cross-checks whose two counts differ, per column
     unknown: dict[str, list[tuple[str, str]]] = {}
     clean = 0
     sentences: list[str] = []
@@ -230,8 +231,11 @@ def check_sentences(scenario: Scenario) -> list[str]:
         words = {column: reading.word for column, reading in readings.items() if reading is not None}
         violated = [column for column in columns if words.get(column) is Word.VIOLATED]
         guarded = [column for column in columns if words.get(column) is Word.PROTECTED]
+        differ = [column for column in columns if words.get(column) is Word.DIFFER]
         untold = [column for column in columns if words.get(column) is Word.UNKNOWN]
-        if not violated and not guarded and not untold:
+        if differ:
+            counted.append(f"{names(differ)} ({'; '.join(readings[column].counts for column in differ)})")
+        if not violated and not guarded and not untold and not differ:
             clean += 1
             continue
         noun = spec.phrase if (spec := checks.spec(check)) else check
@@ -258,6 +262,9 @@ def check_sentences(scenario: Scenario) -> list[str]:
                          _sentence(f"{names(nouns)} {_where(list(where), columns)}."))
     if protected:
         sentences.append("Protection: " + "; ".join(protected) + ".")
+    if counted:
+        sentences.append("The servers' and the members' request counts differ on " + "; ".join(counted)
+                         + ": a cross-check of the measurement, not an anomaly; the figures use the members' counts.")
     for where, untold_checks in unknown.items():
         if len(untold_checks) == 1:
             check, meaning = untold_checks[0]

@@ -144,7 +144,7 @@ def throughput(runs: list[RunData], path: Path) -> Path:
             late = series["over_limit"] + series["never_processed"]
             if late.sum() > 0:
                 ax.bar(series["second"], late, width=1.0, align="edge", color="#ff7f0e", alpha=0.8,
-                       label=f"lost or > {run.latency_limit_ms / 1000:g} s (by produce second)")
+                       label=f"over {run.latency_limit_ms / 1000:g} s or never handled (by produce second)")
         placed.append((ax, _draw_timeline(ax, run, span_s)))
         ax.set_ylabel("records / s")
         ax.set_title(run.label, fontsize=10, loc="left")
@@ -154,7 +154,7 @@ def throughput(runs: list[RunData], path: Path) -> Path:
     limit = runs[0].latency_limit_ms / 1000 if runs else 3
     fig.suptitle(_title("Records processed per second: a dip under a fault (shaded window or red marker) or after "
                         "a membership change (teal dashed line) is the group not consuming, and orange bars are "
-                        f"records lost or later than {limit:g} s."),
+                        f"records handled over {limit:g} s late or never handled."),
                  fontsize=11)
     fig.tight_layout()
     for ax, labels in placed:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.campaign.model import declared_claims, declared_detections
+from experiments.report.claim_figures import claim_figures_section
 from experiments.report.conditions_page import conditions_lines
 from experiments.report.looks import (
     RULE,
@@ -121,12 +122,16 @@ def results_page(campaigns: list[CampaignData], notes: Path | None = None,
                                         declared_detections(data.text), k)]
     parts = [
         "# Results measured on this machine\n",
-        "Regenerate this page from the data in the repository alone:\n",
+        "What the campaigns decided, claim by claim in figures first; then the statistics that decide them, and "
+        "every cell's figures by design (the herd, split brain, seed 002). Regenerate this page from the data in "
+        "the repository alone (`--figures docs/figures` draws its figures again):\n",
         "```sh\n./lab results " + " ".join(paths)
         + (f" --notes {notes}" if notes else "") + (f" --looks {looks}" if looks else "") + " > docs/results.md\n```\n",
+        *claim_figures_section(campaigns, results),
         claims_markdown(results, family=family, notes={index: note for index, note in latest.items() if note}),
         *([power_markdown(powers, k, model_lines(campaigns))] if powers else []),
-        *([looks_markdown(currents, ledger, results, test=CLAIM_TEST)] if looks else []),
+        *(_folded_under_heading(looks_markdown(currents, ledger, results, test=CLAIM_TEST), "every look at every claim")
+          if looks else []),
         "Every figure is `median [min-max], n = runs`. Counts the schedule fixes (requests, notifications, "
         f"offset regressions) vary little between runs; measures timing can move (durations, duplicates, "
         f"{LATE_OR_LOST}, fenced commits) vary more on two shared cores, and more when a campaign runs "
@@ -232,18 +237,31 @@ def _herd_section(cells: pd.DataFrame) -> list[str]:
              "docs/analysis.md). Each cell's topic size is its scenario's (the herd scenarios give every member "
              "work: P = 2N).\n"]
     kinds = {metric.split(": ")[0] for metric in herd["metric"] if metric.split(": ", 1)[1] in HERD}
+    herd = herd.assign(P=herd["sweep"].map(_partitions))
+    designs = [(f"P = 2N, every member has work ({', '.join(sorted(set(herd[herd['P'] == '2N']['scenario'])))})",
+                herd[herd["P"] == "2N"]),
+               (f"P fixed whatever N (the legacy grid: {', '.join(sorted(set(herd[herd['P'] != '2N']['P']), key=int))})",
+                herd[herd["P"] != "2N"])]
     for kind in sorted(kinds):
-        rows = []
-        for (size, partitions, backend, strategy), group in herd.assign(P=herd["sweep"].map(_partitions)).groupby(
-                ["group_size", "P", "backend", "strategy"], sort=True):
-            row = {"N": int(size) if pd.notna(size) else "-", "P": partitions, "backend": backend,
-                   "strategy": strategy}
-            for metric in HERD:
-                match = group[group["metric"] == f"{kind}: {metric}"]
-                row[measure_name(metric)] = spread(*_stats(match)) if len(match) else "-"
-            rows.append(row)
-        lines += [f"### {kind}\n", markdown_table(pd.DataFrame(rows))]
+        for design, chosen in designs:
+            if chosen.empty:
+                continue
+            rows = []
+            for (_order, size, backend, strategy), group in chosen.assign(P_order=chosen["P"].map(_p_order)).groupby(
+                    ["P_order", "group_size", "backend", "strategy"], sort=True):
+                row = {"N": int(size) if pd.notna(size) else "-", "P": group["P"].iloc[0], "backend": backend,
+                       "strategy": strategy}
+                for metric in HERD:
+                    match = group[group["metric"] == f"{kind}: {metric}"]
+                    row[measure_name(metric)] = spread(*_stats(match)) if len(match) else "-"
+                rows.append(row)
+            lines += [f"### {kind}: {design}\n", markdown_table(pd.DataFrame(rows))]
     return lines
+
+
+def _p_order(partitions: str) -> int:
+    """A table of one design lists its fixed P in order, each P's rows by N."""
+    return 0 if partitions == "2N" else int(partitions)
 
 
 def _partitions(sweep: str) -> str:
@@ -344,7 +362,19 @@ def _differences(compared: pd.DataFrame) -> list[str]:
     held = compared[compared["difference"]]
     if held.empty:
         return lines
-    return [*lines, markdown_table(differences_table(held))]
+    return [*lines, *_folded(markdown_table(differences_table(held)),
+                             f"the {len(held):,} differences that hold up, each with both cells' values")]
+
+
+def _folded_under_heading(text: str, what: str) -> list[str]:
+    """A section whose heading stays in view and whose body is folded."""
+    heading, _, body = text.partition("\n")
+    return [heading + "\n", *_folded(body, what)]
+
+
+def _folded(text: str, what: str) -> list[str]:
+    """A long table behind a click: the page's reader meets the claims and their figures first."""
+    return [f"<details>\n<summary>Show {what}</summary>\n", text.rstrip() + "\n", "</details>\n"]
 
 
 def _stats(rows: pd.DataFrame) -> tuple[float, float, float, int]:

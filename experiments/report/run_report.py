@@ -116,7 +116,7 @@ def _hidden_line(hidden: list[str], what: str = "rows") -> str:
 
 
 _PHASE_MEASURES = [   # (row title with its unit, phases column, scale, format): seed 002's names and units first
-    ("records over {limit} s", "records_lost", 1, count),
+    ("records over {limit} s or never handled", "records_lost", 1, count),
     ("max end-to-end latency, ms", "max_latency_ms", 1, count),
     ("time rebalancing, ms", "rebalance_ms", 1, count),
     ("max consumer lag, records", "max_lag", 1, count),
@@ -128,25 +128,55 @@ _PHASE_MEASURES = [   # (row title with its unit, phases column, scale, format):
 def strategy_table(runs: list[RunData], names_: list[str] | None = None) -> pd.DataFrame:
     """Seed 002's table: per phase, records over the latency limit (or never processed), the maximum end-to-end
     latency and the time spent rebalancing, in the article's words and units; the largest consumer lag,
-    duplicates and double ownership; then the totals. A column per run (`names_`)."""
+    duplicates and double ownership; then the totals. A column per run (`names_`), and where the scenario
+    declares a `[reference]`, its figures first (a column per strategy of the runs) under its phase names."""
+    from experiments.report.reference_rows import (
+        ARTICLE_PHASES_TOTAL,
+        WHOLE_TIMELINE,
+        article_column,
+        figure_text,
+        phase_label,
+        run_reference,
+    )
+    from experiments.scenario.reference import MEASURES
+
     names_ = names_ or [run.short_label for run in runs]
+    reference = run_reference(runs[0].run_dir) if runs else None
+    strategies = [strategy for strategy in dict.fromkeys(run.info.get("strategy") for run in runs)
+                  if reference and strategy in reference.figures]
     phases = list(dict.fromkeys(name for run in runs for name in run.phases.get("phase", [])))
     limit_s = runs[0].latency_limit_ms / 1000 if runs else 3
     rows: list[dict] = []
     for phase in phases:
-        for title, column, scale, show in _PHASE_MEASURES:
-            row: dict[str, object] = {"phase": phase, "measure": title.format(limit=f"{limit_s:g}")}
+        article = reference.name_of(phase) if reference else None
+        for index, (title, column, scale, show) in enumerate(_PHASE_MEASURES):
+            row: dict[str, object] = {"phase": phase_label(reference, phase),
+                                      "measure": title.format(limit=f"{limit_s:g}")}
+            for strategy in strategies:
+                row[article_column(strategy)] = figure_text(reference.figure(strategy, article, MEASURES[index])) \
+                    if article and index < len(MEASURES) else ""
             for name, run in zip(names_, runs, strict=True):
                 match = run.phases[run.phases["phase"] == phase] if len(run.phases) else run.phases
                 value = match[column].iloc[0] if len(match) and column in match else None
                 row[name] = "" if value is None or pd.isna(value) else show(float(value) * scale)
             rows.append(row)
-    produced: dict[str, object] = {"phase": "total", "measure": "records produced"}
-    total: dict[str, object] = {"phase": "total", "measure": f"records over {limit_s:g} s (or never processed)"}
+    over = f"records over {limit_s:g} s or never handled"
+    totals = []
+    if reference and strategies:
+        lab_phases = [lab for _, lab in reference.phases]
+        article_total = {"phase": ARTICLE_PHASES_TOTAL, "measure": over,
+                         **{article_column(strategy): figure_text(reference.totals.get(strategy))
+                            for strategy in strategies}}
+        for name, run in zip(names_, runs, strict=True):
+            played = run.phases[run.phases["phase"].isin(lab_phases)] if len(run.phases) else run.phases
+            article_total[name] = count(played["records_lost"].sum()) if len(played) else ""
+        totals.append(article_total)
+    produced: dict[str, object] = {"phase": WHOLE_TIMELINE, "measure": "records produced"}
+    total: dict[str, object] = {"phase": WHOLE_TIMELINE, "measure": over}
     for name, run in zip(names_, runs, strict=True):
         produced[name] = count(run.phases["produced"].sum()) if len(run.phases) else ""
         total[name] = count(run.phases["records_lost"].sum()) if len(run.phases) else ""
-    return pd.DataFrame([*rows, produced, total])
+    return pd.DataFrame([*rows, *totals, produced, total])
 
 
 def metrics_table(runs: list[RunData], names_: list[str] | None = None) -> pd.DataFrame:
@@ -172,9 +202,12 @@ def key_numbers(scenario: Scenario) -> pd.DataFrame:
     limit_s = scenario.runs[0].latency_limit_ms / 1000
     measures = [
         ("records produced", count, lambda run: run.phases["produced"].sum()),
-        (f"records lost or later than {limit_s:g} s", count, lambda run: run.phases["records_lost"].sum()),
+        (f"records over {limit_s:g} s or never handled", count, lambda run: run.phases["records_lost"].sum()),
         ("double ownership, s", seconds, lambda run: run.phases["double_ownership_s"].sum()),
-        ("rebalances", count, lambda run: run.phases["rebalances"].sum()),
+        # members' rebalances that overlap merged into one: the group's count, not Kafka's per-member
+        # `rebalance-total` (in the rebalance metrics) nor the live display's member rebalances
+        ("group rebalance episodes (overlapping member rebalances merged)", count,
+         lambda run: run.phases["rebalances"].sum()),
         ("time rebalancing, s", seconds, lambda run: run.phases["rebalance_ms"].sum() / 1000),
         ("max latency, s", seconds, lambda run: run.phases["max_latency_ms"].max() / 1000),
         ("last assignment after a change, s (median)", seconds,
@@ -182,7 +215,9 @@ def key_numbers(scenario: Scenario) -> pd.DataFrame:
         ("group settled after a change, s (median)", seconds, lambda run: _settled(run.herd_changes())),
         ("partition-seconds unowned", seconds,
          lambda run: run.herd_changes()["unowned_partition_s"].sum()),
-        ("requests per change (median)", count, lambda run: run.herd_changes()["requests"].median()),
+        ("requests per change, joins and leaves together (median)", count,
+         lambda run: run.herd_changes()["requests"].median()),
+        *((f"requests per {kind} (median)", count, _requests_per(kind)) for kind in HERD_KINDS),
     ]
     rows = []
     for title, show, measure in measures:
@@ -205,6 +240,18 @@ def key_numbers(scenario: Scenario) -> pd.DataFrame:
         rows.append({"measure": "steepest memory growth over the second half, MB/min",
                      **{column: f"{max(values):.2f}" if values else "" for column, values in slopes.items()}})
     return pd.DataFrame(rows)
+
+
+HERD_KINDS = ("join", "leave")   # a herd scenario's changes, whose costs differ: apart in the key numbers
+
+
+def _requests_per(kind: str):
+    """The median requests of one kind of change (a join or a leave), or None where the run made none."""
+    def measure(run: RunData) -> float | None:
+        changes = run.herd_changes()
+        chosen = changes[changes["kind"] == kind]["requests"] if "kind" in changes else pd.Series(dtype=float)
+        return None if chosen.empty else float(chosen.median())
+    return measure
 
 
 def _settled(changes: pd.DataFrame) -> float | str | None:
@@ -401,7 +448,7 @@ def _section(scenario: Scenario, all_runs: list[RunData], out_dir: Path | None, 
                                             "partition nobody consumed."))
     throughput = [Figure(path=plots.throughput(list(scenario.runs), out_dir / f"throughput{suffix}.png"),
                          caption="Records processed per second, a row per run: a dip is the group not consuming, "
-                                 f"a shaded window a fault, an orange bar records lost or later than {limit_s:g} s.")
+                                 f"a shaded window a fault, an orange bar records over {limit_s:g} s or never handled.")
                   ] if out_dir is not None else []
     lag_png = plots.lag(list(scenario.runs), out_dir / f"lag{suffix}.png") if out_dir is not None else None
     if lag_png is not None:
@@ -473,15 +520,17 @@ def _detail_tables(scenario: Scenario) -> list[Detail]:
         if len(metrics) or hidden:
             metric_tables.append(Table(title=heading, frame=metrics, hidden=_hidden_line(hidden)))
     limit_s = scenario.runs[0].latency_limit_ms / 1000
-    details = [Detail(summary=f"Per phase: records over {limit_s:g} s, max end-to-end latency, time rebalancing, "
+    details = [Detail(summary=f"Per phase: records over {limit_s:g} s or never handled, max end-to-end latency, time rebalancing, "
                               "consumer lag, duplicates, double ownership",
-                      lines=[f"A record handled more than {limit_s:g} s after it was produced counts as lost, as does "
-                             "a record never processed; a record belongs to the phase it was produced in. Time "
+                      lines=[f"Records over {limit_s:g} s or never handled: a record handled more than {limit_s:g} s "
+                             "after it was produced counts, as does a record never processed (the `lost-records` check counts "
+                             "only those never processed); a record belongs to the phase it was produced in. Time "
                              "rebalancing: while at least one member was rebalancing. Consumer lag: the largest of "
                              "any partition (log end offset minus the position), Kafka's records-lag-max of the "
                              "member that lags most (docs/seed002.md)."], tables=phase_tables)]
     if metric_tables:
-        details.append(Detail(summary="Rebalance metrics (Kafka's consumer metric names, whole group)",
+        details.append(Detail(summary="Rebalance metrics (Kafka's consumer metric names, whole group: "
+                                      "`rebalance-total` counts every member's completed rebalances)",
                               tables=metric_tables))
     evidence = _evidence(scenario)
     if evidence.tables or evidence.lines:

@@ -26,6 +26,7 @@ from pathlib import Path
 from rebalance.backends import canonical_name
 
 LOCK_FILE = "lock.json"
+RUNS_DIR = "runs"            # where runs go by default, under the working directory (the checkout's, for ./lab)
 COMPARISON_FILE = "compare.json"
 
 

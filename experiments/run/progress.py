@@ -55,6 +55,7 @@ class Progress:
     tails: dict = field(default_factory=dict)
     recent: list = field(default_factory=list)
     settling: Settling = field(default_factory=Settling)   # for timeline entries that wait for a stable group
+    _expected_wall: object = field(default=None, repr=False)   # wall_time.WallTime, read once
 
     def __post_init__(self) -> None:
         for path in sorted(self.events_dir.glob("*.jsonl")):
@@ -138,15 +139,17 @@ class Progress:
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold")
         table.add_column()
-        elapsed = (time.monotonic_ns() - run.t0_ns) / 1e9 if run.t0_ns else 0.0
-        clock = f"{elapsed:5.1f} / {self.scenario.duration:.0f} s" if run.t0_ns else "-"
+        now_ns = time.monotonic_ns()
+        waited_ns = run.late_ns + (now_ns - run.waiting_since_ns if run.waiting_since_ns else 0)
+        position = (now_ns - run.t0_ns - waited_ns) / 1e9 if run.t0_ns else 0.0   # timeline time stands still in a wait
         table.add_row("run", f"{self.scenario.name} on {run.backend}  [dim]{run.run_dir}[/dim]")
-        table.add_row("phase", f"{run.phase}   timeline {clock}")
-        upcoming = [step for step in self.schedule.steps if not run.t0_ns or step.at > elapsed][:3]
-        table.add_row("next", "; ".join(f"{step.at:.0f}s {step.op} {step.action} {','.join(step.targets)}"
-                                        for step in upcoming) or "-")
+        table.add_row("wall", f"{_clock(time.time() - run.started_ms / 1000)} since the start, "
+                              f"expected {self.expected_wall().text()}")
+        table.add_row("phase", f"{run.phase}   {self.timeline_text(run, position, waited_ns)}")
+        upcoming = [step for step in self.schedule.steps if not run.t0_ns or step.at > position][:3]
+        table.add_row("next", "; ".join(_step_text(step) for step in upcoming) or "-")
         table.add_row("records", f"produced {self.produced}   consumed {self.consumed}")
-        table.add_row("group", f"members up {len(self.members_up)}   rebalances {self.rebalances}"
+        table.add_row("group", f"members up {len(self.members_up)}   member rebalances {self.rebalances}"
                                f"   failed {self.failed_rebalances}")
         in_force = [started for started in (run.history.active.values() if run.history else ())
                     if not is_membership_change(started.get("kind"))]
@@ -155,6 +158,27 @@ class Progress:
         for line in self.recent:
             table.add_row("", f"[dim]{line}[/dim]")
         return table
+
+    def timeline_text(self, run: Run, position: float, waited_ns: int) -> str:
+        """Where the timeline is, and what it waits for: a stable group before it starts, or before a step."""
+        if not run.t0_ns:
+            return (f"waiting for a stable group of {len(self.schedule.initial_members)} members before the "
+                    f"timeline starts (at most {self.scenario.group.warmup_timeout:.0f} s)")
+        text = f"timeline {position:5.1f} / {self.scenario.duration:.0f} s"
+        if run.waiting_since_ns:
+            text += f", held for a stable group ({(time.monotonic_ns() - run.waiting_since_ns) / 1e9:.0f} s so far)"
+        elif waited_ns:
+            text += f" (+{waited_ns / 1e9:.0f} s waiting for stable groups)"
+        return text
+
+    def expected_wall(self):
+        if self._expected_wall is None:
+            from experiments.run import wall_time
+            from experiments.run.capacity import peak_members
+
+            self._expected_wall = wall_time.expected(self.scenario.name, self.scenario.duration,
+                                                     peak_members(self.schedule), wall_time.recorded_seconds())
+        return self._expected_wall
 
     async def show(self, run: Run, *, live: bool) -> None:
         from rich.console import Console
@@ -177,8 +201,23 @@ class Progress:
 
         Console(stderr=True).print(
             f"[bold]{self.scenario.name}[/bold] on {run.backend}: {status}{': ' + reason if reason else ''}; "
-            f"produced {self.produced}, consumed {self.consumed}, rebalances {self.rebalances}, "
+            f"produced {self.produced}, consumed {self.consumed}, member rebalances {self.rebalances}, "
             f"faults {self.faults}, membership changes {self.membership_changes}; events in {run.events_dir}")
+
+
+def _step_text(step) -> str:
+    """`15s scale 50 members (h010-0 .. h019-4)`, `0s phase steady-50`, `95s restart h000-0,h000-1`."""
+    what = step.action if step.op == "start" else f"{step.op} {step.action}"
+    if step.action == "phase" and step.params.get("name"):
+        return f"{step.at:.0f}s phase {step.params['name']}"
+    targets = step.targets
+    named = ",".join(targets) if len(targets) <= 4 else f"{len(targets)} members ({targets[0]} .. {targets[-1]})"
+    return f"{step.at:.0f}s {what} {named}".rstrip()
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(max(0, int(seconds)), 60)
+    return f"{minutes}:{seconds:02d}"
 
 
 def _recent_line(event: dict) -> str | None:

@@ -162,6 +162,7 @@ class Run:
         self.phase = "setup"
         self.t0_ns: int | None = None
         self.late_ns = 0                    # how far waits for a stable group have moved the timeline back
+        self.waiting_since_ns: int | None = None   # a step is being held back for a stable group since then
         self.started_ms = int(time.time() * 1000)
         self.applied: list[dict] = []
         self.history: FaultHistory | None = None   # once the recorder is open
@@ -405,6 +406,7 @@ class Run:
         how long it waited and whether the group was stable (`stable` false: the step went ahead on the
         timeout, and the change before it may overlap this one)."""
         began = time.monotonic_ns()
+        self.waiting_since_ns = began
         deadline = began + int(float(step.params["timeout"]) * 1e9)
         members = [self.member_id(name) for name in running_before(self.schedule, index)]
         partitions = self.progress.all_partitions()
@@ -416,6 +418,7 @@ class Run:
                 break
             await self.sleep_until(min(deadline, now + 200_000_000))
         self.late_ns += now - began
+        self.waiting_since_ns = None
         params = {**step.params, "waited_s": round((now - began) / 1e9, 3), "stable": stable}
         if not stable:
             params["unstable"] = self.progress.settling.why_not(members, partitions)

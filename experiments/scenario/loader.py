@@ -26,6 +26,7 @@ from experiments.scenario.actions import (
     Link,
     LinkFault,
     Target,
+    phase_name,
 )
 from experiments.scenario.model import (
     BACKENDS,
@@ -41,8 +42,10 @@ from experiments.scenario.model import (
     TimelineEntry,
     TopicSpec,
     WorkloadSpec,
+    all_strategies,
     strategies_for,
 )
+from experiments.scenario.reference import read_reference
 from experiments.scenario.resolver import resolve
 from rebalance.backends import DEFAULT_STRATEGY, canonical_name, profile
 from rebalance.member import DEFAULT_SESSION_TIMEOUT_MS
@@ -121,55 +124,84 @@ def loads(text: str, *, source: str = "<scenario>", overrides: Iterable[str] = (
         line = re.search(r"line (\d+)", str(error))
         raise ScenarioError(source, [Problem("toml", int(line.group(1)) if line else None, str(error))]) from None
     problems: list[Problem] = []
+    overridden: dict[str, str] = {}   # a set field's label (as problems name it) -> the override that set it
     for override in overrides:
-        _apply_override(data, override, problems)
+        path = _apply_override(data, override, problems)
+        if path is not None:
+            overridden[field_label(path)] = override
     checker = _Checker(source, LineIndex(text), problems)
     scenario = checker.scenario(data)
     # A dry run of the timeline finds what only shows in order: targets out of range, a member
     # crashed twice, overlapping faults on one target. Entries with problems of their own are
     # left out of it, so each problem is reported once.
     try:
-        resolve(scenario)
+        schedule = resolve(scenario)
     except ScenarioError as error:
         problems.extend(error.problems)
+    else:
+        checker.reference_phases(scenario, schedule)
     if problems:
-        problems.sort(key=lambda problem: (problem.line or 0))
+        problems = [_blame_override(problem, overridden) for problem in problems]
+        problems.sort(key=lambda problem: (problem.origin is None, problem.line or 0))
         raise ScenarioError(source, problems)
     return scenario
 
 
-def _apply_override(data: dict, override: str, problems: list[Problem]) -> None:
+def field_label(path: tuple) -> str:
+    """A field's name as problems give it: group.members, timeline[2].to, topics[0].partitions."""
+    return ".".join(f"[{part}]" if isinstance(part, int) else part for part in path).replace(".[", "[")
+
+
+def _blame_override(problem: Problem, overridden: Mapping[str, str]) -> Problem:
+    """A problem in a value an override set names the override (`--set KEY=VALUE`), not the file's line."""
+    for label, override in overridden.items():
+        if problem.field == label or problem.field.startswith((f"{label}.", f"{label}[")):
+            return replace(problem, line=None, origin=f"--set {override}")
+    return problem
+
+
+def _apply_override(data: dict, override: str, problems: list[Problem]) -> tuple | None:
+    """Set one "dotted.key=value" in `data`; the path it set (entries of arrays of tables by index), or None
+    when it could not (with the reason in `problems`)."""
+    origin = f"--set {override}"
     key, sep, raw = override.partition("=")
     if not sep or not key.strip():
-        problems.append(Problem(override, None, "an override is KEY=VALUE, e.g. group.members=50"))
-        return
+        problems.append(Problem(key.strip() or override, None,
+                                "an override needs KEY=VALUE (no '=' given), e.g. group.members=50", origin))
+        return None
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw.strip()
-    *parents, last = key.strip().split(".")
+    key = key.strip()
+    *parents, last = key.split(".")
     node = data
+    path: list[str | int] = []
     for part in parents:
         if isinstance(node, list):   # an array of tables is addressed by its entries' names: topics.t0
-            named = [entry for entry in node if isinstance(entry, dict) and entry.get("name") == part]
+            named = [index for index, entry in enumerate(node) if isinstance(entry, dict) and entry.get("name") == part]
             if not named:
                 names = ", ".join(str(entry.get("name")) for entry in node if isinstance(entry, dict))
-                problems.append(Problem(key, None, f"no entry named {part!r} (there are: {names or 'none'})"))
-                return
-            node = named[0]
+                problems.append(Problem(key, None, f"no entry named {part!r} (there are: {names or 'none'})", origin))
+                return None
+            node = node[named[0]]
+            path.append(named[0])
             continue
         node = node.setdefault(part, {})
+        path.append(part)
         if not isinstance(node, dict | list):
-            problems.append(Problem(key, None, f"cannot set inside {part!r}: it is not a table"))
-            return
+            problems.append(Problem(key, None, f"cannot set inside {part!r}: it is not a table", origin))
+            return None
     if isinstance(node, list):
-        problems.append(Problem(key, None, f"name an entry of {parents[-1]!r}, e.g. topics.t0.partitions=100"))
-        return
+        problems.append(Problem(key, None, f"name an entry of {parents[-1]!r}, e.g. topics.t0.partitions=100",
+                                origin))
+        return None
     # A topic's size is given one way: setting one of the two replaces the other.
     for one, other in _ALTERNATIVES:
         if last == one:
             node.pop(other, None)
     node[last] = value
+    return (*path, last)
 
 
 _ALTERNATIVES = (("partitions", "partitions_per_member"), ("partitions_per_member", "partitions"))
@@ -195,8 +227,7 @@ class _Checker:
         self.problems = problems
 
     def fail(self, path: tuple, message: str) -> None:
-        label = ".".join(f"[{part}]" if isinstance(part, int) else part for part in path).replace(".[", "[")
-        self.problems.append(Problem(label or "scenario", self.lines.line_of(path), message))
+        self.problems.append(Problem(field_label(path) or "scenario", self.lines.line_of(path), message))
 
     def unknown_keys(self, table: Mapping, allowed: Iterable[str], path: tuple) -> None:
         allowed = set(allowed)
@@ -257,7 +288,7 @@ class _Checker:
 
     def scenario(self, data: dict) -> Scenario:
         self.unknown_keys(data, {"name", "description", "seed", "duration", "settle", "backends", "cluster",
-                                 "topics", "producer", "group", "timeline", "workload"}, ())
+                                 "topics", "producer", "group", "timeline", "workload", "reference"}, ())
         name = self.string(data, "name", (), default="") or ""
         if not name:
             name = Path(self.source).stem if self.source and not self.source.startswith("<") else "scenario"
@@ -276,11 +307,23 @@ class _Checker:
         topics = self.scaled_topics(topics, group)
         workload = self.workload(self.table(data, "workload"))
         timeline = self.timeline(data, duration or 0.0, cluster)
+        reference = read_reference(data.get("reference"), self.fail, all_strategies())
         return Scenario(
             name=name, description=description, seed=seed, duration=float(duration or 0.0), settle=float(settle),
             backends=backends, cluster=cluster, topics=topics, producer=producer, group=group, timeline=timeline,
-            workload=workload, source=self.source, lines=self.lines,
+            workload=workload, reference=reference, source=self.source, lines=self.lines,
         )
+
+    def reference_phases(self, scenario: Scenario, schedule) -> None:
+        """Each phase `[reference]` names is one the timeline plays."""
+        if scenario.reference is None:
+            return
+        played = {phase_name(step.action, step.targets, step.params) for step in schedule.steps
+                  if step.op == "start" and step.action in (Action.PHASE.value, Action.SCALE.value, Action.JOIN.value)}
+        for name, lab in scenario.reference.phases:
+            if lab not in played:
+                self.fail(("reference", "phases", name), f"the timeline plays no phase {lab!r} (its phases: "
+                                                         f"{', '.join(sorted(played)) or 'none'})")
 
     def backends(self, data: dict) -> tuple[str, ...]:
         value = data.get("backends", list(BACKENDS))

@@ -15,6 +15,7 @@ from statistics import NormalDist
 from typing import Protocol
 
 from experiments.scenario.actions import Action, Direction, Link, LinkFault, Target, spec_of
+from experiments.scenario.reference import Reference
 from rebalance.backends import backend_names, canonical_name, profile
 from rebalance.member import DEFAULT_SESSION_TIMEOUT_MS
 
@@ -24,6 +25,11 @@ BACKENDS = backend_names()
 def strategies_for(backend: str) -> tuple[str, ...]:
     """The strategies a backend accepts: its profile's answer (0.8 knew only range and roundrobin)."""
     return profile(backend).strategies
+
+
+def all_strategies() -> tuple[str, ...]:
+    """Every strategy some backend accepts."""
+    return tuple(dict.fromkeys(name for backend in BACKENDS for name in strategies_for(backend)))
 
 
 class LineLookup(Protocol):
@@ -218,6 +224,7 @@ class Scenario:
     group: GroupSpec
     timeline: tuple[TimelineEntry, ...]
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    reference: Reference | None = None     # published figures to read the runs beside (experiments.scenario.reference)
     source: str = ""
     lines: LineLookup | None = field(default=None, compare=False, repr=False)
 
@@ -260,6 +267,12 @@ class Problem:
     field: str
     line: int | None
     message: str
+    origin: str | None = None   # where the value came from when not the file, e.g. "--set group.members=abc"
+
+    def located(self, source: str) -> str:
+        """`FILE:LINE: field: message`, or `ORIGIN: field: message` for a value given on the command line."""
+        where = self.origin or f"{source}:{self.line if self.line is not None else '?'}"
+        return f"{where}: {self.field}: {self.message}"
 
 
 class ScenarioError(ValueError):
@@ -271,10 +284,7 @@ class ScenarioError(ValueError):
         super().__init__("\n".join(self.lines()))
 
     def lines(self) -> list[str]:
-        return [
-            f"{self.source}:{problem.line if problem.line is not None else '?'}: {problem.field}: {problem.message}"
-            for problem in self.problems
-        ]
+        return [problem.located(self.source) for problem in self.problems]
 
 
 # --------------------------------------------------------------------------- the resolved schedule

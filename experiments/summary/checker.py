@@ -449,9 +449,10 @@ def witness_result(row: Mapping | None, config: CheckConfig, evidence: pd.DataFr
                            f"{seen}: the witness saw nothing to compare")
     totals = f"servers {row['server']:.0f}, members {client} requests in total"
     rule = witness_tolerance(config)
-    if row["n"]:
-        return CheckResult(name, Verdict.FALSE, row["n"], f"{row['n']} of {windows} windows differ by more than the "
-                           f"tolerance ({rule}); {totals}", evidence)
+    if row["n"]:   # the lab's two measures of one thing disagree: said as counts (checks.SERVER_WITNESS.cross_check)
+        return CheckResult(name, Verdict.FALSE, row["n"], f"members {client:,}, servers {row['server']:,.0f}; "
+                           f"{row['n']} of {windows} windows differ by more than the tolerance ({rule}); the figures "
+                           "use the members' counts (the servers' are the herd table's server_requests)", evidence)
     return CheckResult(name, Verdict.TRUE, 0, f"servers and members agree within the tolerance in all {windows} "
                        f"windows ({rule}); {totals}", evidence)
 

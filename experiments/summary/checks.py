@@ -18,6 +18,8 @@ class CheckSpec:
     found: str = "{detail}"         # a found count's meaning: {count}, {detail} and {s} (plural) filled in
     clean: str | None = None        # the meaning when nothing was found (None: the checker's own detail)
     protection: bool = False        # a finding is a safeguard doing its job, not an anomaly
+    cross_check: bool = False       # it checks the lab's measurement, not the system: a finding is two counts
+                                    # that differ, its detail opening with them before "; "
     campaign_metric: str | None = None   # its count among a campaign's per-run metrics (None: not one)
 
 
@@ -64,7 +66,9 @@ FENCED_COMMITS = CheckSpec(
     protection=True, campaign_metric="fenced commits")
 SERVER_WITNESS = CheckSpec(
     name="server-witness", phrase="server and member request counts apart",
-    question="the servers' own request counts against the members' (count: windows that disagree)")
+    question="a cross-check of the measurement, not of the system: the servers' own request counts against the "
+             "members' logged ones, which the figures use (count: windows that disagree)",
+    cross_check=True)
 SERVER_STALL = CheckSpec(
     name="server-stall", phrase="brokers answering nothing for over 2 s while requests were held up",
     question="a broker answering no request for more than 2 s while requests were held up (count: windows)")

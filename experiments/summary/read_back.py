@@ -13,6 +13,7 @@ import pandas as pd
 from experiments.run.folder import RunFolder
 from experiments.summary import checks
 from rebalance.backends import canonical_name
+from rebalance.command_line import command
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,7 +91,7 @@ def scenario_window(phases: pd.DataFrame | None) -> tuple[float, float]:
 def load_run(run_dir: Path) -> RunData:
     folder = RunFolder(run_dir)
     if not folder.summary_record.exists():
-        raise FileNotFoundError(f"{run_dir}: no summary yet (run `rebalance-lab summarize {run_dir}`)")
+        raise FileNotFoundError(f"{run_dir}: no summary yet (run `{command(f'summarize {run_dir}')}`)")
     meta = json.loads(folder.summary_record.read_text())
 
     def table(name: str) -> pd.DataFrame:

@@ -9,6 +9,8 @@ working. Here each result gets one of four words, the same in the terminal, Mark
 - `VIOLATED (n)`: the anomaly happened n times; the evidence says where and when;
 - `protected (n)`: a protection fired n times (a stale member's commit refused);
 - `unknown`: the log lacks what the check needs;
+- `counts differ (members 1,251, servers 1,343)`: a cross-check of the lab's own measurement (the server
+  witness) found two counts apart; not an anomaly of the system under test;
 
 and a one-line meaning that says what the count counts. The run's `conditions` (whether the machine carried
 it; experiments.run.conditions) reads `ok`, `suspect` or `INVALID`, with its reasons.
@@ -27,6 +29,7 @@ class Word(StrEnum):
     VIOLATED = "VIOLATED"
     PROTECTED = "protected"
     UNKNOWN = "unknown"
+    DIFFER = "counts differ"   # a cross-check of the measurement: two counts of one thing disagree
     SUSPECT = "suspect"     # the run's conditions: kept, its numbers marked
     INVALID = "INVALID"     # the run's conditions: its numbers say more about the machine than the protocol
 
@@ -39,12 +42,15 @@ class Reading:
     word: Word
     count: int
     meaning: str
+    counts: str = ""     # a cross-check's two counts, "members 1,251, servers 1,343"
 
     @property
     def label(self) -> str:
-        """`ok`, `VIOLATED (3)`, `protected (1)` or `unknown`."""
+        """`ok`, `VIOLATED (3)`, `protected (1)`, `counts differ (members 1,251, servers 1,343)` or `unknown`."""
         if self.word in (Word.VIOLATED, Word.PROTECTED):
             return f"{self.word.value} ({self.count})"
+        if self.word is Word.DIFFER:
+            return f"{self.word.value} ({self.counts or f'{self.count} windows'})"
         return self.word.value
 
     @property
@@ -63,6 +69,9 @@ def read(check: str, verdict: str, count: int, detail: str) -> Reading:
     if verdict == "unknown":
         return Reading(check=check, word=Word.UNKNOWN, count=count, meaning=detail or "the log cannot tell")
     row = checks.spec(check)
+    if verdict == "false" and row is not None and row.cross_check:
+        counts, _, rest = detail.partition("; ")
+        return Reading(check=check, word=Word.DIFFER, count=count, meaning=rest or detail, counts=counts)
     if verdict == "false":
         word = Word.PROTECTED if row is not None and row.protection else Word.VIOLATED
         if not count:   # found, but nothing counted: still an anomaly, say so
@@ -92,7 +101,7 @@ def combine(readings: list[Reading]) -> Reading:
         raise ValueError("combine() needs at least one reading")
     if len(readings) == 1:
         return readings[0]
-    for word in (Word.INVALID, Word.VIOLATED, Word.SUSPECT, Word.PROTECTED, Word.UNKNOWN, Word.OK):
+    for word in (Word.INVALID, Word.VIOLATED, Word.SUSPECT, Word.PROTECTED, Word.DIFFER, Word.UNKNOWN, Word.OK):
         found = [reading for reading in readings if reading.word is word]
         if found:
             return Reading(check=readings[0].check, word=word, count=sum(reading.count for reading in found),
@@ -104,14 +113,17 @@ def legend() -> str:
     """One sentence that states the four words, for the head of a verdict table."""
     return ("ok: checked, nothing found; VIOLATED (n): the anomaly happened n times, evidence below; "
             "protected (n): a protection fired n times (the coordinator refused a stale member's commit); "
-            "unknown: the log lacks what the check needs; conditions suspect or INVALID: the machine did not "
+            "counts differ: the lab's cross-check of its own request counts found the servers' and the members' "
+            "apart (the figures use the members'); unknown: the log lacks what the check needs; conditions suspect or INVALID: the machine did not "
             "carry the run, its reasons in numbers.")
 
 
 # Styles per word: rich markup in the terminal, CSS classes in HTML.
 RICH_STYLE = {Word.OK: "green", Word.VIOLATED: "bold red", Word.PROTECTED: "cyan", Word.UNKNOWN: "yellow",
+              Word.DIFFER: "yellow",
               Word.SUSPECT: "bold yellow", Word.INVALID: "bold red"}
 CSS_CLASS = {Word.OK: "good", Word.VIOLATED: "bad", Word.PROTECTED: "protected", Word.UNKNOWN: "unknown",
+             Word.DIFFER: "unknown",
              Word.SUSPECT: "unknown", Word.INVALID: "bad"}
 
 

@@ -3,7 +3,8 @@
 The group starts from scratch with `before` members on one topic; then it becomes `after`
 members: the first ones stay and report what they own, the newcomers own nothing (when
 scaling down, the last members leave). Sticky strategies see the owned partitions;
-cooperative-sticky plays out its rounds and is scored on where partitions end up.
+cooperative-sticky plays out its rounds and is scored on where partitions end up. `optimal` has no start of
+its own: it starts where sticky does, and its count is the fewest moves any strategy could make from there.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from rebalance.assignors import cooperative_rounds, get_assignor
 from rebalance.types import Subscription, TopicPartition
 
 SCENARIO_STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky", "optimal")
+BASELINE = "optimal"          # the fewest moves possible, a min-cost flow (rebalance/assignors/optimal.py) ...
+BASELINE_START = "sticky"     # ... from the group sticky and cooperative-sticky start from, so they compare
 
 Owners = dict[str, tuple[TopicPartition, ...]]
 
@@ -62,7 +65,9 @@ def scale_movement(
     names = member_names(max(before, after))
     topics = {topic: partitions}
     assignor = get_assignor(strategy)
-    start = assignor.assign(topics, {m: Subscription((topic,)) for m in names[:before]})
+    # The baseline has no start of its own: it counts the fewest moves from where the sticky strategies start.
+    starter = get_assignor(BASELINE_START if strategy == BASELINE else strategy)
+    start = starter.assign(topics, {m: Subscription((topic,)) for m in names[:before]})
     first = _owners(start)
     # The starting group settled in generation 1; stayers report it with what they own.
     subscriptions = {

@@ -74,6 +74,28 @@ def _join_costs(walked: Walk, claim: Claim) -> None:
     _most(walked, claim, "join")
 
 
+@LAB.check("quick-join-costs-most")
+def _quick_join_costs(walked: Walk, claim: Claim) -> None:
+    """Step 0's sweep inside one run per rebalancer: each size's join, as the report's herd table reads it."""
+    from experiments.summary.herd_sizes import by_size
+    from experiments.summary.read_back import load_run
+
+    runs = [load_run(run) for run in runs_of(walked.folder / "runs" / "herd-quick").values()]
+    costs: dict[int, dict[str, float]] = {}
+    for view in by_size(runs):
+        changes = view.herd_changes()
+        joins = changes[changes["kind"] == "join"]["requests"] if "kind" in changes else changes
+        if view.group_size is not None and len(joins):
+            costs.setdefault(int(view.group_size), {})[view.backend] = float(joins.median())
+    sizes = [int(n) for n in claim.args["sizes"].split(",")]
+    assert sorted(costs) == sizes, f"the sweep measured N = {sorted(costs)}"
+    leader, factor = claim.args["backend"], float(claim.args["times"])
+    for n in sizes:
+        others = max(cost for backend, cost in costs[n].items() if backend != leader)
+        assert costs[n][leader] >= factor * others, f"{claim.sentence}\nN = {n}: requests per join {costs[n]}"
+    walked.measured[f"line {claim.line}: {claim.id}"] = costs
+
+
 @LAB.check("leave-costs-most")
 def _leave_costs(walked: Walk, claim: Claim) -> None:
     _most(walked, claim, "leave")

@@ -313,6 +313,7 @@ def prepare(folder: Path) -> Path:
         "#!/usr/bin/env bash\n"
         "# The checkout's ./lab without its setup step and without its cd: commands run here.\n"
         "case \"${1:-}\" in setup|test) echo \"./lab $1: not in a lab's walk\" >&2; exit 2;; esac\n"
+        "export LAB_COMMAND=./lab\n"
         f"exec {shlex.quote(str(VENV_BIN / 'rebalance-lab'))} \"$@\"\n")
     lab.chmod(0o755)
     for name in (".venv", "benchmarks"):

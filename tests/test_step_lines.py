@@ -1,0 +1,38 @@
+"""`summarize` shows its steps as they happen: numbered, each on its own line with what it does, and how long
+the one before took, so a minute inside one Spark job does not look like a hang."""
+
+import inspect
+import io
+import re
+
+from rich.console import Console
+
+from experiments.cli.step_lines import SUMMARY_STEPS, StepLines
+from experiments.summary import pipeline
+
+
+def test_the_steps_named_are_the_pipelines_own_in_its_order():
+    named = re.findall(r'step\("([^"]+)"\)', inspect.getsource(pipeline))
+    order = {name: index for index, name in enumerate(SUMMARY_STEPS)}
+    assert set(named) == set(SUMMARY_STEPS)
+    assert sorted(named, key=order.get) == [name for name in SUMMARY_STEPS if name in named]
+
+
+def test_each_step_gets_a_numbered_line_and_the_one_before_its_time():
+    out = io.StringIO()
+    with StepLines("summarising 1 run", console=Console(file=out, width=200)) as step:
+        for name in SUMMARY_STEPS:
+            step(name)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("summarising 1 run [1/6] starting Spark: a JVM")
+    assert any(line.startswith("summarising 1 run [5/6] checks and aggregates: one Spark job") for line in lines)
+    assert re.fullmatch(r"  checks and aggregates: \d+\.\d s", lines[lines.index(next(
+        line for line in lines if "[6/6] writing" in line)) - 1])
+    assert re.fullmatch(r"summarising 1 run: done in \d+ s", lines[-1])
+
+
+def test_nothing_to_do_prints_nothing():
+    out = io.StringIO()
+    with StepLines("summarising 1 run", console=Console(file=out)):
+        pass
+    assert out.getvalue().strip() == ""
