@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
     def summarize(
         run_dirs: Annotated[list[Path], typer.Argument(help="Run directories (or folders of runs).")],
         master: Annotated[str, typer.Option(help="Spark master URL, e.g. local[2] or spark://host:7077.")] = "local[*]",
-        latency_limit_ms: Annotated[int, typer.Option(help="A record processed later than this counts as lost.")] = 3000,
+        latency_limit_ms: Annotated[int, typer.Option(help="A record handled later than this counts among the records over the limit (seed 002 calls them lost; the lost-records check counts only records never handled).")] = 3000,
         convergence_bound_s: Annotated[float | None, typer.Option(help="Default: 2 x session timeout + 5 s.")] = None,
     ) -> None:
         """Check runs for anomalies with Spark; write RUN_DIR/summary/ (Parquet + Markdown)."""

@@ -52,7 +52,7 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True, kw_only=True)
 class CheckConfig:
-    latency_limit_ms: int = 3000           # seed 002: a record slower than this counts as lost
+    latency_limit_ms: int = 3000           # seed 002 counts a record slower than this as lost; here: over the limit
     convergence_bound_s: float | None = None  # default: 2 x session timeout + 5 s (Kafka's system tests)
     overlap_tolerance_s: float = 0.0       # double ownership shorter than this is ignored
     evidence_rows: int = 1000              # evidence kept per check (the count is always exact)
