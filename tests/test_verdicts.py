@@ -110,3 +110,10 @@ def test_readings_of_several_runs_combine_into_the_worst_word_with_the_counts_ad
     assert combine([read("fenced-commits", "true", 0, ""), fenced]).label == "protected (1)"
     assert all(question(check) for check in ("double-ownership", "duplicates", "offset-regressions",
                                              "fenced-commits", "convergence", "server-witness"))
+
+
+def test_a_cross_check_whose_totals_agree_says_its_windows_differ():
+    totals_apart = read("server-witness", "false", 2, "members 1,251, servers 1,343; 2 of 11 windows differ")
+    assert totals_apart.label == "counts differ (members 1,251, servers 1,343)"
+    windows_only = read("server-witness", "false", 3, "members 11,006, servers 11,006; 3 of 11 windows differ")
+    assert windows_only.label == "counts differ (in 3 windows; totals equal: members 11,006, servers 11,006)"

@@ -234,7 +234,7 @@ def check_sentences(scenario: Scenario) -> list[str]:
         differ = [column for column in columns if words.get(column) is Word.DIFFER]
         untold = [column for column in columns if words.get(column) is Word.UNKNOWN]
         if differ:
-            counted.append(f"{names(differ)} ({'; '.join(readings[column].counts for column in differ)})")
+            counted.append(f"{names(differ)} ({'; '.join(readings[column].difference for column in differ)})")
         if not violated and not guarded and not untold and not differ:
             clean += 1
             continue

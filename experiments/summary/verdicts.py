@@ -18,6 +18,7 @@ it; experiments.run.conditions) reads `ok`, `suspect` or `INVALID`, with its rea
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -50,8 +51,18 @@ class Reading:
         if self.word in (Word.VIOLATED, Word.PROTECTED):
             return f"{self.word.value} ({self.count})"
         if self.word is Word.DIFFER:
-            return f"{self.word.value} ({self.counts or f'{self.count} windows'})"
+            return f"{self.word.value} ({self.difference})"
         return self.word.value
+
+    @property
+    def difference(self) -> str:
+        """How a cross-check's counts differ: in total, or only window by window when the totals agree."""
+        totals = re.findall(r"\d+(?:,\d{3})*", self.counts)
+        if not self.counts:
+            return f"{self.count} windows"
+        if len(totals) == 2 and totals[0] == totals[1]:
+            return f"in {self.count} windows; totals equal: {self.counts}"
+        return self.counts
 
     @property
     def line(self) -> str:
