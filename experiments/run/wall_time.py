@@ -20,8 +20,12 @@ from experiments.run.folder import LOCK_FILE, RUNS_DIR
 ROOT = Path(__file__).resolve().parents[2]
 RUN_ROOTS = (ROOT / RUNS_DIR,)
 LOCK_DEPTH = 4          # runs/NAME/lock.json down to runs/CAMPAIGN/runs/NAME/lock.json and a level more
-SETUP_S = 20.0          # ZooKeeper or the brokers, the producer and the first hosts, when nothing was recorded
-WARMUP_S_PER_MEMBER = 2.0   # members join (and a group settles) at about this pace on a 2-core machine
+# When nothing was recorded: set-up (ZooKeeper or the brokers, the producer, the first hosts), then the
+# members' warm-up at about this pace a member of the scenario's peak. Runs alone on 2 cores (machine index:
+# python 0.51-0.54 s): capacity at 25 members 65 s (45 s timeline), seed002 about 2.7 min (135 s, 100
+# members), herd-1000 173-183 s (90 s, 1,001 members).
+SETUP_S = 20.0
+WARMUP_S_PER_MEMBER = 0.1
 
 
 @dataclass(frozen=True)
