@@ -57,9 +57,9 @@ class Reading:
     @property
     def difference(self) -> str:
         """How a cross-check's counts differ: in total, or only window by window when the totals agree."""
-        totals = re.findall(r"\d+(?:,\d{3})*", self.counts)
         if not self.counts:
             return f"{self.count} windows"
+        totals = re.findall(r"\d+(?:,\d{3})*", self.counts)
         if len(totals) == 2 and totals[0] == totals[1]:
             return f"in {self.count} windows; totals equal: {self.counts}"
         return self.counts
