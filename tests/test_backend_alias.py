@@ -19,13 +19,14 @@ from typer.testing import CliRunner
 from experiments.campaign.manifest import Manifest, RunEntry
 from experiments.campaign.model import load_campaign
 from experiments.cli.app import app
+from experiments.folders.run_folder import RunFolder
+from experiments.folders.run_record import NoRunRecord, record_to_summarise
 from experiments.report.findings import backend_order
 from experiments.report.plots import backend_style
 from experiments.run import runner
 from experiments.run.runner import Run, RunOptions
 from experiments.scenario import loads, resolve
 from experiments.summary.read_back import load_run
-from experiments.summary.run_metadata import run_info
 from experiments.synthetic.kip848_simulation import Kip848Simulation
 from experiments.synthetic.simulation import simulation_class
 from rebalance.backends import GroupProtocol, backend_names, canonical_name, profile, profiles
@@ -107,16 +108,14 @@ def test_an_older_summary_and_older_events_are_read_as_classic(tmp_path):
     (tmp_path / "lock.json").write_text(json.dumps({
         "name": "old", "run_id": "old-1", "backend": "modern", "strategy": "range", "session_timeout_ms": 10000,
         "topics": {"t": 2}, "members": 2, "group": "g", "status": "completed"}))
-    assert run_info(tmp_path).backend == "classic"
+    assert record_to_summarise(RunFolder(tmp_path)).backend == "classic"
 
 
 def test_a_run_without_its_record_is_refused_by_name(tmp_path):
     """The summary reads what a run was from its lock.json and guesses nothing from events."""
-    from experiments.summary import NoRunRecord
-
     (tmp_path / "events").mkdir()
     with pytest.raises(NoRunRecord, match="no lock.json"):
-        run_info(tmp_path)
+        record_to_summarise(RunFolder(tmp_path))
 
 
 def test_an_older_campaign_manifest_is_read_as_classic(tmp_path):

@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 from experiments.campaign import Manifest, builtin_names, find_campaign, load_campaign
 from experiments.cli.app import app
 from experiments.faults.process import processes_with_marker
-from experiments.run.folder import RunFolder
+from experiments.folders.run_folder import RunFolder
 from experiments.scenario import ScenarioError
 from experiments.summary.campaign_stats import comparisons, median_interval, write_statistics
 from tests.fixtures.scenarios import tiny_join
@@ -320,8 +320,8 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     """A campaign folder whose runs are synthetic logs (legacy with duplicates planted), summarised and
     reduced to statistics: per cell n, median, spread; backends compared; report and results page written."""
     from experiments.campaign.execute import open_folder
-    from experiments.campaign.folder import CampaignFolder
     from experiments.campaign.manifest import COMPLETED
+    from experiments.folders.campaign_folder import CampaignFolder
     from experiments.report.campaign_report import write_campaign_report
     from experiments.report.results_doc import results_markdown
     from experiments.summary import summarize

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from experiments.campaign import find_campaign, load_campaign
-from experiments.run.folder import RunFolder
+from experiments.folders.run_folder import RunFolder
 from experiments.scenario import ScenarioError, load
 
 PAIRED = """\

@@ -145,10 +145,10 @@ def test_every_planted_anomaly_has_a_check_that_finds_it(synthetic_runs):
 
 
 def test_what_a_run_was_comes_from_its_record(synthetic_runs):
-    from experiments.run.runmeta import read_run_meta
+    from experiments.folders.run_folder import RunFolder
 
     summary = synthetic_runs["clean"]
-    meta = read_run_meta(summary.info.run_dir)
-    assert (summary.info.backend, summary.info.strategy, summary.info.members) == (meta.backend, meta.strategy,
+    meta = RunFolder(summary.folder.path).record()
+    assert (summary.record.backend, summary.record.strategy, summary.record.members) == (meta.backend, meta.strategy,
                                                                                    meta.members)
-    assert summary.facts["partitions"] == sum(meta.topics.values())
+    assert summary.facts.partitions == sum(meta.topics.values())

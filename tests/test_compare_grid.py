@@ -31,8 +31,8 @@ def _timeline():
 
 def _fake_execute(campaign, folder, **_):
     from experiments.campaign.execute import Outcome, open_folder
-    from experiments.campaign.folder import CampaignFolder
     from experiments.campaign.manifest import COMPLETED
+    from experiments.folders.campaign_folder import CampaignFolder
     from experiments.synthetic.simulation import SyntheticRun, write_run
 
     manifest = open_folder(campaign, folder)

@@ -14,6 +14,7 @@ from experiments.scenario import load, resolve
 from experiments.summary.checker import CheckResult, Verdict
 from experiments.summary.verdicts import read_result
 from rebalance.backends import backend_names
+from tests.fixtures.run_record import run_data
 
 HERD_SWEEP = "demo-herd-sweep"
 
@@ -109,7 +110,7 @@ def test_a_pipe_gets_the_herd_table_as_whole_plain_lines_then_the_fitted_model()
             {"t": 5.0, "kind": "leave", "live_before": n + 1, "live_after": n, "requests": leave, "members_moved": 2,
              "stable_s": 0.4, "stop_the_world_s": 0.2, "unowned_partition_s": 1.0}])
         empty = pd.DataFrame()
-        return RunData(run_dir=Path(f"/runs/{backend}-{strategy}-{n}"), info={"backend": backend, "members": n,
+        return run_data(run_dir=Path(f"/runs/{backend}-{strategy}-{n}"), info={"backend": backend, "members": n,
                        "strategy": strategy, "topics": {"t0": 2 * n}}, facts={"partitions": 2 * n}, verdicts=empty,
                        phases=empty,
                        throughput=empty, ownership=empty, faults=empty, herd=herd, metrics=empty, evidence={})
@@ -136,7 +137,7 @@ def test_only_a_swept_scenario_makes_points_of_the_herd_curve():
 
     def run(name: str, n: int) -> RunData:
         empty = pd.DataFrame()
-        return RunData(run_dir=Path("/runs") / f"{name}-{n}", info={"name": name, "backend": "legacy", "members": n},
+        return run_data(run_dir=Path("/runs") / f"{name}-{n}", info={"name": name, "backend": "legacy", "members": n},
                        facts={}, verdicts=empty, phases=empty, throughput=empty, ownership=empty, faults=empty,
                        herd=empty, metrics=empty, evidence={})
 
@@ -178,7 +179,6 @@ def test_the_published_markdown_opens_with_what_the_runs_show():
 def _sweep_run(backend: str = "legacy", *, cost=lambda n: n * n + 20 * n + 7, name: str = "demo-herd-sweep"):
     """A summarised sweep run as the report reads it: growth in bulk (unmeasured), a `herd-N` mark at each
     size, then the measured join and leave; P fixed at 64."""
-    from experiments.summary.read_back import RunData
 
     phases, herd, t = [("timeline", 0.0)], [], 0.0
     for index, n in enumerate((4, 8, 16, 32)):
@@ -197,7 +197,7 @@ def _sweep_run(backend: str = "legacy", *, cost=lambda n: n * n + 20 * n + 7, na
     frame = pd.DataFrame(herd).assign(stable_s=0.5, stop_the_world_s=0.1, unowned_partition_s=1.0, overlapped=False,
                                       notifications=0, failed_attempts=0, server_requests=None)
     empty = pd.DataFrame()
-    return RunData(run_dir=Path(f"/runs/{name}-{backend}"), info={"name": name, "backend": backend, "members": 4,
+    return run_data(run_dir=Path(f"/runs/{name}-{backend}"), info={"name": name, "backend": backend, "members": 4,
                    "strategy": "range", "topics": {"t0": 64}}, facts={"partitions": 64}, verdicts=empty,
                    phases=pd.DataFrame(phases, columns=["phase", "start_s"]), throughput=empty, ownership=empty,
                    faults=empty, herd=frame, metrics=empty, evidence={})

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from experiments.campaign.folder import CampaignFolder
-from experiments.run.folder import RunFolder, runs_below
+from experiments.folders.campaign_folder import CampaignFolder
+from experiments.folders.run_folder import RunFolder, runs_below
 
 
 def test_a_run_is_summarised_once_the_summary_record_is_written_after_its_tables(tmp_path):

@@ -12,11 +12,12 @@ from experiments.report.results_doc import SPLIT_BRAIN, _per_cell_section
 from experiments.report.run_report import key_numbers
 from experiments.summary.campaign_stats import COORDINATOR_GAP, GAP_LOOKUPS
 from experiments.summary.read_back import RunData
+from tests.fixtures.run_record import run_data
 
 
 def _run(backend: str, gap: float | None, index: int = 0) -> RunData:
     empty = pd.DataFrame()
-    return RunData(run_dir=Path(f"/runs/d-{backend}-{index}"), info={"name": "split-brain-d", "backend": backend,
+    return run_data(run_dir=Path(f"/runs/d-{backend}-{index}"), info={"name": "split-brain-d", "backend": backend,
                    "strategy": "range", "members": 3}, facts={"coordinator_gap_s": gap}, verdicts=empty,
                    phases=empty, throughput=empty, ownership=empty, faults=empty, herd=empty, metrics=empty,
                    evidence={})

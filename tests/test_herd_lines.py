@@ -22,7 +22,7 @@ from experiments.report.run_report import herd_tables
 from experiments.summary.herd import herd_table, overlapping
 from experiments.summary.herd_model import HerdModel, change_rows, fit_models, fit_one
 from experiments.summary.read_back import RunData, herd_points
-from tests.fixtures.run_record import write_record
+from tests.fixtures.run_record import run_data, write_record
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -37,7 +37,7 @@ def _run(backend: str, strategy: str, n: int, join: float, leave: float, moved: 
          "failed_attempts": 0, "members_moved": moved, "stable_s": 0.5, "stop_the_world_s": 0.0,
          "unowned_partition_s": 0.1, "overlapped": overlapped[1]}])
     empty = pd.DataFrame()
-    return RunData(run_dir=Path(f"/runs/{backend}-{strategy}-{n}"), info={"name": "herd", "backend": backend,
+    return run_data(run_dir=Path(f"/runs/{backend}-{strategy}-{n}"), info={"name": "herd", "backend": backend,
                    "strategy": strategy, "members": n, "topics": {"t0": 2 * n}}, facts={"partitions": 2 * n},
                    verdicts=empty, phases=empty, throughput=empty, ownership=empty, faults=empty, herd=herd,
                    metrics=empty, evidence={})

@@ -19,9 +19,10 @@ import pytest
 from typer.testing import CliRunner
 
 from experiments.cli.app import app
+from experiments.folders.run_folder import RunFolder
+from experiments.folders.run_record import RunRecord, write_record
 from experiments.run import runner
 from experiments.run.progress import Progress
-from experiments.run.runmeta import RunMeta, write_run_meta
 from experiments.scenario import load, resolve
 from rebalance import events as ev
 from tests.fixtures.scenarios import tiny_join
@@ -73,7 +74,7 @@ def earlier_run(folder: Path, status: str = "completed") -> Path:
     """What a run leaves: its lock.json and event files."""
     (folder / "events").mkdir(parents=True)
     (folder / "events" / "runner.jsonl").write_text('{"type":"phase","name":"setup"}\n')
-    write_run_meta(folder, RunMeta(name="tiny", run_id="tiny-classic-1", backend="classic", strategy="range",
+    write_record(RunFolder(folder), RunRecord(name="tiny", run_id="tiny-classic-1", backend="classic", strategy="range",
                                    session_timeout_ms=6000, topics={"t0": 4}, members=2, group="g", status=status))
     return folder
 

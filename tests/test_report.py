@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +13,7 @@ from experiments.cli.app import app
 from experiments.report import plots
 from experiments.report.run_report import report_dir, strategy_table, verdict_table, write_report
 from experiments.summary.read_back import RunData, herd_points, herd_slopes, load_run
+from tests.fixtures.run_record import run_data
 
 PNG = b"\x89PNG\r\n\x1a\n"
 pytestmark = pytest.mark.timeout(900)  # the first Spark test pays for the shared runs
@@ -27,7 +29,7 @@ def _herd_run(backend: str, n: int, requests: int, strategy: str = "range") -> R
          "failed_attempts": 0, "stable_s": None, "stop_the_world_s": 0.0},
     ])
     empty = pd.DataFrame()
-    return RunData(run_dir=Path(f"/runs/{backend}-{strategy}-{n}"), info={"name": f"herd-{n}", "backend": backend,
+    return run_data(run_dir=Path(f"/runs/{backend}-{strategy}-{n}"), info={"name": f"herd-{n}", "backend": backend,
                    "strategy": strategy, "members": n}, facts={}, verdicts=empty, phases=empty, throughput=empty,
                    ownership=empty, faults=empty, herd=herd, metrics=empty, evidence={})
 
@@ -72,7 +74,7 @@ def test_a_report_of_several_runs_gets_a_folder_of_its_own_named_for_them():
 
 @pytest.mark.spark
 def test_report_puts_runs_side_by_side(synthetic_runs, tmp_path):
-    runs = [synthetic_runs["clean"].info.run_dir, synthetic_runs["planted"].info.run_dir]
+    runs = [synthetic_runs["clean"].folder.path, synthetic_runs["planted"].folder.path]
     report = write_report(runs, tmp_path / "cmp")
     markdown, page = report.markdown.read_text(), report.html.read_text()
     assert "## clean" in markdown and "## planted" in markdown       # a section per scenario
@@ -90,7 +92,7 @@ def test_report_puts_runs_side_by_side(synthetic_runs, tmp_path):
 
 @pytest.mark.spark
 def test_a_report_of_three_backends_has_a_column_for_each(synthetic_runs, tmp_path):
-    runs = [synthetic_runs[name].info.run_dir for name in ("planted", "clean", "kip848-8")]
+    runs = [synthetic_runs[name].folder.path for name in ("planted", "clean", "kip848-8")]
     loaded = [load_run(run) for run in runs]
     verdicts = verdict_table(loaded)
     assert list(verdicts.columns) == ["check", "planted legacy", "clean classic", "kip848-8 kip848"]
@@ -108,15 +110,14 @@ def test_one_scenario_at_several_group_sizes_is_a_sweep_with_the_herd_in_its_fin
     """The kip848 runs at N = 8 and 16, as one scenario: a column for the backend, the herd cost by N."""
     from experiments.report.findings import scenario_finding, scenarios
 
-    loaded = [load_run(synthetic_runs[name].info.run_dir) for name in ("kip848-16", "kip848-8")]
-    for run in loaded:
-        run.info["name"] = "herd"
+    loaded = [replace(run, record=replace(run.record, name="herd"))
+              for run in (load_run(synthetic_runs[name].folder.path) for name in ("kip848-16", "kip848-8"))]
     (scenario,) = scenarios(loaded)
     assert scenario.columns == ["kip848"] and scenario.swept and scenario.sizes == [8, 16]
     assert [run.group_size for run in scenario.runs] == [8, 16]
     finding = scenario_finding(scenario)
     assert finding.ran == "kip848 at N = 8, 16; one run each, n = 1"
-    strategy = loaded[0].info["strategy"]
+    strategy = loaded[0].strategy
     conditions, herd = finding.text.split(". ", 1)
     assert conditions == "Run conditions ok on every run"   # always first
     assert herd.startswith(f"Requests per join at N = 8 / 16: kip848 ({strategy}) 7 / 7. Requests per leave "
@@ -141,7 +142,7 @@ def test_report_command_on_a_folder_of_runs(synthetic_runs, tmp_path):
     folder = tmp_path / "compare"
     folder.mkdir()
     for name in ("clean", "planted"):
-        (folder / name).symlink_to(synthetic_runs[name].info.run_dir)
+        (folder / name).symlink_to(synthetic_runs[name].folder.path)
     result = CliRunner().invoke(app, ["report", str(folder)])
     assert result.exit_code == 0, result.output
     assert (folder / "report.html").exists() and (folder / "report.md").exists()
@@ -152,7 +153,7 @@ def test_a_report_of_several_runs_never_writes_into_their_parent(synthetic_runs,
     parent = tmp_path / "runs"
     parent.mkdir()
     for name in ("clean", "planted"):
-        (parent / name).symlink_to(synthetic_runs[name].info.run_dir)
+        (parent / name).symlink_to(synthetic_runs[name].folder.path)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["report", "runs/clean", "runs/planted"])
     assert result.exit_code == 0, result.output

@@ -79,7 +79,7 @@ def test_the_demo_report_opens_on_its_findings_and_fits_the_screen(spark, browse
 def test_a_single_run_report_opens_on_its_findings_and_fits_the_screen(synthetic_runs, browser, tmp_path):
     from experiments.report.run_report import write_report
 
-    report = write_report([synthetic_runs["planted"].info.run_dir], tmp_path / "one")
+    report = write_report([synthetic_runs["planted"].folder.path], tmp_path / "one")
     assert "VIOLATED (" in report.html.read_text()
     _look(browser, report.html, "run-report", 1)
 
@@ -87,8 +87,8 @@ def test_a_single_run_report_opens_on_its_findings_and_fits_the_screen(synthetic
 def test_a_campaign_report_opens_on_its_findings_and_fits_the_screen(spark, browser, tmp_path):
     from experiments.campaign import load_campaign
     from experiments.campaign.execute import open_folder
-    from experiments.campaign.folder import CampaignFolder
     from experiments.campaign.manifest import COMPLETED
+    from experiments.folders.campaign_folder import CampaignFolder
     from experiments.report.campaign_report import write_campaign_report
     from experiments.summary import summarize_runs
     from experiments.summary.campaign_stats import write_statistics

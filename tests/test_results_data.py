@@ -22,9 +22,9 @@ from typer.testing import CliRunner
 
 from experiments.campaign import load_campaign
 from experiments.campaign.execute import open_folder
-from experiments.campaign.folder import CampaignFolder
 from experiments.campaign.manifest import COMPLETED, Manifest
 from experiments.cli.app import app
+from experiments.folders.campaign_folder import CampaignFolder
 from experiments.report.results_data import export, merge, other_code, read, recorded_runs, runs_csv
 from experiments.report.results_doc import results_markdown
 from tests.fixtures.scenarios import tiny_join

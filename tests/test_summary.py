@@ -39,7 +39,7 @@ def test_phase_table_has_seed_002_measures(synthetic_runs):
     phases = synthetic_runs["clean"].tables["phases"]
     # the runner's `timeline` mark and the scenario's first phase both fall at 0: an empty row, as in real runs
     assert list(phases["phase"]) == ["timeline", "steady", "scale-up", "scale-down", "crash-one"]
-    assert phases["produced"].sum() == synthetic_runs["clean"].facts["produced_records"]
+    assert phases["produced"].sum() == synthetic_runs["clean"].facts.produced_records
     assert (phases["records_lost"] == 0).all() and (phases["max_latency_ms"].fillna(0) < 3000).all()
     named = phases[phases["phase"] != "timeline"]
     assert (named["rebalance_ms"] > 0).all() and phases.iloc[0]["produced"] == 0
@@ -51,7 +51,7 @@ def test_phase_table_has_seed_002_measures(synthetic_runs):
 def test_rebalance_metrics_use_kafka_names(synthetic_runs):
     metrics = synthetic_runs["clean"].tables["rebalance_metrics"].set_index("member")
     group = metrics.loc["(group)"]
-    assert group["rebalance-total"] == synthetic_runs["clean"].facts["events_by_type"]["rebalance_completed"]
+    assert group["rebalance-total"] == synthetic_runs["clean"].facts.events_by_type["rebalance_completed"]
     assert group["rebalance-latency-max"] >= group["rebalance-latency-avg"] > 0
     assert group["failed-rebalance-total"] == 0
     assert metrics["join-time-avg"].notna().all()        # classic: JoinGroup requests were timed
@@ -85,7 +85,7 @@ def test_herd_table_puts_the_servers_count_beside_the_members(synthetic_runs):
 
 @pytest.mark.spark
 def test_summary_files_are_written(synthetic_runs):
-    out = synthetic_runs["planted"].info.run_dir / "summary"
+    out = synthetic_runs["planted"].folder.path / "summary"
     for name in ("verdicts", "phases", "herd", "throughput", "ownership", "rebalance_metrics", "faults"):
         assert (out / f"{name}.parquet").exists()
     assert (out / "evidence" / "duplicates.parquet").exists()

@@ -83,7 +83,7 @@ def test_each_member_s_time_without_a_coordinator_and_the_group_maximum(spark, t
             for r in gaps.itertuples()]
     assert rows == [("f1", "a", 1.45, "Heartbeat", 2), ("f1", "b", 1.95, "JoinGroup", 1),
                     ("f1", "d", 0.85, "Heartbeat", 0), ("f2", "a", 1.1, "Heartbeat", 0)]
-    assert summary.facts["coordinator_gap_s"] == pytest.approx(1.95)
+    assert summary.facts.coordinator_gap_s == pytest.approx(1.95)
     written = pd.read_parquet(tmp_path / "summary" / "coordinator_gaps.parquet")
     assert written["gap_s"].max() == pytest.approx(1.95)
     assert json.loads((tmp_path / "summary" / "run.json").read_text())["facts"]["coordinator_gap_s"] == \

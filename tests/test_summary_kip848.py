@@ -37,7 +37,7 @@ def test_a_join_costs_the_members_whose_assignment_changes_not_n(synthetic_runs,
     summary = synthetic_runs[f"kip848-{n}"]
     join = _change(summary, "join")
     assert (join["t"], join["live_before"], join["live_after"]) == (KIP848_JOIN_S, n, n + 1)
-    affected = _moved(summary.info.run_dir, KIP848_JOIN_S, KIP848_LEAVE_S)
+    affected = _moved(summary.folder.path, KIP848_JOIN_S, KIP848_LEAVE_S)
     assert len(affected) == 2                                     # the newcomer and one donor, whatever n
     assert join["requests"] == len(JOINER) + len(DONOR) == 7
     assert join["requests"] < n + 1                               # a barrier would cost every member
@@ -56,7 +56,7 @@ def test_a_leave_costs_its_own_heartbeat_and_the_member_that_takes_over(syntheti
 
 def test_steady_heartbeats_are_sent_but_not_counted(synthetic_runs):
     summary = synthetic_runs["kip848-16"]
-    beats = [e for e in read_events(summary.info.run_dir / "events")
+    beats = [e for e in read_events(summary.folder.path / "events")
              if e.get("op") == heartbeat_kinds.API and KIP848_JOIN_S <= (e["ts_ns"] - 5_000_000_000_000) / 1e9 < KIP848_LEAVE_S]
     steady = [e for e in beats if e["detail"] == heartbeat_kinds.STEADY]
     assert len(steady) >= 16 * 3                                  # every member, about once a second
@@ -65,7 +65,7 @@ def test_steady_heartbeats_are_sent_but_not_counted(synthetic_runs):
 
 
 def test_the_herd_curve_of_kip848_is_flat(synthetic_runs):
-    points = herd_points([load_run(synthetic_runs[f"kip848-{n}"].info.run_dir) for n in (8, 16)])
+    points = herd_points([load_run(synthetic_runs[f"kip848-{n}"].folder.path) for n in (8, 16)])
     assert list(points["backend"]) == ["kip848", "kip848"]
     assert points.set_index("N")["requests_per_change"].nunique() == 1     # the same cost at 8 and 16
 

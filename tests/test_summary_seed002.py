@@ -90,7 +90,7 @@ def test_the_run_report_names_the_article_measures_and_draws_the_lag(synthetic_r
     from experiments.report.run_report import strategy_table, write_report
     from experiments.summary.read_back import load_run
 
-    run = synthetic_runs["planted"].info.run_dir
+    run = synthetic_runs["planted"].folder.path
     report = write_report([run], tmp_path / "report")
     assert "lag.png" in {image.name for image in report.images}
     table = strategy_table([load_run(run)])

@@ -13,6 +13,7 @@ from experiments.report.run_report import verdict_table
 from experiments.summary.checker import CheckResult, Verdict
 from experiments.summary.read_back import RunData
 from experiments.summary.verdicts import Word, combine, print_verdicts, question, read, read_result
+from tests.fixtures.run_record import run_data
 
 
 def test_nothing_found_reads_ok_with_what_was_checked():
@@ -77,7 +78,7 @@ def _run(verdicts: list[tuple[str, str, int, str]], name: str, backend: str) -> 
     empty = pd.DataFrame()
     frame = pd.DataFrame([{"run": name, "backend": backend, "check": c, "verdict": v, "count": n, "detail": d}
                           for c, v, n, d in verdicts])
-    return RunData(run_dir=Path(f"/runs/{backend}"), info={"name": name, "backend": backend, "strategy": "range"},
+    return run_data(run_dir=Path(f"/runs/{backend}"), info={"name": name, "backend": backend, "strategy": "range"},
                    facts={}, verdicts=frame, phases=empty, throughput=empty, ownership=empty, faults=empty,
                    herd=empty, metrics=empty, evidence={})
 

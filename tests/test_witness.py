@@ -14,6 +14,7 @@ from broker.counters import GROUP_APIS, group_requests, read_counters
 from broker.embedded import EmbeddedBroker
 from broker.server import BrokerConfig
 from experiments.run.witness import ZK_COUNTERS, BrokerWitness, ZooKeeperWitness
+from tests.fixtures.run_record import run_data
 
 READS = 40
 
@@ -110,7 +111,7 @@ def test_herd_points_and_plot_carry_the_servers_count(tmp_path):
                               "server_requests": server, "notifications": 0, "failed_attempts": 0, "stable_s": 1.0,
                               "stop_the_world_s": 0.5, "unowned_partition_s": 1.0}])
         empty = pd.DataFrame()
-        return RunData(run_dir=Path(f"/runs/{backend}-{n}"), info={"name": f"herd-{n}", "backend": backend,
+        return run_data(run_dir=Path(f"/runs/{backend}-{n}"), info={"name": f"herd-{n}", "backend": backend,
                        "strategy": "range", "members": n}, facts={}, verdicts=empty, phases=empty, throughput=empty,
                        ownership=empty, faults=empty, herd=herd, metrics=empty, evidence={})
 

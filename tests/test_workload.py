@@ -280,16 +280,17 @@ def test_a_batch_commit_comes_once_the_polls_records_are_handled(cluster, tmp_pa
 def test_the_run_record_keeps_the_workload_offered_load_capacity_and_utilisation(tmp_path):
     from types import SimpleNamespace
 
-    from experiments.run.record import describe_run
-    from experiments.run.runmeta import read_run_meta, write_run_meta
+    from experiments.folders.run_folder import RunFolder
+    from experiments.folders.run_record import write_record
+    from experiments.run.describe import describe_run
     from experiments.scenario import resolve
 
     scenario = loads(BASE + '[workload]\nservice = "fixed"\nservice_ms = 50\ncommit = "batch"\n', source="s.toml")
     run = SimpleNamespace(scenario=scenario, schedule=resolve(scenario), run_id="r", backend="classic", applied=[],
                           t0_ns=None, started_ms=0, zk_connect=None, ensemble=None, cluster=None, members_proxied={},
                           member_id=lambda name: name)
-    write_run_meta(tmp_path, describe_run(run, "running"))
-    workload = read_run_meta(tmp_path).workload
+    write_record(RunFolder(tmp_path), describe_run(run, "running"))
+    workload = RunFolder(tmp_path).record().workload
     assert workload["service"] == "fixed" and workload["commit"] == "batch"
     assert (workload["offered_per_s"], workload["capacity_per_s"], workload["utilisation"]) == (600, 1000, 0.6)
 
@@ -348,7 +349,7 @@ def test_the_summarys_latency_counts_from_the_handlings_end_when_a_run_has_it(sp
     handled = _write_run(tmp_path / "handled", handled_at_s=6.0)     # ends 5.1 .. 6.0 s: 3.2 .. 4.1 s late
     delivered = _write_run(tmp_path / "delivered", handled_at_s=None)
     by_handling, by_delivery = summarize_runs(spark, [handled, delivered], write=False)
-    slow = {summary.info.run_dir.name: next(c for c in summary.checks if c.check == "slow-records")
+    slow = {summary.folder.path.name: next(c for c in summary.checks if c.check == "slow-records")
             for summary in (by_handling, by_delivery)}
     assert slow["handled"].count == 10 and "worst 4100 ms" in slow["handled"].detail
     assert slow["delivered"].count == 0 and slow["delivered"].verdict.value == "true"

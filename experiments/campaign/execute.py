@@ -33,7 +33,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.campaign.folder import MANIFEST_FILE, CampaignFolder
 from experiments.campaign.manifest import (
     COMPLETED,
     FAILED,
@@ -49,7 +48,8 @@ from experiments.campaign.manifest import (
 )
 from experiments.campaign.model import Campaign, PlannedRun
 from experiments.faults.process import _die_with_parent
-from experiments.run.folder import RunFolder
+from experiments.folders.campaign_folder import MANIFEST_FILE, CampaignFolder
+from experiments.folders.run_folder import RunFolder
 from experiments.run.provenance import same_code
 
 Say = Callable[[str], None]

@@ -18,8 +18,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from experiments.campaign.folder import CampaignFolder
 from experiments.campaign.model import Campaign, PlannedRun
+from experiments.folders.campaign_folder import CampaignFolder
 from experiments.run.provenance import git_commit, versions
 from rebalance.backends import canonical_name
 

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from experiments.campaign.folder import CampaignFolder
+from experiments.folders.campaign_folder import CampaignFolder
 from experiments.scenario import ScenarioError
 from rebalance.command_line import command
 
@@ -125,10 +125,8 @@ def _add_to_data(folder: Path, data: Path, master: str, allow_mixed_commits: boo
     what the part recorded is kept."""
     from experiments.campaign import completed_run_dirs
     from experiments.report.results_data import merge
-    from experiments.report.run_report import summarize_unsummarised
 
-    summarize_unsummarised(completed_run_dirs(folder), master=master,
-                           step=lambda text: typer.echo(f"summarising: {text}", err=True))
+    _stages(master).summarise(completed_run_dirs(folder))
     try:
         held, added = merge(folder, data, allow_mixed_commits=allow_mixed_commits)
     except ValueError as error:
@@ -139,15 +137,13 @@ def _add_to_data(folder: Path, data: Path, master: str, allow_mixed_commits: boo
 
 def summarize_campaign(folder: Path, master: str = "local[*]"):
     """Summarise every completed run not yet summarised (one Spark session), then statistics and report."""
-    from experiments.campaign import completed_run_dirs
-    from experiments.report.campaign_report import write_campaign_report
-    from experiments.report.run_report import summarize_unsummarised
-    from experiments.summary.campaign_stats import write_statistics
+    return _stages(master).campaign_report(folder)
 
-    runs = completed_run_dirs(folder)
-    summarize_unsummarised(runs, master=master, step=lambda text: typer.echo(f"summarising: {text}", err=True))
-    write_statistics(folder)
-    return write_campaign_report(folder)
+
+def _stages(master: str):
+    from experiments.stages import Stages
+
+    return Stages(master=master, step=lambda text: typer.echo(f"summarising: {text}", err=True))
 
 
 def _print_plan(campaign) -> None:

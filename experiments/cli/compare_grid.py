@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from experiments.campaign.folder import CampaignFolder
+from experiments.folders.campaign_folder import CampaignFolder
 from experiments.scenario import Scenario, ScenarioError
 from rebalance.backends import backend_names, canonical_name
 from rebalance.command_line import command

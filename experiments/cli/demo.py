@@ -28,7 +28,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from experiments.campaign.folder import CampaignFolder
+from experiments.folders.campaign_folder import CampaignFolder
 from rebalance.backends import backend_names
 
 DEMO_CAMPAIGN = "demo"
@@ -126,7 +126,7 @@ def demo(
     _print_herd(console, swept)
     split = {run.backend: {check: reading for check in run.verdicts.get("check", [])
                            if (reading := reading_of(run, check)) is not None}
-             for run in sorted(runs, key=lambda run: run.backend) if run.info.get("name") == SPLIT_BRAIN_SCENARIO}
+             for run in sorted(runs, key=lambda run: run.backend) if run.name == SPLIT_BRAIN_SCENARIO}
     print_verdicts(console, "Split brain: one member crashed, another's coordination link cut past its session",
                    [(backend, list(readings.values())) for backend, readings in split.items()])
     if publish is not None:
@@ -141,10 +141,9 @@ def demo(
 
 def _summarize_and_report(run_dirs: list[Path], root: Path, master: str):
     """Summarise the runs not yet summarised (a resumed demo keeps the rest), then one report of them all."""
-    from experiments.report.run_report import summarize_unsummarised, write_report
+    from experiments.stages import Stages
 
-    summarize_unsummarised(run_dirs, master=master)
-    return write_report(run_dirs, root)
+    return Stages(master=master).runs_report(run_dirs, root)
 
 
 def _start_spark(master: str) -> None:

@@ -125,10 +125,10 @@ def _ports() -> tuple[str, bool, str]:
 
 
 def _measure_capacity(backends: list[str], sizes: tuple[int, ...], out: Path, index) -> None:
+    from experiments.folders.run_folder import RunFolder
     from experiments.run import capacity as capacity_store
     from experiments.run import runner
     from experiments.run.conditions import Conditions
-    from experiments.run.folder import RunFolder
     from experiments.run.provenance import git_commit
     from experiments.scenario import load
 

@@ -19,7 +19,7 @@ from typing import Annotated
 
 import typer
 
-from experiments.run.folder import RunFolder
+from experiments.folders.run_folder import RunFolder
 from experiments.scenario.actions import is_membership_phase
 from experiments.scenario.labels import fault_label, is_membership_change
 from rebalance import events as ev

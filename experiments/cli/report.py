@@ -13,9 +13,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from experiments.campaign import completed_run_dirs, is_campaign_dir
-from experiments.campaign.folder import CampaignFolder
 from experiments.cli.step_lines import StepLines
-from experiments.run.folder import RunFolder, runs_below
+from experiments.folders.run_folder import RunFolder, runs_below
+from experiments.scenario.model import LATENCY_LIMIT_MS
+
+LATENCY_LIMIT_HELP = ("A record handled later than this counts among the records over the limit (seed 002 calls "
+                      "them lost; the lost-records check counts only records never handled).")
 
 
 def expand_run_dirs(paths: list[Path]) -> list[Path]:
@@ -53,21 +56,22 @@ def _fail(message: str) -> None:
     raise typer.Exit(2)
 
 
-def _summarize(run_dirs: list[Path], master: str, latency_limit_ms: int, convergence_bound_s: float | None,
-               *, again: bool = True):
-    from experiments.report.run_report import summarize_unsummarised
+def _summarize(run_dirs: list[Path], master: str, latency_limit_ms: int, convergence_bound_s: float | None = None,
+               *, again: bool) -> list:
+    """The summary stage for the runs (experiments.stages), its steps printed as it goes."""
+    from experiments.stages import Stages
     from experiments.summary.checker import CheckConfig
 
-    config = CheckConfig(latency_limit_ms=latency_limit_ms, convergence_bound_s=convergence_bound_s)
+    checks = CheckConfig(latency_limit_ms=latency_limit_ms, convergence_bound_s=convergence_bound_s)
     with StepLines(f"summarising {len(run_dirs)} run{'s' if len(run_dirs) != 1 else ''}") as step:
-        return summarize_unsummarised(run_dirs, master=master, config=config, again=again, step=step)
+        return Stages(master=master, checks=checks, step=step).summarise(run_dirs, again=again)
 
 
 def print_verdict_table(console: Console, summaries) -> None:
     """The checks of every summarised run in words (experiments.summary.verdicts), one column per run."""
     from experiments.summary.verdicts import print_verdicts, read_result
 
-    columns = [(f"{summary.info.name} {summary.info.backend}/{summary.info.strategy}",
+    columns = [(f"{summary.record.name} {summary.record.backend}/{summary.record.strategy}",
                 [read_result(check) for check in summary.checks]) for summary in summaries]
     print_verdicts(console, "Checks", columns)
 
@@ -77,24 +81,23 @@ def register(app: typer.Typer) -> None:
     def summarize(
         run_dirs: Annotated[list[Path], typer.Argument(help="Run directories (or folders of runs).")],
         master: Annotated[str, typer.Option(help="Spark master URL, e.g. local[2] or spark://host:7077.")] = "local[*]",
-        latency_limit_ms: Annotated[int, typer.Option(help="A record handled later than this counts among the records over the limit (seed 002 calls them lost; the lost-records check counts only records never handled).")] = 3000,
+        latency_limit_ms: Annotated[int, typer.Option(help=LATENCY_LIMIT_HELP)] = LATENCY_LIMIT_MS,
         convergence_bound_s: Annotated[float | None, typer.Option(help="Default: 2 x session timeout + 5 s.")] = None,
     ) -> None:
         """Check runs for anomalies with Spark; write RUN_DIR/summary/ (Parquet + Markdown)."""
         try:
             runs = expand_run_dirs(run_dirs)
-            summaries = _summarize(runs, master, latency_limit_ms, convergence_bound_s)
+            summaries = _summarize(runs, master, latency_limit_ms, convergence_bound_s, again=True)
         except (typer.BadParameter, FileNotFoundError, ValueError) as error:
             _fail(str(error))
         console = Console()
         print_verdict_table(console, summaries)
         for summary in summaries:
-            console.print(f"summary: {RunFolder(summary.info.run_dir).summary_markdown}", soft_wrap=True)
+            console.print(f"summary: {summary.folder.summary_markdown}", soft_wrap=True)
         for folder in filter(is_campaign_dir, run_dirs):
-            from experiments.summary.campaign_stats import write_statistics
+            from experiments.stages import Stages
 
-            write_statistics(folder)
-            console.print(f"statistics: {CampaignFolder(folder).statistics_markdown}", soft_wrap=True)
+            console.print(f"statistics: {Stages(master=master).campaign_statistics(folder)}", soft_wrap=True)
 
     @app.command()
     def report(
@@ -105,23 +108,21 @@ def register(app: typer.Typer) -> None:
                                                      "(e.g. runs/report-herd-5+herd-10).")] = None,
         master: Annotated[str, typer.Option(help="Spark master for runs not yet summarised.")] = "local[*]",
         resummarize: Annotated[bool, typer.Option(help="Summarise again even if RUN_DIR/summary exists.")] = False,
+        latency_limit_ms: Annotated[int, typer.Option(help=LATENCY_LIMIT_HELP + " Applies to runs summarised now.")] = LATENCY_LIMIT_MS,
     ) -> None:
         """Write report.html, report.md and PNG charts for one or several runs."""
-        from experiments.report.run_report import write_report
+        from experiments.stages import Stages
 
         try:
             runs = expand_run_dirs(run_dirs)
-            summaries = _summarize(runs, master, 3000, None, again=resummarize)
+            summaries = _summarize(runs, master, latency_limit_ms, again=resummarize)
             if summaries:
                 print_verdict_table(Console(), summaries)
+            stages = Stages(master=master)
             if len(run_dirs) == 1 and is_campaign_dir(run_dirs[0]):
-                from experiments.report.campaign_report import write_campaign_report
-                from experiments.summary.campaign_stats import write_statistics
-
-                write_statistics(run_dirs[0])
-                result = write_campaign_report(run_dirs[0])
+                result = stages.campaign_report(run_dirs[0])
             else:
-                result = write_report(runs, out or default_out(run_dirs, runs))
+                result = stages.runs_report(runs, out or default_out(run_dirs, runs))
         except (typer.BadParameter, FileNotFoundError, ValueError) as error:
             _fail(str(error))
         console = Console(soft_wrap=True)

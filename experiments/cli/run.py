@@ -194,9 +194,9 @@ def hold_against_capacity(scenario: Scenario, backends, *, force: bool) -> None:
 
 
 def claim_out_folder(folder: Path, *, force: bool) -> None:
-    """The run folder's rules (experiments.run.folder.claim), with a campaign's folder named as such."""
-    from experiments.campaign.folder import CampaignFolder
-    from experiments.run.folder import FolderRefused, claim
+    """The run folder's rules (experiments.run.claim), with a campaign's folder named as such."""
+    from experiments.folders.campaign_folder import CampaignFolder
+    from experiments.run.claim import FolderRefused, claim
 
     if CampaignFolder(folder).is_campaign():
         _fail(f"--out {folder} is a campaign folder; resume it with `{command(f'campaign FILE --out {folder}')}`, "

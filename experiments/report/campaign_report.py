@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from experiments.campaign.folder import CampaignFolder
+from experiments.folders.campaign_folder import CampaignFolder
 from experiments.report.plots import backend_style  # noqa: E402
 
 STRIP_METRICS = ("double-ownership (s)", "duplicates", "offset regressions", "fenced commits")

@@ -130,14 +130,14 @@ def scenarios(runs: list[RunData], descriptions: dict[str, str] | None = None) -
     descriptions = descriptions or {}
     grouped: dict[str, list[RunData]] = {}
     for run in runs:
-        grouped.setdefault(run.info.get("name") or run.run_dir.name, []).append(run)
+        grouped.setdefault(run.name, []).append(run)
     found = []
     for name, members in grouped.items():
         strategies: dict[str, set] = {}
         for run in members:
-            strategies.setdefault(run.backend, set()).add(run.info.get("strategy"))
+            strategies.setdefault(run.backend, set()).add(run.strategy)
         by_strategy = any(len(values) > 1 for values in strategies.values())
-        ordered = sorted(members, key=lambda run: (backend_order(run.backend), run.info.get("strategy") or "",
+        ordered = sorted(members, key=lambda run: (backend_order(run.backend), run.strategy,
                                                    run.group_size or 0))
         found.append(Scenario(name=name, description=descriptions.get(name, ""), runs=tuple(ordered),
                               by_strategy=by_strategy))
@@ -295,7 +295,7 @@ def herd_costs(runs: Sequence[RunData]) -> pd.DataFrame:
         changes = run.herd_changes()
         if run.group_size is None or changes.empty:
             continue
-        strategy = str(run.info.get("strategy") or "")
+        strategy = run.strategy
         for kind, group in changes.groupby("kind"):
             overlapped = bool(group["overlapped"].fillna(False).any()) if "overlapped" in group else False
             rows.append({"backend": run.backend, "strategy": strategy, "line": line_label(run.backend, strategy),
@@ -409,7 +409,7 @@ GAP_WORDS = "Longest time a member went without its group coordinator (coordinat
 
 def coordinator_gaps(runs: Sequence[RunData]) -> list[float]:
     """The runs' `coordinator_gap_s` (experiments.summary.coordinator_gaps), where a run has one."""
-    values = [run.facts.get("coordinator_gap_s") for run in runs]
+    values = [run.facts.coordinator_gap_s for run in runs]
     return [float(value) for value in values if value is not None and not pd.isna(value)]
 
 

@@ -14,10 +14,10 @@ WHOLE_TIMELINE = "whole timeline (steady phases included)"
 def run_reference(run_dir: Path) -> Reference | None:
     """The reference the run's scenario declared: from its record, else from the built-in scenario of its name
     (a run recorded before scenarios carried one)."""
-    from experiments.run.runmeta import read_run_meta
+    from experiments.folders.run_folder import RunFolder
 
     try:
-        meta = read_run_meta(run_dir)
+        meta = RunFolder(run_dir).record()
     except ValueError:
         return None
     if meta is None:

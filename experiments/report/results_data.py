@@ -85,7 +85,7 @@ def from_campaign(folder: Path) -> CampaignData:
 
 def herd_changes(folder: Path) -> pd.DataFrame:
     """The membership changes of a campaign folder's completed, summarised herd runs, in the plan's order."""
-    from experiments.campaign.folder import CampaignFolder
+    from experiments.folders.campaign_folder import CampaignFolder
     from experiments.summary.herd_model import change_rows
     from experiments.summary.read_back import load_run
 

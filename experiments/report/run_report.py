@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from experiments.folders.run_folder import RunFolder
 from experiments.report import page
 from experiments.report.findings import (
     Finding,
@@ -42,13 +43,12 @@ from experiments.report.findings import (
     seconds,
 )
 from experiments.report.page import Block, Cell, Detail, Figure, RowHeader, Section, Table, verdict_cell
-from experiments.run.folder import RunFolder
 from experiments.summary.herd_sizes import size_text, sizes_of
 from experiments.summary.read_back import RunData, from_summary, herd_points, load_run
 from experiments.summary.verdicts import Word, question
 
 if TYPE_CHECKING:
-    from experiments.summary.run_metadata import RunSummary
+    from experiments.summary.run_summary import RunSummary
 
 TITLE = "Rebalance Lab report"
 FINDINGS_TITLE = "What these runs show"
@@ -142,7 +142,7 @@ def strategy_table(runs: list[RunData], names_: list[str] | None = None) -> pd.D
 
     names_ = names_ or [run.short_label for run in runs]
     reference = run_reference(runs[0].run_dir) if runs else None
-    strategies = [strategy for strategy in dict.fromkeys(run.info.get("strategy") for run in runs)
+    strategies = [strategy for strategy in dict.fromkeys(run.strategy for run in runs)
                   if reference and strategy in reference.figures]
     phases = list(dict.fromkeys(name for run in runs for name in run.phases.get("phase", [])))
     limit_s = runs[0].latency_limit_ms / 1000 if runs else 3
@@ -234,8 +234,8 @@ def key_numbers(scenario: Scenario) -> pd.DataFrame:
         rows.append({"measure": "longest time without a coordinator, s (coordinator_gap_s)",
                      **{column: gap_text(values).removesuffix(" s").replace(" s,", ",") if values else ""
                         for column, values in gaps.items()}})
-    slopes = {column: [run.facts["memory_slope_mb_per_min"] for run in scenario.runs_of(column)
-                       if run.facts.get("memory_slope_mb_per_min") is not None] for column in scenario.columns}
+    slopes = {column: [run.facts.memory_slope_mb_per_min for run in scenario.runs_of(column)
+                       if run.facts.memory_slope_mb_per_min is not None] for column in scenario.columns}
     if any(slopes.values()):   # a run long enough to judge: the process whose memory grew fastest
         rows.append({"measure": "steepest memory growth over the second half, MB/min",
                      **{column: f"{max(values):.2f}" if values else "" for column, values in slopes.items()}})
@@ -378,19 +378,19 @@ def _slug(name: str) -> str:
 
 
 def _descriptions(runs: list[RunData]) -> dict[str, str]:
-    from experiments.run.runmeta import read_run_meta
-
+    """Each scenario's description, from its runs' records (a summary written before run.json kept the record
+    whole says it only in the run's lock.json)."""
     found: dict[str, str] = {}
     for run in runs:
-        name = run.info.get("name") or run.run_dir.name
-        if name in found:
+        if run.name in found:
             continue
-        try:
-            meta = read_run_meta(run.run_dir)
-        except (OSError, ValueError):
-            meta = None
-        description = meta.scenario.resolved.get("description") if meta is not None else None
-        found[name] = str(description or "")
+        record = run.record
+        if not record.scenario.resolved:
+            try:
+                record = RunFolder(run.run_dir).record() or record
+            except (OSError, ValueError):
+                pass
+        found[run.name] = str(record.scenario.resolved.get("description") or "")
     return found
 
 
@@ -603,29 +603,14 @@ def run_summary_markdown(run: RunData, facts_line: str) -> str:
 
 def summary_markdown(summary: RunSummary) -> str:
     """summary.md: what the run shows, its checks and key numbers, then the detail (the report's order)."""
-    info, facts = summary.info, summary.facts
-    line = (f"backend **{info.backend}**, strategy **{info.strategy}**, {info.members} members, "
-            f"{facts['partitions']} partitions, {facts['events']:,} events over {facts['duration_s']:.1f} s"
-            + (f", {facts['unreadable_lines']} unreadable lines skipped" if facts["unreadable_lines"] else ""))
+    record, facts = summary.record, summary.facts
+    line = (f"backend **{record.backend}**, strategy **{record.strategy}**, {record.members} members, "
+            f"{facts.partitions} partitions, {facts.events:,} events over {facts.duration_s:.1f} s"
+            + (f", {facts.unreadable_lines} unreadable lines skipped" if facts.unreadable_lines else ""))
     return run_summary_markdown(from_summary(summary), line)
 
 
 def write_summary_markdown(summaries: Iterable[RunSummary]) -> None:
     """Each summarised run's RUN_DIR/summary/summary.md, beside the Parquet tables the summary wrote."""
     for summary in summaries:
-        RunFolder(summary.info.run_dir).summary_markdown.write_text(summary_markdown(summary))
-
-
-def summarize_unsummarised(run_dirs: Iterable[Path], *, master: str = "local[*]", config=None, again: bool = False,
-                           step=lambda _: None) -> list[RunSummary]:
-    """Summarise the runs not summarised yet (all of them `again`), in one Spark pass, and write each one's
-    summary.md: the summary stage's tables and this stage's words about them, the one place the two meet.
-    Returns the new summaries ([] when every run had one)."""
-    from experiments.summary import DEFAULT_CHECKS, summarize
-
-    pending = [Path(run) for run in run_dirs if again or not RunFolder(run).is_summarised()]
-    if not pending:
-        return []
-    summaries = summarize(pending, master=master, config=config or DEFAULT_CHECKS, step=step)
-    write_summary_markdown(summaries)
-    return summaries
+        summary.folder.summary_markdown.write_text(summary_markdown(summary))

@@ -30,8 +30,10 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from experiments.run.folder import RunFolder
+from experiments.folders.run_folder import RunFolder
+from experiments.folders.run_record import NO_RECORD, RunRecord
 from experiments.scenario.actions import is_membership_phase
+from experiments.scenario.model import LATENCY_LIMIT_MS
 from rebalance import events as ev
 
 DRAIN_LIMIT_UTILISATION = 0.95   # at or above: a backlog drains too slowly for anything after it to be quiet
@@ -115,9 +117,9 @@ class RunEvidence:
         return self.workload.get("utilisation")
 
 
-def gather(run_dir: Path, *, latency_limit_ms: int = 3000) -> RunEvidence:
+def gather(run_dir: Path, *, latency_limit_ms: int = LATENCY_LIMIT_MS) -> RunEvidence:
     folder = RunFolder(run_dir)
-    lock = json.loads(folder.lock.read_text()) if folder.lock.exists() else {}
+    lock = folder.record() or NO_RECORD
     reader = _Reader(latency_limit_ms)
     files = folder.event_files()
     for event in _events(files, _CONTROL):
@@ -169,11 +171,11 @@ class _Reader:
 
     # -- what it all says
 
-    def evidence(self, lock: dict, files: list[Path]) -> RunEvidence:
+    def evidence(self, lock: RunRecord, files: list[Path]) -> RunEvidence:
         self.phases.sort()
         start = next((at for at, name in self.phases if name == "timeline"), None)
         end = next((at for at, name in self.phases if name in ("heal", "teardown") and start and at >= start), None)
-        workload = dict(lock.get("workload") or {})
+        workload = dict(lock.workload)
         notes = []
         quiet = Quiet(seconds=0.0, produced=0, on_time=0, worst_ms=None)
         if start is None:
@@ -189,7 +191,7 @@ class _Reader:
             producer_due=int(pace[-1]["due"]) if pace else None, producer_sent=int(pace[-1]["sent"]) if pace else None,
             quiet=quiet, host=self.host_load(start, end), broker_lag_ms=max(self.lags, default=None),
             waves=self.waves(lock), waves_recorded=bool(self.wave_events), marked=bool(self.phases),
-            timed_out_waits=tuple(str(step.get("fault_id")) for step in lock.get("applied") or ()
+            timed_out_waits=tuple(str(step.get("fault_id")) for step in lock.applied
                                   if step.get("stable") is False),
             warmup_timed_out=any(name == ev.WARMUP_TIMEOUT for _, name in self.phases),
             notes=tuple(notes))
@@ -255,12 +257,12 @@ class _Reader:
                     busy_pct=mean("busy_pct"), load1=mean("load1"), cores=int(samples[-1].get("cores") or 1),
                     member_running=mean("member_running"), member_waiting=mean("member_waiting"))
 
-    def waves(self, lock: dict) -> tuple[Wave, ...]:
+    def waves(self, lock: RunRecord) -> tuple[Wave, ...]:
         first_start: dict[str, int] = {}
         for _, ns, member in sorted(self.starts):
             first_start.setdefault(member, ns)
         declared = {str(step.get("fault_id")): float((step.get("params") or {}).get("spread_s") or 0.0)
-                    for step in (lock.get("schedule") or {}).get("steps", ())}
+                    for step in (lock.schedule or {}).get("steps", ())}
         if self.wave_events:
             return tuple(self._wave(str(event.get("fault_id")), event.get("members") or [], event.get("due_ns") or [],
                                     first_start, declared.get(str(event.get("fault_id")), 0.0))
@@ -274,10 +276,10 @@ class _Reader:
         return Wave(step=step, members=len(members), started=len(late), latest_s=max(late) if late else None,
                     declared_spread_s=spread)
 
-    def _waves_from_marks(self, lock: dict, first_start: dict[str, int]) -> tuple[Wave, ...]:
+    def _waves_from_marks(self, lock: RunRecord, first_start: dict[str, int]) -> tuple[Wave, ...]:
         """Before runs wrote their waves: each membership mark's newcomers, all due at the mark."""
-        initial = {(lock.get("member_ids") or {}).get(name, name)
-                   for name in (lock.get("schedule") or {}).get("initial_members", ())}
+        initial = {lock.member_ids.get(name, name)
+                   for name in (lock.schedule or {}).get("initial_members", ())}
         marks = [(at, name) for at, name in self.phases if is_membership_phase(name)]
         starts = sorted((at, member) for at, _, member in self.starts if member not in initial)
         waves, seen = [], set()

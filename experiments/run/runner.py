@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -53,15 +52,16 @@ from experiments.faults.members import STOP_TIMEOUT_S, MemberFaults
 from experiments.faults.process import RUN_MARKER_ENV, ChildProcess
 from experiments.faults.proxy import ProxyHub
 from experiments.faults.server import ServerFaults
+from experiments.folders.comparison_folder import ComparisonFolder
+from experiments.folders.run_folder import RUNS_DIR, RunFolder
+from experiments.folders.run_record import write_record
 from experiments.run import host_load, member_cpu
 from experiments.run.conditions import judge
-from experiments.run.folder import COMPARISON_FILE, RunFolder
+from experiments.run.describe import describe_run
 from experiments.run.member_configs import check_member_settings, host_argv, native_settings
 from experiments.run.member_links import MemberLinks
 from experiments.run.progress import Progress
-from experiments.run.record import describe_run
 from experiments.run.run_evidence import gather
-from experiments.run.runmeta import write_run_meta
 from experiments.run.settling import running_before
 from experiments.run.witness import BrokerWitness, ZooKeeperWitness
 from experiments.scenario import Scenario, Schedule, Step, resolve
@@ -95,7 +95,7 @@ class RunResult:
     reason: str = ""
 
 
-def default_run_dir(scenario: Scenario, root: Path = Path("runs")) -> Path:
+def default_run_dir(scenario: Scenario, root: Path = Path(RUNS_DIR)) -> Path:
     return root / f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
@@ -112,17 +112,18 @@ def compare(scenario: Scenario, run_dir: Path, *, zk_provider: str = "auto", pro
     for backend in backends:
         check_member_settings(scenario, profile(backend))   # all checked before any starts
     results = []
+    folder = ComparisonFolder(run_dir)
     for backend in backends:
-        result = run(scenario, RunOptions(backend=backend, run_dir=run_dir / backend, zk_provider=zk_provider,
+        result = run(scenario, RunOptions(backend=backend, run_dir=folder.run(backend).path, zk_provider=zk_provider,
                                           progress=progress), schedule=schedule)
         results.append(result)
         if result.status == "interrupted":
             break
-    (run_dir / COMPARISON_FILE).write_text(json.dumps({
+    folder.write_record({
         "scenario": scenario.name, "seed": scenario.seed, "schedule": schedule.to_json(),
         "runs": [{"backend": result.run_dir.name, "status": result.status, "reason": result.reason}
                  for result in results],
-    }, indent=2))
+    })
     return results
 
 
@@ -584,4 +585,4 @@ class Run:
     # ------------------------------------------------------------------ lock file
 
     def write_lock(self, status: str, reason: str = "") -> None:
-        write_run_meta(self.run_dir, describe_run(self, status, reason))
+        write_record(self.folder, describe_run(self, status, reason))

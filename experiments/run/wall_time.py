@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.run.folder import LOCK_FILE, RUNS_DIR
+from experiments.folders.run_folder import LOCK_FILE, RUNS_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_ROOTS = (ROOT / RUNS_DIR,)

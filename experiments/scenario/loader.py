@@ -32,6 +32,7 @@ from experiments.scenario.model import (
     BACKENDS,
     COMMITS,
     DEFAULT_MAX_POLL_RECORDS,
+    SCENARIO_STRATEGY,
     SERVICES,
     ClusterSpec,
     GroupSpec,
@@ -460,7 +461,7 @@ class _Checker:
             self.fail((*path, "name"), f"a group name of letters, digits, '.', '_' or '-' is required, got {name!r}")
             name = "lab-group"
         members = self.number(table, "members", path, default=3, minimum=1, integer=True)
-        strategy = table.get("strategy", "range")
+        strategy = table.get("strategy", SCENARIO_STRATEGY)
         refusing = [backend for backend in backends
                     if strategy != DEFAULT_STRATEGY and strategy not in strategies_for(backend)]
         if refusing:
@@ -471,7 +472,7 @@ class _Checker:
             self.fail((*path, "strategy"), f"unknown strategy {strategy!r} for backends {list(backends)}; "
                                           f"expected one of: {', '.join(choices)}, or \"{DEFAULT_STRATEGY}\" "
                                           f"(each backend's own){why}")
-            strategy = "range"
+            strategy = SCENARIO_STRATEGY
         session = self.number(table, "session_timeout_ms", path, default=DEFAULT_SESSION_TIMEOUT_MS, positive=True, integer=True)
         per_process = self.number(table, "per_process", path, default=1, minimum=1, integer=True)
         static = table.get("static", False)

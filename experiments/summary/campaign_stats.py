@@ -38,11 +38,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.campaign.folder import CampaignFolder
 from experiments.campaign.manifest import COMPLETED, Manifest
 from experiments.campaign.model import declared_claims, declared_detections
-from experiments.run.folder import RunFolder
-from experiments.run.runmeta import read_run_meta
+from experiments.folders.campaign_folder import CampaignFolder
+from experiments.folders.run_folder import RunFolder
 from experiments.summary import checks, markdown_table
 from experiments.summary.claims import claims_frame, claims_markdown, evaluate
 from experiments.summary.inference import (
@@ -168,7 +167,7 @@ def _members(run: RunFolder, entry) -> int | None:
     if members is not None:
         return int(members)
     try:
-        meta = read_run_meta(run.path)
+        meta = run.record()
     except ValueError:
         return None
     return meta.members if meta is not None else None

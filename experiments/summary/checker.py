@@ -31,6 +31,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from experiments.scenario.labels import fault_label
+from experiments.scenario.model import LATENCY_LIMIT_MS
 from experiments.summary import checks
 from experiments.summary.spark_batch import Batch
 from experiments.summary.witness_counts import witness_windows
@@ -52,7 +53,7 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True, kw_only=True)
 class CheckConfig:
-    latency_limit_ms: int = 3000           # seed 002 counts a record slower than this as lost; here: over the limit
+    latency_limit_ms: int = LATENCY_LIMIT_MS   # seed 002 counts a record slower than this as lost; here: over the limit
     convergence_bound_s: float | None = None  # default: 2 x session timeout + 5 s (Kafka's system tests)
     overlap_tolerance_s: float = 0.0       # double ownership shorter than this is ignored
     evidence_rows: int = 1000              # evidence kept per check (the count is always exact)

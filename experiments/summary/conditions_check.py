@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from experiments.folders.run_folder import RunFolder
 from experiments.run.conditions import Conditions, Grade, judge
-from experiments.run.folder import RunFolder
 from experiments.run.run_evidence import gather
 from experiments.summary import checks
 from experiments.summary.checker import CheckResult

@@ -16,7 +16,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from experiments.run.folder import RunFolder
+from experiments.folders.run_folder import RunFolder
 from rebalance import events as ev
 
 SPARK_TYPES = {

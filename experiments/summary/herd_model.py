@@ -143,10 +143,10 @@ def change_rows(runs) -> pd.DataFrame:
         changes = run.herd_changes()
         if run.group_size is None or changes.empty:
             continue
-        partitions = int(run.facts.get("partitions") or sum((run.info.get("topics") or {}).values()) or 0)
+        partitions = int(run.facts.partitions or sum(run.record.topics.values()))
         for change in changes.itertuples():
             rows.append({"run": str(run.run_dir), "backend": run.backend,
-                         "strategy": str(run.info.get("strategy") or ""), "kind": change.kind,
+                         "strategy": run.strategy, "kind": change.kind,
                          "N": int(run.group_size), "P": partitions,
                          "M": float(getattr(change, "members_moved", np.nan)), "requests": float(change.requests),
                          "last_assignment_s": _float(getattr(change, "last_assignment_s", None)),
@@ -154,7 +154,7 @@ def change_rows(runs) -> pd.DataFrame:
                          "stop_the_world_s": _float(getattr(change, "stop_the_world_s", None)),
                          "unowned_partition_s": _float(getattr(change, "unowned_partition_s", None)),
                          "overlapped": bool(getattr(change, "overlapped", False)),
-                         "repetition": int(run.info.get("repetition") or 0)})
+                         "repetition": 0})
     return pd.DataFrame(rows)
 
 

@@ -45,7 +45,7 @@ def at_sizes(run) -> list:
     views = []
     for size, start, end in windows:
         mine = herd[(herd["t"] >= start) & (herd["t"] < end)] if not herd.empty else herd
-        views.append(replace(run, info={**run.info, "members": size}, herd=mine))
+        views.append(replace(run, record=replace(run.record, members=size), herd=mine))
     return views
 
 

@@ -3,30 +3,27 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
-from experiments.run.folder import RunFolder
-from experiments.summary.run_metadata import RunSummary
+from experiments.summary.run_summary import RunSummary, write_summary_record
 
 
 def write_summary(summary: RunSummary) -> Path:
-    folder = RunFolder(summary.info.run_dir)
+    folder = summary.folder
     out, evidence_dir = folder.summary, folder.evidence
     evidence_dir.mkdir(parents=True, exist_ok=True)
     summary.verdicts().to_parquet(folder.summary_table("verdicts"), index=False)
     for name, table in summary.tables.items():
         table.to_parquet(folder.summary_table(name), index=False)
     for check in summary.checks:
-        path = evidence_dir / f"{check.check}.parquet"
+        path = folder.evidence_table(check.check)
         if len(check.evidence):
             check.evidence.to_parquet(path, index=False)
         elif path.exists():
             path.unlink()
-    info = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(summary.info).items()}
-    folder.summary_record.write_text(json.dumps({"info": info, "facts": summary.facts}, indent=2, default=str) + "\n")
+    write_summary_record(summary)   # last: a folder with run.json is summarised (RunFolder.is_summarised)
     return out
 
 

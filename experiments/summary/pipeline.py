@@ -16,7 +16,8 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from experiments.run.folder import RunFolder
+from experiments.folders.run_folder import RunFolder
+from experiments.folders.run_record import record_to_summarise
 from experiments.summary import coordinator_gaps, herd, lag, memory, phases, records
 from experiments.summary.checker import CheckConfig, CheckInputs, plan_checks
 from experiments.summary.conditions_check import conditions_check, run_conditions
@@ -24,7 +25,7 @@ from experiments.summary.fault_rules import FAULT_EVENTS, convergence_awaited_fr
 from experiments.summary.frames import EventFrames, read_runs
 from experiments.summary.output import write_summary
 from experiments.summary.ownership import ownership, segments
-from experiments.summary.run_metadata import RunSummary, run_info
+from experiments.summary.run_summary import RunSummary, SummaryFacts
 from experiments.summary.session import SMALL_INPUT_BYTES, input_bytes, start_spark, tuned_for
 from experiments.summary.spark_batch import Batch, Pending
 from experiments.summary.witness_counts import witness_windows
@@ -126,7 +127,7 @@ def summarize_runs(spark: SparkSession, run_dirs: list[Path], config: CheckConfi
 
 def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, step: Step) -> list[RunSummary]:
     ids = list(range(len(run_dirs)))
-    infos = [run_info(run_dir) for run_dir in run_dirs]
+    infos = [record_to_summarise(RunFolder(run_dir)) for run_dir in run_dirs]
     step("reading events")
     frames = read_runs(spark, run_dirs)
     counts = {run: {kind: n for kind, n in frames.types_by_run[run].items() if kind is not None and n} for run in ids}
@@ -222,25 +223,25 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
             "coordinator_gaps": coordinator_gaps.gap_table(gaps.value[r]),
             "memory": memory.memory_table(rss.value[r], run_end),
         }
-        facts = {
-            "events": sum(counts[r].values()),
-            "events_by_type": counts[r],
-            "produced_records": bounds.value[r]["produced_records"] or 0,
-            "unreadable_lines": frames.types_by_run[r].get(None, 0),
-            "duration_s": run_end,
-            "t0_ns": constants[r].t0_ns,
-            "t0_ms": constants[r].t0_ms,
-            "partitions": n_partitions,
-            "convergence_since_t": constants[r].since_t,
-            "convergence_bound_s": constants[r].bound_s,
-            "latency_limit_ms": config.latency_limit_ms,
-            "coordinator_gap_s": coordinator_gaps.group_gap_s(tables["coordinator_gaps"]),
+        facts = SummaryFacts(
+            checks=config,
+            events=sum(counts[r].values()),
+            events_by_type=counts[r],
+            produced_records=bounds.value[r]["produced_records"] or 0,
+            unreadable_lines=frames.types_by_run[r].get(None, 0),
+            duration_s=run_end,
+            t0_ns=constants[r].t0_ns,
+            t0_ms=constants[r].t0_ms,
+            partitions=n_partitions,
+            convergence_since_t=constants[r].since_t,
+            convergence_bound_s=constants[r].bound_s,
+            coordinator_gap_s=coordinator_gaps.group_gap_s(tables["coordinator_gaps"]),
             **memory.steepest_facts(tables["memory"]),
-        }
-        info = infos[r]
-        if info.members is None:
-            info = replace(info, members=herd.usual_group_size(tables["herd"], run_end) or info.members)
-        summaries.append(RunSummary(info, checks[r], tables, facts))
+        )
+        record = infos[r]
+        if record.members is None:
+            record = replace(record, members=herd.usual_group_size(tables["herd"], run_end) or record.members)
+        summaries.append(RunSummary(RunFolder(run_dirs[r]), record, checks[r], tables, facts))
     frames.unpersist()
     for frame in (control, commits, consumed, covered, never, owned, spans):
         frame.unpersist()

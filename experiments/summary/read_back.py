@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.run.folder import RunFolder
+from experiments.folders.run_folder import RunFolder
+from experiments.folders.run_record import RunRecord
 from experiments.summary import checks
+from experiments.summary.run_summary import RunSummary, SummaryFacts, read_summary_record
 from rebalance.backends import canonical_name
 from rebalance.command_line import command
 
@@ -21,8 +22,8 @@ class RunData:
     """One run's summary as read back from RUN_DIR/summary/."""
 
     run_dir: Path
-    info: dict
-    facts: dict
+    record: RunRecord
+    facts: SummaryFacts
     verdicts: pd.DataFrame
     phases: pd.DataFrame
     throughput: pd.DataFrame
@@ -35,25 +36,32 @@ class RunData:
 
     @property
     def backend(self) -> str:
-        return canonical_name(self.info.get("backend") or "unknown")   # an older summary may say `modern`
+        return canonical_name(self.record.backend or "unknown")   # an older summary may say `modern`
+
+    @property
+    def name(self) -> str:
+        return self.record.name or self.run_dir.name
+
+    @property
+    def strategy(self) -> str:
+        return self.record.strategy
 
     @property
     def label(self) -> str:
-        strategy = self.info.get("strategy") or "?"
         size = f", N={self.group_size}" if self.group_size else ""
-        return f"{self.info.get('name') or self.run_dir.name} ({self.backend}, {strategy}{size})"
+        return f"{self.name} ({self.backend}, {self.strategy or '?'}{size})"
 
     @property
     def short_label(self) -> str:
-        return f"{self.backend}/{self.info.get('strategy') or '?'}"
+        return f"{self.backend}/{self.strategy or '?'}"
 
     @property
     def group_size(self) -> int | None:
-        return self.info.get("members")
+        return self.record.members
 
     @property
     def latency_limit_ms(self) -> int:
-        return int(self.facts.get("latency_limit_ms", 3000))
+        return self.facts.latency_limit_ms
 
     @property
     def double(self) -> pd.DataFrame:
@@ -92,25 +100,24 @@ def load_run(run_dir: Path) -> RunData:
     folder = RunFolder(run_dir)
     if not folder.summary_record.exists():
         raise FileNotFoundError(f"{run_dir}: no summary yet (run `{command(f'summarize {run_dir}')}`)")
-    meta = json.loads(folder.summary_record.read_text())
+    record, facts = read_summary_record(folder)
 
     def table(name: str) -> pd.DataFrame:
         path = folder.summary_table(name)
         return pd.read_parquet(path) if path.exists() else pd.DataFrame()
 
     evidence = {path.stem: pd.read_parquet(path) for path in sorted(folder.evidence.glob("*.parquet"))}
-    return RunData(run_dir=run_dir, info=meta["info"], facts=meta["facts"], verdicts=table("verdicts"),
+    return RunData(run_dir=Path(run_dir), record=record, facts=facts, verdicts=table("verdicts"),
                    phases=table("phases"), throughput=table("throughput"), ownership=table("ownership"),
                    faults=table("faults"), herd=herd_columns(table("herd")), metrics=table("rebalance_metrics"), evidence=evidence,
                    lag=table("lag"))
 
 
-def from_summary(summary) -> RunData:
-    """A `summary.runs.RunSummary` as the report reads it, before (or without) reading its files back."""
+def from_summary(summary: RunSummary) -> RunData:
+    """A RunSummary as the report reads it, before (or without) reading its files back."""
     empty = pd.DataFrame()
-    info = {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(summary.info).items()}
     tables = summary.tables
-    return RunData(run_dir=summary.info.run_dir, info=info, facts=summary.facts, verdicts=summary.verdicts(),
+    return RunData(run_dir=summary.folder.path, record=summary.record, facts=summary.facts, verdicts=summary.verdicts(),
                    phases=tables.get("phases", empty), throughput=tables.get("throughput", empty),
                    ownership=tables.get("ownership", empty), faults=tables.get("faults", empty),
                    herd=tables.get("herd", empty), metrics=tables.get("rebalance_metrics", empty),
@@ -129,7 +136,7 @@ def herd_points(runs: list[RunData]) -> pd.DataFrame:
         if run.group_size is None or changes.empty:
             continue
         rows.append({
-            "run": run.label, "backend": run.backend, "strategy": str(run.info.get("strategy") or ""),
+            "run": run.label, "backend": run.backend, "strategy": run.strategy,
             "N": run.group_size, "changes": len(changes),
             "requests_per_change": float(changes["requests"].median()),
             # the servers' own count (NaN for runs recorded before the servers' counters were)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from experiments.run.folder import RunFolder
+from experiments.folders.run_folder import RunFolder
 from experiments.summary import class_archive
 
 # Spark's own log configuration: warnings only, and none for what is expected here (no native

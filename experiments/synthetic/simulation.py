@@ -20,15 +20,15 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from experiments.run.folder import RunFolder
-from experiments.run.runmeta import RunMeta, ScenarioSource, write_run_meta
+from experiments.folders.run_folder import RunFolder
+from experiments.folders.run_record import RunRecord, ScenarioSource, write_record
+from experiments.scenario.model import LATENCY_LIMIT_MS
 from rebalance import events as ev
 from rebalance.backends import GroupProtocol, backend_names, profile
 from rebalance.events import EventRecorder
 
 T0_NS = 5_000_000_000_000          # an arbitrary CLOCK_MONOTONIC origin
 T0_MS = 1_780_000_000_000          # an arbitrary wall-clock origin (2026)
-LATENCY_LIMIT_MS = 3000
 GROUP = "g"
 
 
@@ -101,7 +101,7 @@ def write_run(run_dir: str | Path, config: SyntheticRun = SyntheticRun()) -> Pat
     RunFolder(run_dir).events.mkdir(parents=True, exist_ok=True)
     simulation_class(config.backend)(config, run_dir).run()
     settings = {key: value for key, value in asdict(config).items() if key not in ("timeline", "anomalies")}
-    write_run_meta(run_dir, RunMeta(
+    write_record(RunFolder(run_dir), RunRecord(
         name=config.name, run_id=config.name, backend=config.backend, strategy=config.strategy,
         session_timeout_ms=config.session_timeout_ms, topics={config.topic: config.partitions},
         members=config.members, group=GROUP, status="completed",

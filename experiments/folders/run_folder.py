@@ -1,7 +1,7 @@
 """A run's folder: where each of a run's files lives, and the one rule for what state the folder is in.
 
     RUN_DIR/
-      lock.json            the run record (experiments.run.runmeta): written at the start, rewritten at the end
+      lock.json            the run's record (experiments.folders.run_record): written at the start, rewritten at the end
       events/*.jsonl       one event log per process
       logs/                the processes' own output (broker, producer, member hosts)
       brokers/data/        the brokers' partitions
@@ -12,14 +12,13 @@
                            (its record, written last)
       report.html          the run's page (the report stage)
 
-A folder made by `compare` holds one run folder per backend and `compare.json` beside them.
-Every stage asks this module for a path instead of spelling a file name, so the layout is written once.
+A folder made by `compare` holds one run folder per backend and `compare.json` beside them
+(experiments.folders.comparison_folder). Every stage asks this package for a path instead of spelling a
+file name, so the layout is written once.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +26,6 @@ from rebalance.backends import canonical_name
 
 LOCK_FILE = "lock.json"
 RUNS_DIR = "runs"            # where runs go by default, under the working directory (the checkout's, for ./lab)
-COMPARISON_FILE = "compare.json"
 
 
 @dataclass(frozen=True)
@@ -100,6 +98,10 @@ class RunFolder:
         """summary/evidence/CHECK.parquet: the rows behind each check that found something."""
         return self.summary / "evidence"
 
+    def evidence_table(self, check: str) -> Path:
+        """summary/evidence/CHECK.parquet"""
+        return self.evidence / f"{check}.parquet"
+
     @property
     def summary_record(self) -> Path:
         """summary/run.json: what the summary found, for the report to read back without Spark."""
@@ -119,31 +121,37 @@ class RunFolder:
         """A run's folder (it has an event log directory), as opposed to a folder of runs."""
         return self.events.is_dir()
 
-    def _lock_field(self, name: str) -> str | None:
-        """One top-level field of the lock, None without a readable lock (a glance: the run record's reader
-        is experiments.run.runmeta)."""
+    def record(self):
+        """The run's record (lock.json) as a RunRecord; None without a lock.json. A lock that cannot be read
+        raises ValueError naming the file (experiments.folders.run_record, the record's one reader)."""
+        from experiments.folders.run_record import read_record
+
+        return read_record(self)
+
+    def _glance(self):
+        """The record for a glance at the folder's state: None when it is missing or unreadable."""
         try:
-            document = json.loads(self.lock.read_text())
-        except (OSError, ValueError):
+            return self.record()
+        except ValueError:
             return None
-        value = document.get(name) if isinstance(document, dict) else None
-        return None if value is None else str(value)
 
     def status(self) -> str | None:
         """The lock's status (running, completed, failed, interrupted), None without a readable lock."""
-        return self._lock_field("status")
+        record = self._glance()
+        return record.status if record is not None else None
 
     def reason(self) -> str:
         """Why the run failed, as its lock says ("" when it does not)."""
-        return self._lock_field("reason") or ""
+        record = self._glance()
+        return record.reason if record is not None else ""
 
     def described(self) -> str:
         """The run in words: `a completed run of herd on classic`."""
-        if self.status() is None:
+        record = self._glance()
+        if record is None:
             return f"a run (its {LOCK_FILE} unreadable)"
-        backend = self._lock_field("backend")
-        return (f"a {self.status() or 'recorded'} run of {self._lock_field('name') or '?'} on "
-                f"{canonical_name(backend) if backend else '?'}")
+        return (f"a {record.status or 'recorded'} run of {record.name or '?'} on "
+                f"{canonical_name(record.backend) if record.backend else '?'}")
 
     def is_completed(self) -> bool:
         return self.status() == "completed"
@@ -167,58 +175,16 @@ def runs_below(folder: Path) -> list[RunFolder]:
     return found
 
 
-
-
-# -- claiming a folder for a new run ---------------------------------------------------------------
-
-class FolderRefused(Exception):
-    """A run may not write into this folder; the message says why and what to do instead."""
-
-
-def claim(folder: Path, *, force: bool) -> str:
-    """Make sure a run writes into a folder of its own, before anything is started; returns what was
-    deleted ("" when nothing was).
-
-    A new or empty folder is taken as it is. A folder with anything in it is refused: a second run there
-    would find the first one's broker data (its topics exist already) and append to its event files.
-    With `force`, a folder that holds a run (its lock.json) or the runs of a compare (a lock.json one
-    level down) is deleted first; any other folder, or one a run is still writing to, is refused even
-    then."""
-    from experiments.faults.process import processes_with_marker
-
-    folder = Path(folder)
-    if not folder.exists():
-        return ""
-    if not folder.is_dir():
-        raise FolderRefused(f"--out {folder} is a file; give a folder")
-    if not any(folder.iterdir()):
-        return ""
-    held = runs_held(folder)
-    if not force:
-        what = f"holds {held}" if held else "is not empty"
-        raise FolderRefused(f"--out {folder} {what}; choose another --out, or add --force to delete it and run again")
-    if not held:
-        raise FolderRefused(f"--out {folder} is not empty and holds no run (no {LOCK_FILE}); --force deletes only "
-                            "a run's folder, so choose another --out")
-    cwd = Path.cwd().resolve()
-    if cwd == folder.resolve() or folder.resolve() in cwd.parents:
-        raise FolderRefused(f"--out {folder} contains the current directory; run from elsewhere to replace it")
-    candidates = [folder, *(child for child in folder.iterdir() if child.is_dir())]
-    live = sorted({pid for candidate in candidates for pid in processes_with_marker(str(candidate.resolve()))})
-    if live:
-        raise FolderRefused(f"--out {folder}: a run is still writing there (processes {', '.join(map(str, live[:5]))}); "
-                            "stop it first, or choose another --out")
-    shutil.rmtree(folder)
-    return held
-
-
 def runs_held(folder: Path) -> str:
     """What the runs in a folder are, in words (`a completed run of herd on classic`, `the runs of a compare:
     legacy, classic, kip848`), or "" when it holds none."""
+    from experiments.folders.comparison_folder import ComparisonFolder
+
     folder = Path(folder)
-    if (folder / LOCK_FILE).is_file():
+    if RunFolder(folder).lock.is_file():
         return RunFolder(folder).described()
-    runs = sorted(child.name for child in folder.iterdir() if (child / LOCK_FILE).is_file())
-    if runs or (folder / COMPARISON_FILE).is_file():
+    comparison = ComparisonFolder(folder)
+    runs = [run.path.name for run in comparison.runs()]
+    if runs or comparison.record_file.is_file():
         return f"the runs of a compare: {', '.join(runs) or 'none completed'}"
     return ""

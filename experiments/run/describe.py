@@ -1,5 +1,5 @@
 """What a run was, as its lock.json records it: the scenario, the schedule, what was applied, the servers'
-addresses, the members' ids and the versions of the lab and its libraries (experiments.run.runmeta writes it)."""
+addresses, the members' ids and the versions of the lab and its libraries (experiments.folders.run_record writes it)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from experiments.folders.run_record import ClusterAddresses, RunRecord, ScenarioSource
 from experiments.run.member_configs import native_settings
 from experiments.run.provenance import git_commit, jsonable, versions
-from experiments.run.runmeta import ClusterAddresses, RunMeta, ScenarioSource
 from rebalance.backends import profile
 
 
-def describe_run(run: Any, status: str, reason: str = "") -> RunMeta:
+def describe_run(run: Any, status: str, reason: str = "") -> RunRecord:
     """The run's record now (`run`: an experiments.run.runner.Run; `status`: running, completed, ...)."""
     scenario_text = Path(run.scenario.source).read_text() if Path(run.scenario.source).is_file() else ""
     group = run.scenario.group
     backend = profile(run.backend)
-    return RunMeta(
+    return RunRecord(
         name=run.scenario.name,
         run_id=run.run_id,
         backend=run.backend,

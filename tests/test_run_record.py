@@ -6,23 +6,24 @@ import json
 
 import pytest
 
-from experiments.run.runmeta import ClusterAddresses, RunMeta, ScenarioSource, read_run_meta, write_run_meta
+from experiments.folders.run_folder import RunFolder
+from experiments.folders.run_record import ClusterAddresses, RunRecord, ScenarioSource, write_record
 from experiments.synthetic.simulation import SyntheticRun, write_run
 
 
 def test_what_is_written_reads_back_the_same(tmp_path):
-    meta = RunMeta(name="herd", run_id="r1", backend="legacy", strategy="range", session_timeout_ms=6000,
+    meta = RunRecord(name="herd", run_id="r1", backend="legacy", strategy="range", session_timeout_ms=6000,
                    topics={"t0": 12}, members=4, group="g", status="completed",
                    scenario=ScenarioSource(name="herd", source="herd.toml", sha256="ab", resolved={"seed": 3}),
                    seed=3, applied=({"fault_id": "f1", "op": "start"},), cluster=ClusterAddresses(brokers="b:9092"),
                    hosts={"h000": ("h000-0", "h000-1")}, member_ids={"h000-0": "h000-0-id"}, versions={"python": "3"})
-    write_run_meta(tmp_path, meta)
-    assert read_run_meta(tmp_path) == meta
+    write_record(RunFolder(tmp_path), meta)
+    assert RunFolder(tmp_path).record() == meta
     assert json.loads((tmp_path / "lock.json").read_text())["hosts"] == {"h000": ["h000-0", "h000-1"]}
 
 
 def test_a_run_without_lock_json_has_no_metadata(tmp_path):
-    assert read_run_meta(tmp_path) is None
+    assert RunFolder(tmp_path).record() is None
 
 
 def test_a_lock_from_before_the_run_at_a_glance_fields_is_read_from_its_scenario(tmp_path):
@@ -36,7 +37,7 @@ def test_a_lock_from_before_the_run_at_a_glance_fields_is_read_from_its_scenario
         "cluster": {"zookeeper": None, "zookeeper_provider": None, "brokers": "b:1", "coordinator_broker": 0},
         "members": {"m0": ["m0"], "m1": ["m1"], "m2": ["m2"]}, "proxies": {}, "versions": {},
     }))
-    meta = read_run_meta(tmp_path)
+    meta = RunFolder(tmp_path).record()
     assert (meta.name, meta.strategy, meta.session_timeout_ms, meta.group) == ("churn", "roundrobin", 10000, "lab-group")
     assert meta.topics == {"t0": 6} and meta.members == 2          # the initial members, not the host table
     assert meta.hosts == {"m0": ("m0",), "m1": ("m1",), "m2": ("m2",)}
@@ -48,14 +49,14 @@ def test_an_older_synthetic_lock_keeps_its_settings_in_the_scenario(tmp_path):
         "name": "s", "backend": "legacy", "seed": 0, "strategy": "range", "session_timeout": 2000,
         "topics": {"t0": {"partitions": 6}}, "members": ["a", "b"], "timeline": [], "anomalies": ["duplicate"],
         "versions": {"synthetic": "1"}}))
-    meta = read_run_meta(tmp_path)
+    meta = RunFolder(tmp_path).record()
     assert (meta.session_timeout_ms, meta.topics, meta.members) == (2000, {"t0": 6}, 2)
     assert meta.scenario.resolved == {"anomalies": ["duplicate"], "timeline": []}
 
 
 def test_the_synthetic_generator_writes_through_the_one_writer(tmp_path):
     run_dir = write_run(tmp_path / "run", SyntheticRun(duration_s=2.0, members=2, timeline=()))
-    meta = read_run_meta(run_dir)
+    meta = RunFolder(run_dir).record()
     assert (meta.backend, meta.members, meta.topics, meta.status) == ("classic", 2, {"t0": 6}, "completed")
 
 
@@ -63,7 +64,7 @@ def test_unknown_keys_and_broken_files_name_the_file(tmp_path):
     path = tmp_path / "lock.json"
     path.write_text(json.dumps({"name": "x", "typo": 1}))
     with pytest.raises(ValueError, match=r"lock\.json: unknown keys \['typo'\]"):
-        read_run_meta(tmp_path)
+        RunFolder(tmp_path).record()
     path.write_text("{")
     with pytest.raises(ValueError, match="not valid JSON"):
-        read_run_meta(tmp_path)
+        RunFolder(tmp_path).record()

@@ -1,8 +1,9 @@
-"""Run metadata: what RUN_DIR/lock.json says about a run, as one frozen record.
+"""A run's record: what RUN_DIR/lock.json says about a run, as one frozen type from the runner to the report.
 
 The runner writes it when a run starts and again when it ends (status, reason, end time); the
-synthetic generator writes one for its simulated runs; the summary reads it. `write_run_meta` is
-the only writer and `read_run_meta` the only reader.
+synthetic generator writes one for its simulated runs; the summary reads it and keeps it, the group's size
+filled in where the record could not say, in summary/run.json for the report. `write_record` is the only
+writer of lock.json and `read_record` the only reader.
 
 The reader also accepts what earlier versions wrote: runs from before the run-at-a-glance fields
 (name, strategy, session timeout, topics, group) kept them only inside the resolved scenario and
@@ -14,11 +15,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from experiments.run.folder import RunFolder
 from rebalance.backends import canonical_name
+
+if TYPE_CHECKING:
+    from experiments.folders.run_folder import RunFolder
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,7 +47,7 @@ class ClusterAddresses:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunMeta:
+class RunRecord:
     # The run at a glance (what the summary reads first); "" or None where an older file did not say.
     name: str
     run_id: str
@@ -76,19 +80,37 @@ class RunMeta:
     def to_json(self) -> dict:
         return asdict(self, dict_factory=lambda items: {key: _plain(value) for key, value in items})
 
+    @classmethod
+    def from_json(cls, document: Mapping[str, object]) -> RunRecord:
+        """A record as lock.json or summary/run.json holds it, in any shape an earlier version wrote."""
+        return _from_json(document)
 
-def write_run_meta(run_dir: Path, meta: RunMeta) -> Path:
+    def partitions(self) -> list[str]:
+        """Every partition of the run's topics, `topic-p`."""
+        return [f"{topic}-{p}" for topic, n in sorted(self.topics.items()) for p in range(n)]
+
+
+# What a folder without a lock.json says: nothing (its readers then judge from events alone).
+NO_RECORD = RunRecord(name="", run_id="", backend="", strategy="", session_timeout_ms=None, topics={}, members=None,
+                      group="", status="")
+
+
+class NoRunRecord(ValueError):
+    """The folder has events but no usable lock.json: nothing says what the run was."""
+
+
+def write_record(folder: RunFolder, record: RunRecord) -> Path:
     """Write RUN_DIR/lock.json whole: a reader never sees half a file."""
-    path = RunFolder(run_dir).lock
+    path = folder.lock
     temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(meta.to_json(), indent=2) + "\n")
+    temporary.write_text(json.dumps(record.to_json(), indent=2) + "\n")
     temporary.replace(path)
     return path
 
 
-def read_run_meta(run_dir: Path) -> RunMeta | None:
-    """RUN_DIR/lock.json as a RunMeta, or None when the folder has none (the summary then refuses it by name)."""
-    path = RunFolder(run_dir).lock
+def read_record(folder: RunFolder) -> RunRecord | None:
+    """RUN_DIR/lock.json as a RunRecord, or None when the folder has none."""
+    path = folder.lock
     if not path.exists():
         return None
     try:
@@ -103,13 +125,26 @@ def read_run_meta(run_dir: Path) -> RunMeta | None:
         raise ValueError(f"{path}: {error}") from None
 
 
+def record_to_summarise(folder: RunFolder) -> RunRecord:
+    """The record a summary starts from. Every run the lab makes writes one (the runner and the synthetic
+    generator alike), so the summary guesses nothing from events; the name falls back to the folder's."""
+    record = read_record(folder)
+    if record is None:
+        raise NoRunRecord(f"{folder.path}: no {folder.lock.name}, so nothing says which backend, strategy and "
+                          "topics the run had; summarise folders the lab's runner (or its synthetic generator) wrote")
+    if not record.topics:
+        raise NoRunRecord(f"{folder.lock}: names no topics")
+    return replace(record, name=record.name or folder.path.name, backend=record.backend or "unknown",
+                   strategy=record.strategy or "unknown")
+
+
 # Top-level keys the synthetic generator once wrote; its settings now live in scenario.resolved.
 _RETIRED = {"timeline", "anomalies"}
 
 
-def _from_json(document: Mapping[str, object]) -> RunMeta:
-    known = {f.name for f in fields(RunMeta)}
-    unknown = set(document) - known - _RETIRED - {"session_timeout"}
+def _from_json(document: Mapping[str, object]) -> RunRecord:
+    known = {f.name for f in fields(RunRecord)}
+    unknown = set(document) - known - _RETIRED - {"session_timeout", "run_dir"}
     if unknown:
         raise ValueError(f"unknown keys {sorted(unknown)}")
     scenario = _scenario(document)
@@ -122,7 +157,7 @@ def _from_json(document: Mapping[str, object]) -> RunMeta:
         initial = (document.get("schedule") or {}).get("initial_members")
         members = initial if initial is not None else group.get("members")
     session = document.get("session_timeout_ms") or document.get("session_timeout") or group.get("session_timeout_ms")
-    return RunMeta(
+    return RunRecord(
         name=str(document.get("name") or scenario.name or ""),
         run_id=str(document.get("run_id") or ""),
         backend=canonical_name(str(document.get("backend") or "")),   # an older run's `modern` is `classic`
@@ -145,6 +180,7 @@ def _from_json(document: Mapping[str, object]) -> RunMeta:
         member_ids=dict(document.get("member_ids") or {}),
         proxies=dict(document.get("proxies") or {}),
         versions=dict(document.get("versions") or {}),
+        commit=document.get("commit"),
         workload=dict(document.get("workload") or {}),
     )
 

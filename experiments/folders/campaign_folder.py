@@ -2,7 +2,7 @@
 
     DIR/manifest.json          the campaign's record (experiments.campaign.manifest)
     DIR/campaign.toml          the campaign file as it ran
-    DIR/runs/<run>/            one run folder each (experiments.run.folder)
+    DIR/runs/<run>/            one run folder each (experiments.folders.run_folder)
     DIR/logs/<run>.log         each run's own output
     DIR/incomplete/<run>-<t>/  a run folder its run left unfinished, set aside when the run starts again
     DIR/replaced/<run>-<k>/    a run whose conditions were invalid, kept for the record and run again
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.run.folder import RunFolder
+from experiments.folders.run_folder import RunFolder
 
 MANIFEST_FILE = "manifest.json"
 CAMPAIGN_FILE = "campaign.toml"

@@ -1,0 +1,3 @@
+"""The lab's folders and every file name in them, one module each: a run's (`run_folder`), a comparison's
+(`comparison_folder`), a campaign's (`campaign_folder`), and the run's record that lock.json holds
+(`run_record`, its one reader and writer). Every stage asks here for a path instead of spelling one."""

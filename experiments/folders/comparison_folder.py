@@ -1,0 +1,51 @@
+"""A comparison's folder: the runs `compare` made side by side, one run folder per backend, and
+compare.json, which says what was compared.
+
+    DIR/compare.json      the scenario, the backends and the settings the comparison ran with
+    DIR/<backend>/        one run folder each (experiments.folders.run_folder)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.folders.run_folder import RunFolder
+
+COMPARISON_FILE = "compare.json"
+
+
+@dataclass(frozen=True)
+class ComparisonFolder:
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @property
+    def record_file(self) -> Path:
+        return self.path / COMPARISON_FILE
+
+    def run(self, backend: str) -> RunFolder:
+        return RunFolder(self.path / backend)
+
+    def runs(self) -> list[RunFolder]:
+        """The run folders in it that hold a run's record, in name order."""
+        if not self.path.is_dir():
+            return []
+        return [RunFolder(child) for child in sorted(self.path.iterdir())
+                if child.is_dir() and RunFolder(child).lock.is_file()]
+
+    def write_record(self, record: dict) -> Path:
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.record_file.write_text(json.dumps(record, indent=2) + "\n")
+        return self.record_file
+
+    def read_record(self) -> dict | None:
+        """compare.json, None when the folder has none or it cannot be read."""
+        try:
+            document = json.loads(self.record_file.read_text())
+        except (OSError, ValueError):
+            return None
+        return document if isinstance(document, dict) else None
