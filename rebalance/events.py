@@ -101,6 +101,20 @@ RECORD_PRODUCED = _event("record_produced", "older logs: one produced record", t
 RECORDS_PRODUCED = _event("records_produced", "a batch of produced records, consecutive offsets", topic=TEXT,
                           partition=INT, first_offset=INT, last_offset=INT, count=INT, seqs=INTS, produce_ts_ms=INTS)
 PHASE = _event("phase", "the runner marks a scenario phase", name=TEXT, detail=OBJECT, status=TEXT)
+
+
+class RunnerPhase(StrEnum):
+    """The phases the runner marks itself, around the scenario's own (which carry the names its file gives)."""
+
+    SETUP = "setup"          # servers and processes starting
+    WARMUP = "warmup"        # the initial members joining, until the group is stable
+    HEAL = "heal"            # every fault still active healed at the timeline's end
+    SETTLE = "settle"        # the scenario's settle time, nothing injected
+    TEARDOWN = "teardown"    # members and servers stopping
+
+
+# Not part of the timeline a scenario declares: the members' first joins and the last leaves.
+OUTSIDE_TIMELINE = (RunnerPhase.SETUP, RunnerPhase.WARMUP, RunnerPhase.TEARDOWN)
 # The phase mark of a warm-up that gave up waiting for a stable group (its detail: the ownership it left).
 WARMUP_TIMEOUT = "warmup-timeout"
 COORDINATOR_EVENT = _event("coordinator_event", "server side: group state transitions; a classic group's move to "

@@ -174,7 +174,7 @@ class _Reader:
     def evidence(self, lock: RunRecord, files: list[Path]) -> RunEvidence:
         self.phases.sort()
         start = next((at for at, name in self.phases if name == "timeline"), None)
-        end = next((at for at, name in self.phases if name in ("heal", "teardown") and start and at >= start), None)
+        end = next((at for at, name in self.phases if name in (ev.RunnerPhase.HEAL, ev.RunnerPhase.TEARDOWN) and start and at >= start), None)
         workload = dict(lock.workload)
         notes = []
         quiet = Quiet(seconds=0.0, produced=0, on_time=0, worst_ms=None)

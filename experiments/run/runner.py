@@ -160,7 +160,7 @@ class Run:
         self.cluster = None
         self.hosts: dict[str, ChildProcess] = {}
         self.producer: ChildProcess | None = None
-        self.phase = "setup"
+        self.phase = ev.RunnerPhase.SETUP
         self.t0_ns: int | None = None
         self.late_ns = 0                    # how far waits for a stable group have moved the timeline back
         self.waiting_since_ns: int | None = None   # a step is being held back for a stable group since then
@@ -301,7 +301,7 @@ class Run:
     # ------------------------------------------------------------------ setup
 
     async def setup(self) -> None:
-        await self.enter_phase("setup")
+        await self.enter_phase(ev.RunnerPhase.SETUP)
         await self.start_zookeeper()
         await self.start_proxies()    # before the brokers: they read the advertise map at start
         await self.start_brokers()
@@ -368,7 +368,7 @@ class Run:
     # ------------------------------------------------------------------ warm-up and play
 
     async def warmup(self) -> None:
-        await self.enter_phase("warmup", members=len(self.schedule.initial_members))
+        await self.enter_phase(ev.RunnerPhase.WARMUP, members=len(self.schedule.initial_members))
         await self.start_members(self.schedule.initial_members)
         await self.arm_wave_hosts()
         deadline = time.monotonic() + self.scenario.group.warmup_timeout
@@ -516,7 +516,7 @@ class Run:
     # ------------------------------------------------------------------ heal, settle, teardown
 
     async def heal(self) -> None:
-        await self.enter_phase("heal")
+        await self.enter_phase(ev.RunnerPhase.HEAL)
         if self.step_tasks:
             await asyncio.wait(self.step_tasks)
         self.check_abort()
@@ -527,13 +527,13 @@ class Run:
 
     async def settle(self) -> None:
         """The group gets the scenario's `settle` seconds to converge, with every fault healed."""
-        await self.enter_phase("settle")
+        await self.enter_phase(ev.RunnerPhase.SETTLE)
         await self.sleep_until(time.monotonic_ns() + int(self.scenario.settle * 1e9))
 
     async def teardown(self, status: str) -> None:
-        self.phase = "teardown"
+        self.phase = ev.RunnerPhase.TEARDOWN
         if self.recorder is not None:
-            self.recorder.emit(ev.PHASE, name="teardown", status=status)
+            self.recorder.emit(ev.PHASE, name=ev.RunnerPhase.TEARDOWN, status=status)
             await self.witness_sample("phase teardown")
         watchdog = getattr(self, "watchdog", None)
         if watchdog is not None:

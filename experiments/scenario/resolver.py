@@ -125,19 +125,10 @@ class _Resolver:
         self.busy: dict[tuple[str, str], tuple[float, int]] = {}   # (target, what) -> (fault end, line)
         self.zk_down: set[int] = set()
         self.brokers_down: set[int] = set()
-        self.handlers = {
-            Action.PHASE: self.phase, Action.JOIN: self.join, Action.SCALE: self.scale, Action.LEAVE: self.leave,
-            Action.RESTART: self.restart, Action.ROLLING_RESTART: self.rolling_restart, Action.CRASH: self.crash,
-            Action.PAUSE: self.pause, Action.LINK: self.link,
-            Action.ZK_KILL: self.server, Action.ZK_RESTART: self.server, Action.ZK_PAUSE: self.timed_server,
-            Action.ZK_ISOLATE: self.timed_server, Action.BROKER_KILL: self.server,
-            Action.BROKER_RESTART: self.server, Action.COORDINATOR_KILL: self.server,
-            Action.COORDINATOR_RESTART: self.server,
-        }
 
     def entry(self, entry: TimelineEntry, fault_id: str) -> None:
         self.entry_now, self.fault_id = entry, fault_id
-        self.handlers[entry.action](entry)
+        getattr(self, RESOLVED_BY[entry.action])(entry)
 
     # ---- helpers
 
@@ -394,3 +385,18 @@ class _Resolver:
         if self.claim(entry, target, "node", entry.at + entry.duration):
             self.add_with_heal(entry.duration, targets=(target,), params={"duration": entry.duration})
 
+
+# Which of the resolver's methods turns each action of the table (experiments.scenario.actions.ACTIONS) into
+# steps: checked against the table when this module loads, as the fault registry checks its handlers.
+RESOLVED_BY: dict[Action, str] = {
+    Action.PHASE: "phase", Action.JOIN: "join", Action.SCALE: "scale", Action.LEAVE: "leave",
+    Action.RESTART: "restart", Action.ROLLING_RESTART: "rolling_restart", Action.CRASH: "crash",
+    Action.PAUSE: "pause", Action.LINK: "link",
+    Action.ZK_KILL: "server", Action.ZK_RESTART: "server", Action.ZK_PAUSE: "timed_server",
+    Action.ZK_ISOLATE: "timed_server", Action.BROKER_KILL: "server", Action.BROKER_RESTART: "server",
+    Action.COORDINATOR_KILL: "server", Action.COORDINATOR_RESTART: "server",
+}
+_unresolved = sorted(action.value for action in set(ACTIONS) ^ set(RESOLVED_BY))
+_unresolved += sorted(name for name in set(RESOLVED_BY.values()) if not hasattr(_Resolver, name))
+if _unresolved:
+    raise RuntimeError(f"actions the resolver has no method for, or that the action table does not declare: {_unresolved}")

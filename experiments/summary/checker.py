@@ -63,6 +63,13 @@ class CheckConfig:
     witness_tolerance_fraction: float = 0.25
     stall_threshold_s: float = 2.0         # a broker answering nothing this long, requests held up: a stall
 
+    def convergence_bound_for(self, session_timeout_ms: int) -> float:
+        """How long after the last fault or join every partition must have one owner: the configured bound,
+        else twice the session timeout and 5 s (Kafka's system tests allow as much for a group to settle)."""
+        if self.convergence_bound_s is not None:
+            return float(self.convergence_bound_s)
+        return 2 * session_timeout_ms / 1000 + 5
+
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -360,7 +367,7 @@ def convergence(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reade
     faults = inputs.control.filter(F.col("type").isin(ev.FAULT_STARTED, ev.FAULT_STOPPED))
     last_fault = batch.values(faults.groupBy("run").agg(
         *(F.max_by(column, order).alias(column) for column in ("type", "kind", "target", "link"))))
-    heal = batch.values(inputs.control.filter((F.col("type") == ev.PHASE) & (F.col("name") == "heal"))
+    heal = batch.values(inputs.control.filter((F.col("type") == ev.PHASE) & (F.col("name") == str(ev.RunnerPhase.HEAL)))
                         .groupBy("run").agg(F.min("t").alias("t")))
     source = bound_source(config)
 

@@ -151,8 +151,7 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
         phase_lists[r] = phases.phases_of(
             [(name or "?", seconds(ns)) for name, ns in zip(starts["name"], starts["ns"], strict=True)], run_end)
         since_t = convergence_awaited_from(seconds(b["fault_ns"]), seconds(b["joined_ns"]))
-        session_s = (infos[r].session_timeout_ms or DEFAULT_SESSION_TIMEOUT_MS) / 1000
-        bound_s = float(config.convergence_bound_s if config.convergence_bound_s is not None else 2 * session_s + 5)
+        bound_s = config.convergence_bound_for(infos[r].session_timeout_ms or DEFAULT_SESSION_TIMEOUT_MS)
         constants.append(RunConstants(
             run=r, t0_ns=t0_ns, t0_ms=t0_ms, run_end=run_end, tail_start=tail_start,
             phase_starts=[start for _, start, _ in phase_lists[r][1:]], partitions=len(universe[r]),

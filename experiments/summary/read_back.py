@@ -13,6 +13,7 @@ from experiments.folders.run_folder import RunFolder
 from experiments.folders.run_record import RunRecord
 from experiments.summary import checks
 from experiments.summary.run_summary import RunSummary, SummaryFacts, read_summary_record
+from rebalance import events as ev
 from rebalance.backends import canonical_name
 from rebalance.command_line import command
 
@@ -89,8 +90,8 @@ def scenario_window(phases: pd.DataFrame | None) -> tuple[float, float]:
     (teardown) are not what a herd experiment measures."""
     if phases is None or phases.empty or "phase" not in phases:
         return -math.inf, math.inf
-    timeline = phases[~phases["phase"].isin(["setup", "warmup", "teardown"])]
-    teardown = phases[phases["phase"] == "teardown"]
+    timeline = phases[~phases["phase"].isin([str(phase) for phase in ev.OUTSIDE_TIMELINE])]
+    teardown = phases[phases["phase"] == ev.RunnerPhase.TEARDOWN]
     start = float(timeline["start_s"].min()) if len(timeline) else -math.inf
     end = float(teardown["start_s"].min()) if len(teardown) else math.inf
     return start, end
