@@ -69,9 +69,6 @@ class ClusterView:
         """Live brokers (this one included) with their default advertised addresses, by id."""
         return [self._live[node] for node in sorted(self._live)]
 
-    def is_live(self, node_id: int) -> bool:
-        return node_id in self._live
-
     def address_of(self, node_id: int) -> BrokerAddress | None:
         return self._live.get(node_id)
 

@@ -6,7 +6,6 @@ Frozen dataclasses, so an assignment is replaced and never edited in place.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 
 
 @dataclass(frozen=True, order=True)
@@ -40,12 +39,6 @@ class Generation:
 
 
 NO_GENERATION = Generation(-1, "", None)
-
-
-class MemberState(Enum):
-    UNJOINED = "unjoined"
-    REBALANCING = "rebalancing"
-    STABLE = "stable"
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ def _answer(root: Path, scenario: Scenario, left_out: tuple[str, ...]) -> None:
                       "whole timeline's also the steady ones", soft_wrap=True, markup=False)
     for note in notes:
         console.print(note, soft_wrap=True, markup=False)
-    console.print(f"table: {folder.grid_table}; report: {folder.report}", soft_wrap=True)
+    console.print(f"table: {folder.grid_table}; report: {folder.report.html}", soft_wrap=True)
     console.print(f"next: {command(f'results {root}')}", soft_wrap=True)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments.folders.report_folder import ReportFolder
 from experiments.folders.run_folder import RunFolder
 
 MANIFEST_FILE = "manifest.json"
@@ -68,8 +69,8 @@ class CampaignFolder:
         return self.path / GRID_TABLE_FILE
 
     @property
-    def report(self) -> Path:
-        return self.path / "report"
+    def report(self) -> ReportFolder:
+        return ReportFolder(self.path / "report")
 
     def is_campaign(self) -> bool:
         return self.manifest.is_file()

@@ -10,7 +10,7 @@
       conditions.json      whether the machine carried the run (experiments.run.conditions), written at its end
       summary/             what the summary stage wrote: *.parquet, evidence/, summary.md, and run.json
                            (its record, written last)
-      report.html          the run's page (the report stage)
+      report.md, .html     the run's page, when the report stage writes it here (experiments.folders.report_folder)
 
 A folder made by `compare` holds one run folder per backend and `compare.json` beside them
 (experiments.folders.comparison_folder). Every stage asks this package for a path instead of spelling a
@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments.folders.report_folder import ReportFolder
 from rebalance.backends import canonical_name
 
 LOCK_FILE = "lock.json"
@@ -112,8 +113,9 @@ class RunFolder:
         return self.summary / "summary.md"
 
     @property
-    def report(self) -> Path:
-        return self.path / "report.html"
+    def report(self) -> ReportFolder:
+        """The run's own report, when the report stage wrote it here (report.md, report.html, charts)."""
+        return ReportFolder(self.path)
 
     # -- the folder's state ------------------------------------------------------------------------
 

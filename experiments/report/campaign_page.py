@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.folders.report_folder import ReportFolder
 from experiments.report import page
 from experiments.report.findings import (
     CAMPAIGN_CHECKS,
@@ -170,10 +171,11 @@ def write_campaign_pages(out: Path, *, title: str, meta: str, cells: pd.DataFram
     sections = campaign_sections(cells, compared, images)
     pointer = ("Every cell with its interval of the median (and that interval's coverage), and every comparison: "
                "[statistics/statistics.md](../statistics/statistics.md).")
-    markdown = out / "report.md"
+    folder = ReportFolder(out)
+    markdown = folder.markdown
     markdown.write_text("\n".join([f"# {title}\n", meta + "\n", page.findings_markdown(FINDINGS_TITLE, paragraphs),
                                    *[page.section_markdown(section, out) for section in sections], pointer + "\n"]))
-    html_path = out / "report.html"
+    html_path = folder.html
     tail = ("<p class=note>Every cell with its interval of the median (and that interval's coverage), and every "
             "comparison: "
             "<a href='../statistics/statistics.md'>statistics/statistics.md</a>.</p>")

@@ -39,7 +39,7 @@ def write_campaign_report(folder: Path) -> CampaignReport:
     place = CampaignFolder(folder)
     runs = pd.read_parquet(place.statistics_table("runs"))
     cells = pd.read_parquet(place.statistics_table("cells"))
-    out = place.report
+    out = place.report.path
     out.mkdir(exist_ok=True)
     images = draw_figures(runs, out)
     from experiments.report.campaign_page import write_campaign_pages

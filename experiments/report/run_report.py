@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from experiments.folders.report_folder import ReportFolder
 from experiments.folders.run_folder import RunFolder
 from experiments.report import page
 from experiments.report.findings import (
@@ -406,11 +407,12 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> Report:
     meta = _meta_line(groups)
     paragraphs = [(f"{finding.scenario} ({finding.ran}):", finding.text) for finding in found]
     title = FINDINGS_TITLE if len(runs) > 1 else "What this run shows"
-    markdown = out_dir / "report.md"
+    folder = ReportFolder(out_dir)
+    markdown = folder.markdown
     markdown.write_text("\n".join([f"# {TITLE}\n", meta + "\n", page.findings_markdown(title, paragraphs),
                                    *[page.section_markdown(section, out_dir) for section in sections],
                                    _runs_markdown(runs)]))
-    html_path = out_dir / "report.html"
+    html_path = folder.html
     html_path.write_text(page.page_html(TITLE, meta, page.findings_html(title, paragraphs),
                                         [page.section_html(section, out_dir) for section in sections],
                                         tail=_runs_html(runs)))

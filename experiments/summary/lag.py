@@ -17,8 +17,6 @@ import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-LAG_COLUMNS = ["second", "lag_max", "lag_total"]
-
 
 def lag_per_second(produced: DataFrame, batches: DataFrame, partitions: DataFrame, runs: DataFrame) -> DataFrame:
     """(run, second, lag_max, lag_total) from 0 to the run's last second.

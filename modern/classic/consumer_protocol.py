@@ -13,7 +13,6 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, Consume
 
 from rebalance.types import Assignment, Subscription, TopicPartition
 
-PROTOCOL_TYPE = "consumer"
 SUBSCRIPTION_VERSION = 2   # v1 adds owned partitions (KIP-429), v2 the generation
 ASSIGNMENT_VERSION = 0
 

@@ -31,7 +31,6 @@ from rebalance.consumer_group_timing import ConsumerGroupTiming
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
-NO_OWNER = None
 
 
 class MemberState(Enum):

@@ -286,11 +286,6 @@ class CoordinatorExtension:
     def partitions(self) -> list[_Partition]:
         return list(self._partitions.values())
 
-    def append_for_group(self, group_id: str, records: list) -> bool:
-        """Append a group's records to its partition; False when this broker no longer leads it."""
-        partition = self.partition_holding(group_id)
-        return partition is not None and self.append(partition, records)
-
     def write(self, partition: _Partition | None, build: Callable[[], list]) -> ErrorClass | None:
         """Build a group's records and append them: None when written, else the error to answer.
         A record with a string longer than its 2-byte length allows cannot be written; Kafka fails
