@@ -39,6 +39,7 @@ from modern.classic.consumer_protocol import (
 )
 from modern.classic.membership_states import MembershipState
 from modern.classic.settings import ClientSettings
+from modern.client.committed_offsets import by_topic, fetch_committed
 from modern.client.connection import BrokerConnection, ConnectionFailed
 from modern.common import errors
 from modern.common.errors import ErrorClass, GroupError
@@ -310,29 +311,18 @@ class ConsumerCoordinator(GroupMembership):
 
     def fetch_committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Committed next offsets (partitions without one are left out)."""
-        wanted = sorted(set(partitions))
-        if not wanted:
+        topics = by_topic(partitions)
+        if not topics:
             return {}
-        by_topic: dict[str, list[int]] = {}
-        for tp in wanted:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
-        while True:
-            connection = self.ensure_coordinator()
-            try:
-                response = self._send(connection, "OffsetFetch", OffsetFetchRequest[FETCH_VERSION](
-                    group_id=self.settings.group,
-                    topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
-                            for t, ps in by_topic.items()],
-                    require_stable=False))
-                error = errors.for_code(response.error_code)
-            except ConnectionFailed:
-                error = errors.COORDINATOR_NOT_AVAILABLE
-            if error is errors.NONE:
-                return {TopicPartition(t.name, p.partition_index): p.committed_offset
-                        for t in response.topics for p in t.partitions if p.committed_offset >= 0}
-            if error in errors.COORDINATOR_MOVED:
-                self._coordinator_unknown()   # COORDINATOR_LOAD_IN_PROGRESS: retried at the same broker
-            if time.monotonic() > deadline or self._closing.is_set():
-                raise GroupError(error, "OffsetFetch")
-            time.sleep(self.settings.retry_backoff_ms / 1000)
+
+        def attempt() -> tuple[ErrorClass, list]:
+            response = self._send(self.ensure_coordinator(), "OffsetFetch", OffsetFetchRequest[FETCH_VERSION](
+                group_id=self.settings.group,
+                topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                        for t, ps in topics.items()],
+                require_stable=False))
+            return errors.for_code(response.error_code), response.topics
+
+        return fetch_committed(attempt, timeout_ms=self.settings.request_timeout_ms,
+                               backoff_ms=self.settings.retry_backoff_ms, coordinator_moved=self._coordinator_unknown,
+                               stopping=self._closing.is_set)

@@ -30,11 +30,12 @@ from collections.abc import Mapping
 
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 
+from modern.client.committed_offsets import by_topic, fetch_committed
 from modern.client.connection import ConnectionFailed
 from modern.client.fetched import FetchingMember
 from modern.client.fetcher import Fetcher
 from modern.common import errors
-from modern.common.errors import ErrorClass, GroupError
+from modern.common.errors import ErrorClass
 from modern.kip848.client_settings import settings_from
 from modern.kip848.heartbeat_thread import FENCING_ERRORS, GroupHeartbeats
 from modern.kip848.member_states import IN_GROUP, RECONCILES, ClientMemberState
@@ -320,31 +321,25 @@ class Kip848Member(FetchingMember):
 
     def _fetch_committed(self, partitions: set[TopicPartition]) -> dict[TopicPartition, int]:
         """Committed next offsets by OffsetFetch v9 under the member's id and epoch (none: left out)."""
-        by_topic: dict[str, list[int]] = {}
-        for tp in sorted(partitions):
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        topics = by_topic(partitions)
         group_cls = OffsetFetchRequest.OffsetFetchRequestGroup
-        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
-        while True:
+
+        def attempt() -> tuple[ErrorClass, list]:
+            # built at each attempt: the member's epoch may have moved on since the last
             request = OffsetFetchRequest[OFFSETS_VERSION](groups=[group_cls(
                 group_id=self.settings.group, member_id=self.heartbeats.member_id,
                 member_epoch=self.heartbeats.member_epoch,
-                topics=[group_cls.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()])],
+                topics=[group_cls.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in topics.items()])],
                 require_stable=False)
-            try:
-                answer = self.heartbeats.requests.send(self.heartbeats.ensure_coordinator(), "OffsetFetch", request)
-                group = answer.groups[0]
-                error = errors.for_code(group.error_code)
-            except ConnectionFailed:
-                error = errors.COORDINATOR_NOT_AVAILABLE
-            if error is errors.NONE:
-                return {TopicPartition(t.name, p.partition_index): p.committed_offset
-                        for t in group.topics for p in t.partitions if p.committed_offset >= 0}
+            group = self.heartbeats.requests.send(self.heartbeats.ensure_coordinator(), "OffsetFetch", request).groups[0]
+            return errors.for_code(group.error_code), group.topics
+
+        def fenced(error: ErrorClass) -> None:
             if error in FENCING_ERRORS:
                 raise _Fenced(errors.name_of(error))
-            if error in errors.COORDINATOR_MOVED:
-                self.heartbeats.coordinator_unknown()
-            if time.monotonic() > deadline or self._closed:
-                raise GroupError(error, "OffsetFetch")
-            time.sleep(self.settings.retry_backoff_ms / 1000)
+
+        return fetch_committed(attempt, timeout_ms=self.settings.request_timeout_ms,
+                               backoff_ms=self.settings.retry_backoff_ms,
+                               coordinator_moved=self.heartbeats.coordinator_unknown, stopping=lambda: self._closed,
+                               fenced=fenced)
 
