@@ -36,7 +36,7 @@ import warnings
 import numpy as np
 from scipy import stats
 
-from experiments.summary.inference import (
+from experiments.statistics.inference import (
     ONE_SIDED,
     claim_p_rows,
     coverage_text,

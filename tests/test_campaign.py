@@ -29,7 +29,7 @@ from experiments.cli.app import app
 from experiments.faults.process import processes_with_marker
 from experiments.folders.run_folder import RunFolder
 from experiments.scenario import ScenarioError
-from experiments.summary.campaign_stats import comparisons, median_interval, write_statistics
+from experiments.statistics.campaign_stats import comparisons, median_interval, write_statistics
 from tests.fixtures.scenarios import tiny_join
 
 SCENARIO = tiny_join("tiny-join")
@@ -207,7 +207,7 @@ def test_the_median_interval_is_the_order_statistic_interval(n, k_low, coverage)
 def test_a_herd_metric_counts_only_the_changes_of_the_scenario_timeline(tmp_path):
     """The warm-up's first joins (a host's members at once) and the teardown's leaves are not the change a
     herd experiment measures: only the changes between the end of the warm-up and the teardown count."""
-    from experiments.summary.campaign_stats import _metrics_of
+    from experiments.statistics.campaign_stats import _metrics_of
 
     summary = RunFolder(tmp_path).summary
     summary.mkdir()
@@ -380,7 +380,7 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
 
 def test_the_coordinator_gap_is_a_campaign_metric_when_the_run_has_one(tmp_path):
     """A run's coordinator_gaps table gives the group's maximum and the lookups made meanwhile."""
-    from experiments.summary.campaign_stats import COORDINATOR_GAP, GAP_LOOKUPS, _metrics_of
+    from experiments.statistics.campaign_stats import COORDINATOR_GAP, GAP_LOOKUPS, _metrics_of
 
     summary = RunFolder(tmp_path).summary
     summary.mkdir()

@@ -71,7 +71,7 @@ def test_a_paired_sweep_steps_its_lists_together(tmp_path):
 
 
 def test_the_whole_run_counts_the_records_lost_of_the_timeline_only(tmp_path):
-    from experiments.summary.campaign_stats import WHOLE_RUN_LOST, _metrics_of
+    from experiments.statistics.campaign_stats import WHOLE_RUN_LOST, _metrics_of
 
     summary = RunFolder(tmp_path).summary
     summary.mkdir()
@@ -86,7 +86,7 @@ def test_the_whole_run_counts_the_records_lost_of_the_timeline_only(tmp_path):
 
 def test_a_load_sweep_reads_as_points_against_utilisation(tmp_path):
     from experiments.report.plots import utilisation_curve
-    from experiments.summary.load_sweep import ARTICLE_TOTALS, scenario_utilisation, utilisation_points
+    from experiments.statistics.load_sweep import ARTICLE_TOTALS, scenario_utilisation, utilisation_points
 
     sweep = "workload.service_ms={}, workload.service_p99_ms={}"
     runs = pd.DataFrame([{"scenario": "seed002", "backend": "classic", "strategy": strategy,
@@ -130,7 +130,7 @@ def test_a_load_sweep_gets_its_own_table_and_never_stands_for_the_shipped_scenar
     """A swept cell is another experiment: the article's side-by-side table takes only the scenario as it
     ships; the sweep is read against utilisation, a column a point."""
     from experiments.report.seed002_table import load_sweep_section, seed002_section
-    from experiments.summary.campaign_stats import cell_statistics
+    from experiments.statistics.campaign_stats import cell_statistics
 
     sweep = "workload.service_ms={}, workload.service_p99_ms={}"
     rows = [{"scenario": "seed002", "backend": "classic", "strategy": "range", "sweep": sweep.format(median, p99),
@@ -173,7 +173,7 @@ def test_kip848_runs_at_kafkas_defaults_and_once_more_at_the_classic_clients_tim
 
 def test_the_kip848_claims_use_the_cells_at_kafkas_defaults():
     """Claims pair cells of one sweep value: classic/range (no sweep) meets only kip848/uniform without one."""
-    from experiments.summary.claims import _pairs
+    from experiments.statistics.claims import _pairs
 
     for name in ("seed002", "seed002-mixed"):
         campaign = load_campaign(find_campaign(name))
@@ -191,8 +191,8 @@ def test_the_kip848_cell_at_the_classic_timing_is_its_own_row_and_curve():
     """On the load sweep's page table and curve the lowered KIP-848 cell is not folded into the one at Kafka's
     defaults: its row and its curve carry its settings, its columns are the same utilisations."""
     from experiments.report.seed002_table import load_sweep_section
-    from experiments.summary.campaign_stats import cell_statistics
-    from experiments.summary.load_sweep import utilisation_points
+    from experiments.statistics.campaign_stats import cell_statistics
+    from experiments.statistics.load_sweep import utilisation_points
 
     workload = "workload.service_ms={}, workload.service_p99_ms={}"
     lowered = ", ".join(f"{key}={value}" for key, value in LOWERED)

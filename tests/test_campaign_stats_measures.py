@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 
 from experiments.campaign.model import Claim
-from experiments.summary import campaign_stats
-from experiments.summary.campaign_stats import comparisons, differences_table
-from experiments.summary.claims import BESIDE, evaluate
-from experiments.summary.inference import PARALLEL_TIMING
-from experiments.summary.measures import MEASURES, SCHEDULE, TIMING, kind_of, measure_of
+from experiments.statistics import campaign_stats
+from experiments.statistics.campaign_stats import comparisons, differences_table
+from experiments.statistics.claims import BESIDE, evaluate
+from experiments.statistics.inference import PARALLEL_TIMING
+from experiments.statistics.measures import MEASURES, SCHEDULE, TIMING, kind_of, measure_of
 
 
 def test_every_metric_the_statistics_produce_is_classified():

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from experiments.campaign.model import Claim
-from experiments.summary.claims import (
+from experiments.statistics.claims import (
     NOT_SUPPORTED,
     SUPPORTED,
     TOO_FEW,
@@ -23,7 +23,7 @@ from experiments.summary.claims import (
     evaluate,
     evaluate_family,
 )
-from experiments.summary.inference import smallest_claim_p
+from experiments.statistics.inference import smallest_claim_p
 
 TEN = smallest_claim_p(10, 10)       # complete separation at 10/10: 0.00195
 LEGACY = [50, 52, 51, 55, 53, 54, 50, 56, 52, 57]

@@ -19,9 +19,9 @@ import pytest
 from scipy import stats
 
 from experiments.campaign.model import Claim
-from experiments.summary.campaign_stats import comparisons
-from experiments.summary.claims import BESIDE, NO_RUNS, NOT_SUPPORTED, SUPPORTED, TOO_FEW, evaluate
-from experiments.summary.inference import (
+from experiments.statistics.campaign_stats import comparisons
+from experiments.statistics.claims import BESIDE, NO_RUNS, NOT_SUPPORTED, SUPPORTED, TOO_FEW, evaluate
+from experiments.statistics.inference import (
     ONE_SIDED,
     PARALLEL_TIMING,
     benjamini_hochberg,

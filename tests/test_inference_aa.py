@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from experiments.summary.inference import (
+from experiments.statistics.inference import (
     ONE_SIDED,
     claim_p_rows,
     coverage_text,

@@ -24,8 +24,8 @@ from experiments.campaign import load_campaign
 from experiments.campaign.model import Detect, declared_claims, declared_detections
 from experiments.cli.app import app
 from experiments.scenario import ScenarioError
-from experiments.summary.inference import claim_p_rows, claim_steps, smallest_claim_p
-from experiments.summary.power import (
+from experiments.statistics.inference import claim_p_rows, claim_steps, smallest_claim_p
+from experiments.statistics.power import (
     Cell,
     claim_power,
     claim_powers,
@@ -122,7 +122,7 @@ RESULTS_PAGE = ("seed002", "seed002-mixed", "split-brain-ab", "split-brain-cd", 
 def test_every_claim_of_the_results_page_gets_its_own_power_and_each_file_the_spread_its_runs_showed():
     from experiments.campaign import find_campaign
     from experiments.report.results_data import read
-    from experiments.summary.claims import claim_pairs
+    from experiments.statistics.claims import claim_pairs
 
     campaigns = [load_campaign(find_campaign(name)) for name in RESULTS_PAGE]
     k = sum(len(campaign.claims) for campaign in campaigns)

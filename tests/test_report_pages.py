@@ -90,8 +90,8 @@ def test_a_campaign_report_opens_on_its_findings_and_fits_the_screen(spark, brow
     from experiments.campaign.manifest import COMPLETED
     from experiments.folders.campaign_folder import CampaignFolder
     from experiments.report.campaign_report import write_campaign_report
+    from experiments.statistics.campaign_stats import write_statistics
     from experiments.summary import summarize_runs
-    from experiments.summary.campaign_stats import write_statistics
 
     (tmp_path / "small-herd.toml").write_text(SCENARIO)
     (tmp_path / "pages.toml").write_text(CAMPAIGN)

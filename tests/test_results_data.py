@@ -262,7 +262,7 @@ def test_every_look_at_the_published_claims_is_in_the_ledger_and_on_the_page(mon
     from experiments.report.looks import DECISIONS, read_looks
     from experiments.report.results_data import read as read_data
     from experiments.report.results_doc import page_claims, page_path
-    from experiments.summary.inference import CLAIM_TEST
+    from experiments.statistics.inference import CLAIM_TEST
 
     monkeypatch.chdir(REPOSITORY)
     page = (REPOSITORY / "docs" / "results.md").read_text()

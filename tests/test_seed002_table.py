@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.report.seed002_table import ARTICLE, seed002_section
-from experiments.summary.campaign_stats import WHOLE_RUN_LOST, cell_statistics
+from experiments.statistics.campaign_stats import WHOLE_RUN_LOST, cell_statistics
 
 
 def _runs(strategy: str, values: list[float], metric: str, backend: str = "classic") -> list[dict]:

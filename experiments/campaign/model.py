@@ -21,7 +21,7 @@
     higher = ["legacy"]           # cells: "backend" or "backend/strategy"
     lower = ["classic"]           # every higher cell against every lower one, at every sweep value
 
-    [[detect]]                    # the smallest shift the campaign is sized for (experiments.summary.power)
+    [[detect]]                    # the smallest shift the campaign is sized for (experiments.statistics.power)
     scenario = "demo-herd"
     metric = "join: requests per change"
     shift = 30
@@ -81,7 +81,7 @@ class Cell:
 @dataclass(frozen=True, kw_only=True)
 class Claim:
     """A headline claim declared in advance: `higher` cells exceed `lower` cells on `metric` in
-    `scenario`, pair by pair at every sweep value both have (experiments.summary.claims tests it)."""
+    `scenario`, pair by pair at every sweep value both have (experiments.statistics.claims tests it)."""
 
     says: str
     scenario: str

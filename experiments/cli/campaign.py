@@ -263,7 +263,7 @@ def power_command(
     by simulation with the lab's own test."""
     from experiments.campaign import find_campaign, load_campaign
     from experiments.campaign.model import declared_detections
-    from experiments.summary.power import power_line
+    from experiments.statistics.power import power_line
 
     try:
         campaign = load_campaign(find_campaign(file))

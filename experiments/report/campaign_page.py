@@ -29,8 +29,8 @@ from experiments.report.findings import (
     spread_text,
 )
 from experiments.report.page import Block, Detail, Figure, RowHeader, Section, Table
-from experiments.summary.inference import coverage_text
-from experiments.summary.measure_names import LATE_OR_LOST, measure_name
+from experiments.statistics.inference import coverage_text
+from experiments.statistics.measure_names import LATE_OR_LOST, measure_name
 
 FINDINGS_TITLE = "What these runs show"
 _HERD_KINDS = ("join", "leave", "crash")

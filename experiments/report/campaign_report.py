@@ -99,7 +99,7 @@ def _utilisation_plot(runs: pd.DataFrame, out: Path) -> Path | None:
     """Records over the limit against utilisation, with seed 002's totals marked, where the campaign swept the
     workload's service time over two utilisations or more."""
     from experiments.report.plots import utilisation_curve
-    from experiments.summary.load_sweep import ARTICLE_TOTALS, scenario_utilisation, utilisation_points
+    from experiments.statistics.load_sweep import ARTICLE_TOTALS, scenario_utilisation, utilisation_points
 
     points = utilisation_points(runs)
     if points.empty or points["utilisation"].nunique() < 2:

@@ -11,10 +11,10 @@ import pandas as pd
 
 from experiments.campaign.model import declared_claims
 from experiments.report.results_data import CampaignData
+from experiments.statistics.campaign_stats import spread
+from experiments.statistics.claims import ClaimResult, claim_pairs
+from experiments.statistics.measure_names import measure_name
 from experiments.summary import markdown_table
-from experiments.summary.campaign_stats import spread
-from experiments.summary.claims import ClaimResult, claim_pairs
-from experiments.summary.measure_names import measure_name
 
 FIGURES_ROOT = Path("docs") / "figures"   # as the page's own command draws them; the page links them from docs/
 # The figures worth a reader's first screen, by file name (experiments.report.campaign_report.draw_figures)

@@ -19,9 +19,9 @@ from experiments.report.reference_rows import (
     phase_label,
 )
 from experiments.scenario.reference import MEASURES, Reference
+from experiments.statistics.campaign_stats import WHOLE_RUN_LOST, spread
+from experiments.statistics.measure_names import LATE_OR_LOST, RECORDS_LOST
 from experiments.summary import markdown_table
-from experiments.summary.campaign_stats import WHOLE_RUN_LOST, spread
-from experiments.summary.measure_names import LATE_OR_LOST, RECORDS_LOST
 
 # A phase's metrics as the statistics name them (`<phase>: <metric>`), and as the table names them; in the
 # order of a reference's figures (experiments.scenario.reference.MEASURES).

@@ -14,7 +14,7 @@ import tomllib
 from typing import TYPE_CHECKING
 
 from experiments.run.conditions import THRESHOLDS
-from experiments.summary.measure_names import LATE_OR_LOST, RECORDS_LOST
+from experiments.statistics.measure_names import LATE_OR_LOST, RECORDS_LOST
 
 if TYPE_CHECKING:
     from experiments.report.results_data import CampaignData

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from experiments.statistics.campaign_stats import COORDINATOR_GAP
 from experiments.summary import checks
-from experiments.summary.campaign_stats import COORDINATOR_GAP
 from experiments.summary.herd_sizes import by_size, size_text, sizes_of
 from experiments.summary.read_back import RunData, herd_points, herd_slopes
 from experiments.summary.verdicts import Reading, Word, combine, read

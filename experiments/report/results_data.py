@@ -73,7 +73,7 @@ def read(folder: Path) -> CampaignData:
 
 
 def from_campaign(folder: Path) -> CampaignData:
-    from experiments.summary.campaign_stats import run_metrics
+    from experiments.statistics.campaign_stats import run_metrics
 
     manifest = Manifest.read(folder)
     name = manifest.campaign["name"]

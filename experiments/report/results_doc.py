@@ -33,8 +33,7 @@ from experiments.report.looks import (
 )
 from experiments.report.results_data import CampaignData, read
 from experiments.report.seed002_table import load_sweep_section, seed002_section
-from experiments.summary import markdown_table
-from experiments.summary.campaign_stats import (
+from experiments.statistics.campaign_stats import (
     COORDINATOR_GAP,
     GAP_LOOKUPS,
     cell_statistics,
@@ -43,12 +42,13 @@ from experiments.summary.campaign_stats import (
     page_counts,
     spread,
 )
-from experiments.summary.claims import SUPPORTED, claims_markdown, evaluate_family
+from experiments.statistics.claims import SUPPORTED, claims_markdown, evaluate_family
+from experiments.statistics.inference import CLAIM_TEST
+from experiments.statistics.load_sweep import sweep_label
+from experiments.statistics.measure_names import LATE_OR_LOST, measure_name
+from experiments.statistics.power import amount, claim_powers, power_markdown
+from experiments.summary import markdown_table
 from experiments.summary.herd_model import TERM_MEANING
-from experiments.summary.inference import CLAIM_TEST
-from experiments.summary.load_sweep import sweep_label
-from experiments.summary.measure_names import LATE_OR_LOST, measure_name
-from experiments.summary.power import amount, claim_powers, power_markdown
 
 DATA_ROOT = "docs/results-data"
 

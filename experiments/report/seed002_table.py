@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from experiments.summary import markdown_table
-from experiments.summary.campaign_stats import WHOLE_RUN_LOST, spread
-from experiments.summary.load_sweep import (
+from experiments.statistics.campaign_stats import WHOLE_RUN_LOST, spread
+from experiments.statistics.load_sweep import (
     ARTICLE_TOTALS,
     other_settings,
     scenario_utilisation,
     utilisation_label,
 )
+from experiments.summary import markdown_table
 
 # The scenarios that play the article's schedule, and how each one's scale-down leaves (docs/seed002.md).
 SCENARIOS = {

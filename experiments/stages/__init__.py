@@ -46,7 +46,7 @@ class Stages:
         """Every completed run of a campaign summarised, then its statistics/; returns statistics.md."""
         from experiments.campaign import completed_run_dirs
         from experiments.folders.campaign_folder import CampaignFolder
-        from experiments.summary.campaign_stats import write_statistics
+        from experiments.statistics.campaign_stats import write_statistics
 
         self.summarise(completed_run_dirs(folder))
         write_statistics(folder)

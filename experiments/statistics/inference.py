@@ -50,7 +50,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats
 
-from experiments.summary.measures import moved_by_timing
+from experiments.statistics.measures import moved_by_timing
 
 PARALLEL_TIMING = "moved by timing, runs made beside another"   # not compared (`ran_beside`)
 TESTED = "tested"
@@ -364,6 +364,6 @@ def smallest_p(n_a: int, n_b: int, sides: str = TWO_SIDED) -> float:
 
 def ran_beside(rows, metric: str) -> bool:
     """Whether a cell's runs (a frame with an optional `parallel` column: the run had another beside it)
-    give `metric` as a measure timing can move (`experiments.summary.measures`) from a run made beside
+    give `metric` as a measure timing can move (`experiments.statistics.measures`) from a run made beside
     another."""
     return moved_by_timing(metric) and "parallel" in rows and bool(rows["parallel"].astype(bool).any())

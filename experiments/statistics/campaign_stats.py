@@ -5,14 +5,14 @@ The interval of a median is the distribution-free order-statistic interval [x(k)
 largest k whose coverage 1 - 2 P(Binomial(n, 1/2) < k) is at least 95%. Below n = 6 no such k exists and
 the interval is [min, max] with the coverage it has (75% at n = 3, 94% at n = 5); its label says which.
 
-Every measure is classified once (`experiments.summary.measures`): a count the schedule alone fixes
+Every measure is classified once (`experiments.statistics.measures`): a count the schedule alone fixes
 (requests, notifications, offset regressions) or one that timing can move (every duration, duplicates,
 records over the latency limit, fenced commits). The second kind is compared only between runs made one at
 a time: a run made beside another (`--parallel` > 1) shares two cores with it.
 
 Every pair of cells of one scenario and sweep is compared, whether they differ in backend, in strategy or
 in both, by the exact two-sided Mann-Whitney test and the Hodges-Lehmann shift with its distribution-free
-interval and that interval's coverage for its data (`experiments.summary.inference`): with at least 5 runs
+interval and that interval's coverage for its data (`experiments.statistics.inference`): with at least 5 runs
 a side, cells that gave one value in every run included (their p is exact too), and a difference is called
 one only if it survives Benjamini-Hochberg at a false discovery rate of 5% over every test on the page.
 
@@ -42,9 +42,8 @@ from experiments.campaign.manifest import COMPLETED, Manifest
 from experiments.campaign.model import declared_claims, declared_detections
 from experiments.folders.campaign_folder import CampaignFolder
 from experiments.folders.run_folder import RunFolder
-from experiments.summary import checks, markdown_table
-from experiments.summary.claims import claims_frame, claims_markdown, evaluate
-from experiments.summary.inference import (
+from experiments.statistics.claims import claims_frame, claims_markdown, evaluate
+from experiments.statistics.inference import (
     BOTH_CONSTANT,
     MIN_RUNS,
     PARALLEL_TIMING,
@@ -57,8 +56,9 @@ from experiments.summary.inference import (
     coverage_text,
     ran_beside,
 )
-from experiments.summary.measure_names import measure_name
-from experiments.summary.power import claim_powers, power_markdown
+from experiments.statistics.measure_names import measure_name
+from experiments.statistics.power import claim_powers, power_markdown
+from experiments.summary import checks, markdown_table
 from experiments.summary.read_back import herd_columns, scenario_window
 from rebalance.backends import column_order
 

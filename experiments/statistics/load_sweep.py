@@ -11,7 +11,7 @@ import pandas as pd
 
 from experiments.campaign.model import BUILTIN_SCENARIOS
 from experiments.scenario import ScenarioError, find_file, load
-from experiments.summary.campaign_stats import WHOLE_RUN_LOST
+from experiments.statistics.campaign_stats import WHOLE_RUN_LOST
 
 # Seed 002's totals of records over 3 s (the article's table; sticky and cooperative-sticky share a column).
 ARTICLE_TOTALS = {"range": 6189, "roundrobin": 1088, "cooperative-sticky": 465}

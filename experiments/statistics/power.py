@@ -29,7 +29,7 @@ import numpy as np
 from scipy import stats
 
 from experiments.campaign.model import Detect
-from experiments.summary.inference import ALPHA, MIN_RUNS, claim_steps, smallest_claim_p
+from experiments.statistics.inference import ALPHA, MIN_RUNS, claim_steps, smallest_claim_p
 
 TARGET = 0.80
 MOST_RUNS = 60
@@ -158,7 +158,7 @@ class ClaimPower:
 def claim_powers(campaign: str, runs, claims, detections: Sequence[Detect], k: int) -> list[ClaimPower]:
     """Each claim of a campaign: its shift (the file's `[[detect]]` for its measure and scenario, else
     NO_SHIFT_SDS observed sd), and its power at Holm's first step over k."""
-    from experiments.summary.claims import claim_pairs
+    from experiments.statistics.claims import claim_pairs
 
     threshold = ALPHA / max(k, 1)
     found = []
@@ -216,7 +216,7 @@ def power_markdown(powers: list[ClaimPower], k: int, models: Sequence[str] = ())
              f"own (each cell of the sd its runs show, the lower cells at their medians; a cell that gave one value "
              f"in every run has no spread). The shift is the one the file declares for the claim's measure, else "
              f"{NO_SHIFT_SDS} observed sd (the claim's largest). Computed, not drawn: the order statistics' "
-             f"distributions integrated (experiments/summary/power.py), each figure exact to 0.01 points. n runs "
+             f"distributions integrated (experiments/statistics/power.py), each figure exact to 0.01 points. n runs "
              f"a side give a claim's pair no p below 1 - (1 - 2^-n)² ({smallest_claim_p(6, 6):.2g} at 6, "
              f"{smallest_claim_p(10, 10):.2g} at 10), so at 6 runs a cell no claim can pass {threshold:.2g}, "
              f"whatever its shift. The last column is the next campaign's size: the runs a cell that give "

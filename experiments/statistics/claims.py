@@ -3,7 +3,7 @@
 A claim says that some cells exceed others on one metric of one scenario ("legacy's requests per join
 exceed classic's at every N"). It holds only if every pair it names holds: each `higher` cell against each
 `lower` cell, at every sweep value both ran. Each pair gets the test of the two medians
-(`experiments.summary.inference.claim_p`), one-sided in the declared direction, whose null is "the higher
+(`experiments.statistics.inference.claim_p`), one-sided in the declared direction, whose null is "the higher
 cell's median run is no larger than the lower's", true to its level whatever the cells' spreads; the
 claim's p-value is the largest of its pairs' (an intersection-union test: a claim made of several pairs is
 only as strong as its weakest), and its difference of medians the smallest. Every claim gets its p, cells
@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.campaign.model import Claim, selects
-from experiments.summary.inference import (
+from experiments.statistics.inference import (
     ALPHA,
     BOTH_CONSTANT,
     MIN_RUNS,
@@ -51,7 +51,7 @@ from experiments.summary.inference import (
     ran_beside,
     smallest_claim_p,
 )
-from experiments.summary.measure_names import measure_name
+from experiments.statistics.measure_names import measure_name
 
 SUPPORTED = "supported"
 NOT_SUPPORTED = "not supported"
