@@ -33,7 +33,7 @@ from pathlib import Path
 from kafka import KafkaProducer
 
 from rebalance.events import PRODUCER_PACE, RECORDS_PRODUCED, EventRecorder, NullRecorder
-from rebalance.records import encode_value
+from rebalance.record_value import encode_value
 
 PACE_TICK_S = 0.01             # the records due are sent together this often
 MAX_IDLE_SLEEP_S = 0.05        # at low rates, the longest wait for a token (the duration is checked between)

@@ -26,7 +26,7 @@ from kafka import KafkaConsumer
 from kafka.structs import TopicPartition as KafkaTopicPartition
 
 from rebalance import events as ev
-from rebalance.records import produce_ts_ms
+from rebalance.record_value import produce_ts_ms
 from rebalance.types import Record, TopicPartition
 
 Emit = Callable[..., object]

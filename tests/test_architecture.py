@@ -112,7 +112,7 @@ def test_common_holds_only_what_the_coordinator_and_a_client_both_use():
 BACKEND_NAMES = {"legacy", "classic", "kip848", "modern"}
 # Modules where one of those words means something else, and why.
 SAME_WORD_OTHER_MEANING = {
-    "experiments/fuzz/record.py": "Kafka's own group.protocol values (classic, consumer) for a real Kafka client",
+    "experiments/fuzz/capture_corpus.py": "Kafka's own group.protocol values (classic, consumer) for a real Kafka client",
 }
 
 

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from experiments.summary.checker import (
+from experiments.summary.check_queries import (
     CheckConfig,
     Verdict,
     awaited_from,
@@ -70,7 +70,7 @@ def test_disagreement_states_the_tolerance_too():
 
 def test_a_witness_disagreement_reads_as_counts_that_differ_not_as_a_violation():
     """The witness checks the lab's own measurement: its finding is two counts apart, not an anomaly."""
-    from experiments.summary.verdicts import Word, read_result
+    from experiments.summary.verdict_words import Word, read_result
 
     reading = read_result(witness_result(_row(n=2, server=1343.0, client=1251), CheckConfig()))
     assert reading.word is Word.DIFFER and reading.label == "counts differ (members 1,251, servers 1,343)"

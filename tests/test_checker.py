@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.run.conditions import Grade
-from experiments.summary.checker import Verdict
+from experiments.summary.check_queries import Verdict
 from experiments.synthetic.simulation import Anomaly, SyntheticRun
 from tests.fixtures.spark import SERVER_EXTRA
 

@@ -11,8 +11,8 @@ from experiments.cli.demo import SPLIT_BRAIN_SCENARIO, demo_campaign
 from experiments.cli.run import find_scenario
 from experiments.report.demo_page import BEGIN, END, demo_markdown, replace_block
 from experiments.scenario import load, resolve
-from experiments.summary.checker import CheckResult, Verdict
-from experiments.summary.verdicts import read_result
+from experiments.summary.check_queries import CheckResult, Verdict
+from experiments.summary.verdict_words import read_result
 from rebalance.backends import backend_names
 from tests.fixtures.run_record import run_data
 

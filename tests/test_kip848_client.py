@@ -21,9 +21,9 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 from broker.admin import create_topic
 from modern.common import errors
 from modern.common.consumer_group_messages import ConsumerGroupHeartbeatResponse
-from modern.kip848.heartbeat_thread import GroupHeartbeats
 from modern.kip848.member import Kip848Member
 from modern.kip848.member_states import ClientMemberState
+from modern.kip848.membership_manager import MembershipManager
 from rebalance import heartbeat_kinds
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig, RebalanceListener
@@ -207,13 +207,13 @@ def test_commits_carry_the_member_epoch_and_a_stale_epoch_is_refused(cluster, na
     try:
         wait_until(lambda: len(workers[0].seen) == 60, "the first member consuming every record")
         first = members["lab-0"]
-        old_epoch = first.heartbeats.member_epoch
+        old_epoch = first.membership.member_epoch
         wait_until(lambda: events_of(recorder, "lab-0", "offsets_committed"), "an auto-commit")
         workers.append(lab_worker("lab-1", cluster.bootstrap, topic, group, history, recorder, members=members))
-        wait_until(lambda: balanced(workers) and first.heartbeats.member_epoch > old_epoch, "a new member epoch")
+        wait_until(lambda: balanced(workers) and first.membership.member_epoch > old_epoch, "a new member epoch")
         offsets = {TopicPartition(topic, p): 10 for p in sorted(workers[0].owned)}
         stale = first.send_commit(offsets, old_epoch)
-        current = first.send_commit(offsets, first.heartbeats.member_epoch)
+        current = first.send_commit(offsets, first.membership.member_epoch)
     finally:
         stop_all(workers)
     assert stale is errors.STALE_MEMBER_EPOCH and current is errors.NONE
@@ -263,7 +263,7 @@ def unit_member(**extra) -> Kip848Member:
     """A member in the group at epoch 3, owning t-0 (consumed up to 5) and t-1 (up to 9); nothing started."""
     member = Kip848Member(MemberConfig(group="g", topics=("t",), member_name="m", bootstrap="127.0.0.1:1",
                                        extra=extra))
-    member.heartbeats._state, member.heartbeats._epoch = ClientMemberState.STABLE, 3
+    member.membership._state, member.membership._epoch = ClientMemberState.STABLE, 3
     member._owned, member._positions = frozenset({TP0, TP1}), {TP0: 5, TP1: 9}
     member._assign = lambda partitions: setattr(member, "_owned", member._owned | partitions)  # no fetch here
     return member
@@ -286,13 +286,13 @@ def test_every_reconciliation_first_commits_every_consumed_position():
     """maybeAutoCommitSyncBeforeRevocation: at the start of a reconciliation, even one that only adds."""
     member = unit_member()
     sent = scripted_commits(member)
-    member.heartbeats._target = frozenset({TP0, TP1, TP2})        # nothing revoked, t-2 added
+    member.membership._target = frozenset({TP0, TP1, TP2})        # nothing revoked, t-2 added
     member._reconcile()
     assert [offsets for _, offsets in sent] == [{TP0: 5, TP1: 9}]
     assert member._owned == {TP0, TP1, TP2}
     member = unit_member()
     sent = scripted_commits(member)
-    member.heartbeats._target = frozenset({TP0})                   # t-1 revoked: still everything committed
+    member.membership._target = frozenset({TP0})                   # t-1 revoked: still everything committed
     member._reconcile()
     assert [offsets for _, offsets in sent] == [{TP0: 5, TP1: 9}]
     assert member._owned == {TP0}
@@ -302,7 +302,7 @@ def test_the_commit_before_reconciling_is_retried_up_to_the_rebalance_timeout_no
     member = unit_member(**{"request.timeout.ms": 200, "max.poll.interval.ms": 20_000})
     started = time.monotonic()
     sent = scripted_commits(member, failing_s=0.8)
-    member.heartbeats._target = frozenset({TP0})
+    member.membership._target = frozenset({TP0})
     member._reconcile()
     assert len(sent) >= 3 and sent[-1][0] - started >= 0.8      # went on past request.timeout.ms
     assert sent[-1][1] == {TP0: 5, TP1: 9} and member._owned == {TP0}
@@ -311,10 +311,10 @@ def test_the_commit_before_reconciling_is_retried_up_to_the_rebalance_timeout_no
 def test_no_commit_before_reconciling_when_auto_commit_is_off():
     member = Kip848Member(MemberConfig(group="g", topics=("t",), member_name="m", bootstrap="127.0.0.1:1",
                                        auto_commit=False))
-    member.heartbeats._state, member.heartbeats._epoch = ClientMemberState.STABLE, 3
+    member.membership._state, member.membership._epoch = ClientMemberState.STABLE, 3
     member._owned, member._positions = frozenset({TP0, TP1}), {TP0: 5, TP1: 9}
     sent = scripted_commits(member)
-    member.heartbeats._target = frozenset({TP0})
+    member.membership._target = frozenset({TP0})
     member._reconcile()
     assert sent == [] and member._owned == {TP0}
 
@@ -325,10 +325,10 @@ def heartbeat_answer(error, epoch: int = 3) -> ConsumerGroupHeartbeatResponse:
                                              assignment=None)
 
 
-def in_group(**extra) -> GroupHeartbeats:
+def in_group(**extra) -> MembershipManager:
     """The heartbeat side of a member at epoch 3 whose coordinator is known; no thread started."""
     beats = Kip848Member(MemberConfig(group="g", topics=("t",), member_name="m", bootstrap="127.0.0.1:1",
-                                      extra=extra)).heartbeats
+                                      extra=extra)).membership
     beats._state, beats._epoch = ClientMemberState.STABLE, 3
     beats._main = beats._beat = Scripted()
     beats._coordinator, beats._coordinator_known = ("stub", 1), True

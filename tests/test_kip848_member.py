@@ -26,7 +26,7 @@ def committing_member(*answers) -> tuple[Kip848Member, list]:
     and whose commits get `answers` in order; the commits it sent are returned alongside."""
     member = Kip848Member(MemberConfig(group="g", topics=("t",), member_name="m", bootstrap="127.0.0.1:1",
                                        auto_commit_interval_ms=INTERVAL_MS))
-    beats = member.heartbeats
+    beats = member.membership
     beats._state, beats._epoch, beats._coordinator_known = ClientMemberState.STABLE, 3, True
     member._owned, member._positions = frozenset({TP0, TP1}), {TP0: 5, TP1: 9}
     member._assign = lambda partitions: setattr(member, "_owned", member._owned | partitions)
@@ -54,7 +54,7 @@ def test_a_completed_reconciliation_restarts_the_auto_commit_timer():
     """ConsumerMembershipManager.signalReconciliationCompleting -> CommitRequestManager.resetAutoCommitTimer:
     an auto-commit due before the reconciliation waits a whole interval after it."""
     member, sent = committing_member()
-    member.heartbeats._target = frozenset({TP0, TP2})       # t-1 revoked, t-2 added
+    member.membership._target = frozenset({TP0, TP2})       # t-1 revoked, t-2 added
     member._reconcile()
     assert sent == [{TP0: 5, TP1: 9}]                        # the commit before reconciling, nothing else
     assert member._owned == {TP0, TP2}
@@ -101,7 +101,7 @@ def test_a_synchronous_commit_refused_as_stale_fails_at_once():
 
     def send_commit(offsets, epoch):
         epochs_sent.append(epoch)
-        member.heartbeats._epoch = 4   # a heartbeat answer moved the epoch while the first request was out
+        member.membership._epoch = 4   # a heartbeat answer moved the epoch while the first request was out
         return errors.STALE_MEMBER_EPOCH
 
     member.send_commit = send_commit
@@ -143,7 +143,7 @@ def test_a_poll_during_a_heartbeat_backoff_returns_at_once_with_records():
     member = unit_member(**{"retry.backoff.ms": 10_000, "retry.backoff.max.ms": 10_000})
     scripted_commits(member)
     member._fetcher = OneRecordFetcher()
-    beats = member.heartbeats
+    beats = member.membership
     loading = heartbeat_answer(errors.COORDINATOR_LOAD_IN_PROGRESS)
     beats._main = beats._beat = Scripted(ConsumerGroupHeartbeat=[loading] * 5)
     beats._coordinator, beats._coordinator_known = ("stub", 1), True
@@ -170,7 +170,7 @@ def idle_member(state: ClientMemberState, *, next_heartbeat_s: float) -> Kip848M
     member._owned, member._positions = frozenset(), {}
     member._next_auto_commit = time.monotonic() + INTERVAL_MS / 1000
     scripted_commits(member)
-    beats = member.heartbeats
+    beats = member.membership
     beats._state, beats._interval_ms = state, 5_000
     beats._next_due = time.monotonic() + next_heartbeat_s
     return member
@@ -179,7 +179,7 @@ def idle_member(state: ClientMemberState, *, next_heartbeat_s: float) -> Kip848M
 def assignment_arrives_during_the_poll(member: Kip848Member, partitions: frozenset) -> None:
     """The heartbeat answer carrying `partitions` arrives after this poll looked for a reconciliation and before
     it waits (the heartbeat thread's own work: the target and RECONCILING, through its one setter)."""
-    beats = member.heartbeats
+    beats = member.membership
 
     def arrive() -> None:
         with beats._lock:
@@ -219,12 +219,12 @@ def test_a_joining_member_takes_its_first_assignment_at_once():
     """Before the first answer the heartbeat interval is Kafka's initial 0, so maximumTimeToWait is 0 and the
     application thread does not wait: a member joining sees its first assignment as soon as it comes."""
     member = idle_member(ClientMemberState.JOINING, next_heartbeat_s=4.5)
-    member.heartbeats._interval_ms = None    # no answer yet
+    member.membership._interval_ms = None    # no answer yet
 
     def answered() -> None:
-        with member.heartbeats._lock:
-            member.heartbeats._target = frozenset({TP0})
-            member.heartbeats._set_state(ClientMemberState.RECONCILING)
+        with member.membership._lock:
+            member.membership._target = frozenset({TP0})
+            member.membership._set_state(ClientMemberState.RECONCILING)
 
     member._maybe_auto_commit = answered
     started = time.monotonic()

@@ -7,7 +7,6 @@ import pytest
 
 from modern.common import errors
 from modern.common.consumer_group_messages import ConsumerGroupHeartbeatResponse
-from modern.kip848.heartbeat_thread import GroupHeartbeats
 from modern.kip848.member import Kip848Member
 from modern.kip848.member_states import (
     KAFKA_PREVIOUS_STATES,
@@ -18,6 +17,7 @@ from modern.kip848.member_states import (
     IllegalMemberTransition,
     check_transition,
 )
+from modern.kip848.membership_manager import MembershipManager
 from rebalance.member import MemberConfig
 from rebalance.topic_ids import topic_id
 from rebalance.types import TopicPartition
@@ -29,11 +29,11 @@ ALLOWED = sorted(((before, after) for after, befores in PREVIOUS_STATES.items() 
                  key=lambda move: (move[0].value, move[1].value))
 
 
-def heartbeats(state: ClientMemberState, owned: frozenset = frozenset()) -> GroupHeartbeats:
+def heartbeats(state: ClientMemberState, owned: frozenset = frozenset()) -> MembershipManager:
     """The heartbeat side of a member put in `state` (epoch 3, coordinator known); no thread started."""
     member = Kip848Member(MemberConfig(group="g", topics=("t",), member_name="m", bootstrap="127.0.0.1:1"))
     member._owned = owned
-    beats = member.heartbeats
+    beats = member.membership
     beats._state, beats._epoch = state, 3
     beats._coordinator, beats._coordinator_known = ("stub", 1), True
     return beats

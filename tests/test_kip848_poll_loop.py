@@ -89,7 +89,7 @@ class Application:
 
     def target(self) -> set[int]:
         """What the coordinator last told the heartbeat thread this member may keep or take."""
-        held = self.member.heartbeats.snapshot().target
+        held = self.member.membership.snapshot().target
         return set() if held is None else {tp.partition for tp in held}
 
     def busy(self) -> None:

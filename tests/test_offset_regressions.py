@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.summary import checks
-from experiments.summary.checker import CheckConfig, CheckInputs, Verdict, offset_regressions
+from experiments.summary.check_queries import CheckConfig, CheckInputs, Verdict, offset_regressions
 
 pytestmark = pytest.mark.spark
 

@@ -24,7 +24,7 @@ from broker.embedded import EmbeddedBroker
 from broker.liveness import RequestLedger, running_callback
 from broker.server import BrokerConfig
 from broker.topics import TopicSpec
-from experiments.summary.checker import Verdict
+from experiments.summary.check_queries import Verdict
 from experiments.synthetic.simulation import SyntheticRun, write_run
 from rebalance import events as ev
 from rebalance.backends import backend_names, profile

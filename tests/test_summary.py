@@ -205,7 +205,7 @@ def test_synthetic_logs_use_only_declared_fields(tmp_path):
 
 
 def test_the_spark_schema_is_the_vocabularys():
-    from experiments.summary.frames import EVENT_SCHEMA, READ_FIELDS
+    from experiments.summary.event_tables import EVENT_SCHEMA, READ_FIELDS
 
     assert EVENT_SCHEMA.fieldNames() == list(READ_FIELDS)
     types = {field.name: field.dataType.simpleString() for field in EVENT_SCHEMA.fields}

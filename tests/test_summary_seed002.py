@@ -69,7 +69,7 @@ def test_the_phase_table_gives_each_phase_its_largest_lag(synthetic_runs):
 def test_with_a_service_time_throughput_counts_a_record_when_its_handling_ended(spark):
     """A poll at 2.0 s returns 4 records that are handled one a second: the chart shows 1 a second over
     2-5 s (the backlog draining), not 4 at 2 s; a run without records_processed keeps the poll's time."""
-    from experiments.summary.checker import CheckConfig
+    from experiments.summary.check_queries import CheckConfig
     from experiments.summary.phases import throughput
 
     t0_ms = 1_000_000

@@ -10,9 +10,9 @@ from rich.console import Console
 
 from experiments.report.page import table_html
 from experiments.report.run_report import verdict_table
-from experiments.summary.checker import CheckResult, Verdict
+from experiments.summary.check_queries import CheckResult, Verdict
 from experiments.summary.read_back import RunData
-from experiments.summary.verdicts import Word, combine, print_verdicts, question, read, read_result
+from experiments.summary.verdict_words import Word, combine, print_verdicts, question, read, read_result
 from tests.fixtures.run_record import run_data
 
 

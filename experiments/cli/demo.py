@@ -119,7 +119,7 @@ def demo(
     from experiments.report.findings import reading_of
     from experiments.report.run_report import swept_runs
     from experiments.summary.read_back import herd_points, load_run
-    from experiments.summary.verdicts import print_verdicts
+    from experiments.summary.verdict_words import print_verdicts
 
     runs = [load_run(run_dir) for run_dir in run_dirs]
     swept = swept_runs(runs)

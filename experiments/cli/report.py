@@ -60,7 +60,7 @@ def _summarize(run_dirs: list[Path], master: str, latency_limit_ms: int, converg
                *, again: bool) -> list:
     """The summary stage for the runs (experiments.stages), its steps printed as it goes."""
     from experiments.stages import Stages
-    from experiments.summary.checker import CheckConfig
+    from experiments.summary.check_queries import CheckConfig
 
     checks = CheckConfig(latency_limit_ms=latency_limit_ms, convergence_bound_s=convergence_bound_s)
     with StepLines(f"summarising {len(run_dirs)} run{'s' if len(run_dirs) != 1 else ''}") as step:
@@ -68,8 +68,8 @@ def _summarize(run_dirs: list[Path], master: str, latency_limit_ms: int, converg
 
 
 def print_verdict_table(console: Console, summaries) -> None:
-    """The checks of every summarised run in words (experiments.summary.verdicts), one column per run."""
-    from experiments.summary.verdicts import print_verdicts, read_result
+    """The checks of every summarised run in words (experiments.summary.verdict_words), one column per run."""
+    from experiments.summary.verdict_words import print_verdicts, read_result
 
     columns = [(f"{summary.record.name} {summary.record.backend}/{summary.record.strategy}",
                 [read_result(check) for check in summary.checks]) for summary in summaries]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.summary import markdown_table
-from experiments.summary.verdicts import Reading, Word, question
+from experiments.summary.verdict_words import Reading, Word, question
 
 BEGIN = "<!-- demo:begin (written by `./lab demo --publish docs/demo`) -->"
 END = "<!-- demo:end -->"

@@ -28,7 +28,7 @@ from experiments.statistics.campaign_stats import COORDINATOR_GAP
 from experiments.summary import checks
 from experiments.summary.herd_sizes import by_size, size_text, sizes_of
 from experiments.summary.read_back import RunData, herd_points, herd_slopes
-from experiments.summary.verdicts import Reading, Word, combine, read
+from experiments.summary.verdict_words import Reading, Word, combine, read
 from rebalance.backends import column_order
 
 # -- numbers in words --------------------------------------------------------------------------

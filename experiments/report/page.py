@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.summary.verdicts import CSS_CLASS, Reading
+from experiments.summary.verdict_words import CSS_CLASS, Reading
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from experiments.report.findings import (
 from experiments.report.page import Block, Cell, Detail, Figure, RowHeader, Section, Table, verdict_cell
 from experiments.summary.herd_sizes import size_text, sizes_of
 from experiments.summary.read_back import RunData, from_summary, herd_points, load_run
-from experiments.summary.verdicts import Word, question
+from experiments.summary.verdict_words import Word, question
 
 if TYPE_CHECKING:
     from experiments.summary.run_summary import RunSummary

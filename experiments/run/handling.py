@@ -32,7 +32,7 @@ from experiments.scenario.model import WorkloadSpec
 from modern.common import errors
 from rebalance import events as ev
 from rebalance.member import RebalanceListener
-from rebalance.records import produce_ts_ms
+from rebalance.record_value import produce_ts_ms
 from rebalance.types import Record, TopicPartition
 
 CHUNK_S = 0.1     # a records_processed event covers at most this much handling

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from experiments.folders.run_folder import RunFolder
-from experiments.summary.checker import CheckConfig
+from experiments.summary.check_queries import CheckConfig
 
 Step = Callable[[str], None]
 

@@ -1,6 +1,6 @@
 """The checks, one row each: a check's name, what it looks for, how its findings read, and whether a finding
 is an anomaly or a protection doing its job. Every module that names a check takes it from here; the Spark
-side of each check (its queries) is its row in `experiments.summary.checker.CHECKS`.
+side of each check (its queries) is its row in `experiments.summary.check_queries.CHECKS`.
 
 No Spark here: the report reads these rows without starting a JVM.
 """

@@ -14,7 +14,7 @@ from experiments.folders.run_folder import RunFolder
 from experiments.run.conditions import Conditions, Grade, judge
 from experiments.run.run_evidence import gather
 from experiments.summary import checks
-from experiments.summary.checker import CheckResult
+from experiments.summary.check_queries import CheckResult
 
 
 def run_conditions(run_dir: Path, *, latency_limit_ms: int) -> Conditions:

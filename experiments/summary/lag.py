@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 def lag_per_second(produced: DataFrame, batches: DataFrame, partitions: DataFrame, runs: DataFrame) -> DataFrame:
     """(run, second, lag_max, lag_total) from 0 to the run's last second.
 
-    `produced`: batches (run, tp, last_offset, ts_ns) as `frames.read_runs` gives them; `batches`: taken
+    `produced`: batches (run, tp, last_offset, ts_ns) as `event_tables.read_runs` gives them; `batches`: taken
     batches with their run time (run, tp, t, last_offset); `partitions`: every partition of each run (run, tp);
     `runs`: each run's `t0_ns` and `run_end`."""
     constants = F.broadcast(runs.select("run", "t0_ns", "run_end"))

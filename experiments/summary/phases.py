@@ -7,7 +7,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from experiments.summary.checker import CheckConfig, CheckResult
+from experiments.summary.check_queries import CheckConfig, CheckResult
 from experiments.summary.checks import DOUBLE_OWNERSHIP
 from experiments.summary.lag import phase_lag
 from experiments.summary.spark_batch import Batch, Pending

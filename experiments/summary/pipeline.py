@@ -18,11 +18,11 @@ from pyspark.sql import functions as F
 
 from experiments.folders.run_folder import RunFolder
 from experiments.folders.run_record import record_to_summarise
-from experiments.summary import coordinator_gaps, herd, lag, memory, phases, records
-from experiments.summary.checker import CheckConfig, CheckInputs, plan_checks
+from experiments.summary import coordinator_gaps, herd, lag, memory, offset_ranges, phases
+from experiments.summary.check_queries import CheckConfig, CheckInputs, plan_checks
 from experiments.summary.conditions_check import conditions_check, run_conditions
+from experiments.summary.event_tables import EventTables, read_runs
 from experiments.summary.fault_rules import FAULT_EVENTS, convergence_awaited_from, fault_windows
-from experiments.summary.frames import EventFrames, read_runs
 from experiments.summary.output import write_summary
 from experiments.summary.ownership import ownership, segments
 from experiments.summary.run_summary import RunSummary, SummaryFacts
@@ -85,7 +85,7 @@ def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig 
     return summary
 
 
-def _bounds(frames: EventFrames, batch: Batch) -> Pending[dict[int, dict]]:
+def _bounds(frames: EventTables, batch: Batch) -> Pending[dict[int, dict]]:
     """Per run: first and last event (ns), first wall time (ms), produced records, the last fault event,
     the last member start and the last consumption (ns)."""
     none = F.lit(None).cast("long")
@@ -169,12 +169,12 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
     consumed = timed(frames.consumed, F.col("ts_ns")).persist()   # batches: read by five queries
 
     step("records")
-    covered = records.coverage(consumed).persist()   # gaps (lost) and overlaps (duplicates) both come from it
-    never = records.never_processed(frames.produced, covered, runs).persist()
-    repeats = records.duplicate_ranges(covered)
+    covered = offset_ranges.coverage(consumed).persist()   # gaps (lost) and overlaps (duplicates) both come from it
+    never = offset_ranges.never_processed(frames.produced, covered, runs).persist()
+    repeats = offset_ranges.duplicate_ranges(covered)
     processed = timed(frames.processed, F.col("ts_ns"))
-    deliveries = records.deliveries(consumed, processed)   # handled, else delivered
-    handled = records.handled_batches(consumed, processed)
+    deliveries = offset_ranges.deliveries(consumed, processed)   # handled, else delivered
+    handled = offset_ranges.handled_batches(consumed, processed)
 
     step("ownership")
     owned = ownership(control, partitions, runs).persist()
@@ -187,7 +187,7 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
             segments=spans, never=never,
             repeats=repeats, deliveries=deliveries,
             context=runs.select("run", "partitions", "since_t", "bound_s", "run_end")), config, batch)
-        produce_times = records.produce_times(frames.produced, runs)
+        produce_times = offset_ranges.produce_times(frames.produced, runs)
         episodes = batch.tables(phases.rebalance_episodes(control), ["start"])
         measures = phases.phase_measures(produce_times, never, repeats, deliveries, runs, config, batch)
         metrics = batch.tables(herd.rebalance_metrics(control), ["member"])

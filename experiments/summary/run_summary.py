@@ -13,7 +13,7 @@ import pandas as pd
 
 from experiments.folders.run_folder import RunFolder
 from experiments.folders.run_record import RunRecord
-from experiments.summary.checker import CheckConfig, CheckResult
+from experiments.summary.check_queries import CheckConfig, CheckResult
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,8 +65,8 @@ class RunSummary:
 
     def verdicts(self) -> pd.DataFrame:
         """One row per check: the checker's verdict, count and detail, and the same in words (`result`,
-        e.g. `VIOLATED (3)`, and its one-line `meaning`; experiments.summary.verdicts)."""
-        from experiments.summary.verdicts import read_result
+        e.g. `VIOLATED (3)`, and its one-line `meaning`; experiments.summary.verdict_words)."""
+        from experiments.summary.verdict_words import read_result
 
         rows = []
         for check in self.checks:

@@ -15,7 +15,7 @@ from modern.common.errors import ErrorClass, GroupError
 from rebalance import events as ev
 from rebalance.events import EventRecorder
 from rebalance.member import MemberConfig
-from rebalance.records import produce_ts_ms
+from rebalance.record_value import produce_ts_ms
 from rebalance.types import Record, TopicPartition
 
 

@@ -1,7 +1,7 @@
 """`Kip848Member`: a consumer-group member speaking KIP-848's ConsumerGroupHeartbeat, as Kafka 4's
 consumer and librdkafka do with `group.protocol=consumer`.
 
-The heartbeat thread (`modern.kip848.heartbeat_thread`) keeps the member in the group and holds the assignment
+The heartbeat thread (`modern.kip848.membership_manager`) keeps the member in the group and holds the assignment
 the coordinator last sent; everything the application sees happens here, on the polling thread,
 as Kafka runs rebalance callbacks inside poll():
 
@@ -37,8 +37,8 @@ from modern.client.fetcher import Fetcher
 from modern.common import errors
 from modern.common.errors import ErrorClass
 from modern.kip848.client_settings import settings_from
-from modern.kip848.heartbeat_thread import FENCING_ERRORS, GroupHeartbeats
 from modern.kip848.member_states import IN_GROUP, RECONCILES, ClientMemberState
+from modern.kip848.membership_manager import FENCING_ERRORS, MembershipManager
 from rebalance import events as ev
 from rebalance.events import EventRecorder, NullRecorder
 from rebalance.member import MemberConfig, RebalanceListener, pod_client_id
@@ -61,7 +61,7 @@ class Kip848Member(FetchingMember):
         self.listener = listener or RebalanceListener()
         self.recorder = recorder or NullRecorder()
         self.settings = settings_from(config, client_id=pod_client_id(self.member_id))
-        self.heartbeats = GroupHeartbeats(self.settings, recorder=self.recorder, member_name=self.member_id,
+        self.membership = MembershipManager(self.settings, recorder=self.recorder, member_name=self.member_id,
                                           owned=lambda: self._owned)
         self.metrics = RebalanceMetrics()
         self._fetcher: Fetcher | None = None
@@ -77,14 +77,14 @@ class Kip848Member(FetchingMember):
     @property
     def group_member_id(self) -> str:
         """The id the coordinator knows this member by (a UUID the client made)."""
-        return self.heartbeats.member_id
+        return self.membership.member_id
 
     # ------------------------------------------------------------ Member
 
     def start(self) -> None:
         self._start_fetching(self.settings.assignor)
         self._open_rebalance("join")
-        self.heartbeats.start()
+        self.membership.start()
         self._restart_auto_commit_timer()
 
     def poll(self, timeout_s: float) -> list[Record]:
@@ -93,10 +93,10 @@ class Kip848Member(FetchingMember):
                 return []
             self._reconcile()
             self._maybe_auto_commit()
-            return self._fetch(timeout_s, self.heartbeats.member_epoch)
+            return self._fetch(timeout_s, self.membership.member_epoch)
 
     def _group_news(self) -> threading.Event:
-        return self.heartbeats.news
+        return self.membership.news
 
     def _wait_idle(self, timeout_s: float) -> None:
         """Nothing to fetch: Kafka's AsyncKafkaConsumer.pollForFetches waits on its fetch buffer for up to the
@@ -105,7 +105,7 @@ class Kip848Member(FetchingMember):
         meanwhile waits for the next poll (processBackgroundEvents). When a heartbeat is due now, or no
         interval is known yet (joining), Kafka's poll goes round at once and sees any news as it comes: the lab
         waits for the news instead of spinning."""
-        wait_s = self.heartbeats.time_to_next_heartbeat_s()
+        wait_s = self.membership.time_to_next_heartbeat_s()
         if wait_s is not None and self._awaiting_committed:
             wait_s = min(wait_s, self.settings.retry_backoff_ms / 1000)
         if not wait_s:
@@ -115,7 +115,7 @@ class Kip848Member(FetchingMember):
 
     def _give_up_partitions(self) -> None:
         """Commit, revoke (listener); `close` then leaves with epoch -1 (-2 for a static member)."""
-        self.heartbeats.prepare_leaving()
+        self.membership.prepare_leaving()
         if self._owned and self.config.auto_commit:
             self._commit_offsets({tp: o for tp, o in self._positions.items() if tp in self._owned})
         if self._owned:
@@ -125,7 +125,7 @@ class Kip848Member(FetchingMember):
         return self.metrics.snapshot(time.monotonic())
 
     def _leave_group(self) -> None:
-        self.heartbeats.leave()
+        self.membership.leave()
 
     def abandon(self) -> None:
         """As SIGKILL: no commit, no revocation, no leave heartbeat; the session ends it."""
@@ -133,14 +133,14 @@ class Kip848Member(FetchingMember):
             if self._closed:
                 return
             self._closed = True
-        self.heartbeats.stop()
+        self.membership.stop()
         if self._fetcher is not None:
             self._fetcher.close()
 
     # ------------------------------------------------------------ reconciliation (polling thread)
 
     def _reconcile(self) -> None:
-        seen = self.heartbeats.snapshot()
+        seen = self.membership.snapshot()
         if seen.fatal is not None:
             if self._owned:
                 self._lose(set(self._owned))
@@ -149,30 +149,30 @@ class Kip848Member(FetchingMember):
             if self._owned:
                 self._lose(set(self._owned))
             self._open_rebalance("fenced")
-            self.heartbeats.rejoin()
+            self.membership.rejoin()
             return
         if seen.state not in RECONCILES or seen.target is None:
             return
         target = seen.target
         if target == self._owned and seen.state is ClientMemberState.RECONCILING:
-            self.heartbeats.ack_now()   # the target came back to what is owned: nothing to do but say so
+            self.membership.ack_now()   # the target came back to what is owned: nothing to do but say so
         if target != self._owned:
-            if not self.heartbeats.reconciling():
+            if not self.membership.reconciling():
                 return   # fenced or stopped since the snapshot: the next poll sees it
             self._open_rebalance("assignment")
             self._auto_commit_before_reconciliation()
             revoked = set(self._owned - target)
             if revoked:
                 self._revoke(revoked)
-                self.heartbeats.ack_now()
+                self.membership.ack_now()
             added = set(target - self._owned)
             if added:
                 try:
                     self._assign(added)
                 except _Fenced:
-                    self.heartbeats.ack_now()   # a heartbeat now learns the fencing; nothing was assigned
+                    self.membership.ack_now()   # a heartbeat now learns the fencing; nothing was assigned
                     return
-                self.heartbeats.ack_now()
+                self.membership.ack_now()
             self._restart_auto_commit_timer()
         if self._owned == target and self._rebalance_started is not None:
             self._complete_rebalance(seen.member_epoch)
@@ -189,7 +189,7 @@ class Kip848Member(FetchingMember):
         self.recorder.emit(ev.REBALANCE_COMPLETED, self.member_id, generation=epoch,
                            assigned=sorted(map(str, self._owned)), duration_ms=round(duration_ms, 3),
                            attempts=max(1, self._steps), protocol=self.settings.assignor, leader=False,
-                           member_id=self.heartbeats.member_id)
+                           member_id=self.membership.member_id)
 
     def _revoke(self, partitions: set[TopicPartition]) -> None:
         self._drop(partitions)
@@ -223,8 +223,8 @@ class Kip848Member(FetchingMember):
             return
         positions = {tp: o for tp, o in self._positions.items() if tp in self._owned}
         busy = self._commit_in_flight is not None and self._commit_in_flight.is_alive()
-        if not positions or busy or not self.heartbeats.coordinator_known \
-                or self.heartbeats.snapshot().state not in RECONCILES:
+        if not positions or busy or not self.membership.coordinator_known \
+                or self.membership.snapshot().state not in RECONCILES:
             return
         self._restart_auto_commit_timer()   # before the commit goes: its failure may bring it forward
         self._commit_in_flight = threading.Thread(target=self._auto_commit_once, args=(positions,),
@@ -254,21 +254,21 @@ class Kip848Member(FetchingMember):
             offsets = {tp: o for tp, o in self._positions.items() if tp in self._owned}
             if not offsets:
                 return errors.NONE
-            if self.heartbeats.snapshot().state not in IN_GROUP:
+            if self.membership.snapshot().state not in IN_GROUP:
                 return errors.UNKNOWN_MEMBER_ID   # fenced or stopped meanwhile: nothing to commit for
             error = self._commit_once(offsets)
             retriable = error in RETRIABLE or error is errors.STALE_MEMBER_EPOCH
             if not retriable or time.monotonic() >= deadline or self._closed:
                 return error
-            time.sleep(self.heartbeats.backoff.backoff_ms(attempts, random.random()) / 1000)
+            time.sleep(self.membership.backoff.backoff_ms(attempts, random.random()) / 1000)
             attempts += 1
 
     def _commit_once(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
-        epoch = self.heartbeats.member_epoch
+        epoch = self.membership.member_epoch
         try:
             error = self.send_commit(offsets, epoch)
         except ConnectionFailed:
-            self.heartbeats.coordinator_unknown()
+            self.membership.coordinator_unknown()
             error = errors.COORDINATOR_NOT_AVAILABLE
         self._committed(offsets, error, epoch)
         return error
@@ -283,9 +283,9 @@ class Kip848Member(FetchingMember):
             return errors.NONE
         deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
         while True:
-            if self.heartbeats.snapshot().state not in IN_GROUP:
+            if self.membership.snapshot().state not in IN_GROUP:
                 error = errors.UNKNOWN_MEMBER_ID   # not sent: the member is not in the group
-                self._committed(offsets, error, self.heartbeats.member_epoch)
+                self._committed(offsets, error, self.membership.member_epoch)
                 return error
             error = self._commit_once(offsets)
             if error not in RETRIABLE or time.monotonic() >= deadline:
@@ -300,15 +300,15 @@ class Kip848Member(FetchingMember):
         topic_cls = OffsetCommitRequest.OffsetCommitRequestTopic
         request = OffsetCommitRequest[OFFSETS_VERSION](
             group_id=self.settings.group, generation_id_or_member_epoch=epoch,
-            member_id=self.heartbeats.member_id, group_instance_id=self.settings.instance_id, retention_time_ms=-1,
+            member_id=self.membership.member_id, group_instance_id=self.settings.instance_id, retention_time_ms=-1,
             topics=[topic_cls(name=topic, partitions=[topic_cls.OffsetCommitRequestPartition(
                 partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata="")
                 for p, o in parts]) for topic, parts in by_topic.items()])
-        answer = self.heartbeats.requests.send(self.heartbeats.ensure_coordinator(), "OffsetCommit", request)
+        answer = self.membership.requests.send(self.membership.ensure_coordinator(), "OffsetCommit", request)
         codes = [p.error_code for t in answer.topics for p in t.partitions if p.error_code]
         error = errors.for_code(codes[0]) if codes else errors.NONE
         if error in errors.COORDINATOR_MOVED:
-            self.heartbeats.coordinator_unknown()   # COORDINATOR_LOAD_IN_PROGRESS: retried at the same broker
+            self.membership.coordinator_unknown()   # COORDINATOR_LOAD_IN_PROGRESS: retried at the same broker
         return error
 
     def _committed(self, offsets: Mapping[TopicPartition, int], error: ErrorClass, epoch: int) -> None:
@@ -327,11 +327,11 @@ class Kip848Member(FetchingMember):
         def attempt() -> tuple[ErrorClass, list]:
             # built at each attempt: the member's epoch may have moved on since the last
             request = OffsetFetchRequest[OFFSETS_VERSION](groups=[group_cls(
-                group_id=self.settings.group, member_id=self.heartbeats.member_id,
-                member_epoch=self.heartbeats.member_epoch,
+                group_id=self.settings.group, member_id=self.membership.member_id,
+                member_epoch=self.membership.member_epoch,
                 topics=[group_cls.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in topics.items()])],
                 require_stable=False)
-            group = self.heartbeats.requests.send(self.heartbeats.ensure_coordinator(), "OffsetFetch", request).groups[0]
+            group = self.membership.requests.send(self.membership.ensure_coordinator(), "OffsetFetch", request).groups[0]
             return errors.for_code(group.error_code), group.topics
 
         def fenced(error: ErrorClass) -> None:
@@ -340,6 +340,6 @@ class Kip848Member(FetchingMember):
 
         return fetch_committed(attempt, timeout_ms=self.settings.request_timeout_ms,
                                backoff_ms=self.settings.retry_backoff_ms,
-                               coordinator_moved=self.heartbeats.coordinator_unknown, stopping=lambda: self._closed,
+                               coordinator_moved=self.membership.coordinator_unknown, stopping=lambda: self._closed,
                                fenced=fenced)
 

@@ -3,7 +3,7 @@
 Kafka's client names them in `clients/.../consumer/internals/MemberState.java`, each with the states it
 may be entered from (`MemberState`'s static block; `AbstractMembershipManager.transitionTo` refuses any
 other move). `KAFKA_PREVIOUS_STATES` writes that table down as Kafka has it; the lab's member
-(`modern.kip848.heartbeat_thread` drives it) moves through a subset, `PREVIOUS_STATES`:
+(`modern.kip848.membership_manager` drives it) moves through a subset, `PREVIOUS_STATES`:
 
     UNSUBSCRIBED --start()--> JOINING --answer--> STABLE or RECONCILING (the target differs from what it owns)
     STABLE --an answer with a new target--> RECONCILING --the polling thread acknowledges--> ACKNOWLEDGING

@@ -1,5 +1,6 @@
-"""The member's side of ConsumerGroupHeartbeat: finding the coordinator, the heartbeat thread,
-the member epoch and the assignment the coordinator last sent.
+"""The membership manager (Kafka's `ConsumerMembershipManager` with its heartbeat request manager): the member's
+side of ConsumerGroupHeartbeat, finding the coordinator, the heartbeat thread, the member epoch and the
+assignment the coordinator last sent.
 
 The member's state is a `ClientMemberState` (`modern.kip848.member_states` writes the states and their
 allowed moves down, beside Kafka's), changed only through `_set_state`, which refuses any other move.
@@ -74,7 +75,7 @@ class Snapshot:
     fatal: BaseException | None
 
 
-class GroupHeartbeats:
+class MembershipManager:
     def __init__(self, settings: Kip848Settings, *, recorder: EventRecorder, member_name: str,
                  owned: Callable[[], frozenset[TopicPartition]]) -> None:
         self.settings = settings

@@ -1,7 +1,7 @@
 """Record the wire corpus: real clients (kafka-python, confluent-kafka classic and KIP-848) against a lab
 broker with its coordinator, every request frame kept as the broker read it.
 
-    python -m experiments.fuzz.record [FOLDER]     (default: the stored corpus, experiments/fuzz/corpus/wire)
+    python -m experiments.fuzz.capture_corpus [FOLDER]     (default: the stored corpus, experiments/fuzz/corpus/wire)
 
 Each distinct (API, version) gets its first frame as an input of its own; each client's whole
 conversation (its first MAX_SESSION_FRAMES frames) is one more input, so the fuzzer starts from

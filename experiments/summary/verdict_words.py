@@ -94,7 +94,7 @@ def read(check: str, verdict: str, count: int, detail: str) -> Reading:
 
 
 def read_result(result) -> Reading:
-    """The reading of a `checker.CheckResult`."""
+    """The reading of a `check_queries.CheckResult`."""
     return read(result.check, result.verdict.value, result.count, result.detail)
 
 

@@ -90,7 +90,7 @@ class CheckInputs:
     control: DataFrame
     commits: DataFrame
     consumed: DataFrame
-    handled: DataFrame              # batches at the end of their handling (records.handled_batches)
+    handled: DataFrame              # batches at the end of their handling (offset_ranges.handled_batches)
     segments: DataFrame
     never: DataFrame
     repeats: DataFrame

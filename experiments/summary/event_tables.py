@@ -64,7 +64,7 @@ _HANDLED_TYPES = (ev.RECORDS_CONSUMED, ev.RECORDS_PROCESSED)
 
 
 @dataclass
-class EventFrames:
+class EventTables:
     """The events of every run in four frames, each with the `run` column: `control` (every other event,
     full schema, plus `seq`), `commits` (one row per partition per offsets_committed: member, ts_ns,
     ts_ms, seq, generation, tp, offset), `produced` batches (tp, first_offset, last_offset, records,
@@ -100,7 +100,7 @@ def event_files(run_dir: Path) -> list[str]:
     return files
 
 
-def read_runs(spark: SparkSession, run_dirs: list[Path]) -> EventFrames:
+def read_runs(spark: SparkSession, run_dirs: list[Path]) -> EventTables:
     """One read of every run's files; a file's run is found by its path."""
     files = {path: index for index, run_dir in enumerate(run_dirs) for path in event_files(Path(run_dir))}
     # file URI -> run, as a literal map in the expression: no table to join, no broadcast job
@@ -139,10 +139,10 @@ def read_runs(spark: SparkSession, run_dirs: list[Path]) -> EventFrames:
     # Control events and commits are cached on their own (flat, and read by many windows); record
     # batches are read straight from the parsed log, which stays cached until `unpersist`.
     control, commits = control.persist(), commits.persist()
-    return EventFrames(control, commits, produced, consumed, processed, types_by_run, (events,))
+    return EventTables(control, commits, produced, consumed, processed, types_by_run, (events,))
 
 
-def read_events(spark: SparkSession, run_dir: Path) -> EventFrames:
+def read_events(spark: SparkSession, run_dir: Path) -> EventTables:
     """The frames of one run."""
     return read_runs(spark, [Path(run_dir)])
 
