@@ -12,7 +12,7 @@ numbers and n:
 - a campaign (`campaign_findings`): the same sentences over the campaign's statistics, every number as
   `median [min-max]` with its n, and the differences between backends that hold up.
 
-`Scenario` groups a report's runs: one per scenario name, a column per backend (per backend and
+`ScenarioRuns` groups a report's runs: one per scenario name, a column per backend (per backend and
 strategy when one scenario ran several strategies), one run per column and group size.
 """
 
@@ -66,7 +66,7 @@ def backend_order(backend: str) -> tuple[int, str]:
 # -- a report's scenarios ----------------------------------------------------------------------
 
 @dataclass(frozen=True, kw_only=True)
-class Scenario:
+class ScenarioRuns:
     """The runs of one scenario, as a report section shows them: a column per backend (or backend and
     strategy), a row per group size when the scenario was swept over several."""
 
@@ -124,7 +124,7 @@ def reading_of(run: RunData, check: str) -> Reading | None:
     return read(check, row["verdict"], row["count"], row["detail"])
 
 
-def scenarios(runs: list[RunData], descriptions: dict[str, str] | None = None) -> list[Scenario]:
+def scenarios(runs: list[RunData], descriptions: dict[str, str] | None = None) -> list[ScenarioRuns]:
     """The runs grouped by scenario name, in the order the names first appear; within a scenario the runs
     sorted by column (backends in the order they first appear) and group size."""
     descriptions = descriptions or {}
@@ -139,7 +139,7 @@ def scenarios(runs: list[RunData], descriptions: dict[str, str] | None = None) -
         by_strategy = any(len(values) > 1 for values in strategies.values())
         ordered = sorted(members, key=lambda run: (backend_order(run.backend), run.strategy,
                                                    run.group_size or 0))
-        found.append(Scenario(name=name, description=descriptions.get(name, ""), runs=tuple(ordered),
+        found.append(ScenarioRuns(name=name, description=descriptions.get(name, ""), runs=tuple(ordered),
                               by_strategy=by_strategy))
     return found
 
@@ -191,7 +191,7 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def conditions_sentences(scenario: Scenario) -> list[str]:
+def conditions_sentences(scenario: ScenarioRuns) -> list[str]:
     """The runs' conditions first, in numbers: whether the machine carried them. Every run that was not ok
     gets its reasons; runs that were ok are counted."""
     lines, ok = [], 0
@@ -214,7 +214,7 @@ def conditions_sentences(scenario: Scenario) -> list[str]:
     return lines
 
 
-def check_sentences(scenario: Scenario) -> list[str]:
+def check_sentences(scenario: ScenarioRuns) -> list[str]:
     """The checks of a scenario in sentences: findings grouped by where they happened, then protections,
     then checks that could not tell, then the count of checks ok everywhere."""
     columns = scenario.columns
@@ -421,7 +421,7 @@ def gap_text(values: list[float]) -> str:
     return f"{spread_text(series.median(), series.min(), series.max(), unit='s')}, n = {len(values)}"
 
 
-def gap_sentence(scenario: Scenario) -> str:
+def gap_sentence(scenario: ScenarioRuns) -> str:
     """The scenario's coordinator gap per column, in a sentence; "" where no run has one (no coordinator was
     killed or cut off, or the backend has none: legacy's members coordinate in ZooKeeper)."""
     parts = [f"{column} {gap_text(values)}" for column in scenario.columns
@@ -429,7 +429,7 @@ def gap_sentence(scenario: Scenario) -> str:
     return f"{GAP_WORDS}: {'; '.join(parts)}." if parts else ""
 
 
-def scenario_finding(scenario: Scenario) -> Finding:
+def scenario_finding(scenario: ScenarioRuns) -> Finding:
     """What a scenario's runs show: whether the machine carried them (their conditions), the herd sentence when
     it was swept, then its checks in sentences, then the time without a coordinator where the scenario took it
     away."""
@@ -443,7 +443,7 @@ def scenario_finding(scenario: Scenario) -> Finding:
                                                    gap_sentence(scenario)) if part))
 
 
-def findings(scenarios_: list[Scenario]) -> list[Finding]:
+def findings(scenarios_: list[ScenarioRuns]) -> list[Finding]:
     """One finding per scenario, in report order."""
     return [scenario_finding(scenario) for scenario in scenarios_]
 

@@ -32,7 +32,7 @@ from experiments.folders.run_folder import RunFolder
 from experiments.report import page
 from experiments.report.findings import (
     Finding,
-    Scenario,
+    ScenarioRuns,
     coordinator_gaps,
     count,
     findings,
@@ -197,7 +197,7 @@ def metrics_table(runs: list[RunData], names_: list[str] | None = None) -> pd.Da
                          **{name: [values.get(metric, "") for metric in metrics] for name, values in columns.items()}})
 
 
-def key_numbers(scenario: Scenario) -> pd.DataFrame:
+def key_numbers(scenario: ScenarioRuns) -> pd.DataFrame:
     """The scenario's numbers a reader compares first, a column per backend (the median where a column has
     several runs): records, time rebalancing, latency, double ownership, and what its membership changes cost."""
     limit_s = scenario.runs[0].latency_limit_ms / 1000
@@ -273,7 +273,7 @@ def _safe(measure, run: RunData) -> float | str | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
-def checks_table(scenario: Scenario) -> Table:
+def checks_table(scenario: ScenarioRuns) -> Table:
     """The scenario's checks, a column per backend; the checks ok on every run folded into one line."""
     shown, folded = [], []
     for check in scenario.checks():
@@ -299,7 +299,7 @@ def checks_table(scenario: Scenario) -> Table:
     return Table(title="Checks", frame=frame, note=note, folded=(line, folded) if folded else None)
 
 
-def herd_tables(scenario: Scenario) -> list[Table]:
+def herd_tables(scenario: ScenarioRuns) -> list[Table]:
     """The herd cost by group size (rows) and line (columns: the backend, with the strategy its runs used):
     requests per join, and per leave; a change that overlapped another is starred."""
     by_column = {column: herd_costs(scenario.runs_of(column)) for column in scenario.columns}
@@ -338,7 +338,7 @@ def _starred(found: pd.DataFrame) -> str:
     return count(found["requests"].iloc[0]) + ("*" if found["overlapped"].iloc[0] else "")
 
 
-def herd_detail(scenario: Scenario) -> pd.DataFrame:
+def herd_detail(scenario: ScenarioRuns) -> pd.DataFrame:
     """Every herd point: a row per (N, measure), a column per backend."""
     points = pd.concat([herd_points(scenario.runs_of(column)).assign(column=column) for column in scenario.columns],
                        ignore_index=True)
@@ -421,7 +421,7 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> Report:
     return Report(out_dir=out_dir, markdown=markdown, html=html_path, images=images, findings=found)
 
 
-def _meta_line(groups: list[Scenario]) -> str:
+def _meta_line(groups: list[ScenarioRuns]) -> str:
     total = sum(len(scenario.runs) for scenario in groups)
     parts = []
     for scenario in groups:
@@ -430,7 +430,7 @@ def _meta_line(groups: list[Scenario]) -> str:
     return f"{total} run{'s' if total != 1 else ''}: " + "; ".join(parts) + "."
 
 
-def _section(scenario: Scenario, all_runs: list[RunData], out_dir: Path | None, *, several: bool,
+def _section(scenario: ScenarioRuns, all_runs: list[RunData], out_dir: Path | None, *, several: bool,
              herd_name: str | None = "herd.png") -> Section:
     """A scenario's section: blocks of tables with their charts, then collapsed detail. Without `out_dir`
     no chart is drawn (a run's summary.md). The herd chart is `herd_name` (herd.png, which
@@ -485,12 +485,12 @@ def _section(scenario: Scenario, all_runs: list[RunData], out_dir: Path | None, 
                    details=details)
 
 
-def _run_name(scenario: Scenario, run: RunData) -> str:
+def _run_name(scenario: ScenarioRuns, run: RunData) -> str:
     column = scenario.column(run)
     return f"{column}, {size_text(run)}" if scenario.swept else column
 
 
-def _by_size(scenario: Scenario) -> list[tuple[str, list[RunData], list[str]]]:
+def _by_size(scenario: ScenarioRuns) -> list[tuple[str, list[RunData], list[str]]]:
     """(heading, runs, column names): one group per group size when swept, else the whole scenario."""
     if not scenario.swept:
         return [("", list(scenario.runs), _column_names(scenario, list(scenario.runs)))]
@@ -500,7 +500,7 @@ def _by_size(scenario: Scenario) -> list[tuple[str, list[RunData], list[str]]]:
     return [(heading, runs, _column_names(scenario, runs)) for heading, runs in groups.items()]
 
 
-def _column_names(scenario: Scenario, runs: list[RunData]) -> list[str]:
+def _column_names(scenario: ScenarioRuns, runs: list[RunData]) -> list[str]:
     names_ = [scenario.column(run) for run in runs]
     if len(set(names_)) < len(names_):   # repeated runs of one column: number them
         seen: dict[str, int] = {}
@@ -512,7 +512,7 @@ def _column_names(scenario: Scenario, runs: list[RunData]) -> list[str]:
     return names_
 
 
-def _detail_tables(scenario: Scenario) -> list[Detail]:
+def _detail_tables(scenario: ScenarioRuns) -> list[Detail]:
     """Collapsed: per phase, Kafka's rebalance metrics, and the evidence of what the checks found."""
     phase_tables, metric_tables = [], []
     for heading, runs, names_ in _by_size(scenario):
@@ -540,7 +540,7 @@ def _detail_tables(scenario: Scenario) -> list[Detail]:
     return details
 
 
-def _evidence(scenario: Scenario) -> Detail:
+def _evidence(scenario: ScenarioRuns) -> Detail:
     """What each check found and where: the run's own line, and the first rows of its evidence."""
     lines, tables = [], []
     for run in scenario.runs:
