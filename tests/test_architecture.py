@@ -238,12 +238,15 @@ def test_the_floor_check_finds_an_import_that_does_not_point_down(edge):
     assert _against_floors([edge], _floors())
 
 
-# The files and folders of a run's and a campaign's folder: experiments/run/folder.py and
-# experiments/campaign/folder.py name them, and every other module asks those.
+# The files and folders of a run's, a comparison's, a campaign's and a report's folder: the modules of
+# experiments/folders/ name them, and every other module asks those, the tests included.
 FOLDER_NAMES = {"lock.json", "events", "logs", "summary", "run.json", "summary.md", "evidence", "compare.json",
                 "manifest.json", "campaign.toml", "runs", "statistics", "statistics.md", "report", "incomplete",
-                "members", "brokers", "advertise.json", "runner-error.txt", "runner-notes.txt"}
-FOLDER_OWNERS = {"experiments/run/folder.py", "experiments/campaign/folder.py"}
+                "replaced", "members", "brokers", "advertise.json", "runner-error.txt", "runner-notes.txt",
+                "conditions.json", "report.md", "report.html"}
+FOLDER_OWNERS = "experiments/folders/"
+# The owners' own test, which checks the layout they give against the paths it spells.
+LAYOUT_TEST = "tests/test_folders.py"
 
 
 def _spelled_folder_names(tree: ast.AST) -> list[tuple[int, str]]:
@@ -258,12 +261,76 @@ def _spelled_folder_names(tree: ast.AST) -> list[tuple[int, str]]:
     return found
 
 
-def test_no_stage_spells_a_run_or_campaign_folders_file_names():
+def test_no_module_or_test_spells_a_folders_file_names():
+    paths = [*(ROOT / "experiments").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]
     wrong = [f"{path.relative_to(ROOT)}:{line}: / {name!r}"
-             for path in sorted((ROOT / "experiments").rglob("*.py"))
-             if path.relative_to(ROOT).as_posix() not in FOLDER_OWNERS and "corpus" not in path.parts
+             for path in sorted(paths)
+             if not path.relative_to(ROOT).as_posix().startswith(FOLDER_OWNERS)
+             and path.relative_to(ROOT).as_posix() not in (LAYOUT_TEST, "tests/test_architecture.py")
+             and "corpus" not in path.parts
              for line, name in _spelled_folder_names(ast.parse(path.read_text()))]
-    assert not wrong, "paths into a run's or a campaign's folder spelled outside their folder modules:\n" + "\n".join(wrong)
+    assert not wrong, "paths into a lab folder spelled outside experiments/folders/:\n" + "\n".join(wrong)
+
+
+# Each default said once: where a value is a convention of the lab, one module declares it and every other
+# module imports it.
+def _literal_defaults(tree: ast.AST, name_part: str) -> list[int]:
+    """Lines where a parameter, a field or a name containing `name_part` gets a number literal."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            positional = [*args.posonlyargs, *args.args]
+            pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults, strict=True),
+                     *((arg, default) for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+                       if default is not None)]
+            lines += [default.lineno for arg, default in pairs
+                      if name_part in arg.arg.lower() and isinstance(default, ast.Constant)
+                      and isinstance(default.value, (int, float)) and not isinstance(default.value, bool)]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant) \
+                and isinstance(node.value.value, (int, float)) and not isinstance(node.value.value, bool):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            lines += [node.lineno for target in targets
+                      if isinstance(target, ast.Name) and name_part in target.id.lower()]
+    return lines
+
+
+def test_the_latency_limit_is_declared_once():
+    owner = "experiments/scenario/model.py"
+    written = [f"{path.relative_to(ROOT)}:{line}" for path in sorted((ROOT / "experiments").rglob("*.py"))
+               if path.relative_to(ROOT).as_posix() != owner
+               for line in _literal_defaults(ast.parse(path.read_text()), "latency_limit")]
+    assert not written, f"a latency limit written outside {owner} (import LATENCY_LIMIT_MS):\n" + "\n".join(written)
+
+
+def test_the_literal_default_scan_finds_a_written_limit():
+    assert _literal_defaults(ast.parse("def f(*, latency_limit_ms: int = 3000): pass"), "latency_limit")
+    assert _literal_defaults(ast.parse("LATENCY_LIMIT_MS = 3000"), "latency_limit")
+
+
+def test_the_runners_phases_are_named_once():
+    """`setup`, `warmup` and `teardown` are RunnerPhase's (rebalance/events.py); the readers import it."""
+    spelled = [f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}"
+               for path in sorted((ROOT / "experiments").rglob("*.py"))
+               for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.Constant) and node.value in ("setup", "warmup", "teardown")]
+    assert not spelled, "a runner phase spelled instead of RunnerPhase:\n" + "\n".join(spelled)
+
+
+def test_the_convergence_bound_is_computed_in_one_place():
+    computed = [f"{path.relative_to(ROOT)}:{number}" for path in sorted((ROOT / "experiments").rglob("*.py"))
+                if path.relative_to(ROOT).as_posix() != "experiments/summary/check_queries.py"
+                for number, line in enumerate(path.read_text().splitlines(), 1)
+                if "2 * session" in line and "#" not in line.split("2 * session")[0]]
+    assert not computed, "the convergence bound computed outside CheckConfig.convergence_bound_for:\n" + "\n".join(computed)
+
+
+def test_the_scenario_resolver_has_a_method_for_every_action():
+    from experiments.scenario.actions import ACTIONS
+    from experiments.scenario.resolver import RESOLVED_BY, _Resolver
+
+    assert set(RESOLVED_BY) == set(ACTIONS)
+    assert all(callable(getattr(_Resolver, name, None)) for name in RESOLVED_BY.values())
 
 
 @pytest.mark.parametrize("source", ['run_dir / "events"', 'folder / "statistics" / "runs.parquet"',

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from experiments.campaign.manifest import Manifest, RunEntry
 from experiments.campaign.model import load_campaign
 from experiments.cli.app import app
-from experiments.folders.run_folder import RunFolder
-from experiments.folders.run_record import NoRunRecord, record_to_summarise
+from experiments.folders.run_folder import RunFolder, record_to_summarise
+from experiments.folders.run_record import NoRunRecord
 from experiments.report.findings import backend_order
 from experiments.report.plots import backend_style
 from experiments.run import runner
@@ -99,13 +99,13 @@ def test_a_campaign_file_may_name_the_alias_and_its_cells_are_named_classic(tmp_
 
 
 def test_an_older_summary_and_older_events_are_read_as_classic(tmp_path):
-    summary = tmp_path / "run" / "summary"
-    summary.mkdir(parents=True)
-    (summary / "run.json").write_text(json.dumps({"info": {"name": "old", "backend": "modern", "strategy": "range"},
+    old = RunFolder(tmp_path / "run")
+    old.summary.mkdir(parents=True)
+    old.summary_record.write_text(json.dumps({"info": {"name": "old", "backend": "modern", "strategy": "range"},
                                                   "facts": {}}))
     assert load_run(tmp_path / "run").backend == "classic"
     # a run whose record names the backend by its earlier name
-    (tmp_path / "lock.json").write_text(json.dumps({
+    RunFolder(tmp_path).lock.write_text(json.dumps({
         "name": "old", "run_id": "old-1", "backend": "modern", "strategy": "range", "session_timeout_ms": 10000,
         "topics": {"t": 2}, "members": 2, "group": "g", "status": "completed"}))
     assert record_to_summarise(RunFolder(tmp_path)).backend == "classic"
@@ -113,7 +113,7 @@ def test_an_older_summary_and_older_events_are_read_as_classic(tmp_path):
 
 def test_a_run_without_its_record_is_refused_by_name(tmp_path):
     """The summary reads what a run was from its lock.json and guesses nothing from events."""
-    (tmp_path / "events").mkdir()
+    RunFolder(tmp_path).events.mkdir()
     with pytest.raises(NoRunRecord, match="no lock.json"):
         record_to_summarise(RunFolder(tmp_path))
 

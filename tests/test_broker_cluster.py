@@ -15,6 +15,7 @@ from broker.cluster import free_ports
 from broker.embedded import EmbeddedBroker
 from broker.server import BrokerConfig
 from broker.topics import OFFSETS_TOPIC
+from experiments.folders.run_folder import RunFolder
 
 pytestmark = pytest.mark.broker
 
@@ -86,7 +87,7 @@ def test_advertise_map_is_per_member_and_reloaded(tmp_path):
     from broker.peers import PeerClient
     from rebalance.member import pod_client_id
 
-    map_path = tmp_path / "advertise.json"
+    map_path = RunFolder(tmp_path).advertised
     map_path.write_text(json.dumps({"member-1": {"0": "127.0.0.1:1111"}}))
     with EmbeddedBroker(BrokerConfig(advertise="127.0.0.2:2222", advertise_map=map_path)) as embedded:
         def addresses(client_id: str) -> list[tuple[str, int]]:

@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 from experiments.campaign import Manifest, builtin_names, find_campaign, load_campaign
 from experiments.cli.app import app
 from experiments.faults.process import processes_with_marker
+from experiments.folders.campaign_folder import CampaignFolder
 from experiments.folders.run_folder import RunFolder
 from experiments.scenario import ScenarioError
 from experiments.statistics.campaign_stats import comparisons, median_interval, write_statistics
@@ -100,8 +101,8 @@ def test_a_folder_of_runs_from_another_commit_is_refused_unless_mixing_is_allowe
     first = manifest.runs[next(iter(manifest.runs))]
     first.status, first.git_commit = COMPLETED, "0123456789abcdef0123"
     manifest.write(folder)
-    (folder / "runs" / first.run).mkdir(parents=True)
-    (folder / "runs" / first.run / "lock.json").write_text('{"status": "completed"}')
+    CampaignFolder(folder).run(first.run).path.mkdir(parents=True)
+    CampaignFolder(folder).run(first.run).lock.write_text('{"status": "completed"}')
     with pytest.raises(CampaignMismatch, match="--allow-mixed-commits"):
         open_folder(campaign, folder)
     assert open_folder(campaign, folder, allow_mixed_commits=True).runs[first.run].status == COMPLETED
@@ -163,8 +164,8 @@ def test_a_folder_gains_the_runs_its_campaign_plans_since(tmp_path):
         del manifest.runs[name]
     manifest.runs[first].status = COMPLETED
     manifest.write(folder)
-    (folder / "runs" / first).mkdir(parents=True)
-    (folder / "runs" / first / "lock.json").write_text(json.dumps({"status": "completed"}))
+    CampaignFolder(folder).run(first).path.mkdir(parents=True)
+    CampaignFolder(folder).run(first).lock.write_text(json.dumps({"status": "completed"}))
 
     reopened = open_folder(campaign, folder)
     assert list(reopened.runs) == [first, *later]
@@ -209,18 +210,18 @@ def test_a_herd_metric_counts_only_the_changes_of_the_scenario_timeline(tmp_path
     herd experiment measures: only the changes between the end of the warm-up and the teardown count."""
     from experiments.statistics.campaign_stats import _metrics_of
 
-    summary = RunFolder(tmp_path).summary
-    summary.mkdir()
+    run = RunFolder(tmp_path)
+    run.summary.mkdir()
     pd.DataFrame({"phase": ["setup", "warmup", "timeline", "stable", "join-1", "teardown"],
                   "start_s": [0.0, 2.0, 8.0, 8.0, 18.0, 78.0], "end_s": [2.0, 8.0, 8.0, 18.0, 78.0, 79.0],
                   "records_lost": 0, "max_latency_ms": 1.0, "rebalance_ms": 0.0, "double_ownership_s": 0.0,
-                  }).to_parquet(summary / "phases.parquet")
+                  }).to_parquet(run.summary_table("phases"))
     changes = [(3.0, "join", 0, 400), (5.0, "join", 4, 90),     # warm-up: the first host, then a second
                (19.0, "join", 5, 20), (43.0, "leave", 6, 10),   # the scenario's join and leave
                (78.5, "leave", 5, 5)]                           # teardown
     pd.DataFrame([{"t": t, "kind": kind, "live_before": before, "requests": requests, "notifications": 0,
                    "stable_s": 1.0, "stop_the_world_s": 0.0, "unowned_partition_s": 0.0}
-                  for t, kind, before, requests in changes]).to_parquet(summary / "herd.parquet")
+                  for t, kind, before, requests in changes]).to_parquet(run.summary_table("herd"))
     metrics = dict(_metrics_of(RunFolder(tmp_path)))
     assert metrics["join: requests per change"] == 20
     assert metrics["leave: requests per change"] == 10
@@ -284,7 +285,7 @@ def test_a_campaign_survives_a_sigkill_and_resumes(tmp_path):
         assert time.monotonic() < deadline, "the second run never started"
         time.sleep(0.1)
     running = next(name for name, status in _manifest_statuses(folder).items() if status == "running")
-    while not (folder / "runs" / running / "lock.json").is_file():    # ... and has written its record
+    while not CampaignFolder(folder).run(running).lock.is_file():    # ... and has written its record
         assert time.monotonic() < deadline, "the second run never wrote its lock.json"
         time.sleep(0.1)
     first.kill()
@@ -296,7 +297,7 @@ def test_a_campaign_survives_a_sigkill_and_resumes(tmp_path):
     done = next(name for name, status in statuses.items() if status == "completed")
     started_before = Manifest.read(folder).runs[done].started_ms
     deadline = time.monotonic() + 60
-    while processes_with_marker(str(folder / "runs" / killed)):
+    while processes_with_marker(str(CampaignFolder(folder).run(killed).path)):
         assert time.monotonic() < deadline, "a process of the killed run survived the campaign"
         time.sleep(0.5)
 
@@ -306,11 +307,11 @@ def test_a_campaign_survives_a_sigkill_and_resumes(tmp_path):
     manifest = Manifest.read(folder)
     assert {entry.status for entry in manifest.runs.values()} == {"completed"}
     assert manifest.runs[done].started_ms == started_before, "a completed run was not run again"
-    assert list((folder / "incomplete").iterdir())[0].name.startswith(killed), "the killed run's events are kept"
+    assert list(CampaignFolder(folder).incomplete.iterdir())[0].name.startswith(killed), "the killed run's events are kept"
     assert manifest.machine["cores"] == os.cpu_count() and manifest.machine["versions"]["kazoo"]
     assert {entry.seed for entry in manifest.runs.values()} == {40}
     for entry in manifest.runs.values():
-        lock = json.loads((folder / "runs" / entry.run / "lock.json").read_text())
+        lock = json.loads(CampaignFolder(folder).run(entry.run).lock.read_text())
         assert lock["seed"] == entry.seed and lock["backend"] == entry.backend
 
 
@@ -341,19 +342,19 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     summarize([CampaignFolder(folder).run(name).path for name in manifest.runs], master="local[2]")
     write_statistics(folder)
 
-    cells = pd.read_parquet(folder / "statistics" / "cells.parquet")
+    cells = pd.read_parquet(CampaignFolder(folder).statistics_table("cells"))
     duplicates = cells[cells["metric"] == "duplicates"].set_index("backend")
     assert duplicates.loc["legacy", "runs"] == 5 and duplicates.loc["classic", "runs"] == 5
     assert duplicates.loc["classic", "max"] == 0 and duplicates.loc["legacy", "min"] > 0
     assert duplicates.loc["legacy", "coverage"] == pytest.approx(0.9375)
-    compared = pd.read_parquet(folder / "statistics" / "comparisons.parquet")
+    compared = pd.read_parquet(CampaignFolder(folder).statistics_table("comparisons"))
     row = compared[(compared["metric"] == "duplicates") & (compared["compares"] == "backend")].iloc[0]
     assert row["a"] == "legacy" and row["shift"] < 0
     assert row["status"] == "tested" and row["p"] == pytest.approx(2 / 252)   # complete separation, the floor
-    claims = pd.read_parquet(folder / "statistics" / "claims.parquet")
+    claims = pd.read_parquet(CampaignFolder(folder).statistics_table("claims"))
     # complete separation at 5/5: the claims' test gives 1 - (31/32)^2 = 0.062, above 0.05
     assert list(claims["verdict"]) == ["not supported"] and claims["n"].iloc[0] == "5/5"
-    statistics = (folder / "statistics" / "statistics.md").read_text()
+    statistics = CampaignFolder(folder).statistics_markdown.read_text()
     assert "Claims declared before the runs" in statistics and "94% interval of the median, n = 5" in statistics
     report = write_campaign_report(folder)
     assert report.html.is_file() and any(image.name == "duplicates.png" for image in report.images)
@@ -365,9 +366,9 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
     # A second campaign folder is pooled run by run: the same cells now have six runs, both campaigns named.
     other = tmp_path / "other"
     shutil.copytree(folder, other)
-    copied = json.loads((other / "manifest.json").read_text())
+    copied = json.loads(CampaignFolder(other).manifest.read_text())
     copied["campaign"]["name"] = "more"
-    (other / "manifest.json").write_text(json.dumps(copied))
+    CampaignFolder(other).manifest.write_text(json.dumps(copied))
     pooled = results_markdown([folder, other])
     assert "n = 10" in pooled and "n = 5," not in pooled
     assert "campaign `more`" in pooled and "./lab results docs/results-data/" in pooled
@@ -382,13 +383,13 @@ def test_the_coordinator_gap_is_a_campaign_metric_when_the_run_has_one(tmp_path)
     """A run's coordinator_gaps table gives the group's maximum and the lookups made meanwhile."""
     from experiments.statistics.campaign_stats import COORDINATOR_GAP, GAP_LOOKUPS, _metrics_of
 
-    summary = RunFolder(tmp_path).summary
-    summary.mkdir()
+    run = RunFolder(tmp_path)
+    run.summary.mkdir()
     assert COORDINATOR_GAP not in dict(_metrics_of(RunFolder(tmp_path)))
     pd.DataFrame({"fault_id": ["f1"] * 3, "kind": "coordinator_kill", "link": None, "member": ["a", "b", "c"],
                   "fault_t": 10.0, "answered_t": [21.5, 22.0, None], "gap_s": [11.5, 12.0, None],
                   "first_answer": "Heartbeat", "find_coordinator_requests": [9, 11, 30]}).to_parquet(
-        summary / "coordinator_gaps.parquet")
+        run.summary_table("coordinator_gaps"))
     metrics = dict(_metrics_of(RunFolder(tmp_path)))
     assert metrics[COORDINATOR_GAP] == 12.0 and metrics[GAP_LOOKUPS] == 50
 
@@ -411,8 +412,8 @@ def test_a_run_whose_conditions_are_invalid_is_kept_aside_and_made_again(tmp_pat
     (entry,) = outcome.manifest.runs.values()
     assert entry.status == INVALID and entry.conditions == "invalid"
     assert [item["reason"] for item in entry.replaced] == ["a task waited for a CPU 97% of the time"]
-    assert (tmp_path / "out" / entry.replaced[0]["folder"] / "events").is_dir(), "the replaced attempt is kept"
-    assert RunFolder(tmp_path / "out" / "runs" / entry.run).is_completed(), "the last attempt is kept too"
+    assert RunFolder(tmp_path / "out" / entry.replaced[0]["folder"]).events.is_dir(), "the replaced attempt is kept"
+    assert CampaignFolder(tmp_path / "out").run(entry.run).is_completed(), "the last attempt is kept too"
     assert "1 invalid, 1 replaced" in said[-1]
     from experiments.campaign import completed_run_dirs
     assert completed_run_dirs(tmp_path / "out") == [], "an invalid run is left out of the statistics"

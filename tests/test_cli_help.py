@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from experiments.cli.app import app
+from experiments.folders.run_folder import RunFolder
 
 COMMANDS = ["version", "assign", "movement", "broker", "produce", "topic", "member", "run", "compare",
             "scenarios", "summarize", "report", "events", "zk", "demo"]
@@ -49,7 +50,7 @@ def test_the_runner_starts_hosts_and_the_producer_through_the_lean_entries(tmp_p
 
     scenario = load(Path(__file__).parents[1] / "experiments" / "scenarios" / "herd.toml")
     argv = host_argv(scenario, profile("classic"), ("m000",), config_path=tmp_path / "hosts.json",
-                     address_of=lambda name: "127.0.0.1:9092", events=tmp_path / "events", run_id="r")
+                     address_of=lambda name: "127.0.0.1:9092", events=RunFolder(tmp_path).events, run_id="r")
     assert argv[1:3] == ["-m", "experiments.run.member_cli"] and argv[3] == "--backend"
     assert '"-m", "broker.cli", "produce"' in inspect.getsource(runner.Run.start_producer)
 

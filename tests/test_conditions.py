@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.folders.run_folder import RunFolder
 from experiments.run.conditions import THRESHOLDS, Grade, judge, steady_share
 from experiments.run.host_load import Counters, read_counters, sample
 from experiments.run.run_evidence import gather
@@ -29,7 +30,7 @@ class Log:
     def __init__(self, root: Path, *, utilisation: float = RATE * SERVICE_MS / 1000 / MEMBERS,
                  service_ms: float = SERVICE_MS) -> None:
         self.root = root
-        (root / "events").mkdir(parents=True)
+        RunFolder(root).events.mkdir(parents=True)
         self.lock = {"name": "planted", "backend": "classic", "strategy": "range", "topics": {"t0": MEMBERS},
                      "members": MEMBERS, "status": "completed", "applied": [],
                      "schedule": {"initial_members": [f"m{i:03d}" for i in range(MEMBERS)], "steps": []},
@@ -43,7 +44,7 @@ class Log:
     def event(self, process: str, kind: str, at_s: float, **fields) -> None:
         line = {"run_id": "r", "backend": "classic", "ts_ns": T0_NS + int(at_s * 1e9), "ts_ms": T0_MS + int(at_s * 1000),
                 "process": process, "member": fields.pop("member", ""), "type": kind, **fields}
-        with open(self.root / "events" / f"{process}.jsonl", "a") as handle:
+        with open(RunFolder(self.root).events / f"{process}.jsonl", "a") as handle:
             handle.write(json.dumps(line, separators=(",", ":")) + "\n")
 
     def steady(self, *, late_s: float = 0.0, late_from: float = 0.0, late_share: float = 0.0,
@@ -82,7 +83,7 @@ class Log:
         return self
 
     def done(self) -> Path:
-        (self.root / "lock.json").write_text(json.dumps(self.lock))
+        RunFolder(self.root).lock.write_text(json.dumps(self.lock))
         return self.root
 
 

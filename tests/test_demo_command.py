@@ -9,6 +9,8 @@ import typer
 from typer.testing import CliRunner
 
 from experiments.cli import demo as cli
+from experiments.folders.campaign_folder import CampaignFolder
+from experiments.folders.report_folder import ReportFolder
 
 SIZES = (4, 8, 16, 32)
 
@@ -69,7 +71,7 @@ def test_the_demo_runs_its_campaign_then_prints_and_publishes_the_sweep_at_every
         assert [row[2] for row in rows] == [str(n) for n in SIZES] and {row[3] for row in rows} == {"64"}
     assert "legacy (range): requests per join ≈" in text and "P = 64 in every run" in text
     assert "Split brain" in text and "double-ownership" in text
-    assert (out / "manifest.json").is_file() and (out / "report.html").is_file()
+    assert CampaignFolder(out).manifest.is_file() and ReportFolder(out).html.is_file()
     assert (published / "herd.png").is_file()
     demo_md = (published / "demo.md").read_text()
     assert "| legacy | range | 32 |" in demo_md and "| classic | range | 4 |" in demo_md

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from experiments.folders.run_folder import RunFolder
 from rebalance.events import (
     EVENT_TYPES,
     PARTITIONS_ASSIGNED,
@@ -144,9 +145,9 @@ def test_sigkill_loses_at_most_the_last_line(tmp_path):
 
 def test_read_events_walks_directories(tmp_path):
     for name in ("a", "b"):
-        with EventRecorder(tmp_path / "events" / f"{name}.jsonl", process=name) as recorder:
+        with EventRecorder(RunFolder(tmp_path).events / f"{name}.jsonl", process=name) as recorder:
             recorder.emit(PARTITIONS_ASSIGNED, partitions=[])
-    assert sorted(e["process"] for e in read_events(tmp_path / "events")) == ["a", "b"]
+    assert sorted(e["process"] for e in read_events(RunFolder(tmp_path).events)) == ["a", "b"]
 
 
 def test_the_vocabulary_declares_every_type_once_with_typed_fields():

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from experiments.cli.app import app
 from experiments.cli.events import DETAILS, partitions_text
+from experiments.folders.run_folder import RunFolder
 from experiments.synthetic.simulation import SyntheticRun, write_run
 from rebalance import events as ev
 from rebalance.events import EventRecorder
@@ -41,7 +42,7 @@ def seconds(line: str) -> float:
 def test_every_event_in_time_order_from_zero(synthetic):
     result, lines = events(str(synthetic))
     assert result.exit_code == 0, result.output
-    total = sum(1 for _ in ev.read_events(synthetic / "events"))
+    total = sum(1 for _ in ev.read_events(RunFolder(synthetic).events))
     assert len(lines) == total
     times = [seconds(line) for line in lines]
     assert times[0] == 0.0 and times == sorted(times)
@@ -67,7 +68,7 @@ def test_a_type_and_a_member_narrow_it(synthetic):
 def write_events(run_dir: Path, *events: tuple[str, int, str, str, dict]) -> Path:
     """Events at chosen monotonic times: (file, ns after T0_NS, member, type, fields)."""
     for source, offset_ns, member, kind, fields in events:
-        with EventRecorder(run_dir / "events" / f"{source}.jsonl", run_id="r", backend="legacy",
+        with EventRecorder(RunFolder(run_dir).events / f"{source}.jsonl", run_id="r", backend="legacy",
                            clock=lambda offset=offset_ns: (T0_NS + offset, 1_700_000_000_000 + offset // 10**6)) as out:
             out.emit(kind, member, **fields)
     return run_dir
@@ -108,7 +109,7 @@ def test_a_missing_run_folder_is_named(tmp_path):
 
 def test_a_folder_of_runs_names_them(tmp_path, synthetic):
     compare = tmp_path / "compare"
-    (compare / "legacy" / "events").mkdir(parents=True)
+    RunFolder(compare / "legacy").events.mkdir(parents=True)
     result, _ = events(str(compare))
     assert result.exit_code == 2
     assert "not a run folder (no events/ in it); it holds runs:" in result.output and "legacy" in result.output
@@ -134,7 +135,7 @@ def test_partitions_are_written_as_ranges():
 
 def test_a_torn_last_line_is_skipped(tmp_path):
     run = write_events(tmp_path / "run", ("runner", 0, "", ev.PHASE, {"name": "setup"}))
-    with open(run / "events" / "runner.jsonl", "a") as handle:
+    with open(RunFolder(run).events / "runner.jsonl", "a") as handle:
         handle.write(json.dumps({"type": "phase", "name": "warmup"})[:12])
     result, lines = events(str(run))
     assert result.exit_code == 0 and len(lines) == 1

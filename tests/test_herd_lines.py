@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from experiments.folders.run_folder import RunFolder
 from experiments.report import plots
 from experiments.report.findings import herd_sentence, scenarios
 from experiments.report.run_report import herd_tables
@@ -130,7 +131,7 @@ def _line(t_s: float, **fields) -> str:
 def _join_then_leave(root: Path, *, leave_params: dict) -> None:
     """a and b own t0-0..3; c joins at 2 s and takes t0-3 at 3.5 s (every member done), then leaves: the
     runner's leave event at 5 s carries `leave_params`, c stops at 5.1 s and b takes t0-3 back."""
-    events = root / "events"
+    events = RunFolder(root).events
     events.mkdir(parents=True)
     members = [
         *(_line(0.5, member=m, type="member_started") for m in "ab"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from experiments.folders.run_folder import RunFolder
 from experiments.run import runner
 from experiments.scenario import ScenarioError, loads, resolve
 from rebalance import events as ev
@@ -73,7 +74,7 @@ def test_the_schedule_names_the_hosts_a_wave_starts():
 
 
 def _events(run_dir) -> list[dict]:
-    return [event for path in sorted((run_dir / "events").glob("*.jsonl")) for event in read_events(path)]
+    return [event for path in sorted(RunFolder(run_dir).events.glob("*.jsonl")) for event in read_events(path)]
 
 
 @pytest.mark.broker
@@ -84,7 +85,7 @@ def test_every_member_of_a_wave_starts_when_it_is_due(tmp_path, backend, spread)
     too); here it only has to be far below what starting the processes at the step took (seconds)."""
     result = runner.run(wave(spread=spread, backend=backend),
                         runner.RunOptions(backend=backend, run_dir=tmp_path / "run", progress=False))
-    logs = "\n".join(f"--- {log.name}\n{log.read_text()[-2000:]}" for log in (tmp_path / "run" / "logs").glob("h*.log"))
+    logs = "\n".join(f"--- {log.name}\n{log.read_text()[-2000:]}" for log in RunFolder(tmp_path / "run").logs.glob("h*.log"))
     assert result.status == "completed", f"{result.reason}\n{logs}"
     events = _events(tmp_path / "run")
     (wave_event,) = [event for event in events if event["type"] == ev.JOIN_WAVE]
@@ -95,7 +96,7 @@ def test_every_member_of_a_wave_starts_when_it_is_due(tmp_path, backend, spread)
                                                                     strict=True)]
     assert all(late > -0.05 for late in late_s), f"joined before they were due: {late_s}"
     assert max(late_s) < 5.0, f"joined this late after they were due: {late_s}"
-    assert all("armed:" in log.read_text() for log in (tmp_path / "run" / "logs").glob("h00[12].log"))
+    assert all("armed:" in log.read_text() for log in RunFolder(tmp_path / "run").logs.glob("h00[12].log"))
     assert wave_event["ts_ns"] - timeline > 2.5e9     # the step at 3 s; the hosts were armed in the warm-up
     if backend == "classic":   # the coordinator's own account of the growth: a rebalance prepared for new members
         reasons = [event.get("rebalance_reason") for event in events if event["type"] == ev.COORDINATOR_EVENT]

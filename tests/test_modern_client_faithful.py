@@ -18,6 +18,7 @@ from kafka.protocol.consumer import LeaveGroupRequest
 
 from broker.admin import create_topic
 from experiments.faults.proxy import ProxyHub, Toxic
+from experiments.folders.run_folder import RunFolder
 from experiments.scenario import LinkFault
 from modern.classic.member import ModernMember, settings_from
 from modern.client.connection import BrokerConnection, ConnectionFailed, parse_address
@@ -55,7 +56,7 @@ class VerySlowRange(RangeAssignor):
 @pytest.fixture
 def cluster(broker_cluster, monkeypatch, tmp_path):
     monkeypatch.setenv("REBALANCE_LAB_GROUP_INITIAL_REBALANCE_DELAY_MS", "200")
-    return broker_cluster(1, advertise_map=tmp_path / "advertise.json")
+    return broker_cluster(1, advertise_map=RunFolder(tmp_path).advertised)
 
 
 @pytest.fixture
@@ -187,7 +188,7 @@ def test_a_member_cut_from_its_coordinator_keeps_fetching_until_fenced(cluster, 
 
     hub = ProxyHub()
     proxy = on_loop(hub.add("cut", ("coord", "data"), "broker-0", parse_address(cluster.bootstrap)))
-    (tmp_path / "advertise.json").write_text(json.dumps({"cut": {"0": proxy.address}}))
+    RunFolder(tmp_path).advertised.write_text(json.dumps({"cut": {"0": proxy.address}}))
     path = tmp_path / "events.jsonl"
     recorder = EventRecorder(path, backend="classic")
     stop_producing = threading.Event()

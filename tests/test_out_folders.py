@@ -19,8 +19,9 @@ import pytest
 from typer.testing import CliRunner
 
 from experiments.cli.app import app
+from experiments.folders.campaign_folder import CampaignFolder
 from experiments.folders.run_folder import RunFolder
-from experiments.folders.run_record import RunRecord, write_record
+from experiments.folders.run_record import RunRecord
 from experiments.run import runner
 from experiments.run.progress import Progress
 from experiments.scenario import load, resolve
@@ -72,9 +73,9 @@ def started(monkeypatch) -> list:
 
 def earlier_run(folder: Path, status: str = "completed") -> Path:
     """What a run leaves: its lock.json and event files."""
-    (folder / "events").mkdir(parents=True)
-    (folder / "events" / "runner.jsonl").write_text('{"type":"phase","name":"setup"}\n')
-    write_record(RunFolder(folder), RunRecord(name="tiny", run_id="tiny-classic-1", backend="classic", strategy="range",
+    RunFolder(folder).events.mkdir(parents=True)
+    (RunFolder(folder).events / "runner.jsonl").write_text('{"type":"phase","name":"setup"}\n')
+    RunFolder(folder).write_record(RunRecord(name="tiny", run_id="tiny-classic-1", backend="classic", strategy="range",
                                    session_timeout_ms=6000, topics={"t0": 4}, members=2, group="g", status=status))
     return folder
 
@@ -89,7 +90,7 @@ def test_a_run_refuses_a_folder_an_earlier_run_left(tmp_path, scenario, started)
     assert result.exit_code == 2
     assert f"--out {out} holds a completed run of tiny on classic" in result.output
     assert "--force" in result.output
-    assert started == [] and (out / "lock.json").is_file()
+    assert started == [] and RunFolder(out).lock.is_file()
 
 
 def test_compare_refuses_a_non_empty_folder(tmp_path, scenario, started):
@@ -111,7 +112,7 @@ def test_a_new_or_empty_folder_is_taken(tmp_path, scenario, started):
 
 def test_force_deletes_an_earlier_run_then_runs(tmp_path, scenario, started):
     out = earlier_run(tmp_path / "herd-5")
-    (out / "brokers" / "data" / "t0-0").mkdir(parents=True)      # the topic a second run would trip on
+    (RunFolder(out).broker_data / "t0-0").mkdir(parents=True)      # the topic a second run would trip on
     result = invoke("run", str(scenario), "--backend", "classic", "--out", str(out), "--force")
     assert result.exit_code == 0, result.output
     assert started == [out] and not out.exists()   # the (replaced) runner would make it afresh
@@ -138,20 +139,20 @@ def test_force_never_deletes_a_folder_without_a_run(tmp_path, scenario, started)
 
 def test_force_never_deletes_the_current_directory(tmp_path, scenario, started, monkeypatch):
     out = earlier_run(tmp_path / "herd-5")
-    monkeypatch.chdir(out / "events")
+    monkeypatch.chdir(RunFolder(out).events)
     result = invoke("run", str(scenario), "--backend", "classic", "--out", str(out), "--force")
     assert result.exit_code == 2 and "contains the current directory" in result.output
-    assert (out / "lock.json").is_file() and started == []
+    assert RunFolder(out).lock.is_file() and started == []
 
 
 def test_run_and_force_refuse_a_campaign_folder(tmp_path, scenario, started):
     out = tmp_path / "campaign"
     out.mkdir()
-    (out / "manifest.json").write_text("{}")
+    CampaignFolder(out).manifest.write_text("{}")
     for force in ((), ("--force",)):
         result = invoke("run", str(scenario), "--backend", "classic", "--out", str(out), *force)
         assert result.exit_code == 2 and "is a campaign folder" in result.output
-    assert (out / "manifest.json").is_file() and started == []
+    assert CampaignFolder(out).manifest.is_file() and started == []
 
 
 @pytest.fixture
@@ -175,7 +176,7 @@ def test_a_campaign_refuses_a_folder_it_did_not_make(tmp_path, campaign_file, no
     result = invoke("campaign", str(campaign_file), "--out", str(out), "--no-summarize")
     assert result.exit_code == 2
     assert f"{out} exists and is not a campaign folder" in result.output and "--out" in result.output
-    assert no_campaign_runs == [] and not (out / "manifest.json").exists()
+    assert no_campaign_runs == [] and not CampaignFolder(out).manifest.exists()
 
 
 def test_a_campaign_resumes_its_own_folder_and_refuses_another_campaigns(tmp_path, campaign_file, no_campaign_runs):
@@ -192,7 +193,7 @@ def test_a_campaign_resumes_its_own_folder_and_refuses_another_campaigns(tmp_pat
 
 
 def test_the_counts_leave_out_what_an_earlier_run_wrote(tmp_path, scenario):
-    events = tmp_path / "run" / "events"
+    events = RunFolder(tmp_path / "run").events
     events.mkdir(parents=True)
     earlier = {"type": ev.RECORDS_PRODUCED, "count": 600}
     (events / "producer.jsonl").write_text(json.dumps(earlier) + "\n")

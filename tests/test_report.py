@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from experiments.cli.app import app
+from experiments.folders.report_folder import ReportFolder
 from experiments.report import plots
 from experiments.report.run_report import report_dir, strategy_table, verdict_table, write_report
 from experiments.summary.read_back import RunData, herd_points, herd_slopes, load_run
@@ -145,23 +146,23 @@ def test_report_command_on_a_folder_of_runs(synthetic_runs, tmp_path):
         (folder / name).symlink_to(synthetic_runs[name].folder.path)
     result = CliRunner().invoke(app, ["report", str(folder)])
     assert result.exit_code == 0, result.output
-    assert (folder / "report.html").exists() and (folder / "report.md").exists()
+    assert ReportFolder(folder).html.exists() and ReportFolder(folder).markdown.exists()
 
 
 @pytest.mark.spark
 def test_a_report_of_several_runs_never_writes_into_their_parent(synthetic_runs, tmp_path, monkeypatch):
-    parent = tmp_path / "runs"
+    parent = tmp_path / "several"
     parent.mkdir()
     for name in ("clean", "planted"):
         (parent / name).symlink_to(synthetic_runs[name].folder.path)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["report", "runs/clean", "runs/planted"])
     assert result.exit_code == 0, result.output
-    assert (parent / "report-clean+planted" / "report.html").exists()
-    assert not (parent / "report.html").exists() and not list(parent.glob("*.png"))
+    assert ReportFolder(parent / "report-clean+planted").html.exists()
+    assert not ReportFolder(parent).html.exists() and not list(parent.glob("*.png"))
     chosen = CliRunner().invoke(app, ["report", "runs/clean", "runs/planted", "--out", "mine"])
     assert chosen.exit_code == 0, chosen.output
-    assert (tmp_path / "mine" / "report.md").exists()
+    assert ReportFolder(tmp_path / "mine").markdown.exists()
 
 
 def test_report_rejects_a_missing_directory(tmp_path):

@@ -25,7 +25,16 @@ from experiments.campaign.execute import open_folder
 from experiments.campaign.manifest import COMPLETED, Manifest
 from experiments.cli.app import app
 from experiments.folders.campaign_folder import CampaignFolder
-from experiments.report.results_data import export, merge, other_code, read, recorded_runs, runs_csv
+from experiments.folders.run_folder import RunFolder
+from experiments.report.results_data import (
+    CAMPAIGN_TOML,
+    export,
+    merge,
+    other_code,
+    read,
+    recorded_runs,
+    runs_csv,
+)
 from experiments.report.results_doc import results_markdown
 from tests.fixtures.scenarios import tiny_join
 
@@ -62,29 +71,29 @@ sd = 15
 """
 
 
-def _summaries(summary: Path, backend: str, repetition: int) -> None:
+def _summaries(run: RunFolder, backend: str, repetition: int) -> None:
     """A run's summary tables as `summarize` writes them, with values that differ run to run."""
-    summary.mkdir(parents=True)
+    run.summary.mkdir(parents=True)
     legacy = backend == "legacy"
     pd.DataFrame({"check": ["duplicates", "offset-regressions", "fenced-commits"],
                   "count": [(600 + 7 * repetition) if legacy else 640 + repetition % 2, 2 if legacy else 0,
-                            0 if legacy else 1]}).to_parquet(summary / "verdicts.parquet")
+                            0 if legacy else 1]}).to_parquet(run.summary_table("verdicts"))
     pd.DataFrame({"phase": ["setup", "warmup", "stable", "teardown"], "start_s": [0.0, 2.0, 8.0, 30.0],
                   "end_s": [2.0, 8.0, 30.0, 31.0], "records_lost": 0, "max_latency_ms": [1.0, 2.0, 3.5 + repetition, 1.0],
                   "rebalance_ms": 0.0, "double_ownership_s": [0.0, 0.0, 0.1 * (repetition + 1) / 3, 0.0],
-                  }).to_parquet(summary / "phases.parquet")
+                  }).to_parquet(run.summary_table("phases"))
     pd.DataFrame([{"t": 10.0, "kind": "join", "live_before": 4, "requests": (300 + repetition) if legacy else 36,
                    "notifications": 19 if legacy else 0, "stable_s": 0.2 + repetition / 7, "stop_the_world_s": 0.01,
-                   "unowned_partition_s": 2.5}]).to_parquet(summary / "herd.parquet")
-    (summary / "run.json").write_text('{"info": {}, "facts": {}}\n')   # written last, as the summary does
+                   "unowned_partition_s": 2.5}]).to_parquet(run.summary_table("herd"))
+    run.summary_record.write_text('{"info": {}, "facts": {}}\n')   # written last, as the summary does
 
 
 def _made_folder(tmp_path: Path, scenario: str, text: str, name: str, repetitions, summarise, *,
                  commit: str = "f" * 40, parallel: int = 1) -> Path:
     """A campaign folder whose chosen repetitions completed, each run's summary written by `summarise`."""
     (tmp_path / f"{scenario}.toml").write_text(tiny_join(scenario))
-    (tmp_path / "campaign.toml").write_text(text)
-    campaign = load_campaign(tmp_path / "campaign.toml")
+    (tmp_path / "tiny-campaign.toml").write_text(text)
+    campaign = load_campaign(tmp_path / "tiny-campaign.toml")
     folder = tmp_path / name
     manifest = open_folder(campaign, folder)
     for planned in campaign.plan():
@@ -92,7 +101,7 @@ def _made_folder(tmp_path: Path, scenario: str, text: str, name: str, repetition
             continue
         entry = manifest.runs[planned.name]
         entry.status, entry.git_commit, entry.parallel = COMPLETED, commit, parallel
-        summarise(CampaignFolder(folder).run(planned.name).path / "summary", planned)
+        summarise(CampaignFolder(folder).run(planned.name), planned)
     manifest.machine.update({"git_commit": "f" * 40, "cores": 2, "memory_bytes": 24 * 2 ** 30})
     manifest.write(folder)
     return folder
@@ -118,7 +127,7 @@ def test_a_campaign_folder_and_its_exported_data_give_the_same_page_byte_for_byt
     info = json.loads((data / "campaign.json").read_text())
     assert info["commit"] == "f" * 40 and info["seeds"] == [40, 41, 42, 43, 44] and info["parallel"] == 1
     assert info["machine"]["cores"] == 2 and "created_ms" not in json.dumps(info)
-    assert (data / "campaign.toml").read_text() == CAMPAIGN
+    assert (data / CAMPAIGN_TOML).read_text() == CAMPAIGN
 
     # the claims: both declared, k = 2; requests per join separate completely, and 5 runs a side give the
     # claims' test no p below 1 - (31/32)^2 = 0.062: not supported
@@ -205,7 +214,7 @@ def _hand_made(folder: Path, name: str, claims: int) -> None:
         "parallel": 1, "runs_beside_another": 0, "machine": {"cores": 2, "memory_bytes": 2 ** 34}}))
     claim = ('[[claims]]\nsays = "{says} {index}"\nscenario = "{name}"\nmetric = "{metric}"\n'
              'higher = ["{higher}"]\nlower = ["{lower}"]\n')
-    (folder / "campaign.toml").write_text(f'name = "{name}"\n\n' + "\n".join(
+    CampaignFolder(folder).campaign_file.write_text(f'name = "{name}"\n\n' + "\n".join(
         claim.format(says=f"only legacy regresses offsets in {name}", index=index, name=name,
                      metric="offset regressions", higher="legacy", lower="classic") if index % 2 else
         claim.format(says=f"classic duplicates more in {name}", index=index, name=name, metric="duplicates",
@@ -327,23 +336,23 @@ sweep = { "group.members" = [2, 4, 6, 8] }
 """
 
 
-def _herd_summaries(summary: Path, members: int, repetition: int) -> None:
+def _herd_summaries(run: RunFolder, members: int, repetition: int) -> None:
     """A classic herd run's summary: a join into N costs 3N + 6 requests (the coordinator's barrier), a leave
     3N + 2 + the repetition (a spread from one fit to the next)."""
-    summary.mkdir(parents=True)
-    pd.DataFrame({"check": ["duplicates"], "count": [0]}).to_parquet(summary / "verdicts.parquet")
+    run.summary.mkdir(parents=True)
+    pd.DataFrame({"check": ["duplicates"], "count": [0]}).to_parquet(run.summary_table("verdicts"))
     pd.DataFrame({"phase": ["setup", "warmup", "join", "teardown"], "start_s": [0.0, 2.0, 8.0, 30.0],
                   "end_s": [2.0, 8.0, 30.0, 31.0], "records_lost": 0, "max_latency_ms": 1.0, "rebalance_ms": 0.0,
-                  "double_ownership_s": 0.0}).to_parquet(summary / "phases.parquet")
+                  "double_ownership_s": 0.0}).to_parquet(run.summary_table("phases"))
     pd.DataFrame([{"t": 10.0, "kind": "join", "live_before": members, "live_after": members + 1,
                    "requests": 3 * members + 6, "members_moved": members + 1, "notifications": 0, "stable_s": 0.2,
                    "stop_the_world_s": 0.01, "unowned_partition_s": 1.0},
                   {"t": 20.0, "kind": "leave", "live_before": members + 1, "live_after": members,
                    "requests": 3 * members + 2 + repetition, "members_moved": members, "notifications": 0,
                    "stable_s": 0.2, "stop_the_world_s": 0.01, "unowned_partition_s": 1.0}]).to_parquet(
-        summary / "herd.parquet")
+        run.summary_table("herd"))
     info = {"members": members, "backend": "classic", "strategy": "range", "repetition": repetition}
-    (summary / "run.json").write_text(json.dumps({"info": info, "facts": {"partitions": 2 * members}}) + "\n")
+    run.summary_record.write_text(json.dumps({"info": info, "facts": {"partitions": 2 * members}}) + "\n")
 
 
 def _herd_folder(tmp_path: Path, name: str, repetitions=range(5)) -> Path:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from experiments.folders.run_folder import RunFolder
-from experiments.folders.run_record import ClusterAddresses, RunRecord, ScenarioSource, write_record
+from experiments.folders.run_record import ClusterAddresses, RunRecord, ScenarioSource
 from experiments.synthetic.simulation import SyntheticRun, write_run
 
 
@@ -17,9 +17,9 @@ def test_what_is_written_reads_back_the_same(tmp_path):
                    scenario=ScenarioSource(name="herd", source="herd.toml", sha256="ab", resolved={"seed": 3}),
                    seed=3, applied=({"fault_id": "f1", "op": "start"},), cluster=ClusterAddresses(brokers="b:9092"),
                    hosts={"h000": ("h000-0", "h000-1")}, member_ids={"h000-0": "h000-0-id"}, versions={"python": "3"})
-    write_record(RunFolder(tmp_path), meta)
+    RunFolder(tmp_path).write_record(meta)
     assert RunFolder(tmp_path).record() == meta
-    assert json.loads((tmp_path / "lock.json").read_text())["hosts"] == {"h000": ["h000-0", "h000-1"]}
+    assert json.loads(RunFolder(tmp_path).lock.read_text())["hosts"] == {"h000": ["h000-0", "h000-1"]}
 
 
 def test_a_run_without_lock_json_has_no_metadata(tmp_path):
@@ -27,7 +27,7 @@ def test_a_run_without_lock_json_has_no_metadata(tmp_path):
 
 
 def test_a_lock_from_before_the_run_at_a_glance_fields_is_read_from_its_scenario(tmp_path):
-    (tmp_path / "lock.json").write_text(json.dumps({
+    RunFolder(tmp_path).lock.write_text(json.dumps({
         "run_id": "r0", "backend": "classic", "status": "completed", "reason": "",
         "scenario": {"name": "churn", "source": "churn.toml", "sha256": None, "resolved": {
             "name": "churn", "topics": [{"name": "t0", "partitions": 6}],
@@ -45,7 +45,7 @@ def test_a_lock_from_before_the_run_at_a_glance_fields_is_read_from_its_scenario
 
 
 def test_an_older_synthetic_lock_keeps_its_settings_in_the_scenario(tmp_path):
-    (tmp_path / "lock.json").write_text(json.dumps({
+    RunFolder(tmp_path).lock.write_text(json.dumps({
         "name": "s", "backend": "legacy", "seed": 0, "strategy": "range", "session_timeout": 2000,
         "topics": {"t0": {"partitions": 6}}, "members": ["a", "b"], "timeline": [], "anomalies": ["duplicate"],
         "versions": {"synthetic": "1"}}))
@@ -61,7 +61,7 @@ def test_the_synthetic_generator_writes_through_the_one_writer(tmp_path):
 
 
 def test_unknown_keys_and_broken_files_name_the_file(tmp_path):
-    path = tmp_path / "lock.json"
+    path = RunFolder(tmp_path).lock
     path.write_text(json.dumps({"name": "x", "typo": 1}))
     with pytest.raises(ValueError, match=r"lock\.json: unknown keys \['typo'\]"):
         RunFolder(tmp_path).record()

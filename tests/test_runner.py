@@ -23,6 +23,8 @@ from typer.testing import CliRunner
 
 from experiments.cli.app import app
 from experiments.faults.process import processes_with_marker
+from experiments.folders.comparison_folder import ComparisonFolder
+from experiments.folders.run_folder import RunFolder
 from experiments.run import runner
 from experiments.scenario import load
 from rebalance.events import read_events
@@ -69,7 +71,7 @@ duration = 10
 
 
 def fault_timeline(run_dir: Path) -> tuple[int, list[dict]]:
-    events = list(read_events(run_dir / "events" / "runner.jsonl"))
+    events = list(read_events(RunFolder(run_dir).events / "runner.jsonl"))
     [start] = [event["ts_ns"] for event in events if event["type"] == "phase" and event["name"] == "timeline"]
     faults = [event for event in events if event["type"] in ("fault_started", "fault_stopped")]
     return start, faults
@@ -106,9 +108,9 @@ def test_same_faults_at_the_same_times_on_both_backends(tmp_path):
         crash_stop, link_stop = faults[3], faults[2]
         assert crash_stop["observed_ts_ns"] is not None, "the crashed process was seen to die"
         assert link_stop["observed_ts_ns"] is not None, "the black hole held some of the member's traffic"
-        lock = json.loads((tmp_path / "run" / backend / "lock.json").read_text())
+        lock = json.loads(RunFolder(tmp_path / "run" / backend).lock.read_text())
         assert lock["status"] == "completed" and lock["seed"] == 3
-        samples = [event for event in read_events(tmp_path / "run" / backend / "events" / "runner.jsonl")
+        samples = [event for event in read_events(RunFolder(tmp_path / "run" / backend).events / "runner.jsonl")
                    if event["type"] == "server_counters"]
         moments = [event["moment"] for event in samples]
         for moment in ("phase warmup", "quiet start", "quiet end", "phase timeline", "before f001", "after f001",
@@ -117,14 +119,14 @@ def test_same_faults_at_the_same_times_on_both_backends(tmp_path):
         assert {event["server"] for event in samples} == {"zookeeper" if backend == "legacy" else "brokers"}
         served = [event["served"] for event in samples]
         assert served == sorted(served) and served[-1] > served[0], (backend, served)   # the group's work, seen
-        assert lock["schedule"] == json.loads((tmp_path / "run" / "compare.json").read_text())["schedule"]
+        assert lock["schedule"] == json.loads(ComparisonFolder(tmp_path / "run").record_file.read_text())["schedule"]
 
     (legacy_start, legacy), (classic_start, classic) = timelines["legacy"], timelines["classic"]
     for one, other in zip(legacy[:3], classic[:3], strict=True):
         assert abs(offset(one, legacy_start) - offset(other, classic_start)) < TOLERANCE_S
 
     # Modern: the black-holed coordinator link stops m000's heartbeats for the window.
-    events = list(read_events(tmp_path / "run" / "classic" / "events"))
+    events = list(read_events(RunFolder(tmp_path / "run" / "classic").events))
     beats = [offset(event, classic_start) for event in events
              if event["type"] == "coordination_request" and event.get("op") == "Heartbeat"
              and event["member"] == "m000" and event.get("error") != "NETWORK_EXCEPTION"]   # answered ones
@@ -132,7 +134,7 @@ def test_same_faults_at_the_same_times_on_both_backends(tmp_path):
     assert not [t for t in beats if 9 < t < 18], f"heartbeats passed the black hole: {beats}"
 
     # Legacy: the black-holed member loses its ZooKeeper connection during the window.
-    events = list(read_events(tmp_path / "run" / "legacy" / "events"))
+    events = list(read_events(RunFolder(tmp_path / "run" / "legacy").events))
     suspended = [offset(event, legacy_start) for event in events
                  if event["type"] == "session_state" and event["member"].endswith("m000")
                  and event.get("state") == "SUSPENDED"]
@@ -172,7 +174,7 @@ def start_run_until_timeline(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
                                 "--out", str(run_dir), "--no-progress"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 180
-    runner_events = run_dir / "events" / "runner.jsonl"
+    runner_events = RunFolder(run_dir).events / "runner.jsonl"
     while not (runner_events.exists() and any(
             event.get("name") == "timeline" for event in read_events(runner_events))):
         if process.poll() is not None or time.monotonic() > deadline:
@@ -184,7 +186,7 @@ def start_run_until_timeline(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
 
 def assert_nothing_left(run_dir: Path) -> dict:
     assert processes_with_marker(str(run_dir)) == [], "a child of the run survived it"
-    lock = json.loads((run_dir / "lock.json").read_text())
+    lock = json.loads(RunFolder(run_dir).lock.read_text())
     if lock["cluster"]["zookeeper_provider"] == "docker":
         ensemble = lock["cluster"]["zookeeper_ensemble"]
         left = subprocess.run(["docker", "ps", "-aq", "--filter", f"name=lab-{ensemble}-"],
@@ -208,9 +210,9 @@ def test_an_interrupted_run_leaves_nothing_running(tmp_path):
     assert process.returncode == 130, output.decode()
     lock = assert_nothing_left(run_dir)
     assert lock["status"] == "interrupted"
-    member_files = sorted(p.name for p in (run_dir / "events").glob("h*.jsonl"))
+    member_files = sorted(p.name for p in RunFolder(run_dir).events.glob("h*.jsonl"))
     assert member_files == ["h000.jsonl", "h001.jsonl", "h002.jsonl"]
-    assert any(event["type"] == "member_stopped" for event in read_events(run_dir / "events" / "h000.jsonl")), \
+    assert any(event["type"] == "member_stopped" for event in read_events(RunFolder(run_dir).events / "h000.jsonl")), \
         "members were stopped cleanly and their events kept"
 
 
@@ -232,7 +234,7 @@ def test_a_killed_runner_leaves_nothing_running(tmp_path):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
-    recorded = [event["type"] for path in (run_dir / "events").glob("h*.jsonl") for event in read_events(path)]
+    recorded = [event["type"] for path in RunFolder(run_dir).events.glob("h*.jsonl") for event in read_events(path)]
     assert "member_started" in recorded and "partitions_assigned" in recorded, \
         "what the members recorded before the kill is kept"
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.folders.run_folder import RunFolder
 from experiments.run import runner
 from experiments.scenario import load
 from modern.coordinator.service import CoordinatorConfig
@@ -104,7 +105,7 @@ def test_a_scenario_with_a_join_and_a_crash_runs_on_kip848_and_its_checks_pass(t
     # A crash redelivers what was consumed after the last commit (at least once): duplicates are expected.
     anomalies = ("double-ownership", "consumed-without-ownership", "lost-records", "offset-regressions", "convergence")
     assert all(verdicts[name] == "true" for name in anomalies), verdicts
-    events = list(read_events(result.run_dir / "events"))
+    events = list(read_events(RunFolder(result.run_dir).events))
     beats = [e for e in events if e["type"] == "coordination_request" and e["op"] == "ConsumerGroupHeartbeat"]
     assert {"join", "ack", "steady"} <= {e["detail"] for e in beats}
     assert {e["protocol"] for e in events if e["type"] == "rebalance_completed"} == {"uniform"}

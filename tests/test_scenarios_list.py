@@ -6,6 +6,8 @@ from typer.testing import CliRunner
 
 from experiments.cli.app import app
 from experiments.cli.run import SCENARIO_DIR
+from experiments.folders.campaign_folder import CampaignFolder
+from experiments.folders.run_folder import RunFolder
 from experiments.run import wall_time
 
 
@@ -22,13 +24,13 @@ def test_names_are_never_cut_when_piped_at_80_columns(monkeypatch, tmp_path):
 
 def test_wall_time_is_the_median_of_recorded_runs_else_an_estimate(monkeypatch, tmp_path):
     for index, seconds in enumerate((80, 89, 120)):
-        run = tmp_path / "campaign" / "runs" / f"herd-{index}"
+        run = CampaignFolder(tmp_path / "campaign").run(f"herd-{index}").path
         run.mkdir(parents=True)
-        (run / "lock.json").write_text(json.dumps({"name": "herd", "status": "completed", "started_ms": 1000,
+        RunFolder(run).lock.write_text(json.dumps({"name": "herd", "status": "completed", "started_ms": 1000,
                                                    "ended_ms": 1000 + seconds * 1000}))
     failed = tmp_path / "herd-failed"
     failed.mkdir()
-    (failed / "lock.json").write_text(json.dumps({"name": "herd", "status": "failed", "started_ms": 0,
+    RunFolder(failed).lock.write_text(json.dumps({"name": "herd", "status": "failed", "started_ms": 0,
                                                   "ended_ms": 5000}))
     recorded = wall_time.recorded_seconds((tmp_path,))
     assert sorted(recorded["herd"]) == [80, 89, 120]

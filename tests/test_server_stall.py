@@ -24,6 +24,7 @@ from broker.embedded import EmbeddedBroker
 from broker.liveness import RequestLedger, running_callback
 from broker.server import BrokerConfig
 from broker.topics import TopicSpec
+from experiments.folders.run_folder import RunFolder
 from experiments.summary.check_queries import Verdict
 from experiments.synthetic.simulation import SyntheticRun, write_run
 from rebalance import events as ev
@@ -63,8 +64,8 @@ def _hold_the_loop(broker) -> None:   # what a slow callback does: the loop runs
 
 def _write_broker_run(run_dir: Path, events: Path) -> Path:
     """A run folder holding one broker's events (the other checks have nothing to read: unknown)."""
-    (run_dir / "events").mkdir(parents=True)
-    (run_dir / "events" / "broker-0.jsonl").write_bytes(events.read_bytes())
+    RunFolder(run_dir).events.mkdir(parents=True)
+    (RunFolder(run_dir).events / "broker-0.jsonl").write_bytes(events.read_bytes())
     write_record(run_dir, topics={"t": 1})
     return run_dir
 
@@ -199,9 +200,9 @@ def test_the_check_reads_a_real_stall_and_a_healthy_run(spark, stalled_broker, t
                    if profile(name).coordinator_in_brokers and not profile(name).needs_zookeeper)
     result = runner.run(load(scenario), runner.RunOptions(backend=backend, run_dir=healthy, progress=False))
     assert result.status == "completed", result.reason
-    samples = _liveness(healthy / "events" / "broker-0.jsonl")     # the runner gave the broker its events file
+    samples = _liveness(RunFolder(healthy).events / "broker-0.jsonl")     # the runner gave the broker its events file
     assert samples and {e["state"] for e in samples} == {"sample"} and samples[-1]["answered"] > 0
-    assert {e["run_id"] for e in samples} == {json.loads((healthy / "lock.json").read_text())["run_id"]}
+    assert {e["run_id"] for e in samples} == {json.loads(RunFolder(healthy).lock.read_text())["run_id"]}
 
     stalled = _write_broker_run(tmp_path / "stalled", stalled_broker["events"])
     stalled_summary, healthy_summary = summarize_runs(spark, [stalled, healthy])

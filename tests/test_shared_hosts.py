@@ -36,6 +36,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from experiments.faults.process import processes_with_marker
+from experiments.folders.run_folder import RunFolder
 from experiments.run import runner
 from experiments.scenario import load
 from rebalance.events import read_events
@@ -123,7 +124,7 @@ class IdsSampler(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
-        lock = self.run_dir / "lock.json"
+        lock = RunFolder(self.run_dir).lock
         connect = None
         while connect is None and not self.done.wait(0.1):
             try:
@@ -171,13 +172,13 @@ def test_one_member_of_a_shared_host_crashed_by_emulation(tmp_path, backend):
             sampler.join(30)
     assert result.status == "completed", result.reason
     assert processes_with_marker(str(run_dir)) == [], "a child of the run survived it"
-    lock = json.loads((run_dir / "lock.json").read_text())
+    lock = json.loads(RunFolder(run_dir).lock.read_text())
     assert lock["hosts"] == {"h000": ["h000-0", "h000-1"], "h001": ["h001-0", "h001-1"]}
     assert sorted(lock["proxies"]) == ["h000-1", "h001-0", "h001-1"], "each member has proxies of its own"
 
     crashed, partner = member_id(backend, "h000-1"), member_id(backend, "h000-0")
     linked, neighbour = member_id(backend, "h001-0"), member_id(backend, "h001-1")
-    runner_events = list(read_events(run_dir / "events" / "runner.jsonl"))
+    runner_events = list(read_events(RunFolder(run_dir).events / "runner.jsonl"))
     teardown_ns = lock_teardown_ns(runner_events)
     faults = {(event["type"], event["fault_id"]): event for event in runner_events
               if event["type"] in ("fault_started", "fault_stopped")}
@@ -203,7 +204,7 @@ def test_one_member_of_a_shared_host_crashed_by_emulation(tmp_path, backend):
     assert dropped_ns is not None and crash_ns <= dropped_ns < restart_ns
     link_start, link_stop = faults[("fault_started", "f002")]["ts_ns"], faults[("fault_stopped", "f002")]["ts_ns"]
 
-    events = list(read_events(run_dir / "events"))
+    events = list(read_events(RunFolder(run_dir).events))
     late = [event for event in events if event["member"] == crashed and dropped_ns < event["ts_ns"] < restart_ns]
     assert late == [], f"the crashed member kept writing: {late[:3]}"
     consumed = [event for event in events if event["member"] == partner and event["type"] == "records_consumed"

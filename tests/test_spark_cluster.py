@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from experiments.folders.run_folder import RunFolder
 from zkensemble.ports import free_ports
 
 
@@ -92,9 +93,9 @@ def test_a_standalone_cluster_summarises_like_local(tmp_path, spark_cluster):
     assert on_local.returncode == 0, on_local.stdout + on_local.stderr
 
     for local, cluster in zip(local_runs, cluster_runs, strict=True):
-        names = sorted(path.name for path in (local / "summary").glob("*.parquet"))
-        assert names == sorted(path.name for path in (cluster / "summary").glob("*.parquet"))
+        names = sorted(path.name for path in RunFolder(local).summary.glob("*.parquet"))
+        assert names == sorted(path.name for path in RunFolder(cluster).summary.glob("*.parquet"))
         assert "verdicts.parquet" in names and "herd.parquet" in names
         for name in names:
-            pd.testing.assert_frame_equal(pd.read_parquet(local / "summary" / name),
-                                          pd.read_parquet(cluster / "summary" / name), check_exact=False)
+            pd.testing.assert_frame_equal(pd.read_parquet(RunFolder(local).summary / name),
+                                          pd.read_parquet(RunFolder(cluster).summary / name), check_exact=False)

@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from experiments.cli.app import app
+from experiments.folders.run_folder import RunFolder
 from experiments.summary import markdown_table
 from experiments.synthetic.simulation import Anomaly, SyntheticRun, write_run
 from rebalance.events import EVENT_TYPES, REQUIRED_FIELDS, read_events
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.timeout(900)  # the first Spark test pays for the share
 
 def test_synthetic_logs_follow_the_event_schema(tmp_path):
     run_dir = write_run(tmp_path / "run", SyntheticRun(duration_s=8.0, torn_tail=True))
-    events = list(read_events(run_dir / "events"))   # the recorder's own reader skips the torn line
+    events = list(read_events(RunFolder(run_dir).events))   # the recorder's own reader skips the torn line
     assert events and all(set(REQUIRED_FIELDS) <= set(event) for event in events)
     assert {event["type"] for event in events} <= EVENT_TYPES
 
@@ -85,16 +86,16 @@ def test_herd_table_puts_the_servers_count_beside_the_members(synthetic_runs):
 
 @pytest.mark.spark
 def test_summary_files_are_written(synthetic_runs):
-    out = synthetic_runs["planted"].folder.path / "summary"
+    out = synthetic_runs["planted"].folder
     for name in ("verdicts", "phases", "herd", "throughput", "ownership", "rebalance_metrics", "faults"):
-        assert (out / f"{name}.parquet").exists()
-    assert (out / "evidence" / "duplicates.parquet").exists()
-    verdicts = pd.read_parquet(out / "verdicts.parquet")
+        assert out.summary_table(name).exists()
+    assert out.evidence_table("duplicates").exists()
+    verdicts = pd.read_parquet(out.summary_table("verdicts"))
     assert (verdicts["verdict"] == "false").sum() == 10    # every planted anomaly, the servers' extra count too
-    assert "## Evidence: double-ownership" in (out / "summary.md").read_text()
+    assert "## Evidence: double-ownership" in out.summary_markdown.read_text()
     results = verdicts.set_index("check")["result"]                     # the same words as the terminal's
     assert results["duplicates"].startswith("VIOLATED (") and results["fenced-commits"].startswith("protected (")
-    assert "| double-ownership | VIOLATED (" in (out / "summary.md").read_text()
+    assert "| double-ownership | VIOLATED (" in out.summary_markdown.read_text()
 
 
 @pytest.mark.spark
@@ -112,7 +113,7 @@ def test_summarize_command_prints_verdicts(spark, tmp_path):
 def test_produced_records_are_read_from_batches_and_from_older_single_record_lines(spark, tmp_path):
     from experiments.summary import read_events as read_frames
 
-    events = tmp_path / "events"
+    events = RunFolder(tmp_path).events
     events.mkdir()
     head = '{"run_id":"r","backend":"","ts_ns":1000,"ts_ms":5000,"process":"p","member":"",'
     (events / "producer.jsonl").write_text(
@@ -141,7 +142,7 @@ def test_a_clean_restart_ends_ownership_at_the_members_own_revocation(spark, tmp
         return json.dumps({"run_id": "r", "backend": "classic", "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
                            "process": fields.get("member", "runner"), **fields}) + "\n"
 
-    events = tmp_path / "events"
+    events = RunFolder(tmp_path).events
     events.mkdir()
     (events / "m0.jsonl").write_text(
         line(1.0, member="m0", type="member_started")
@@ -154,7 +155,7 @@ def test_a_clean_restart_ends_ownership_at_the_members_own_revocation(spark, tmp
         + line(3.07, member="m0", type="member_stopped", reason="close"))
     (events / "runner.jsonl").write_text(
         line(3.0, member="", type="fault_started", fault_id="f0", kind="restart", target="m0", member_ids=["m0"]))
-    (tmp_path / "lock.json").write_text(json.dumps({
+    RunFolder(tmp_path).lock.write_text(json.dumps({
         "name": "restart", "run_id": "r", "backend": "classic", "strategy": "range", "session_timeout_ms": 10000,
         "topics": {"t": 1}, "members": 1, "group": "g", "status": "completed"}))
     summary = summarize_run(spark, tmp_path, write=False)
@@ -173,7 +174,7 @@ def test_a_batch_handled_after_its_partition_moved_is_processed_without_ownershi
         return json.dumps({"run_id": "r", "backend": "legacy", "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
                            "process": fields.get("member", "runner"), **fields}) + "\n"
 
-    events = tmp_path / "events"
+    events = RunFolder(tmp_path).events
     events.mkdir()
     batch = {"topic": "t", "partition": 0, "first_offset": 0, "last_offset": 2, "count": 3,
              "produce_ts_ms": [1900] * 3}
@@ -186,7 +187,7 @@ def test_a_batch_handled_after_its_partition_moved_is_processed_without_ownershi
     (events / "m1.jsonl").write_text(
         line(1.0, member="m1", type="member_started")
         + line(2.6, member="m1", type="rebalance_completed", generation=2, assigned=["t-0"]))
-    (tmp_path / "lock.json").write_text(json.dumps({
+    RunFolder(tmp_path).lock.write_text(json.dumps({
         "name": "late-handling", "run_id": "r", "backend": "legacy", "strategy": "range", "session_timeout_ms": 6000,
         "topics": {"t": 1}, "members": 2, "group": "g", "status": "completed"}))
     summary = summarize_run(spark, tmp_path, write=False)
@@ -199,7 +200,7 @@ def test_synthetic_logs_use_only_declared_fields(tmp_path):
     from rebalance.events import VOCABULARY
 
     run_dir = write_run(tmp_path / "run", SyntheticRun(duration_s=8.0, anomalies=frozenset(Anomaly)))
-    for event in read_events(run_dir / "events"):
+    for event in read_events(RunFolder(run_dir).events):
         undeclared = set(event) - set(REQUIRED_FIELDS) - set(VOCABULARY[event["type"]].fields)
         assert not undeclared, (event["type"], undeclared)
 

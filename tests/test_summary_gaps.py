@@ -8,6 +8,7 @@ import json
 import pandas as pd
 import pytest
 
+from experiments.folders.run_folder import RunFolder
 from experiments.summary.coordinator_gaps import COLUMNS, gap_table, group_gap_s
 from tests.fixtures.run_record import write_record
 
@@ -27,7 +28,7 @@ def write_gap_run(root) -> None:
     """Members a, b and d speak the classic protocol; c stopped before the kill; z talks to ZooKeeper only.
     The coordinator's broker is killed at 3.0 s and seen dead at 3.05 s; a's coordination link is cut at
     6.5 s (and b's data link slowed, which is no cut)."""
-    events = root / "events"
+    events = RunFolder(root).events
     events.mkdir(parents=True)
     write_record(root, topics={"t": 1}, members=5)
     (events / "members.jsonl").write_text("".join([
@@ -84,9 +85,9 @@ def test_each_member_s_time_without_a_coordinator_and_the_group_maximum(spark, t
     assert rows == [("f1", "a", 1.45, "Heartbeat", 2), ("f1", "b", 1.95, "JoinGroup", 1),
                     ("f1", "d", 0.85, "Heartbeat", 0), ("f2", "a", 1.1, "Heartbeat", 0)]
     assert summary.facts.coordinator_gap_s == pytest.approx(1.95)
-    written = pd.read_parquet(tmp_path / "summary" / "coordinator_gaps.parquet")
+    written = pd.read_parquet(RunFolder(tmp_path).summary_table("coordinator_gaps"))
     assert written["gap_s"].max() == pytest.approx(1.95)
-    assert json.loads((tmp_path / "summary" / "run.json").read_text())["facts"]["coordinator_gap_s"] == \
+    assert json.loads(RunFolder(tmp_path).summary_record.read_text())["facts"]["coordinator_gap_s"] == \
         pytest.approx(1.95)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from experiments.folders.run_folder import RunFolder
 from experiments.summary.read_back import herd_points, load_run
 from rebalance import heartbeat_kinds
 from rebalance.events import read_events
@@ -28,7 +29,7 @@ def _change(summary, kind):
 
 def _moved(run_dir, start, end):
     """Members that revoked or were assigned partitions in [start, end): the ones a change affected."""
-    return {e["member"] for e in read_events(run_dir / "events") if e["type"] in ("partitions_revoked",
+    return {e["member"] for e in read_events(RunFolder(run_dir).events) if e["type"] in ("partitions_revoked",
             "partitions_assigned") and start <= (e["ts_ns"] - 5_000_000_000_000) / 1e9 < end}
 
 
@@ -56,7 +57,7 @@ def test_a_leave_costs_its_own_heartbeat_and_the_member_that_takes_over(syntheti
 
 def test_steady_heartbeats_are_sent_but_not_counted(synthetic_runs):
     summary = synthetic_runs["kip848-16"]
-    beats = [e for e in read_events(summary.folder.path / "events")
+    beats = [e for e in read_events(RunFolder(summary.folder.path).events)
              if e.get("op") == heartbeat_kinds.API and KIP848_JOIN_S <= (e["ts_ns"] - 5_000_000_000_000) / 1e9 < KIP848_LEAVE_S]
     steady = [e for e in beats if e["detail"] == heartbeat_kinds.STEADY]
     assert len(steady) >= 16 * 3                                  # every member, about once a second

@@ -91,7 +91,7 @@ def test_the_run_report_names_the_article_measures_and_draws_the_lag(synthetic_r
     from experiments.summary.read_back import load_run
 
     run = synthetic_runs["planted"].folder.path
-    report = write_report([run], tmp_path / "report")
+    report = write_report([run], tmp_path / "pages")
     assert "lag.png" in {image.name for image in report.images}
     table = strategy_table([load_run(run)])
     assert {"records over 3 s or never handled", "max end-to-end latency, ms", "time rebalancing, ms",

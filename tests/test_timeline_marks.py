@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
+from experiments.folders.run_folder import RunFolder
 from experiments.report import plots
 from experiments.run.progress import Progress, _recent_line
 from experiments.scenario import load, resolve
@@ -114,7 +115,7 @@ def _event(event_type: str, /, **fields) -> dict:
 
 def test_the_runner_counts_a_leave_and_a_join_as_membership_changes_not_faults(tmp_path):
     loaded = load(_scenario_file(tmp_path))
-    progress = Progress(tmp_path / "events", loaded, resolve(loaded))
+    progress = Progress(RunFolder(tmp_path).events, loaded, resolve(loaded))
     for event in (_event(ev.PHASE, name="timeline"), _event(ev.PHASE, name="join-1", fault_id="f001"),
                   _event(ev.FAULT_STARTED, kind="leave", target="m004", fault_id="f002"),
                   _event(ev.FAULT_STARTED, kind="partition", target="m001", link="coord", fault_id="f003"),
@@ -128,9 +129,9 @@ def test_the_runner_counts_a_leave_and_a_join_as_membership_changes_not_faults(t
 
 def test_the_final_line_says_faults_and_membership_changes_apart(tmp_path, capsys):
     loaded = load(_scenario_file(tmp_path))
-    progress = Progress(tmp_path / "events", loaded, resolve(loaded))
+    progress = Progress(RunFolder(tmp_path).events, loaded, resolve(loaded))
     progress.feed(_event(ev.FAULT_STARTED, kind="leave", target="m004"))
-    progress.final(SimpleNamespace(backend="classic", events_dir=tmp_path / "events"), "completed", "")
+    progress.final(SimpleNamespace(backend="classic", events_dir=RunFolder(tmp_path).events), "completed", "")
     assert "faults 0, membership changes 1" in " ".join(capsys.readouterr().err.split())
     assert _recent_line(_event(ev.FAULT_STOPPED, kind="leave", target="m004")) is None
 

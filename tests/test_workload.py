@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from broker.admin import create_topic
+from experiments.folders.run_folder import RunFolder
 from experiments.run.handling import ServiceTimes
 from experiments.run.member_configs import host_argv, member_config
 from experiments.run.member_host import Host
@@ -281,7 +282,6 @@ def test_the_run_record_keeps_the_workload_offered_load_capacity_and_utilisation
     from types import SimpleNamespace
 
     from experiments.folders.run_folder import RunFolder
-    from experiments.folders.run_record import write_record
     from experiments.run.describe import describe_run
     from experiments.scenario import resolve
 
@@ -289,7 +289,7 @@ def test_the_run_record_keeps_the_workload_offered_load_capacity_and_utilisation
     run = SimpleNamespace(scenario=scenario, schedule=resolve(scenario), run_id="r", backend="classic", applied=[],
                           t0_ns=None, started_ms=0, zk_connect=None, ensemble=None, cluster=None, members_proxied={},
                           member_id=lambda name: name)
-    write_record(RunFolder(tmp_path), describe_run(run, "running"))
+    RunFolder(tmp_path).write_record(describe_run(run, "running"))
     workload = RunFolder(tmp_path).record().workload
     assert workload["service"] == "fixed" and workload["commit"] == "batch"
     assert (workload["offered_per_s"], workload["capacity_per_s"], workload["utilisation"]) == (600, 1000, 0.6)
@@ -324,7 +324,7 @@ def _line(t_s: float, **fields) -> str:
 def _write_run(folder, *, handled_at_s: float | None):
     """Ten records produced at 1.9 s, delivered at 2.0 s and, when `handled_at_s`, handled by then: the last
     one ends at `handled_at_s`, each of the others 100 ms before the next."""
-    events = folder / "events"
+    events = RunFolder(folder).events
     events.mkdir(parents=True)
     (events / "producer.jsonl").write_text(_line(
         1.9, member="", type="records_produced", topic="t", partition=0, first_offset=0, last_offset=9, count=10,

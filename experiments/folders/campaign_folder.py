@@ -38,12 +38,22 @@ class CampaignFolder:
     def campaign_file(self) -> Path:
         return self.path / CAMPAIGN_FILE
 
+    @property
+    def runs_folder(self) -> Path:
+        """runs/: one run folder each."""
+        return self.path / "runs"
+
     def run(self, name: str) -> RunFolder:
-        return RunFolder(self.path / "runs" / name)
+        return RunFolder(self.runs_folder / name)
+
+    @property
+    def incomplete(self) -> Path:
+        """incomplete/: the run folders set aside when their runs started again."""
+        return self.path / "incomplete"
 
     def set_aside(self, name: str, stamp: str) -> Path:
         """Where an unfinished run's folder goes before its run starts again: incomplete/<run>-<stamp>."""
-        return self.path / "incomplete" / f"{name}-{stamp}"
+        return self.incomplete / f"{name}-{stamp}"
 
     def replaced(self, name: str, attempt: int) -> Path:
         """Where an invalid run's folder goes before its run is made again: replaced/<run>-<attempt>."""

@@ -49,3 +49,16 @@ class ComparisonFolder:
         except (OSError, ValueError):
             return None
         return document if isinstance(document, dict) else None
+
+
+def runs_held(folder: Path) -> str:
+    """What the runs in a folder are, in words (`a completed run of herd on classic`, `the runs of a compare:
+    legacy, classic, kip848`), or "" when it holds none."""
+    folder = Path(folder)
+    if RunFolder(folder).lock.is_file():
+        return RunFolder(folder).described()
+    comparison = ComparisonFolder(folder)
+    runs = [run.path.name for run in comparison.runs()]
+    if runs or comparison.record_file.is_file():
+        return f"the runs of a compare: {', '.join(runs) or 'none completed'}"
+    return ""

@@ -19,10 +19,11 @@ file name, so the layout is written once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from experiments.folders.report_folder import ReportFolder
+from experiments.folders.run_record import NoRunRecord, RunRecord, read_record, write_record
 from rebalance.backends import canonical_name
 
 LOCK_FILE = "lock.json"
@@ -123,12 +124,14 @@ class RunFolder:
         """A run's folder (it has an event log directory), as opposed to a folder of runs."""
         return self.events.is_dir()
 
-    def record(self):
+    def record(self) -> RunRecord | None:
         """The run's record (lock.json) as a RunRecord; None without a lock.json. A lock that cannot be read
         raises ValueError naming the file (experiments.folders.run_record, the record's one reader)."""
-        from experiments.folders.run_record import read_record
+        return read_record(self.lock)
 
-        return read_record(self)
+    def write_record(self, record: RunRecord) -> Path:
+        """lock.json, written whole."""
+        return write_record(self.lock, record)
 
     def _glance(self):
         """The record for a glance at the folder's state: None when it is missing or unreadable."""
@@ -177,16 +180,14 @@ def runs_below(folder: Path) -> list[RunFolder]:
     return found
 
 
-def runs_held(folder: Path) -> str:
-    """What the runs in a folder are, in words (`a completed run of herd on classic`, `the runs of a compare:
-    legacy, classic, kip848`), or "" when it holds none."""
-    from experiments.folders.comparison_folder import ComparisonFolder
-
-    folder = Path(folder)
-    if RunFolder(folder).lock.is_file():
-        return RunFolder(folder).described()
-    comparison = ComparisonFolder(folder)
-    runs = [run.path.name for run in comparison.runs()]
-    if runs or comparison.record_file.is_file():
-        return f"the runs of a compare: {', '.join(runs) or 'none completed'}"
-    return ""
+def record_to_summarise(folder: RunFolder) -> RunRecord:
+    """The record a summary starts from. Every run the lab makes writes one (the runner and the synthetic
+    generator alike), so the summary guesses nothing from events; the name falls back to the folder's."""
+    record = folder.record()
+    if record is None:
+        raise NoRunRecord(f"{folder.path}: no {folder.lock.name}, so nothing says which backend, strategy and "
+                          "topics the run had; summarise folders the lab's runner (or its synthetic generator) wrote")
+    if not record.topics:
+        raise NoRunRecord(f"{folder.lock}: names no topics")
+    return replace(record, name=record.name or folder.path.name, backend=record.backend or "unknown",
+                   strategy=record.strategy or "unknown")

@@ -15,14 +15,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rebalance.backends import canonical_name
-
-if TYPE_CHECKING:
-    from experiments.folders.run_folder import RunFolder
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,18 +95,16 @@ class NoRunRecord(ValueError):
     """The folder has events but no usable lock.json: nothing says what the run was."""
 
 
-def write_record(folder: RunFolder, record: RunRecord) -> Path:
-    """Write RUN_DIR/lock.json whole: a reader never sees half a file."""
-    path = folder.lock
+def write_record(path: Path, record: RunRecord) -> Path:
+    """Write RUN_DIR/lock.json whole: a reader never sees half a file (through RunFolder.write_record)."""
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(record.to_json(), indent=2) + "\n")
     temporary.replace(path)
     return path
 
 
-def read_record(folder: RunFolder) -> RunRecord | None:
-    """RUN_DIR/lock.json as a RunRecord, or None when the folder has none."""
-    path = folder.lock
+def read_record(path: Path) -> RunRecord | None:
+    """RUN_DIR/lock.json as a RunRecord, or None when the folder has none (through RunFolder.record)."""
     if not path.exists():
         return None
     try:
@@ -123,19 +117,6 @@ def read_record(folder: RunFolder) -> RunRecord | None:
         return _from_json(document)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{path}: {error}") from None
-
-
-def record_to_summarise(folder: RunFolder) -> RunRecord:
-    """The record a summary starts from. Every run the lab makes writes one (the runner and the synthetic
-    generator alike), so the summary guesses nothing from events; the name falls back to the folder's."""
-    record = read_record(folder)
-    if record is None:
-        raise NoRunRecord(f"{folder.path}: no {folder.lock.name}, so nothing says which backend, strategy and "
-                          "topics the run had; summarise folders the lab's runner (or its synthetic generator) wrote")
-    if not record.topics:
-        raise NoRunRecord(f"{folder.lock}: names no topics")
-    return replace(record, name=record.name or folder.path.name, backend=record.backend or "unknown",
-                   strategy=record.strategy or "unknown")
 
 
 # Top-level keys the synthetic generator once wrote; its settings now live in scenario.resolved.

@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 from experiments.faults.process import processes_with_marker
-from experiments.folders.run_folder import LOCK_FILE, runs_held
+from experiments.folders.comparison_folder import runs_held
+from experiments.folders.run_folder import LOCK_FILE
 
 
 class FolderRefused(Exception):

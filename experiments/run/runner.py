@@ -54,7 +54,6 @@ from experiments.faults.proxy import ProxyHub
 from experiments.faults.server import ServerFaults
 from experiments.folders.comparison_folder import ComparisonFolder
 from experiments.folders.run_folder import RUNS_DIR, RunFolder
-from experiments.folders.run_record import write_record
 from experiments.run import host_load, member_cpu
 from experiments.run.conditions import judge
 from experiments.run.describe import describe_run
@@ -585,4 +584,4 @@ class Run:
     # ------------------------------------------------------------------ lock file
 
     def write_lock(self, status: str, reason: str = "") -> None:
-        write_record(self.folder, describe_run(self, status, reason))
+        self.folder.write_record(describe_run(self, status, reason))

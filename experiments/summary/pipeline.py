@@ -16,8 +16,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from experiments.folders.run_folder import RunFolder
-from experiments.folders.run_record import record_to_summarise
+from experiments.folders.run_folder import RunFolder, record_to_summarise
 from experiments.summary import coordinator_gaps, herd, lag, memory, offset_ranges, phases
 from experiments.summary.check_queries import CheckConfig, CheckInputs, plan_checks
 from experiments.summary.conditions_check import conditions_check, run_conditions

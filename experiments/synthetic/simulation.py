@@ -21,7 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from experiments.folders.run_folder import RunFolder
-from experiments.folders.run_record import RunRecord, ScenarioSource, write_record
+from experiments.folders.run_record import RunRecord, ScenarioSource
 from experiments.scenario.model import LATENCY_LIMIT_MS
 from rebalance import events as ev
 from rebalance.backends import GroupProtocol, backend_names, profile
@@ -101,7 +101,7 @@ def write_run(run_dir: str | Path, config: SyntheticRun = SyntheticRun()) -> Pat
     RunFolder(run_dir).events.mkdir(parents=True, exist_ok=True)
     simulation_class(config.backend)(config, run_dir).run()
     settings = {key: value for key, value in asdict(config).items() if key not in ("timeline", "anomalies")}
-    write_record(RunFolder(run_dir), RunRecord(
+    RunFolder(run_dir).write_record(RunRecord(
         name=config.name, run_id=config.name, backend=config.backend, strategy=config.strategy,
         session_timeout_ms=config.session_timeout_ms, topics={config.topic: config.partitions},
         members=config.members, group=GROUP, status="completed",

@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.folders.run_folder import RunFolder
+
 
 def runs_of(folder: Path) -> dict[str, Path]:
     """A comparison's runs by backend (a run folder is one with events/ in it)."""
     found = {}
     for child in sorted(folder.iterdir()):
-        if (child / "events").is_dir():
-            backend = json.loads((child / "lock.json").read_text())["backend"]
+        if RunFolder(child).events.is_dir():
+            backend = json.loads(RunFolder(child).lock.read_text())["backend"]
             found[backend] = child
     assert found, f"{folder} holds no runs"
     return found
@@ -25,7 +27,7 @@ def runs_of(folder: Path) -> dict[str, Path]:
 
 def verdicts(run: Path) -> dict[str, dict]:
     """check -> {verdict, count, result, detail}: result is the word the report prints ("VIOLATED (3)")."""
-    table = pd.read_parquet(run / "summary" / "verdicts.parquet")
+    table = pd.read_parquet(RunFolder(run).summary_table("verdicts"))
     return {row.check: {"verdict": row.verdict, "count": int(row.count), "result": row.result,
                         "detail": row.detail} for row in table.itertuples()}
 
@@ -36,13 +38,13 @@ def word(result: str) -> str:
 
 
 def herd(run: Path) -> pd.DataFrame:
-    return pd.read_parquet(run / "summary" / "herd.parquet")
+    return pd.read_parquet(RunFolder(run).summary_table("herd"))
 
 
 def events(run: Path, *types: str) -> list[dict]:
     """Every event of those types in the run's event files, in time order."""
     found = []
-    for path in sorted((run / "events").glob("*.jsonl")):
+    for path in sorted(RunFolder(run).events.glob("*.jsonl")):
         for line in path.read_text().splitlines():
             try:
                 event = json.loads(line)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from experiments.folders.campaign_folder import CampaignFolder
+from experiments.folders.run_folder import RunFolder
 from tests.labs.runs import events, runs_of
 from tests.labs.walk import Claim, Lab, Walk
 
@@ -27,11 +29,11 @@ def test_claim(walked: Walk, claim: Claim) -> None:
 
 
 def _sizes(walked: Walk) -> list[int]:
-    return sorted(int(path.name.removeprefix("herd-")) for path in (walked.folder / "runs").glob("herd-[0-9]*"))
+    return sorted(int(path.name.removeprefix("herd-")) for path in CampaignFolder(walked.folder).runs_folder.glob("herd-[0-9]*"))
 
 
 def _run(walked: Walk, n: int, backend: str) -> Path:
-    return runs_of(walked.folder / "runs" / f"herd-{n}")[backend]
+    return runs_of(CampaignFolder(walked.folder).run(f"herd-{n}").path)[backend]
 
 
 def _rows(walked: Walk):
@@ -39,7 +41,7 @@ def _rows(walked: Walk):
     from experiments.summary.herd_model import change_rows
     from experiments.summary.read_back import load_run
 
-    runs = [load_run(run) for n in _sizes(walked) for run in runs_of(walked.folder / "runs" / f"herd-{n}").values()]
+    runs = [load_run(run) for n in _sizes(walked) for run in runs_of(CampaignFolder(walked.folder).run(f"herd-{n}").path).values()]
     return change_rows(runs)
 
 
@@ -47,7 +49,7 @@ def _change(walked: Walk, backend: str, n: int, kind: str):
     """The scheduled join (N -> N + 1) or leave (N + 1 -> N) of one run, from its summary's change table."""
     import pandas as pd
 
-    herd = pd.read_parquet(_run(walked, n, backend) / "summary" / "herd.parquet")
+    herd = pd.read_parquet(RunFolder(_run(walked, n, backend)).summary_table("herd"))
     before, after = (n, n + 1) if kind == "join" else (n + 1, n)
     rows = herd[(herd["kind"] == kind) & (herd["live_before"] == before) & (herd["live_after"] == after)]
     assert len(rows) == 1, f"{backend} N = {n}: expected one {kind} {before} -> {after}, found\n{herd}"
@@ -80,7 +82,7 @@ def _quick_join_costs(walked: Walk, claim: Claim) -> None:
     from experiments.summary.herd_sizes import by_size
     from experiments.summary.read_back import load_run
 
-    runs = [load_run(run) for run in runs_of(walked.folder / "runs" / "herd-quick").values()]
+    runs = [load_run(run) for run in runs_of(CampaignFolder(walked.folder).run("herd-quick").path).values()]
     costs: dict[int, dict[str, float]] = {}
     for view in by_size(runs):
         changes = view.herd_changes()

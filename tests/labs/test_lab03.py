@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from experiments.folders.campaign_folder import CampaignFolder
+from experiments.folders.run_folder import RunFolder
 from tests.labs.runs import events, runs_of, verdicts, word
 from tests.labs.walk import Claim, Lab, Walk
 
@@ -23,7 +25,7 @@ def test_claim(walked: Walk, claim: Claim) -> None:
 
 
 def _runs(walked: Walk):
-    return runs_of(walked.folder / "runs" / "split-a")
+    return runs_of(CampaignFolder(walked.folder).run("split-a").path)
 
 
 def _names(value: str) -> list[str]:
@@ -77,7 +79,7 @@ def _regressions_by(walked: Walk, claim: Claim) -> None:
     import pandas as pd
 
     run = _runs(walked)[claim.args["backend"]]
-    evidence = pd.read_parquet(run / "summary" / "evidence" / "offset-regressions.parquet")
+    evidence = pd.read_parquet(RunFolder(run).evidence_table("offset-regressions"))
     _, stopped = _cut(run)
     first = min(event["ts_ns"] for event in events(run))
     healed_s = (stopped["ts_ns"] - first) / 1e9

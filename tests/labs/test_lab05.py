@@ -9,6 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from experiments.folders.campaign_folder import CampaignFolder
+from experiments.folders.run_folder import RunFolder
 from tests.labs.runs import events
 from tests.labs.walk import Claim, Lab, Walk
 
@@ -28,12 +30,12 @@ def test_claim(walked: Walk, claim: Claim) -> None:
 
 
 def _run(walked: Walk, name: str) -> Path:
-    return walked.folder / "runs" / name
+    return CampaignFolder(walked.folder).run(name).path
 
 
 def _change(walked: Walk, name: str, kind: str = "join") -> pd.Series:
     """The scheduled join (8 -> 9) or leave (9 -> 8) of a run, from its summary's change table."""
-    herd = pd.read_parquet(_run(walked, name) / "summary" / "herd.parquet")
+    herd = pd.read_parquet(RunFolder(_run(walked, name)).summary_table("herd"))
     before, after = (N, N + 1) if kind == "join" else (N + 1, N)
     rows = herd[(herd["kind"] == kind) & (herd["live_before"] == before) & (herd["live_after"] == after)]
     assert len(rows) == 1, f"{name}: expected one {kind} {before} -> {after}, found\n{herd}"
