@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from experiments.cli.app import app
-from experiments.folders.report_folder import ReportFolder
+from experiments.folders.report_folder import ReportFolder, report_dir
 from experiments.report import plots
-from experiments.report.run_report import report_dir, strategy_table, verdict_table, write_report
+from experiments.report.run_report import strategy_table, verdict_table, write_report
 from experiments.summary.read_back import RunData, herd_points, herd_slopes, load_run
 from tests.fixtures.run_record import run_data
 

@@ -43,8 +43,8 @@ def expand_run_dirs(paths: list[Path]) -> list[Path]:
 def default_out(arguments: list[Path], runs: list[Path]) -> Path:
     """Where `report` writes without --out: one run's own folder; the folder given when it is a single
     folder of runs (a comparison, a demo); else a folder of its own named for the runs, beside them
-    (`report.report_dir`). Never a parent that other reports share."""
-    from experiments.report.run_report import report_dir
+    (`experiments.folders.report_folder.report_dir`). Never a parent that other reports share."""
+    from experiments.folders.report_folder import report_dir
 
     if len(arguments) == 1 and arguments[0].is_dir() and not RunFolder(arguments[0]).is_run():
         return arguments[0]

@@ -27,7 +27,6 @@ from experiments.folders.run_record import NoRunRecord, RunRecord, read_record, 
 from rebalance.backends import canonical_name
 
 LOCK_FILE = "lock.json"
-RUNS_DIR = "runs"            # where runs go by default, under the working directory (the checkout's, for ./lab)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 from experiments.scenario.actions import is_membership_phase  # noqa: E402
 from experiments.scenario.labels import fault_label, is_membership_change  # noqa: E402
+from experiments.statistics.measure_names import LATE  # noqa: E402
 from experiments.summary.read_back import RunData  # noqa: E402
 from rebalance.backends import BackendProfile, profile  # noqa: E402
 
@@ -205,7 +206,7 @@ def _span(low: int, high: int) -> str:
 
 
 def utilisation_curve(points: pd.DataFrame, path: Path, *, article: dict[str, float] | None = None,
-                      assumed: float | None = None, metric: str = "records over 3 s") -> Path | None:
+                      assumed: float | None = None, metric: str = LATE) -> Path | None:
     """Each cell's median (min-max bars) of `value` against `utilisation`, a line per `cell`; the article's
     figures as horizontal dashed lines, in the colour of the cell whose `strategy` they belong to, and the
     utilisation a scenario assumes as a dotted vertical line."""

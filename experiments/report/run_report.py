@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from experiments.folders.report_folder import ReportFolder
+from experiments.folders.report_folder import ReportFolder, report_dir
 from experiments.folders.run_folder import RunFolder
 from experiments.report import page
 from experiments.report.findings import (
@@ -53,24 +53,6 @@ if TYPE_CHECKING:
 
 TITLE = "Rebalance Lab report"
 FINDINGS_TITLE = "What these runs show"
-
-
-def report_dir(run_dirs: list[Path]) -> Path:
-    """Where a report of `run_dirs` goes when no --out is given: a run's own folder for one run; for
-    several, a folder of its own beside them, named for them (`report-<first>+<n>-more`), so that one
-    report never overwrites another's files."""
-    if len(run_dirs) == 1:
-        return run_dirs[0]
-    resolved = [Path(p).absolute() for p in run_dirs]
-    common = Path(*[parts[0] for parts in zip(*(p.parts for p in resolved), strict=False) if len(set(parts)) == 1])
-    if common == Path(common.anchor) or common in resolved:   # nothing shared but the root; or one is inside another
-        common = Path("runs").absolute()
-    labels = [p.relative_to(common).as_posix() if p.is_relative_to(common) else p.name for p in resolved]
-    slug = "+".join(re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-") for label in labels)
-    if len(slug) > 60:
-        slug = f"{re.sub(r'[^A-Za-z0-9._-]+', '-', labels[0]).strip('-')}+{len(labels) - 1}-more"
-    out = common / f"report-{slug}"
-    return out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out
 
 
 def swept_runs(runs: list[RunData]) -> list[RunData]:

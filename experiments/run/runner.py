@@ -52,8 +52,9 @@ from experiments.faults.members import STOP_TIMEOUT_S, MemberFaults
 from experiments.faults.process import RUN_MARKER_ENV, ChildProcess
 from experiments.faults.proxy import ProxyHub
 from experiments.faults.server import ServerFaults
+from experiments.folders import RUNS_DIR
 from experiments.folders.comparison_folder import ComparisonFolder
-from experiments.folders.run_folder import RUNS_DIR, RunFolder
+from experiments.folders.run_folder import RunFolder
 from experiments.run import host_load, member_cpu
 from experiments.run.conditions import judge
 from experiments.run.describe import describe_run

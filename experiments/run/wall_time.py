@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.folders.run_folder import LOCK_FILE, RUNS_DIR
+from experiments.folders import RUNS_DIR
+from experiments.folders.run_folder import LOCK_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_ROOTS = (ROOT / RUNS_DIR,)

@@ -10,8 +10,11 @@ so the data and the claims declared before the runs stay what they were.
 
 from __future__ import annotations
 
+from experiments.scenario.model import LATENCY_LIMIT_MS
+
 RECORDS_LOST = "records lost"                                # the metric's name in the data
-LATE_OR_LOST = "records over 3 s or never handled"           # what the pages call it
+LATE = f"records over {LATENCY_LIMIT_MS / 1000:g} s"         # handled later than the latency limit
+LATE_OR_LOST = f"{LATE} or never handled"                    # what the pages call it
 # `stable after (s)` measures from a change to the last assignment a member took before the next change, which
 # is not when the group was stable (a group that never settles still has a last assignment): the pages name it
 # for what it is; `settled after (s)` is the time to a group whose partitions are each owned once.
