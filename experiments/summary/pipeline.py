@@ -237,8 +237,8 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
             **memory.steepest_facts(tables["memory"]),
         )
         record = infos[r]
-        if record.members is None:
-            record = replace(record, members=herd.usual_group_size(tables["herd"], run_end) or record.members)
+        if record.members is None and (usual := herd.usual_group_size(tables["herd"], run_end)):
+            record = replace(record, members=int(usual))
         summaries.append(RunSummary(RunFolder(run_dirs[r]), record, checks[r], tables, facts))
     frames.unpersist()
     for frame in (control, commits, consumed, covered, never, owned, spans):

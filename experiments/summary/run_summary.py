@@ -35,6 +35,14 @@ class SummaryFacts:
     memory_slope_mb_per_min: float | None = None
     memory_steepest_process: str | None = None
 
+    def __post_init__(self) -> None:
+        # Spark and pandas hand back numpy numbers: kept as Python's, run.json holds them as numbers
+        for name, kind in _NUMBERS.items():
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                object.__setattr__(self, name, kind(value))
+        object.__setattr__(self, "events_by_type", {str(k): int(v) for k, v in self.events_by_type.items()})
+
     @property
     def latency_limit_ms(self) -> int:
         return self.checks.latency_limit_ms
@@ -53,6 +61,11 @@ class SummaryFacts:
         else:
             config = CheckConfig(latency_limit_ms=int(document.get("latency_limit_ms") or CheckConfig().latency_limit_ms))
         return cls(checks=config, **{key: value for key, value in document.items() if key in known})
+
+
+_NUMBERS = {"events": int, "produced_records": int, "unreadable_lines": int, "duration_s": float, "t0_ns": int,
+            "t0_ms": int, "partitions": int, "convergence_since_t": float, "convergence_bound_s": float,
+            "coordinator_gap_s": float, "memory_slope_mb_per_min": float}
 
 
 @dataclass
