@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.folders.campaign_folder import CampaignFolder
+from experiments.folders import RUNS_DIR
 from experiments.folders.run_folder import RunFolder
 from tests.labs.runs import events, runs_of
 from tests.labs.walk import Claim, Lab, Walk
@@ -29,11 +29,11 @@ def test_claim(walked: Walk, claim: Claim) -> None:
 
 
 def _sizes(walked: Walk) -> list[int]:
-    return sorted(int(path.name.removeprefix("herd-")) for path in CampaignFolder(walked.folder).runs_folder.glob("herd-[0-9]*"))
+    return sorted(int(path.name.removeprefix("herd-")) for path in (walked.folder / RUNS_DIR).glob("herd-[0-9]*"))
 
 
 def _run(walked: Walk, n: int, backend: str) -> Path:
-    return runs_of(CampaignFolder(walked.folder).run(f"herd-{n}").path)[backend]
+    return runs_of(walked.folder / RUNS_DIR / f"herd-{n}")[backend]
 
 
 def _rows(walked: Walk):
@@ -41,7 +41,7 @@ def _rows(walked: Walk):
     from experiments.summary.herd_model import change_rows
     from experiments.summary.read_back import load_run
 
-    runs = [load_run(run) for n in _sizes(walked) for run in runs_of(CampaignFolder(walked.folder).run(f"herd-{n}").path).values()]
+    runs = [load_run(run) for n in _sizes(walked) for run in runs_of(walked.folder / RUNS_DIR / f"herd-{n}").values()]
     return change_rows(runs)
 
 
@@ -82,7 +82,7 @@ def _quick_join_costs(walked: Walk, claim: Claim) -> None:
     from experiments.summary.herd_sizes import by_size
     from experiments.summary.read_back import load_run
 
-    runs = [load_run(run) for run in runs_of(CampaignFolder(walked.folder).run("herd-quick").path).values()]
+    runs = [load_run(run) for run in runs_of(walked.folder / RUNS_DIR / "herd-quick").values()]
     costs: dict[int, dict[str, float]] = {}
     for view in by_size(runs):
         changes = view.herd_changes()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.folders.campaign_folder import CampaignFolder
+from experiments.folders import RUNS_DIR
 from experiments.folders.run_folder import RunFolder
 from tests.labs.runs import events, runs_of, verdicts, word
 from tests.labs.walk import Claim, Lab, Walk
@@ -25,7 +25,7 @@ def test_claim(walked: Walk, claim: Claim) -> None:
 
 
 def _runs(walked: Walk):
-    return runs_of(CampaignFolder(walked.folder).run("split-a").path)
+    return runs_of(walked.folder / RUNS_DIR / "split-a")
 
 
 def _names(value: str) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from experiments.folders.campaign_folder import CampaignFolder
+from experiments.folders import RUNS_DIR
 from experiments.folders.run_folder import RunFolder
 from tests.labs.runs import events
 from tests.labs.walk import Claim, Lab, Walk
@@ -30,7 +30,7 @@ def test_claim(walked: Walk, claim: Claim) -> None:
 
 
 def _run(walked: Walk, name: str) -> Path:
-    return CampaignFolder(walked.folder).run(name).path
+    return walked.folder / RUNS_DIR / name
 
 
 def _change(walked: Walk, name: str, kind: str = "join") -> pd.Series:
