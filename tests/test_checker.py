@@ -28,8 +28,8 @@ def test_clean_log_passes_every_check(synthetic_runs):
 
 def test_torn_last_line_is_skipped_and_counted(synthetic_runs):
     facts = synthetic_runs["clean"].facts
-    assert facts["unreadable_lines"] == 1
-    assert facts["produced_records"] == int(SyntheticRun().rate * (DURATION - 1))
+    assert facts.unreadable_lines == 1
+    assert facts.produced_records == int(SyntheticRun().rate * (DURATION - 1))
 
 
 def test_double_ownership_is_found_with_its_window_and_members(synthetic_runs):

@@ -156,11 +156,11 @@ def test_a_report_of_several_runs_never_writes_into_their_parent(synthetic_runs,
     for name in ("clean", "planted"):
         (parent / name).symlink_to(synthetic_runs[name].folder.path)
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, ["report", "runs/clean", "runs/planted"])
+    result = CliRunner().invoke(app, ["report", "several/clean", "several/planted"])
     assert result.exit_code == 0, result.output
     assert ReportFolder(parent / "report-clean+planted").html.exists()
     assert not ReportFolder(parent).html.exists() and not list(parent.glob("*.png"))
-    chosen = CliRunner().invoke(app, ["report", "runs/clean", "runs/planted", "--out", "mine"])
+    chosen = CliRunner().invoke(app, ["report", "several/clean", "several/planted", "--out", "mine"])
     assert chosen.exit_code == 0, chosen.output
     assert ReportFolder(tmp_path / "mine").markdown.exists()
 
