@@ -97,6 +97,9 @@ class BackendProfile:
     # and committed through the client's auto-commit whatever the scenario asks (0.8's high-level consumer, an
     # iterator handing out one message at a time, auto.commit.enable on by default).
     commits_after_batch: bool = True
+    # The assignor a strategy name runs as on this backend (KIP-848 maps the classic names onto its server
+    # assignors: cooperative-sticky runs `uniform`); the name itself where the backend takes it as it is.
+    runs_as: Callable[[str], str] = lambda strategy: strategy
     # How the report draws and places it: a matplotlib colour and marker, and its column (oldest protocol
     # first, as the lab tells the story).
     colour: str
@@ -110,6 +113,13 @@ class BackendProfile:
     def strategy(self, name: str) -> str:
         """The strategy a scenario's `name` means on this backend: its own default for "default"."""
         return self.default_strategy if name == DEFAULT_STRATEGY else name
+
+    def strategy_label(self, name: str) -> str:
+        """The strategy as a page names a cell: `cooperative-sticky (runs uniform)` where the backend runs
+        another assignor under that name."""
+        strategy = self.strategy(name)
+        runs = self.runs_as(strategy)
+        return strategy if runs == strategy else f"{strategy} (runs {runs})"
 
     @property
     def aliases(self) -> tuple[str, ...]:

@@ -151,3 +151,12 @@ def test_the_settings_check_names_the_section_as_the_file_spells_it():
     (problem,) = caught.value.problems
     assert problem.field == "group.modern"
     assert problem.line == next(n for n, line in enumerate(text.splitlines(), 1) if line == "[group.modern]")
+
+
+def test_a_page_names_the_assignor_a_backend_runs_under_a_classic_name():
+    from rebalance.backends import profile
+
+    assert profile("kip848").strategy_label("cooperative-sticky") == "cooperative-sticky (runs uniform)"
+    assert profile("kip848").strategy_label("range") == "range"
+    assert profile("kip848").strategy_label("default") == "uniform"
+    assert profile("classic").strategy_label("cooperative-sticky") == "cooperative-sticky"

@@ -112,7 +112,7 @@ def test_compare_over_a_grid_prints_one_per_phase_table_and_writes_it(spark, tmp
     assert "4 cells x 3 runs = 12 runs" in text
     header = next(line for line in text.splitlines() if line.startswith("| phase"))
     for column in ("reference: range", "classic / range", "kip848 / range", "reference: cooperative-sticky",
-                   "classic / cooperative-sticky", "kip848 / cooperative-sticky"):
+                   "classic / cooperative-sticky", "kip848 / cooperative-sticky (runs uniform)"):   # the assignor it runs
         assert f" {column} |" in header, column
     down = [line for line in text.splitlines() if line.startswith("| 100 → 50 (scale-to-50) ")]
     assert len(down) == 3 and all(line.count("n = 3") == 4 for line in down)

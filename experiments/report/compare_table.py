@@ -22,6 +22,7 @@ from experiments.scenario.reference import MEASURES, Reference
 from experiments.statistics.campaign_stats import WHOLE_RUN_LOST, spread
 from experiments.statistics.measure_names import LATE_OR_LOST, RECORDS_LOST
 from experiments.summary import markdown_table
+from rebalance.backends import profile
 
 # A phase's metrics as the statistics name them (`<phase>: <metric>`), and as the table names them; in the
 # order of a reference's figures (experiments.scenario.reference.MEASURES).
@@ -100,7 +101,8 @@ def _reference_total(runs: pd.DataFrame, columns, reference: Reference) -> dict:
 
 
 def _title(backend: str, strategy: str) -> str:
-    return f"{backend} / {strategy}"
+    """A cell's column: `kip848 / cooperative-sticky (runs uniform)` where the backend runs another assignor."""
+    return f"{backend} / {profile(backend).strategy_label(strategy)}"
 
 
 def _entry(cells: pd.DataFrame, backend: str, strategy: str, metric: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from modern.kip848.client_settings import STRATEGIES
+from modern.kip848.client_settings import STRATEGIES, server_assignor
 from rebalance.backends import BackendProfile, GroupProtocol, Server
 from rebalance.consumer_group_timing import SETTINGS, ConsumerGroupTiming, broker_env_name
 from rebalance.member import MemberConfig
@@ -45,5 +45,6 @@ PROFILE = BackendProfile(
     herd_cost_terms=("moved", "1"),   # only members whose target changed do more than heartbeat
     # group.consumer.assignors defaults to [uniform, range]: a member that names none gets the first, uniform
     default_strategy="uniform",
+    runs_as=lambda strategy: server_assignor(strategy) if strategy in STRATEGIES else strategy,
     colour="#2ca02c", marker="^", column=2,
 )
