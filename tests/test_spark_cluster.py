@@ -99,3 +99,18 @@ def test_a_standalone_cluster_summarises_like_local(tmp_path, spark_cluster):
         for name in names:
             pd.testing.assert_frame_equal(pd.read_parquet(RunFolder(local).summary / name),
                                           pd.read_parquet(RunFolder(cluster).summary / name), check_exact=False)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_simulated_seeds_spread_over_a_standalone_cluster_replay_as_here(tmp_path, spark_cluster):
+    """`./lab sim --master spark://...`: one task a seed on the cluster's worker, the same events as here."""
+    from tests.test_sim import _sim_command, same_events
+
+    on_cluster = _sim_command(tmp_path / "cluster", "--master", spark_cluster)
+    assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr
+    assert "Registering app" in (tmp_path / "master.log").read_text(), "the seeds ran as an application of the cluster"
+    here = _sim_command(tmp_path / "here")
+    assert here.returncode == 0, here.stderr
+    assert same_events(tmp_path / "here", tmp_path / "cluster")

@@ -33,6 +33,7 @@ COMMAND_MODULES = [
     "experiments.cli.demo",        # demo
     "experiments.cli.doctor",      # doctor
     "experiments.cli.fuzz",        # fuzz wire | scenario | hostile
+    "experiments.cli.sim",         # sim
 ]
 
 @app.callback()

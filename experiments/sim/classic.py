@@ -1,0 +1,323 @@
+"""The classic protocol in virtual time: the coordinator's own state machine, driven unchanged, and a model of
+Kafka 3.7's classic client around it.
+
+Shared with the real broker: `modern.coordinator.classic_group.ClassicGroup` (every JoinGroup, SyncGroup,
+Heartbeat and LeaveGroup, the join and sync deadlines, session expiry), the client-side assignors
+(`rebalance.assignors`) and the consumer protocol's encoding (`modern.classic.consumer_protocol`).
+
+Modelled (the real client is threaded code): the member's requests, in the order `modern/classic/`
+sends them. A member finds the coordinator, joins (MEMBER_ID_REQUIRED first, then with its id), the leader
+assigns, every member syncs and fetches its committed offsets; the heartbeat thread beats every
+heartbeat.interval.ms and a REBALANCE_IN_PROGRESS answer sends the member back to JoinGroup, an eager member
+revoking everything first. The model's application is idle (a herd experiment's): the join steps the real
+client runs on the application's thread at its next poll run here at once."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from enum import Enum
+
+from experiments.sim.kernel import Simulation, Timer
+from modern.classic.consumer_protocol import (
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from modern.common import errors
+from modern.coordinator.classic_group import (
+    ClassicGroup,
+    GroupConfig,
+    Heartbeat,
+    HeartbeatResult,
+    JoinGroup,
+    JoinResult,
+    LeavingMember,
+    Output,
+    SyncGroup,
+    SyncResult,
+)
+from rebalance import events as ev
+from rebalance.assignors import get_assignor
+from rebalance.assignors.base import RebalanceProtocol
+from rebalance.events import EventRecorder
+from rebalance.types import Subscription, TopicPartition
+
+PROTOCOL_TYPE = "consumer"
+NETWORK_ONE_WAY_MS = 0.25          # loopback, as the lab's runs have it: requests answer in well under 1 ms
+NETWORK_JITTER_MS = 0.15
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientTiming:
+    """The classic client's settings that time its group requests (Kafka 3.7's defaults)."""
+
+    session_timeout_ms: int
+    heartbeat_interval_ms: int = 3_000
+    rebalance_timeout_ms: int = 300_000       # max.poll.interval.ms
+    retry_backoff_ms: int = 100
+
+
+class Network:
+    """One-way delays between a member and the coordinator: loopback plus a seeded jitter."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+
+    def delay_ms(self) -> float:
+        return NETWORK_ONE_WAY_MS + self.sim.rng.random() * NETWORK_JITTER_MS
+
+
+class Coordinator:
+    """The broker's group coordinator for one group: the real ClassicGroup, its deadlines on the virtual clock."""
+
+    def __init__(self, sim: Simulation, group_id: str, recorder: EventRecorder, config: GroupConfig | None = None):
+        self.sim, self.recorder = sim, recorder
+        config = config or GroupConfig()
+        # Kafka's member id: the client id and a random UUID (drawn from the seed, for replay)
+        self.group = ClassicGroup(group_id, config, now_ms=0,
+                                  new_member_id=lambda prefix: f"{prefix}-{uuid.UUID(int=sim.rng.getrandbits(128), version=4)}")
+        self._tick: Timer | None = None
+
+    def join(self, request: JoinGroup, reply) -> None:
+        self._apply(self.group.handle_join(request, self.sim.now_int_ms, reply))
+
+    def sync(self, request: SyncGroup, reply) -> None:
+        self._apply(self.group.handle_sync(request, self.sim.now_int_ms, reply))
+
+    def heartbeat(self, request: Heartbeat, reply) -> None:
+        self._apply(self.group.handle_heartbeat(request, self.sim.now_int_ms), reply)
+
+    def leave(self, member_id: str, reply) -> None:
+        self._apply(self.group.handle_leave([LeavingMember(member_id=member_id)], self.sim.now_int_ms), reply)
+
+    def _apply(self, out: Output, direct_reply=None) -> None:
+        for transition in out.transitions:   # as the broker's GroupMetadataManager records them
+            cause = {} if transition.cause is None else dict(
+                rebalance_reason=transition.cause.reason.value, member_ids=list(transition.cause.members))
+            self.recorder.emit(ev.COORDINATOR_EVENT, group=self.group.group_id, node=0, event="state",
+                               from_state=transition.from_state.value, to_state=transition.to_state.value,
+                               generation=self.group.generation_id, members=len(self.group.members),
+                               reason=transition.reason, **cause)
+        for token, result in out.replies:
+            (token or direct_reply)(result)
+        self._schedule_tick()
+
+    def _schedule_tick(self) -> None:
+        deadline = self.group.next_deadline()
+        if self._tick is not None:
+            if deadline is not None and self._tick.due_ms == deadline and not self._tick.cancelled:
+                return
+            self._tick.cancel()
+            self._tick = None
+        if deadline is not None:
+            self._tick = self.sim.at(deadline, self._on_tick)
+
+    def _on_tick(self) -> None:
+        self._tick = None
+        self._apply(self.group.tick(self.sim.now_int_ms))
+
+
+class State(Enum):
+    STOPPED = "stopped"
+    JOINING = "joining"
+    SYNCING = "syncing"
+    STABLE = "stable"
+
+
+class ClassicMember:
+    """One member of the group, as the lab's classic client behaves towards the coordinator."""
+
+    def __init__(self, sim: Simulation, network: Network, coordinator: Coordinator, recorder: EventRecorder, *,
+                 name: str, group: str, topics: dict[str, int], strategy: str, timing: ClientTiming) -> None:
+        self.sim, self.network, self.coordinator, self.recorder = sim, network, coordinator, recorder
+        self.name, self.group, self.topics, self.timing = name, group, topics, timing
+        self.assignor = get_assignor(strategy)
+        self.cooperative = self.assignor.rebalance_protocol is RebalanceProtocol.COOPERATIVE
+        self.state = State.STOPPED
+        self.member_id = ""
+        self.generation = -1
+        self.owned: frozenset[TopicPartition] = frozenset()
+        self.attempts = 0
+        self.round_started_ms = 0.0
+        self._heartbeat: Timer | None = None
+        self._alive = False
+
+    # -- what the driver does to a member -----------------------------------------------------------
+
+    def start(self) -> None:
+        self._alive = True
+        self.recorder.emit(ev.MEMBER_STARTED, self.name, group=self.group, strategy=self.assignor.name,
+                           topics=sorted(self.topics), group_instance_id=None, pid=0)
+        self._begin_round("join")
+        self._request("FindCoordinator", lambda: self._send_join())
+
+    def leave(self) -> None:
+        """A clean close: revoke (eager and cooperative alike at close), LeaveGroup, stop."""
+        if not self._alive:
+            return
+        self._stop_heartbeats()
+        self._revoke(self.owned)
+        member_id, self._alive, self.state = self.member_id, False, State.STOPPED
+        self._request("LeaveGroup", lambda _answer: None,
+                      to_coordinator=lambda reply: self.coordinator.leave(member_id, reply))
+        self.recorder.emit(ev.MEMBER_STOPPED, self.name, reason="close")
+
+    def crash(self) -> None:
+        """The process is gone: no request, no event; the coordinator learns of it by its session."""
+        self._stop_heartbeats()
+        self._alive, self.state = False, State.STOPPED
+
+    @property
+    def stable(self) -> bool:
+        return self._alive and self.state is State.STABLE
+
+    # -- the join -----------------------------------------------------------------------------------
+
+    def _begin_round(self, trigger: str) -> None:
+        self.state, self.attempts, self.round_started_ms = State.JOINING, 0, self.sim.now_ms
+        self.recorder.emit(ev.REBALANCE_STARTED, self.name, trigger=trigger, group=self.group)
+
+    def _send_join(self) -> None:
+        if not self._alive:
+            return
+        self.attempts += 1
+        subscription = Subscription(topics=tuple(sorted(self.topics)), owned_partitions=tuple(sorted(self.owned)),
+                                    generation=self.generation)
+        request = JoinGroup(session_timeout_ms=self.timing.session_timeout_ms,
+                            rebalance_timeout_ms=self.timing.rebalance_timeout_ms, protocol_type=PROTOCOL_TYPE,
+                            protocols=((self.assignor.name, encode_subscription(subscription)),),
+                            member_id=self.member_id, client_id=self.name, require_known_member_id=True)
+        self._request("JoinGroup", self._joined, to_coordinator=lambda reply: self.coordinator.join(request, reply))
+
+    def _joined(self, answer: JoinResult) -> None:
+        if not self._alive:
+            return
+        if answer.error is errors.MEMBER_ID_REQUIRED:
+            self.member_id = answer.member_id
+            self._send_join()
+            return
+        if answer.error is not errors.NONE:
+            self._join_failed(answer.error)
+            return
+        self.generation, self.member_id = answer.generation_id, answer.member_id
+        self.state = State.SYNCING
+        self._start_heartbeats()          # heartbeats start with the JoinGroup's answer, as Kafka's
+        plan: dict[str, bytes] = {}
+        if answer.leader == answer.member_id:
+            subscriptions = {m.member_id: decode_subscription(m.metadata, m.group_instance_id) for m in answer.members}
+            assigned = self.assignor.assign(self.topics, subscriptions)
+            plan = {member: encode_assignment(assignment) for member, assignment in assigned.items()}
+        request = SyncGroup(member_id=self.member_id, generation_id=self.generation, protocol_type=PROTOCOL_TYPE,
+                            protocol_name=answer.protocol_name, assignments=plan)
+        self._request("SyncGroup", self._synced, to_coordinator=lambda reply: self.coordinator.sync(request, reply))
+
+    def _synced(self, answer: SyncResult) -> None:
+        if not self._alive:
+            return
+        if answer.error is not errors.NONE:
+            self._join_failed(answer.error)
+            return
+        assigned = frozenset(decode_assignment(answer.assignment).partitions)
+        added = assigned - self.owned
+        revoked = self.owned - assigned
+        if self.cooperative and revoked:
+            self._revoke(revoked)
+        fetch = assigned if not self.cooperative else added
+        self._request("OffsetFetch", lambda: self._completed(assigned, fetch, rejoin=self.cooperative and bool(revoked)))
+
+    def _completed(self, assigned: frozenset[TopicPartition], fetched: frozenset[TopicPartition], *,
+                   rejoin: bool) -> None:
+        if not self._alive:
+            return
+        self.owned = assigned
+        if fetched:
+            self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.name, partitions=sorted(map(str, fetched)), committed={})
+        self.state = State.STABLE
+        self.recorder.emit(ev.REBALANCE_COMPLETED, self.name, generation=self.generation,
+                           assigned=sorted(map(str, assigned)),
+                           duration_ms=round(self.sim.now_ms - self.round_started_ms, 3), attempts=self.attempts,
+                           protocol=self.assignor.name, leader=self.coordinator.group.leader_id == self.member_id,
+                           member_id=self.member_id)
+        if rejoin:   # KIP-429: what was given up goes to its new owner in a follow-up round
+            self._rejoin("cooperative: revoked partitions")
+
+    def _join_failed(self, error) -> None:
+        if error in (errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION, errors.FENCED_INSTANCE_ID):
+            self._lose_membership(keep_id=error is errors.ILLEGAL_GENERATION)
+        self.sim.after(0 if error is errors.REBALANCE_IN_PROGRESS else self.timing.retry_backoff_ms, self._send_join)
+
+    def _lose_membership(self, *, keep_id: bool) -> None:
+        if self.owned:
+            self.recorder.emit(ev.PARTITIONS_LOST, self.name, partitions=sorted(map(str, self.owned)))
+        self.owned, self.generation = frozenset(), -1
+        if not keep_id:
+            self.member_id = ""
+
+    def _rejoin(self, trigger: str) -> None:
+        """A rejoin: eager members give up everything before their JoinGroup (Kafka's onJoinPrepare)."""
+        self._begin_round(trigger)
+        if not self.cooperative:
+            self._revoke(self.owned)
+            self.owned = frozenset()
+        self._send_join()
+
+    def _revoke(self, partitions: frozenset[TopicPartition]) -> None:
+        if partitions:
+            self.recorder.emit(ev.PARTITIONS_REVOKED, self.name, partitions=sorted(map(str, partitions)))
+
+    # -- the heartbeat thread -----------------------------------------------------------------------
+
+    def _start_heartbeats(self) -> None:
+        self._stop_heartbeats()
+        self._heartbeat = self.sim.after(self.timing.heartbeat_interval_ms, self._beat)
+
+    def _stop_heartbeats(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
+
+    def _beat(self) -> None:
+        self._heartbeat = None
+        if not self._alive or self.state is State.JOINING:
+            return   # the heartbeat thread is disabled until the member has joined (hasNotJoinedGroup)
+        request = Heartbeat(member_id=self.member_id, generation_id=self.generation)
+        self._request("Heartbeat", self._beaten, to_coordinator=lambda reply: self.coordinator.heartbeat(request, reply),
+                      detail="steady")
+
+    def _beaten(self, answer: HeartbeatResult) -> None:
+        if not self._alive:
+            return
+        self._start_heartbeats()
+        if answer.error is errors.REBALANCE_IN_PROGRESS and self.state is State.STABLE:
+            self._rejoin("heartbeat: REBALANCE_IN_PROGRESS")
+        elif answer.error in (errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION, errors.FENCED_INSTANCE_ID):
+            self._stop_heartbeats()
+            self._lose_membership(keep_id=answer.error is errors.ILLEGAL_GENERATION)
+            self._rejoin(f"heartbeat: {errors.name_of(answer.error)}")
+
+    # -- requests -----------------------------------------------------------------------------------
+
+    def _request(self, op: str, on_answer, *, to_coordinator=None, detail: str | None = None) -> None:
+        """One request: on the wire for a network delay each way; the coordinator's answer (or, for a request
+        the model only counts, an answer at once) comes back to `on_answer`. Recorded as the real client
+        records it: a coordination_request with its latency and error, when the answer arrives."""
+        sent = self.sim.now_ms
+
+        def answered(result=None) -> None:
+            def arrive() -> None:
+                error = getattr(result, "error", None)
+                self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op=op, group=self.group,
+                                   latency_ms=round(self.sim.now_ms - sent, 3),
+                                   error=errors.name_of(error) if error not in (None, errors.NONE) else None,
+                                   **({"detail": detail} if detail else {}))
+                on_answer(*(() if result is None else (result,)))
+            self.sim.after(self.network.delay_ms(), arrive)
+
+        if to_coordinator is None:
+            self.sim.after(self.network.delay_ms(), answered)
+        else:
+            self.sim.after(self.network.delay_ms(), lambda: to_coordinator(answered))
+
+

@@ -1,0 +1,273 @@
+"""KIP-848 in virtual time: the broker's consumer group state machine, driven unchanged, and a model of the
+lab's KIP-848 client (Kafka 4's) around it.
+
+Shared: `modern.coordinator.consumer_group.ConsumerGroup` (member epochs, the target assignment from the
+server assignors, revocation before reassignment, session and rebalance deadlines) with Kafka 4's timing
+(`rebalance.consumer_group_timing`: a 45 s session, a 5 s heartbeat), and `rebalance.heartbeat_kinds`, which
+names each heartbeat as the real client names it (join, leave, ack, assignment, steady).
+
+Modelled: the client (`modern/kip848/`). One heartbeat in flight at a time, every interval the coordinator
+gives; an answer whose assignment differs from what the member holds is reconciled at once (the application
+is idle): partitions to give up are revoked, new ones have their offsets fetched, and either sends an
+acknowledging heartbeat straight away, reporting what the member owns. A member fenced or unknown to the
+coordinator loses its partitions and joins again with epoch 0."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+
+from experiments.sim.classic import Network
+from experiments.sim.kernel import Simulation, Timer
+from modern.common import errors
+from modern.coordinator.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    HeartbeatRequest,
+    HeartbeatResult,
+)
+from rebalance import events as ev
+from rebalance import heartbeat_kinds
+from rebalance.events import EventRecorder
+from rebalance.types import TopicPartition
+
+JOIN_EPOCH, LEAVE_EPOCH = 0, -1
+FENCED = (errors.FENCED_MEMBER_EPOCH, errors.UNKNOWN_MEMBER_ID)
+
+
+class Coordinator:
+    """The broker's side of one consumer group: the real ConsumerGroup, its deadlines on the virtual clock."""
+
+    def __init__(self, sim: Simulation, group_id: str, recorder: EventRecorder, topics: Mapping[str, int],
+                 config: ConsumerGroupConfig | None = None) -> None:
+        self.sim, self.recorder, self.topics = sim, recorder, dict(topics)
+        self.group = ConsumerGroup(group_id, config or ConsumerGroupConfig(), now_ms=0)
+        self._tick: Timer | None = None
+
+    def new_member_id(self) -> str:
+        """KIP-848 v1: the client makes its member id, a random UUID (drawn from the seed, for replay): the
+        server assignors order members by id, so which members give partitions to a newcomer varies as in
+        Kafka."""
+        return str(uuid.UUID(int=self.sim.rng.getrandbits(128), version=4))
+
+    def heartbeat(self, request: HeartbeatRequest, reply) -> None:
+        out = self.group.heartbeat(request, self.topics, self.sim.now_int_ms)
+        self._events(out)
+        reply(out.result)
+
+    def _events(self, out) -> None:
+        for event in out.events:   # as the broker's GroupMetadataManager records them
+            self.recorder.emit(ev.COORDINATOR_EVENT, group=self.group.group_id, node=0, protocol="consumer", **event)
+        self._schedule_tick()
+
+    def _schedule_tick(self) -> None:
+        if self._tick is not None:
+            self._tick.cancel()
+            self._tick = None
+        deadline = self.group.next_deadline()
+        if deadline is not None:
+            self._tick = self.sim.at(deadline, self._on_tick)
+
+    def _on_tick(self) -> None:
+        self._tick = None
+        self._events(self.group.tick(self.sim.now_int_ms))
+
+
+class Kip848Member:
+    """One member of a consumer group, as the lab's KIP-848 client behaves towards the coordinator."""
+
+    def __init__(self, sim: Simulation, network: Network, coordinator: Coordinator, recorder: EventRecorder, *,
+                 name: str, group: str, topics: dict[str, int], assignor: str,
+                 rebalance_timeout_ms: int = 300_000) -> None:
+        self.sim, self.network, self.coordinator, self.recorder = sim, network, coordinator, recorder
+        self.name, self.group, self.topics, self.assignor = name, group, topics, assignor
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.member_id = coordinator.new_member_id()
+        self.epoch = JOIN_EPOCH
+        self.interval_ms = coordinator.group.config.heartbeat_interval_ms
+        self.target: frozenset[TopicPartition] | None = None   # the last assignment the coordinator sent
+        self.owned: frozenset[TopicPartition] = frozenset()
+        self.reported: frozenset[TopicPartition] | None = None  # what the coordinator last heard the member owns
+        self.in_flight = False
+        self.ack_due = False
+        self._next: Timer | None = None
+        self._alive = False
+        self._rebalance_started: float | None = None
+        self._steps = 0
+
+    @property
+    def stable(self) -> bool:
+        return self._alive and self.target is not None and self.owned == self.target and not self.in_flight
+
+    # -- what the driver does ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._alive = True
+        self.recorder.emit(ev.MEMBER_STARTED, self.name, group=self.group, strategy=self.assignor,
+                           topics=sorted(self.topics), group_instance_id=None, pid=0)
+        self._open_rebalance("join")
+        self._request("FindCoordinator", self._beat_now)
+
+    def leave(self) -> None:
+        if not self._alive:
+            return
+        self._alive = False
+        self._cancel_next()
+        if self.owned:
+            self.recorder.emit(ev.PARTITIONS_REVOKED, self.name, partitions=sorted(map(str, self.owned)))
+        request = HeartbeatRequest(member_id=self.member_id, member_epoch=LEAVE_EPOCH)
+        self._send(request, LEAVE_EPOCH, owned=None, on_answer=lambda _answer: None)
+        self.recorder.emit(ev.MEMBER_STOPPED, self.name, reason="close")
+
+    def crash(self) -> None:
+        self._alive = False
+        self._cancel_next()
+
+    # -- heartbeats ----------------------------------------------------------------------------------
+
+    def _beat_now(self) -> None:
+        self._cancel_next()
+        if not self._alive:
+            return
+        if self.in_flight:
+            self.ack_due = True   # one heartbeat at a time: the next goes when this one is answered
+            return
+        send_all = self.epoch == JOIN_EPOCH
+        owned = self.owned if (send_all or self.owned != self.reported) else None
+        request = HeartbeatRequest(
+            member_id=self.member_id, member_epoch=self.epoch,
+            rebalance_timeout_ms=self.rebalance_timeout_ms if send_all else -1,
+            subscribed_topics=tuple(sorted(self.topics)) if send_all else None,
+            server_assignor=self.assignor if send_all else None, owned=None if owned is None else _wire(owned),
+            client_id=self.name, member_id_from_client=True)
+        self._send(request, self.epoch, owned=owned, on_answer=self._answered)
+
+    def _answered(self, answer: HeartbeatResult, owned_sent: frozenset[TopicPartition] | None) -> None:
+        self.in_flight = False
+        if not self._alive:
+            return
+        if answer.error in FENCED:
+            self._fenced()
+            return
+        if answer.error is not errors.NONE:
+            self._schedule(self.interval_ms)
+            return
+        if owned_sent is not None:
+            self.reported = owned_sent
+        self.epoch = answer.member_epoch
+        self.interval_ms = answer.heartbeat_interval_ms or self.interval_ms
+        if answer.assignment is not None:
+            self.target = _ours(answer.assignment)
+        self._reconcile()
+        if self.ack_due or self.owned != self.reported:
+            self.ack_due = False
+            self._beat_now()
+        else:
+            self._schedule(self.interval_ms)
+
+    def _fenced(self) -> None:
+        if self.owned:
+            self.recorder.emit(ev.PARTITIONS_LOST, self.name, partitions=sorted(map(str, self.owned)))
+        self.owned, self.target, self.reported, self.epoch = frozenset(), None, None, JOIN_EPOCH
+        self._open_rebalance("fenced")
+        self._beat_now()
+
+    def _schedule(self, delay_ms: float) -> None:
+        self._cancel_next()
+        self._next = self.sim.after(delay_ms, self._beat_now)
+
+    def _cancel_next(self) -> None:
+        if self._next is not None:
+            self._next.cancel()
+            self._next = None
+
+    # -- reconciliation (the polling thread, idle) ----------------------------------------------------
+
+    def _reconcile(self) -> None:
+        if self.target is None or self.target == self.owned:
+            self._maybe_complete()
+            return
+        self._open_rebalance("assignment")
+        revoked = self.owned - self.target
+        if revoked:
+            self.owned = self.owned - revoked
+            self._steps += 1
+            self.recorder.emit(ev.PARTITIONS_REVOKED, self.name, partitions=sorted(map(str, revoked)))
+        added = self.target - self.owned
+        if added:
+            self._request("OffsetFetch", lambda: self._assigned(frozenset(added)))
+        else:
+            self._maybe_complete()
+
+    def _assigned(self, added: frozenset[TopicPartition]) -> None:
+        if not self._alive:
+            return
+        if self.target is not None:
+            added = added & self.target   # a later answer may have taken some back meanwhile
+        self.owned = self.owned | added
+        self._steps += 1
+        if added:
+            self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.name, partitions=sorted(map(str, added)), committed={})
+        self._maybe_complete()
+        self._beat_now()   # acknowledge at once
+
+    def _open_rebalance(self, trigger: str) -> None:
+        if self._rebalance_started is None:
+            self._rebalance_started, self._steps = self.sim.now_ms, 0
+            self.recorder.emit(ev.REBALANCE_STARTED, self.name, trigger=trigger, group=self.group)
+
+    def _maybe_complete(self) -> None:
+        if self._rebalance_started is not None and self.target is not None and self.owned == self.target:
+            self.recorder.emit(ev.REBALANCE_COMPLETED, self.name, generation=self.epoch,
+                               assigned=sorted(map(str, self.owned)),
+                               duration_ms=round(self.sim.now_ms - self._rebalance_started, 3),
+                               attempts=max(1, self._steps), protocol=self.assignor, leader=False,
+                               member_id=self.member_id)
+            self._rebalance_started = None
+
+    # -- requests -------------------------------------------------------------------------------------
+
+    def _send(self, request: HeartbeatRequest, epoch: int, *, owned, on_answer) -> None:
+        """A ConsumerGroupHeartbeat, recorded with its kind (rebalance.heartbeat_kinds) when answered."""
+        self.in_flight = epoch != LEAVE_EPOCH
+        sent, held = self.sim.now_ms, self.target
+
+        def at_coordinator() -> None:
+            self.coordinator.heartbeat(request, lambda result: self.sim.after(self.network.delay_ms(),
+                                                                             lambda: arrive(result)))
+
+        def arrive(result: HeartbeatResult) -> None:
+            assignment = None if result.assignment is None else _ours(result.assignment)
+            detail = heartbeat_kinds.detail(member_epoch=epoch, owned_reported=owned is not None,
+                                            assignment=assignment, held=held)
+            self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op=heartbeat_kinds.API, group=self.group,
+                               latency_ms=round(self.sim.now_ms - sent, 3),
+                               error=errors.name_of(result.error) if result.error is not errors.NONE else None,
+                               detail=detail)
+            if epoch == LEAVE_EPOCH:
+                on_answer(result)
+            else:
+                on_answer(result, owned)
+
+        self.sim.after(self.network.delay_ms(), at_coordinator)
+
+    def _request(self, op: str, on_answer) -> None:
+        """A request the model counts but the coordinator's state machine does not serve (the lookup, the
+        offsets' fetch): answered after a round trip."""
+        sent = self.sim.now_ms
+
+        def arrive() -> None:
+            self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op=op, group=self.group,
+                               latency_ms=round(self.sim.now_ms - sent, 3), error=None)
+            on_answer()
+
+        self.sim.after(self.network.delay_ms() * 2, arrive)
+
+
+def _wire(partitions: frozenset[TopicPartition]) -> frozenset[tuple[str, int]]:
+    """Partitions as the coordinator's state machine holds them: (topic, partition) pairs."""
+    return frozenset((tp.topic, tp.partition) for tp in partitions)
+
+
+def _ours(partitions) -> frozenset[TopicPartition]:
+    return frozenset(TopicPartition(topic, partition) for topic, partition in partitions)

@@ -1,0 +1,314 @@
+"""Kafka 0.8's ZooKeeper consumer in virtual time: a model of `legacy_zk/` on the ZooKeeper model.
+
+Shared: the paths and the registration's bytes (`legacy_zk.registry`), 0.8's assignors and thread ids
+(`rebalance.assignors.legacy`), the settings' defaults (`legacy_zk.config.LegacyConfig`: 4 attempts,
+zookeeper.sync.time.ms between them).
+
+Modelled, request for request as `legacy_zk/` sends them (each a `coordination_request` event, as the real
+member's traced client writes them): registration (ensure_path of ids, create of the ephemeral ids node), the
+watches set at start (ids children, the topic's data), zkclient's re-install of a fired watch (an exists and a
+read) before the watcher executor runs one synced rebalance for every reason that piled up; each attempt in
+0.8's order (`legacy_zk/rebalance.py`): the brokers read twice, the member's own registration, the commit of
+what it consumed (sets, which a herd count leaves out), the release of every owner node, the whole group
+read and assigned, the offsets read, then the claims (an exists of the owners' folder and a create per
+partition; a NodeExists reads the holder), a conflict undoing the claims and backing off before the next
+attempt.
+
+Where the threads meet the CPU: a member host runs its members in one Python process, so their requests
+leave one at a time, each after `HOST_CPU_MS` of the process's time; a busy host's members start their
+rebalances late, which is what makes one member's claims meet another's owner nodes not yet released."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from dataclasses import dataclass
+
+from experiments.sim.classic import Network
+from experiments.sim.kernel import Simulation, Timer
+from experiments.sim.zookeeper import NodeExists, NoNode, ZooKeeper
+from legacy_zk.config import LegacyConfig
+from legacy_zk.registry import BROKER_IDS, GroupPaths, parse_registration, registration_json, topic_path
+from rebalance import events as ev
+from rebalance.assignors.legacy import legacy_assign, thread_ids
+from rebalance.events import EventRecorder
+from rebalance.types import TopicPartition
+
+HOST_CPU_MS = 0.4           # a member host's Python time for one ZooKeeper request (kazoo's call and callback)
+WAKE_MS = 1_000             # the watcher executor's longest wait for a reason (0.8's: one second)
+
+Request = tuple            # (op, path, kwargs) a step of a member's work yields
+
+
+@dataclass
+class Host:
+    """One member host process: its members' requests share its one thread (the GIL)."""
+
+    free_at_ms: float = 0.0
+
+
+class LegacyMember:
+    def __init__(self, sim: Simulation, network: Network, zk: ZooKeeper, host: Host, recorder: EventRecorder, *,
+                 name: str, consumer_id: str, group: str, topics: dict[str, int], strategy: str,
+                 config: LegacyConfig) -> None:
+        self.sim, self.network, self.zk, self.host, self.recorder = sim, network, zk, host, recorder
+        self.name, self.consumer_id, self.topics, self.strategy = name, consumer_id, topics, strategy
+        self.paths = GroupPaths(group)
+        self.group = group
+        self.config = config
+        self.threads = thread_ids(consumer_id, config.streams_per_topic)
+        self.session: int | None = None
+        self.owned: dict[TopicPartition, str] = {}
+        self.reasons: set[str] = set()
+        self.working = False
+        self.alive = False
+        self.consuming = False          # records flow once the timeline starts: from then on there is a position
+        self._auto_commit: Timer | None = None
+
+    # -- what the driver does ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.alive = True
+        self.session = self.zk.open_session()
+        self.recorder.emit(ev.MEMBER_STARTED, self.name, group=self.group, strategy=self.strategy,
+                           topics=sorted(self.topics))
+        self._run(self._start_steps(), self._startup)
+        if self.config.auto_commit_enable:
+            self._auto_commit = self.sim.after(self.config.auto_commit_interval_ms, self._auto_committed)
+
+    def records_flow(self) -> None:
+        """The producer has started: from now on each owned partition has a position to commit."""
+        self.consuming = True
+
+    def _auto_committed(self) -> None:
+        """0.8's auto-commit scheduler, on a thread of its own in the member's process."""
+        if not self.alive:
+            return
+        self._run(self._commit(), lambda: None, worker=False)
+        self._auto_commit = self.sim.after(self.config.auto_commit_interval_ms, self._auto_committed)
+
+    def leave(self) -> None:
+        """0.8's shutdown: commit what was consumed, then close the session: the ids and owner nodes go with it."""
+        if not self.alive:
+            return
+        self.alive = False
+        if self.owned:
+            self.recorder.emit(ev.PARTITIONS_REVOKED, self.name, partitions=sorted(map(str, self.owned)))
+        self.owned = {}
+        self.recorder.emit(ev.MEMBER_STOPPED, self.name, reason="close")
+        session = self.session
+        self.sim.after(self.network.delay_ms(), lambda: self.zk.close_session(session))
+
+    def crash(self, session_timeout_ms: int) -> None:
+        """Gone without a word: ZooKeeper deletes its nodes when the session times out."""
+        self.alive = False
+        session = self.session
+        self.sim.after(session_timeout_ms, lambda: self.zk.close_session(session))
+
+    # -- the watcher executor ------------------------------------------------------------------------
+
+    def _startup(self) -> None:
+        self._fire("startup")
+
+    def _notified(self, path: str, event: str) -> None:
+        """A watch fired (kazoo's callback): the notification is recorded and a reason set, nothing more."""
+        if not self.alive:
+            return
+        self.recorder.emit(ev.WATCH_NOTIFICATION, self.name, path=path, event=event)
+        self._fire("topic-changed" if path.startswith(topic_path("")) else "ids-changed")
+
+    def _fire(self, reason: str) -> None:
+        self.reasons.add(reason)
+        if not self.working:
+            self._work()
+
+    def _work(self) -> None:
+        if not self.alive or not self.reasons:
+            self.working = False
+            return
+        reasons, self.reasons = frozenset(self.reasons), set()
+        self.working = True
+        self._run(self._rebalance(reasons), self._work)
+
+    # -- one synced rebalance, as legacy_zk/member.py and legacy_zk/rebalance.py run it --------------
+
+    def _start_steps(self) -> Generator[Request, object, None]:
+        yield from self._ensure_path(self.paths.ids)
+        yield ("create", self.paths.member(self.consumer_id),
+               {"data": registration_json({topic: self.config.streams_per_topic for topic in self.topics}, 0),
+                "ephemeral": True})
+        yield ("get_children", self.paths.ids, {"watch": True})
+        for topic in sorted(self.topics):
+            yield ("get", topic_path(topic), {"watch": True})
+
+    def _rebalance(self, reasons: frozenset[str]) -> Generator[Request, object, None]:
+        if "ids-changed" in reasons:        # zkclient re-installs the fired watch: an exists, then the read
+            if (yield ("exists", self.paths.ids, {"watch": True})):
+                yield ("get_children", self.paths.ids, {"watch": True})
+        if "topic-changed" in reasons:
+            for topic in sorted(self.topics):
+                if (yield ("exists", topic_path(topic), {"watch": True})):
+                    yield ("get", topic_path(topic), {"watch": True})
+        began = self.sim.now_ms
+        self.recorder.emit(ev.REBALANCE_STARTED, self.name, trigger=",".join(sorted(reasons)), group=self.group)
+        retries = self.config.rebalance_max_retries
+        for attempt in range(1, retries + 1):
+            attempt_began = self.sim.now_ms
+            try:
+                outcome, detail = yield from self._attempt()
+            except (NoNode, NodeExists) as error:   # the group changed under a read: 0.8 let it go and tried again
+                outcome, detail = "error", f"{type(error).__name__}Error: {error}"
+            self.recorder.emit(ev.REBALANCE_ATTEMPT, self.name, attempt=attempt, outcome=outcome,
+                               duration_ms=round(self.sim.now_ms - attempt_began, 3), detail=detail)
+            if outcome == "success":
+                self.recorder.emit(ev.REBALANCE_COMPLETED, self.name, generation=-1,
+                                   assigned=sorted(map(str, self.owned)), duration_ms=round(self.sim.now_ms - began, 3),
+                                   attempts=attempt, protocol=self.strategy)
+                return
+            if not self.alive:
+                return
+            yield from self._commit()
+            yield ("sleep", "", {"ms": self.config.backoff_ms})
+        self.recorder.emit(ev.REBALANCE_FAILED, self.name, error=f"{self.consumer_id} can't rebalance after "
+                           f"{retries} retries", attempts=retries)
+
+    def _attempt(self) -> Generator[Request, object, tuple[str, str]]:
+        yield from self._read_brokers()
+        my_subscription = parse_registration((yield ("get", self.paths.member(self.consumer_id), {})))
+        yield from self._read_brokers()
+        yield from self._commit()
+        held = sorted(self.owned)
+        if held:
+            self.recorder.emit(ev.PARTITIONS_REVOKED, self.name, partitions=sorted(map(str, held)))
+        for partition in held:
+            yield ("delete", self.paths.owner(partition.topic, partition.partition), {"missing_ok": True})
+        self.owned = {}
+        member_ids = yield ("get_children", self.paths.ids, {"watch": True})
+        subscriptions = {}
+        for consumer_id in member_ids:
+            data = yield ("get", self.paths.member(consumer_id), {"missing_ok": True})
+            if data is None:
+                return "error", f"NoNodeError: {self.paths.member(consumer_id)}"
+            subscriptions[consumer_id] = parse_registration(data)
+        topics = sorted(my_subscription)   # 0.8's range reads only this member's topics (roundrobin: the same here)
+        subscriptions = {cid: {t: n for t, n in sub.items() if t in my_subscription} for cid, sub in subscriptions.items()}
+        counts = {}
+        for topic in topics:
+            data = yield ("get", topic_path(topic), {"watch": True, "missing_ok": True})
+            counts[topic] = 0 if data is None else len(json.loads(data).get("partitions", {}))
+        by_thread = legacy_assign(self.strategy, counts, {cid: sub for cid, sub in subscriptions.items() if sub})
+        decisions = {tp: thread for thread in self.threads for tp in by_thread.get(thread, ())}
+        for partition in sorted(decisions):
+            yield ("get", self.paths.offset(partition.topic, partition.partition), {"missing_ok": True})
+        if not self.alive:
+            return "error", "closing"
+        claimed, conflicts = [], {}
+        for partition in sorted(decisions):
+            yield from self._ensure_path(self.paths.owners(partition.topic))
+            path = self.paths.owner(partition.topic, partition.partition)
+            created = yield ("create", path, {"data": decisions[partition].encode(), "ephemeral": True,
+                                              "exists_ok": True})
+            if created:
+                claimed.append(partition)
+                continue
+            holder = yield ("get", path, {"missing_ok": True})
+            if holder is not None and holder.decode() == decisions[partition]:
+                claimed.append(partition)
+            else:
+                conflicts[partition] = holder.decode() if holder else "?"
+        if conflicts:
+            for partition in claimed:
+                yield ("delete", self.paths.owner(partition.topic, partition.partition), {"missing_ok": True})
+            return "owner_conflict", ", ".join(f"{tp} held by {holder}" for tp, holder in sorted(conflicts.items()))
+        self.owned = dict(decisions)
+        self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.name, partitions=sorted(map(str, decisions)))
+        return "success", f"{len(decisions)} partitions"
+
+    def _read_brokers(self) -> Generator[Request, object, None]:
+        ids = yield ("get_children", BROKER_IDS, {"missing_ok": True})
+        for broker in ids or ():
+            yield ("get", f"{BROKER_IDS}/{broker}", {"missing_ok": True})
+
+    def _commit(self) -> Generator[Request, object, None]:
+        """Auto-commit's positions before a release, as `legacy_zk.offsets.write_offset` writes each: a set (which
+        a herd count leaves out), and the first time the node's parents and the node itself. The application is
+        taken to have consumed from every partition it owns, as a herd run's producer makes it."""
+        if not self.config.auto_commit_enable or not self.consuming:
+            return
+        for partition in sorted(self.owned):
+            path = self.paths.offset(partition.topic, partition.partition)
+            if (yield ("set", path, {"data": b"0", "missing_ok": True})) is None:
+                yield from self._ensure_path(self.paths.offsets(partition.topic))
+                if not (yield ("create", path, {"data": b"0", "exists_ok": True})):
+                    yield ("set", path, {"data": b"0"})
+
+    def _ensure_path(self, path: str) -> Generator[Request, object, None]:
+        """zkclient's createPersistent with parents: an exists per missing level, then creates."""
+        if path in ("", "/") or (yield ("exists", path, {})):
+            return
+        yield from self._ensure_path(path.rsplit("/", 1)[0])
+        yield ("create", path, {"data": b"", "exists_ok": True})
+
+    # -- requests ------------------------------------------------------------------------------------
+
+    def _run(self, steps: Generator[Request, object, object], done, *, worker: bool = True) -> None:
+        """Drive a member's steps: each request leaves when the host's thread is free, reaches the server after
+        a network delay, and its answer comes back after another. An error the step did not ask to tolerate
+        is thrown into it (an attempt catches it, as 0.8's did, and tries again)."""
+        def step(value: object = None, error: Exception | None = None) -> None:
+            try:
+                op, path, options = steps.throw(error) if error is not None else steps.send(value)
+            except StopIteration:
+                done()
+                return
+            if not self.alive:
+                steps.close()
+                if worker:
+                    self.working = False
+                return
+            if op == "sleep":
+                self.sim.after(options["ms"], step)
+                return
+            self.host.free_at_ms = max(self.host.free_at_ms, self.sim.now_ms) + HOST_CPU_MS
+            sent = self.sim.now_ms
+
+            def answered(result: object, failure: Exception | None) -> None:
+                self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op=op, path=path,
+                                   latency_ms=round(self.sim.now_ms - sent, 3),
+                                   error=None if failure is None else type(failure).__name__ + "Error")
+                if failure is not None and not _tolerated(failure, options):
+                    step(error=failure)
+                else:
+                    step(None if failure is not None else result)
+
+            self.sim.at(self.host.free_at_ms + self.network.delay_ms(),
+                        lambda: self.zk.serve(lambda: self._apply(op, path, options),
+                                              lambda result, failure: self.sim.after(
+                                                  self.network.delay_ms(), lambda: answered(result, failure))))
+
+        step()
+
+    def _apply(self, op: str, path: str, options: dict) -> object:
+        """The request as the server applies it (a tolerated NoNode reads as None, a NodeExists as False)."""
+        watch = self._notified if options.get("watch") else None
+        if op == "exists":
+            return self.zk.exists(path, watch)
+        if op == "get":
+            return self.zk.get(path, watch)
+        if op == "get_children":
+            return self.zk.get_children(path, watch)
+        if op == "create":
+            self.zk.create(path, options.get("data", b""), session=self.session if options.get("ephemeral") else None)
+            return True
+        if op == "delete":
+            self.zk.delete(path)
+            return True
+        if op == "set":
+            self.zk.set(path, options.get("data", b""))
+            return True
+        raise ValueError(f"unknown request {op}")
+
+
+def _tolerated(error: Exception, options: dict) -> bool:
+    return (isinstance(error, NoNode) and options.get("missing_ok", False)) or \
+        (isinstance(error, NodeExists) and options.get("exists_ok", False))

@@ -1,0 +1,310 @@
+"""A scenario file played in virtual time, the runner's phases in the runner's order, into a run folder.
+
+The phases are the runner's (`experiments.run.runner`): setup, warm-up (the initial members join; the warm-up
+ends once the group has been stable for 2 s), the timeline with its steps (a step declared `after = "stable"`
+waits for a stable group, at most its timeout, and moves the rest of the timeline back), heal, settle and
+teardown (every member leaves). Steps come from the scenario's resolver, the same schedule a real run plays.
+The run's record is a RunRecord, as the runner writes it, its versions naming the simulation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from experiments.faults.history import FAULT_KEYS, fault_kind
+from experiments.folders.run_folder import RunFolder
+from experiments.folders.run_record import RunRecord, ScenarioSource
+from experiments.run.member_configs import native_settings
+from experiments.run.provenance import git_commit, versions
+from experiments.run.settling import running_before
+from experiments.scenario import load, resolve
+from experiments.scenario.actions import Action, Span, phase_name, spec_of
+from experiments.scenario.model import Scenario, Step
+from experiments.sim import kip848, legacy
+from experiments.sim.classic import ClassicMember, ClientTiming, Coordinator, Network
+from experiments.sim.kernel import Simulation
+from experiments.sim.recorders import T0_MS, T0_NS, Recorders
+from experiments.sim.zookeeper import ZooKeeper
+from legacy_zk.config import LegacyConfig
+from legacy_zk.registry import BROKER_IDS, topic_path
+from modern.coordinator.consumer_group import ConsumerGroupConfig
+from rebalance import events as ev
+from rebalance.backends import GroupProtocol, backend_names, canonical_name, profile
+from rebalance.consumer_group_timing import ConsumerGroupTiming
+from rebalance.events import RunnerPhase
+from rebalance.member import MemberConfig
+
+SETUP_MS = 1_000            # the servers' start: nothing to wait for here, a phase for the summary to find
+STABLE_QUIET_MS = 2_000     # the runner's STABLE_QUIET_S
+POLL_MS = 200               # how often the runner looks at the group
+# The backends this simulation plays so far (docs/simulation.md): the two coordinator protocols, and 0.8's members
+# coordinating in ZooKeeper.
+PROTOCOLS = (GroupProtocol.CLASSIC, GroupProtocol.CONSUMER)
+SIMULATED = tuple(name for name in backend_names()
+                  if profile(name).group_protocol in PROTOCOLS or profile(name).needs_zookeeper)
+PLAYED = {Action.PHASE, Action.JOIN, Action.LEAVE, Action.CRASH, Action.SCALE, Action.RESTART, Action.ROLLING_RESTART}
+# A restart stops the member's process cleanly and starts a new one: the new process's start-up (Python and the
+# client's imports) before its member begins again, as a member host takes on two cores.
+RESTART_GAP_MS = 1_500
+
+
+class NotSimulated(ValueError):
+    """The scenario asks for something the simulation does not play yet; the message names it."""
+
+
+def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = None) -> RunFolder:
+    """Play `scenario` on `backend` in virtual time into the run folder `out` (new or empty)."""
+    backend = canonical_name(backend)
+    if backend not in SIMULATED:
+        raise NotSimulated(f"the simulation plays {', '.join(SIMULATED)} so far, not {backend}")
+    schedule = resolve(scenario)
+    unplayed = sorted({step.action for step in schedule.steps} - {action.value for action in PLAYED})
+    if unplayed:
+        raise NotSimulated(f"scenario {scenario.name}: the simulation does not play {', '.join(unplayed)} yet")
+    folder = RunFolder(out)
+    if folder.path.exists() and any(folder.path.iterdir()):
+        raise FileExistsError(f"{out} is not empty; give a new folder")
+    seed = scenario.seed if seed is None else seed
+    play = _Play(scenario, backend, schedule, folder, seed)
+    play.run()
+    return folder
+
+
+def run_seed(task: tuple[str, list[str], str, int, str]) -> str:
+    """One seed as a task a Spark worker runs (scenario file, --set overrides, backend, seed, run folder): the
+    same call as a seed played here, so a seed's events are the same wherever it ran."""
+    scenario_path, overrides, backend, seed, out = task
+    return str(simulate(load(Path(scenario_path), overrides=overrides), backend, Path(out), seed=seed).path)
+
+
+class _Play:
+    def __init__(self, scenario: Scenario, backend: str, schedule, folder: RunFolder, seed: int) -> None:
+        self.scenario, self.backend, self.schedule, self.folder, self.seed = scenario, backend, schedule, folder, seed
+        self.profile = profile(backend)
+        self.sim = Simulation(seed)
+        self.run_id = f"sim-{scenario.name}-{backend}-{seed}"
+        self.recorders = Recorders(folder, self.sim, run_id=self.run_id, backend=backend)
+        self.runner = self.recorders.of("runner")
+        group = scenario.group
+        self.topics = {topic.name: topic.partitions for topic in scenario.topics}
+        self.network = Network(self.sim)
+        self.strategy = self.profile.strategy(group.strategy)
+        coordinator_events = self.recorders.of("coordinator-0")
+        self.zk: ZooKeeper | None = None
+        self.hosts: dict[str, legacy.Host] = {}
+        if self.profile.needs_zookeeper:
+            self.zk = ZooKeeper(self.sim)
+            for broker in range(scenario.cluster.brokers):
+                self.zk.ensure(f"{BROKER_IDS}/{broker}", json.dumps({"host": "127.0.0.1", "port": 9092 + broker}).encode())
+            for topic, count in self.topics.items():
+                self.zk.ensure(topic_path(topic), json.dumps({"version": 1, "partitions": {
+                    str(p): [p % scenario.cluster.brokers] for p in range(count)}}).encode())
+            self.coordinator = None
+        elif self.profile.group_protocol is GroupProtocol.CONSUMER:
+            timing = ConsumerGroupTiming.from_settings(native_settings(scenario, self.profile))
+            self.coordinator = kip848.Coordinator(self.sim, group.name, coordinator_events, self.topics,
+                                                  ConsumerGroupConfig(**asdict(timing)))
+        else:
+            self.coordinator = Coordinator(self.sim, group.name, coordinator_events)
+        self.timing = ClientTiming(session_timeout_ms=group.session_timeout_ms)
+        self.members: dict[str, ClassicMember | kip848.Kip848Member | legacy.LegacyMember] = {}
+        self.running: list[str] = []
+        self.applied: list[dict] = []
+        self.late_ms = 0.0
+        self.timeline_start_ms = 0.0
+        self.records_flow = False
+        self.active: dict[str, dict] = {}     # faults in force: their fault_started events
+        self.status = "running"
+
+    # -- the phases, in the runner's order -----------------------------------------------------------
+
+    def run(self) -> None:
+        folder = self.folder
+        folder.path.mkdir(parents=True, exist_ok=True)
+        folder.write_record(self.record("running"))
+        try:
+            self.play()
+            self.status = "completed"
+        except KeyboardInterrupt:
+            self.status = "interrupted"
+            raise
+        except BaseException:
+            self.status = "failed"
+            raise
+        finally:
+            if self.status != "completed":
+                self.phase(RunnerPhase.TEARDOWN, status=self.status)
+            self.recorders.close()
+            folder.write_record(self.record(self.status))
+
+    def play(self) -> None:
+        self.phase(RunnerPhase.SETUP)
+        self.sim.run_until(SETUP_MS)
+        self.phase(RunnerPhase.WARMUP, members=len(self.schedule.initial_members))
+        for name in self.schedule.initial_members:
+            self.start(name)
+        if not self.wait_stable(self.scenario.group.warmup_timeout * 1000, self.schedule.initial_members):
+            self.runner.emit(ev.PHASE, name=ev.WARMUP_TIMEOUT, detail={})
+        self.timeline_start_ms = self.sim.now_ms
+        self.phase("timeline", duration_s=self.scenario.duration)
+        self.records_flow = self.scenario.producer.rate > 0   # the runner starts the producer here
+        for member in self.members.values():
+            if self.records_flow and isinstance(member, legacy.LegacyMember):
+                member.records_flow()
+        for index, step in enumerate(self.schedule.steps):
+            self.sim.run_until(self.timeline_start_ms + self.late_ms + step.at * 1000)
+            if step.params.get("after") == "stable":
+                step = self.wait_step(step, index)
+            self.apply(step)
+        self.sim.run_until(self.timeline_start_ms + self.late_ms + self.scenario.duration * 1000)
+        self.phase(RunnerPhase.HEAL)
+        self.phase(RunnerPhase.SETTLE)
+        self.sim.run_until(self.sim.now_ms + self.scenario.settle * 1000)
+        self.phase(RunnerPhase.TEARDOWN)
+        for name in list(self.running):
+            self.members[name].leave()
+        self.sim.run_until(self.sim.now_ms + 1_000)
+
+    def phase(self, name: str, **fields: object) -> None:
+        self.runner.emit(ev.PHASE, name=name, **fields)
+
+    def wait_stable(self, timeout_ms: float, members) -> bool:
+        """The warm-up's wait: until the group has been seen stable for STABLE_QUIET_MS (every member up,
+        every partition owned once), at most `timeout_ms`; True when it was."""
+        deadline = self.sim.now_ms + timeout_ms
+        stable_since: float | None = None
+        while self.sim.now_ms < deadline:
+            self.sim.run_until(self.sim.now_ms + POLL_MS)
+            if self.settled(members, quiet_ms=0):
+                stable_since = self.sim.now_ms if stable_since is None else stable_since
+                if self.sim.now_ms - stable_since >= STABLE_QUIET_MS:
+                    return True
+            else:
+                stable_since = None
+        return False
+
+    def settled(self, names, *, quiet_ms: float) -> bool:
+        """The runner's judgement (experiments.run.settling), on the events the members wrote."""
+        now_ns = self.recorders.clock()[0]
+        partitions = {f"{topic}-{p}" for topic, n in self.topics.items() for p in range(n)}
+        return self.recorders.settling.stable([self.member_id(name) for name in names], partitions, now_ns=now_ns,
+                                              quiet_ns=int(quiet_ms * 1_000_000))
+
+    def wait_step(self, step: Step, index: int) -> Step:
+        """A step declared `after = "stable"`: held back until nothing has moved for STABLE_QUIET_MS, at most
+        its timeout; the rest of the timeline moves back by the wait."""
+        began = self.sim.now_ms
+        deadline = began + float(step.params["timeout"]) * 1000
+        members = running_before(self.schedule, index)
+        while not (stable := self.settled(members, quiet_ms=STABLE_QUIET_MS)) and self.sim.now_ms < deadline:
+            self.sim.run_until(min(deadline, self.sim.now_ms + POLL_MS))
+        self.late_ms += self.sim.now_ms - began
+        return replace(step, params={**step.params, "waited_s": round((self.sim.now_ms - began) / 1000, 3),
+                                     "stable": stable})
+
+    # -- steps --------------------------------------------------------------------------------------
+
+    def apply(self, step: Step) -> None:
+        self.applied.append({"fault_id": step.fault_id, "op": step.op, "at": step.at,
+                             "offset_s": round((self.sim.now_ms - self.timeline_start_ms) / 1000, 3)})
+        action = Action(step.action)
+        spec = spec_of(action)
+        if not spec.is_fault:
+            self.runner.emit(ev.PHASE, name=phase_name(action, step.targets, dict(step.params)), fault_id=step.fault_id,
+                             targets=list(step.targets),
+                             **({"params": dict(step.params)} if "waited_s" in step.params else {}))
+        else:
+            started = self.runner.emit(ev.FAULT_STARTED, **self.fault_fields(step))
+            undone = {a.value for a in spec.undoes}
+            for fault_id, event in list(self.active.items()):   # a restart ends a member's crash or leave
+                if event["action"] in undone and set(event["targets"]) & set(step.targets):
+                    self.runner.emit(ev.FAULT_STOPPED, **{key: event[key] for key in FAULT_KEYS},
+                                     observed_ts_ns=None, healed_ts_ns=self.recorders.clock()[0], healed_by=step.fault_id)
+                    del self.active[fault_id]
+            if spec.span is Span.INSTANT:
+                now_ns = self.recorders.clock()[0]
+                self.runner.emit(ev.FAULT_STOPPED, **self.fault_fields(step), observed_ts_ns=now_ns, healed_ts_ns=now_ns)
+            else:
+                self.active[step.fault_id] = started
+        do: dict[Action, Callable[[str], None]] = {Action.JOIN: self.start, Action.LEAVE: self.leave,
+                                                   Action.CRASH: self.crash, Action.RESTART: self.restart}
+        if action is Action.SCALE:
+            act = self.start if step.targets and step.targets[0] not in self.members else self.leave
+        else:
+            act = do.get(action)
+        for name in step.targets if act else ():
+            act(name)
+
+    def fault_fields(self, step: Step) -> dict:
+        return {"fault_id": step.fault_id, "kind": fault_kind(step), "action": step.action,
+                "target": ",".join(step.targets), "targets": list(step.targets),
+                "member_ids": [self.member_id(name) for name in step.targets], "link": step.link,
+                "params": dict(step.params), "emulated": step.emulated, "at_s": step.at, "line": step.line}
+
+    def member_id(self, name: str) -> str:
+        return self.profile.member_id(self.scenario.group.name, name)
+
+    def start(self, name: str) -> None:
+        host_name = self.schedule.host_of(name).name
+        host = self.recorders.of(host_name)
+        if self.zk is not None:
+            tag = f"{self.sim.rng.getrandbits(32):08x}"   # pod_client_id's tag, drawn from the seed
+            member = legacy.LegacyMember(
+                self.sim, self.network, self.zk, self.hosts.setdefault(host_name, legacy.Host()), host,
+                name=self.member_id(name), consumer_id=f"{self.scenario.group.name}_{tag}.{name}",
+                group=self.scenario.group.name, topics=self.topics, strategy=self.strategy,
+                config=LegacyConfig(group_id=self.scenario.group.name, topics=tuple(self.topics), zookeeper_connect="sim",
+                                    zookeeper_session_timeout_ms=self.scenario.group.session_timeout_ms,
+                                    auto_commit_interval_ms=MemberConfig.auto_commit_interval_ms,
+                                    partition_assignment_strategy=self.strategy))
+        elif self.profile.group_protocol is GroupProtocol.CONSUMER:
+            member = kip848.Kip848Member(self.sim, self.network, self.coordinator, host, name=self.member_id(name),
+                                         group=self.scenario.group.name, topics=self.topics,
+                                         assignor=self.profile.runs_as(self.strategy))
+        else:
+            member = ClassicMember(self.sim, self.network, self.coordinator, host, name=self.member_id(name),
+                                   group=self.scenario.group.name, topics=self.topics, strategy=self.strategy,
+                                   timing=self.timing)
+        self.members[name] = member
+        self.running.append(name)
+        member.start()
+        if self.records_flow and isinstance(member, legacy.LegacyMember):
+            member.records_flow()
+
+    def leave(self, name: str) -> None:
+        self.running.remove(name)
+        self.members[name].leave()
+
+    def restart(self, name: str) -> None:
+        """A clean stop of a running member (a crashed or departed one is simply started), then a new process."""
+        if name in self.running:
+            self.leave(name)
+        self.sim.after(RESTART_GAP_MS, lambda: self.start(name))
+
+    def crash(self, name: str) -> None:
+        self.running.remove(name)
+        member = self.members[name]
+        if isinstance(member, legacy.LegacyMember):
+            member.crash(self.scenario.group.session_timeout_ms)
+        else:
+            member.crash()
+
+    # -- the record ---------------------------------------------------------------------------------
+
+    def record(self, status: str) -> RunRecord:
+        scenario, group = self.scenario, self.scenario.group
+        source = Path(scenario.source)
+        return RunRecord(
+            name=scenario.name, run_id=self.run_id, backend=self.backend, strategy=group.strategy,   # as the runner
+            session_timeout_ms=group.session_timeout_ms, topics=dict(self.topics),
+            members=len(self.schedule.initial_members), group=group.name, status=status,
+            scenario=ScenarioSource(name=scenario.name, source=str(source),
+                                    resolved={"description": scenario.description, "simulated": True}),
+            seed=self.seed, schedule=self.schedule.to_json(), applied=tuple(self.applied),
+            timeline_start_ns=T0_NS + round(self.timeline_start_ms * 1_000_000), started_ms=T0_MS,
+            ended_ms=T0_MS + int(self.sim.now_ms),
+            hosts={host.name: tuple(host.members) for host in self.schedule.hosts},
+            member_ids={name: self.member_id(name) for name in self.members},
+            versions={**versions(), "simulation": "virtual time"}, commit=git_commit())

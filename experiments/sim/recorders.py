@@ -1,0 +1,54 @@
+"""The simulated run's folder: one event log per process, as a real run writes them, on the virtual clock.
+
+Member events go to events/<host>.jsonl (the scenario's host processes), the runner's phases to
+events/runner.jsonl and the coordinator's own to events/coordinator-0.jsonl; lock.json is a RunRecord like a
+real run's. The summary, the report and the campaign statistics read the folder unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from experiments.folders.run_folder import RunFolder
+from experiments.run.settling import Settling
+from experiments.sim.kernel import Simulation
+from rebalance.events import EventRecorder
+
+T0_NS = 7_000_000_000_000          # an arbitrary CLOCK_MONOTONIC origin
+T0_MS = 1_790_000_000_000          # an arbitrary wall-clock origin
+
+
+class _Watched(EventRecorder):
+    """A recorder whose every event is also read as the runner reads its members' events (Settling)."""
+
+    def __init__(self, *args, settling: Settling, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.settling = settling
+
+    def emit(self, type: str, member: str = "", **fields: object) -> dict:
+        event = super().emit(type, member, **fields)
+        self.settling.feed(event)
+        return event
+
+
+class Recorders:
+    def __init__(self, folder: RunFolder, sim: Simulation, *, run_id: str, backend: str) -> None:
+        self.folder, self.sim, self.run_id, self.backend = folder, sim, run_id, backend
+        self._open: dict[str, EventRecorder] = {}
+        self.settling = Settling()   # whether the group is stable, judged as the runner judges it
+        folder.events.mkdir(parents=True, exist_ok=True)
+
+    def clock(self) -> tuple[int, int]:
+        return T0_NS + round(self.sim.now_ms * 1_000_000), T0_MS + int(self.sim.now_ms)
+
+    def of(self, process: str) -> EventRecorder:
+        """The recorder of one process (a member host, `runner`, `coordinator-0`)."""
+        if process not in self._open:
+            self._open[process] = _Watched(Path(self.folder.events) / f"{process}.jsonl", run_id=self.run_id,
+                                           backend=self.backend, process=f"sim:{process}", clock=self.clock,
+                                           settling=self.settling, buffered=True)
+        return self._open[process]
+
+    def close(self) -> None:
+        for recorder in self._open.values():
+            recorder.close()
+        self._open.clear()

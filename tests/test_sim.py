@@ -1,0 +1,188 @@
+"""The simulation (experiments.sim): a seed replays to the same events, the herd's request counts come from the
+coordinators' own state machines and fall where the real runs' do, and the summary reads a simulated run as it
+reads a real one."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from experiments.cli.app import app
+from experiments.folders.run_folder import RunFolder
+from experiments.scenario import load
+from experiments.sim.play import NotSimulated, simulate
+from experiments.sim.validate import changes_of, herd_cells, real_changes, write_into
+from rebalance.events import read_events
+
+ROOT = Path(__file__).resolve().parent.parent
+HERD = ROOT / "experiments" / "scenarios" / "herd.toml"
+REAL_CHANGES = ROOT / "docs" / "results-data" / "herd-defaults" / "changes.csv"
+
+
+def _herd(tmp_path: Path, members: int, *, seed: int | None = None, name: str = "run",
+          backend: str = "classic") -> RunFolder:
+    return simulate(load(HERD, overrides=[f"group.members={members}"]), backend, tmp_path / name, seed=seed)
+
+
+def _counted_requests(folder: RunFolder) -> dict[str, int]:
+    return changes_of(folder.path)
+
+
+def test_a_seed_replays_to_the_same_events_and_another_seed_to_the_same_counts(tmp_path):
+    first, again = _herd(tmp_path, 6, name="a"), _herd(tmp_path, 6, name="b")
+    for path in first.event_files():
+        assert path.read_bytes() == (again.events / path.name).read_bytes(), path.name
+    other = _herd(tmp_path, 6, seed=99, name="c")
+    assert (other.events / "runner.jsonl").read_bytes() != (first.events / "runner.jsonl").read_bytes()
+    assert _counted_requests(other) == _counted_requests(first)
+
+
+@pytest.mark.parametrize("members", [10, 25])
+def test_the_classic_herd_costs_what_the_coordinator_and_the_clients_requests_make(tmp_path, members):
+    """Every member that stays rejoins and syncs and fetches its offsets (3 a member); the leaver's LeaveGroup
+    is one more; the newcomer finds the coordinator and is asked for its id first (2 more)."""
+    counts = _counted_requests(_herd(tmp_path, members))
+    assert counts["join"] == 3 * (members + 1) + 2
+    assert counts["leave"] == 3 * members + 1
+
+
+def test_the_simulation_validates_against_the_real_herd_runs_where_the_page_says_it_does(tmp_path):
+    """docs/simulation.md's table at the two smallest sizes of herd-defaults, 3 seeds a cell: KIP-848's joins and
+    leaves and classic's leaves inside the real runs' range, 0.8's within 10% of the real median; classic's join
+    one request short of the real 3N + 6."""
+    small = tmp_path / "changes.csv"
+    with REAL_CHANGES.open() as handle:
+        rows = [row for row in csv.DictReader(handle) if int(row["N"]) in (10, 25)]
+    with small.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    cells = {(cell.backend, cell.kind, cell.members, cell.partitions): cell for cell in herd_cells(small, seeds=3)}
+    assert set(real_changes(small)) == set(cells) and {key[0] for key in cells} == {"legacy", "classic", "kip848"}
+    for key, cell in cells.items():
+        assert cell.inside == (key[:2] != ("classic", "join")), cell
+        if key[:2] == ("classic", "join"):
+            assert set(cell.simulated) == {3 * cell.members + 5} and min(cell.real) == 3 * cell.members + 6
+
+
+def test_the_validation_block_is_rewritten_in_place(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Page\n\nbefore\n<!-- validation:begin -->\nold\n<!-- validation:end -->\nafter\n")
+    write_into(page, "| new |\n")
+    assert page.read_text() == "# Page\n\nbefore\n<!-- validation:begin -->\n| new |\n<!-- validation:end -->\nafter\n"
+    other = tmp_path / "other.md"
+    other.write_text("no block here\n")
+    with pytest.raises(ValueError, match="validation"):
+        write_into(other, "x")
+
+
+@pytest.mark.parametrize("members", [10, 50])
+def test_kip848_charges_a_change_only_the_members_whose_partitions_move(tmp_path, members):
+    """No group-wide barrier: a join or a leave costs the same few heartbeats whatever N (the real runs: 7-12
+    and 4-7 at every N); every member's heartbeats between changes are steady."""
+    counts = _counted_requests(_herd(tmp_path, members, backend="kip848"))
+    assert 5 <= counts["join"] <= 12 and 3 <= counts["leave"] <= 7
+
+
+def test_the_run_record_says_what_was_simulated(tmp_path):
+    folder = _herd(tmp_path, 4)
+    record = folder.record()
+    assert record.status == "completed" and record.backend == "classic" and record.members == 4
+    assert record.versions["simulation"] == "virtual time" and record.scenario.resolved["simulated"]
+    assert [json.loads(line)["name"] for line in (folder.events / "runner.jsonl").read_text().splitlines()
+            if json.loads(line)["type"] == "phase"][:3] == ["setup", "warmup", "timeline"]
+
+
+def test_an_action_the_simulation_does_not_play_is_refused_by_name(tmp_path):
+    with pytest.raises(NotSimulated, match="link"):
+        simulate(load(ROOT / "experiments" / "scenarios" / "split-brain-a.toml"), "classic", tmp_path / "y")
+    result = CliRunner().invoke(app, ["sim", "split-brain-a", "--backend", "legacy", "--out", str(tmp_path / "z")])
+    assert result.exit_code == 2 and "does not play" in result.output
+    assert not (tmp_path / "z").exists() or not any((tmp_path / "z").iterdir())
+
+
+@pytest.mark.parametrize(("members", "partitions"), [(5, 80), (20, 320)])
+def test_the_legacy_herd_grows_with_the_group_and_its_partitions_as_the_real_runs_do(tmp_path, members, partitions):
+    """0.8's herd-legacy-grid: every member re-reads the whole group and re-claims its partitions, and the
+    newcomer's first claims meet owner nodes not yet released (an owner conflict, a retry 2 s later)."""
+    scenario = load(HERD, overrides=[f"group.members={members}", f"topics.t0.partitions={partitions}"])
+    folder = simulate(scenario, "legacy", tmp_path / "run", seed=3)
+    counts = _counted_requests(folder)
+    with (ROOT / "docs" / "results-data" / "herd-legacy-grid" / "changes.csv").open() as handle:
+        real = [row for row in csv.DictReader(handle) if int(row["N"]) == members and int(row["P"]) == partitions]
+    for kind in ("join", "leave"):
+        values = sorted(float(row["requests"]) for row in real if row["kind"] == kind)
+        assert abs(counts[kind] - values[len(values) // 2]) <= 0.10 * values[len(values) // 2], (kind, counts, values)
+    attempts = [event for path in folder.event_files() for event in read_events(path)
+                if event["type"] == "rebalance_attempt"]
+    if members == 5:   # five members in one host process: they release late, the newcomer meets their nodes
+        assert any(event["outcome"] == "owner_conflict" for event in attempts)
+
+
+def test_the_sim_command_writes_one_run_folder_a_seed(tmp_path):
+    result = CliRunner().invoke(app, ["sim", "herd", "--set", "group.members=4", "--seeds", "2", "--out",
+                                      str(tmp_path / "sims")])
+    assert result.exit_code == 0, result.output
+    assert sorted(path.name for path in (tmp_path / "sims").iterdir()) == ["seed-1", "seed-2"]
+    assert "2 seeds in" in result.output
+
+
+@pytest.mark.spark
+def test_the_summary_reads_a_simulated_run_as_a_real_one(tmp_path, spark):
+    """The herd table of the Spark summary charges the join and the leave as the events above do."""
+    from experiments.summary import summarize_runs
+    from experiments.summary.read_back import load_run
+
+    folder = _herd(tmp_path, 5)
+    summarize_runs(spark, [folder.path])
+    changes = load_run(folder.path).herd_changes()
+    assert list(changes["kind"]) == ["join", "leave"]
+    assert list(changes["requests"]) == [changes_of(folder.path)["join"], changes_of(folder.path)["leave"]]
+    assert list(changes["requests"]) == [3 * 6 + 2, 3 * 5 + 1]
+
+
+def _sim_command(out: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    return subprocess.run([sys.executable, "-m", "experiments.cli.app", "sim", "herd", "--backend", "kip848",
+                           "--set", "group.members=6", "--seeds", "3", "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=600, env=env)
+
+
+def same_events(one: Path, other: Path) -> bool:
+    return all((other / path.relative_to(one)).read_bytes() == path.read_bytes()
+               for path in sorted(one.rglob("*.jsonl")))
+
+
+@pytest.mark.spark
+def test_seeds_spread_over_spark_replay_to_the_same_events_as_one_after_the_other(tmp_path):
+    here, spread = _sim_command(tmp_path / "here"), _sim_command(tmp_path / "spread", "--master", "local[2]")
+    assert here.returncode == 0 and spread.returncode == 0, here.stderr + spread.stderr
+    assert sorted(path.name for path in (tmp_path / "spread").iterdir()) == ["seed-1", "seed-2", "seed-3"]
+    assert same_events(tmp_path / "here", tmp_path / "spread")
+
+
+def test_every_built_in_scenario_plays_or_is_refused_by_name(tmp_path):
+    """Membership steps play (churn's rolling restarts, seed 002's scaling included), here on the classic backend
+    where a scenario lists it (the fastest to simulate); a scenario with a step the simulation lacks (a link
+    fault, a pause, a server fault) is refused naming it."""
+    played, refused = [], []
+    for path in sorted((ROOT / "experiments" / "scenarios").glob("*.toml")):
+        scenario = load(path)
+        for backend in ["classic"] if "classic" in scenario.backends else scenario.backends[:1]:
+            try:
+                folder = simulate(scenario, backend, tmp_path / f"{path.stem}-{backend}")
+            except NotSimulated as error:
+                assert "does not play" in str(error) and path.stem in str(error)
+                refused.append(path.stem)
+                continue
+            assert folder.record().status == "completed", (path.stem, backend)
+            played.append(path.stem)
+    assert {"herd", "churn-range", "seed002", "seed002-mixed", "herd-1000"} <= set(played)
+    assert {"split-brain-a", "split-brain-d", "soak"} <= set(refused)
