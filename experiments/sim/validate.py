@@ -61,9 +61,22 @@ class Cell:
 
 def changes_of(folder: Path) -> dict[str, int]:
     """Requests charged to the timeline's join and leave of a simulated herd run, by the summary's rule."""
+    return {kind: cost.requests for kind, cost in change_costs(folder).items()}
+
+
+@dataclass(frozen=True)
+class ChangeCost:
+    requests: int
+    moved: int          # members whose assignment changed (gave partitions up or took some), the herd table's M
+
+
+def change_costs(folder: Path) -> dict[str, ChangeCost]:
+    """The timeline's join and leave of a simulated herd run: the requests charged to each by the summary's
+    rule, and the members it moved."""
     events = sorted((event for path in RunFolder(folder).event_files() for event in read_events(path)),
                     key=lambda event: (event["ts_ns"], event.get("process", "")))
     counts: Counter[str] = Counter()
+    moved: dict[str, set[str]] = defaultdict(set)
     change = None
     for event in events:
         if event["type"] == "phase":
@@ -72,7 +85,9 @@ def changes_of(folder: Path) -> dict[str, int]:
             change = "leave"
         elif event["type"] == "coordination_request" and change and _charged(event):
             counts[change] += 1
-    return dict(counts)
+        elif event["type"] in ("partitions_revoked", "partitions_assigned") and change and event.get("partitions"):
+            moved[change].add(event["member"])
+    return {kind: ChangeCost(counts[kind], len(moved[kind])) for kind in counts}
 
 
 def _charged(event: dict) -> bool:
