@@ -124,7 +124,7 @@ def test_compare_over_a_grid_prints_one_per_phase_table_and_writes_it(spark, tmp
 
     # The run report reads the same reference beside one run's phases.
     from experiments.campaign import completed_run_dirs
-    from experiments.report.run_report import strategy_table
+    from experiments.report.run_tables import strategy_table
     from experiments.summary.read_back import load_run
 
     run = load_run(next(path for path in completed_run_dirs(out) if "classic-range" in path.name))

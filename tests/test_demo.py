@@ -132,7 +132,7 @@ def test_a_pipe_gets_the_herd_table_as_whole_plain_lines_then_the_fitted_model()
 
 
 def test_only_a_swept_scenario_makes_points_of_the_herd_curve():
-    from experiments.report.run_report import swept_runs
+    from experiments.report.run_tables import swept_runs
     from experiments.summary.read_back import RunData
 
     def run(name: str, n: int) -> RunData:
@@ -237,7 +237,7 @@ def test_a_report_takes_one_sweep_run_per_backend_as_a_swept_scenario():
 
     from experiments.cli.demo import _print_herd
     from experiments.report.findings import herd_costs, scenarios
-    from experiments.report.run_report import swept_runs
+    from experiments.report.run_tables import swept_runs
 
     runs = [_sweep_run("legacy"), _sweep_run("classic", cost=lambda n: 3 * n + 4)]
     (scenario,) = scenarios(runs)

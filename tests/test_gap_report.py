@@ -9,7 +9,7 @@ import pandas as pd
 
 from experiments.report.findings import campaign_columns, campaign_finding, scenario_finding, scenarios
 from experiments.report.results_doc import SPLIT_BRAIN, _per_cell_section
-from experiments.report.run_report import key_numbers
+from experiments.report.run_tables import key_numbers
 from experiments.statistics.campaign_stats import COORDINATOR_GAP, GAP_LOOKUPS
 from experiments.summary.read_back import RunData
 from tests.fixtures.run_record import run_data

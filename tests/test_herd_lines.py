@@ -19,7 +19,7 @@ import pytest
 from experiments.folders.run_folder import RunFolder
 from experiments.report import plots
 from experiments.report.findings import herd_sentence, scenarios
-from experiments.report.run_report import herd_tables
+from experiments.report.run_tables import herd_tables
 from experiments.summary.herd import herd_table, overlapping
 from experiments.summary.herd_model import HerdModel, change_rows, fit_models, fit_one
 from experiments.summary.read_back import RunData, herd_points

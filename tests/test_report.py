@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from experiments.cli.app import app
 from experiments.folders.report_folder import ReportFolder, report_dir
 from experiments.report import plots
-from experiments.report.run_report import strategy_table, verdict_table, write_report
+from experiments.report.run_report import write_report
+from experiments.report.run_tables import strategy_table, verdict_table
 from experiments.summary.read_back import RunData, herd_points, herd_slopes, load_run
 from tests.fixtures.run_record import run_data
 
@@ -172,7 +173,7 @@ def test_report_rejects_a_missing_directory(tmp_path):
 
 def test_key_numbers_give_joins_and_leaves_apart_and_name_the_groups_rebalances():
     from experiments.report.findings import scenarios
-    from experiments.report.run_report import key_numbers
+    from experiments.report.run_tables import key_numbers
 
     run = _herd_run("classic", 10, 36)
     run.herd.loc[1, "requests"] = 30                  # the leave costs less than the join

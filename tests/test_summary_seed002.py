@@ -87,7 +87,8 @@ def test_with_a_service_time_throughput_counts_a_record_when_its_handling_ended(
 
 @pytest.mark.spark
 def test_the_run_report_names_the_article_measures_and_draws_the_lag(synthetic_runs, tmp_path):
-    from experiments.report.run_report import strategy_table, write_report
+    from experiments.report.run_report import write_report
+    from experiments.report.run_tables import strategy_table
     from experiments.summary.read_back import load_run
 
     run = synthetic_runs["planted"].folder.path

@@ -9,7 +9,7 @@ import pandas as pd
 from rich.console import Console
 
 from experiments.report.page import table_html
-from experiments.report.run_report import verdict_table
+from experiments.report.run_tables import verdict_table
 from experiments.summary.check_queries import CheckResult, Verdict
 from experiments.summary.read_back import RunData
 from experiments.summary.verdict_words import Word, combine, print_verdicts, question, read, read_result

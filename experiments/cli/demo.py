@@ -117,7 +117,7 @@ def demo(
                   soft_wrap=True)
 
     from experiments.report.findings import reading_of
-    from experiments.report.run_report import swept_runs
+    from experiments.report.run_tables import swept_runs
     from experiments.summary.read_back import herd_points, load_run
     from experiments.summary.verdict_words import print_verdicts
 

@@ -22,6 +22,7 @@ from experiments.folders.run_folder import RunFolder
 from experiments.scenario import load
 from experiments.sim.play import SIMULATED, simulate
 from rebalance import heartbeat_kinds
+from rebalance.backends import profile
 from rebalance.events import read_events
 
 HERD = Path(__file__).resolve().parent.parent / "scenarios" / "herd.toml"
@@ -35,9 +36,13 @@ KNOWN_GAPS = {
     ("legacy", "join"): "one request below the real runs' least, as classic's join: the herd's set-up adds one "
                         "request to a join that neither model makes",
 }
-# 0.8's cells are held to the issue's measure, the real runs' median within 10% (its counts grow as N x N and
-# with P, so a fixed band says more than a range of five runs); the others to the real runs' [min-max].
-WITHIN = {"legacy": 0.10}
+# The ZooKeeper generation's cells (0.8) are held to the real runs' median within 10%: its counts grow as N x N
+# and with P, so a band says more there than a range of five runs; the others to the real runs' [min-max].
+ZOOKEEPER_BAND = 0.10
+
+
+def _band(backend: str) -> float | None:
+    return ZOOKEEPER_BAND if profile(backend).needs_zookeeper else None
 
 
 @dataclass(frozen=True)
@@ -53,9 +58,10 @@ class Cell:
     def inside(self) -> bool:
         if not self.real:
             return False
-        if self.backend in WITHIN:
+        band = _band(self.backend)
+        if band is not None:
             real = statistics.median(self.real)
-            return abs(statistics.median(self.simulated) - real) <= WITHIN[self.backend] * real
+            return abs(statistics.median(self.simulated) - real) <= band * real
         return min(self.real) <= min(self.simulated) and max(self.simulated) <= max(self.real)
 
 
@@ -138,7 +144,7 @@ def cells_markdown(cells: list[Cell], *, seeds: int, source: str) -> str:
             if cell.real else "none"
         simulated = (f"{statistics.median(cell.simulated):g} [{min(cell.simulated)}-{max(cell.simulated)}], "
                      f"n = {len(cell.simulated)}")
-        if cell.inside and cell.backend in WITHIN:
+        if cell.inside and _band(cell.backend) is not None:
             gap = statistics.median(cell.simulated) / statistics.median(cell.real) - 1
             verdict = f"within 10% ({gap:+.1%})"
         elif cell.inside:
