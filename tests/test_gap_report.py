@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.report.findings import campaign_columns, campaign_finding, scenario_finding, scenarios
+from experiments.report.campaign_findings import campaign_columns, campaign_finding
+from experiments.report.findings import scenario_finding, scenarios
 from experiments.report.results_doc import SPLIT_BRAIN, _per_cell_section
 from experiments.report.run_tables import key_numbers
 from experiments.statistics.campaign_stats import COORDINATOR_GAP, GAP_LOOKUPS

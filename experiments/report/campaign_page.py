@@ -20,13 +20,15 @@ import pandas as pd
 
 from experiments.folders.report_folder import ReportFolder
 from experiments.report import page
-from experiments.report.findings import (
+from experiments.report.campaign_findings import (
     CAMPAIGN_CHECKS,
-    backend_order,
     campaign_columns,
     campaign_findings,
     metric_unit,
     spread_text,
+)
+from experiments.report.findings import (
+    backend_order,
 )
 from experiments.report.page import Block, Detail, Figure, RowHeader, Section, Table
 from experiments.statistics.inference import coverage_text
