@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_summary.py --runs 6 --shape demo [--repeat 3] [--master local[2]]
     .venv/bin/python benchmarks/bench_summary.py --runs 100 --shape herd [--repeat 3]
     .venv/bin/python benchmarks/bench_summary.py --runs 6 --shape demo --compare [--repeat 3]
+    .venv/bin/python benchmarks/bench_summary.py --runs 6 --shape demo --floor [--repeat 3]
 
 One large run (the default): generates the log once (kept in --dir and reused while its size and format
 match), then times `summarize_run` end to end (read, checks, aggregates, writing) and prints the figures.
@@ -16,7 +17,9 @@ about 1.7 MB of events, half of them legacy, every third with anomalies planted;
 growing and shrinking) and times `summarize(run_dirs)` including the Spark session's start, once per
 repetition, each in a fresh process, then prints every figure with the median, min and max. With --compare
 each repetition also times the same pass with Spark's own settings and no class archive (the session's
-small-input tuning off), the two alternating, and prints the ratio of the medians.
+small-input tuning off), the two alternating, and prints the ratio of the medians. With --floor each repetition
+also times Spark's floor for the same input, side by side: a session started as the summary starts it, one read
+of the same event files with the event schema, one count; and prints the summary's median over the floor's.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import sys
 import time
 from pathlib import Path
 
+from experiments.folders.run_folder import RunFolder
 from experiments.synthetic.simulation import Anomaly, Change, SyntheticRun, write_run
 
 # Record-equivalent events per simulated second with the settings below: produced records plus one
@@ -89,33 +93,53 @@ def ensure_runs(root: Path, kind: str, count: int) -> list[Path]:
 
 def time_once(runs_root: Path, master: str, tuned: bool = True) -> None:
     """One timing, in this process: summarize every run under runs_root, Spark's start included."""
+    from experiments.folders.run_folder import RunFolder
     from experiments.summary import summarize
 
-    run_dirs = sorted(path for path in runs_root.iterdir() if (path / "events").is_dir())
+    run_dirs = sorted(path for path in runs_root.iterdir() if RunFolder(path).is_run())
     started = time.perf_counter()
     summaries = summarize(run_dirs, master=master, tuned=tuned)
     elapsed = time.perf_counter() - started
     print(json.dumps({"seconds": elapsed, "runs": len(summaries)}))
 
 
+def floor_once(runs_root: Path, master: str) -> None:
+    """Spark's floor for these runs, in this process: the summary's session, one read, one count."""
+    from experiments.folders.run_folder import RunFolder
+    from experiments.summary.event_tables import EVENT_SCHEMA
+    from experiments.summary.session import SMALL_INPUT_BYTES, input_bytes, start_spark
+
+    run_dirs = sorted(path for path in runs_root.iterdir() if RunFolder(path).is_run())
+    started = time.perf_counter()
+    spark = start_spark(master, small_input=input_bytes(run_dirs) < SMALL_INPUT_BYTES)
+    files = [str(path) for run_dir in run_dirs for path in RunFolder(run_dir).event_files()]
+    rows = spark.read.schema(EVENT_SCHEMA).json(files).count()
+    print(json.dumps({"seconds": time.perf_counter() - started, "rows": rows}))
+
+
 def many_runs(args: argparse.Namespace) -> None:
     root = args.dir if args.dir != DEFAULT_DIR else Path(f"runs/bench-summary-{args.shape}-{args.runs}")
     runs = ensure_runs(root, args.shape, args.runs)
-    size_mb = sum(p.stat().st_size for run in runs for p in (run / "events").glob("*.jsonl")) / 1e6
-    kinds = ("tuned", "defaults") if args.compare else ("tuned",)
+    size_mb = sum(p.stat().st_size for run in runs for p in RunFolder(run).event_files()) / 1e6
+    kinds = ("tuned", "defaults") if args.compare else ("tuned", "floor") if args.floor else ("tuned",)
     figures: dict[str, list[float]] = {kind: [] for kind in kinds}
     for _ in range(args.repeat):
         for kind in kinds:
-            command = [sys.executable, __file__, "--time-once", str(root), "--master", args.master]
+            command = [sys.executable, __file__, "--floor-once" if kind == "floor" else "--time-once", str(root),
+                       "--master", args.master]
             out = subprocess.run(command + (["--defaults"] if kind == "defaults" else []),
                                  check=True, capture_output=True, text=True).stdout
             figures[kind].append(json.loads(out.strip().splitlines()[-1])["seconds"])
             print(f"  {kind:<8} {figures[kind][-1]:.1f} s", flush=True)
     for kind, found in figures.items():
-        label = "" if not args.compare else (" (small-input tuning)" if kind == "tuned" else " (Spark's defaults)")
+        label = {"tuned": " (the summary)" if args.floor else " (small-input tuning)" if args.compare else "",
+                 "defaults": " (Spark's defaults)", "floor": " (Spark's floor: session, one read, one count)"}[kind]
         print(f"{args.runs} {args.shape} runs ({size_mb:.1f} MB of events), master {args.master}{label}, Spark start "
               f"included: median {statistics.median(found):.1f} s, min {min(found):.1f} s, max {max(found):.1f} s, "
               f"n = {len(found)}")
+    if args.floor:
+        print(f"summary / floor: {statistics.median(figures['tuned']) / statistics.median(figures['floor']):.2f}x "
+              "(ratio of the medians, measured side by side)")
     if args.compare:
         print(f"defaults / tuned: {statistics.median(figures['defaults']) / statistics.median(figures['tuned']):.2f}x "
               "(ratio of the medians)")
@@ -126,7 +150,7 @@ def one_large_run(args: argparse.Namespace) -> None:
     from experiments.summary.session import SMALL_INPUT_BYTES, input_bytes
 
     events = ensure_log(args.dir, args.events)
-    size_mb = sum(p.stat().st_size for p in (args.dir / "events").glob("*.jsonl")) / 1e6
+    size_mb = sum(p.stat().st_size for p in RunFolder(args.dir).event_files()) / 1e6
 
     started = time.perf_counter()
     spark = start_spark(args.master, small_input=input_bytes([args.dir]) < SMALL_INPUT_BYTES)
@@ -138,7 +162,7 @@ def one_large_run(args: argparse.Namespace) -> None:
     spark.stop()
 
     print(f"run sized as {args.events:,} per-record events; log: {events:,} events ({size_mb:,.0f} MB of JSON), "
-          f"{summary.facts['produced_records']:,} produced records, master {args.master}")
+          f"{summary.facts.produced_records:,} produced records, master {args.master}")
     print(f"Spark session start: {session_s:.1f} s")
     marks = steps + [("end", begun + total)]
     for (name, at), (_, following) in zip(marks, marks[1:], strict=False):
@@ -161,7 +185,7 @@ def ensure_log(run_dir: Path, events: int) -> int:
     shutil.rmtree(run_dir, ignore_errors=True)
     started = time.perf_counter()
     write_run(run_dir, config_for(events))
-    lines = sum(sum(1 for _ in open(path, "rb")) for path in (run_dir / "events").glob("*.jsonl"))
+    lines = sum(sum(1 for _ in open(path, "rb")) for path in RunFolder(run_dir).event_files())
     print(f"generated {lines:,} events in {time.perf_counter() - started:.1f} s -> {run_dir}")
     marker.write_text(json.dumps({"requested": events, "events": lines, "format": LOG_FORMAT}))
     return lines
@@ -176,11 +200,15 @@ def main() -> None:
     parser.add_argument("--shape", choices=["demo", "herd"], default="demo")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--compare", action="store_true", help="also time Spark's defaults, side by side")
+    parser.add_argument("--floor", action="store_true", help="also time Spark's floor for the same input, side by side")
     parser.add_argument("--time-once", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--floor-once", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--defaults", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.time_once:
         time_once(args.time_once, args.master, tuned=not args.defaults)
+    elif args.floor_once:
+        floor_once(args.floor_once, args.master)
     elif args.runs:
         many_runs(args)
     else:
