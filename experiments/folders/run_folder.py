@@ -132,10 +132,11 @@ class RunFolder:
         """lock.json, written whole."""
         return write_record(self.lock, record)
 
-    def _glance(self):
-        """The record for a glance at the folder's state: None when it is missing or unreadable."""
+    def _glance(self) -> RunRecord | None:
+        """The record for a glance at the folder's state (keys it does not know left out): None when it is
+        missing or unreadable."""
         try:
-            return self.record()
+            return read_record(self.lock, strict=False)
         except ValueError:
             return None
 

@@ -103,7 +103,7 @@ def write_record(path: Path, record: RunRecord) -> Path:
     return path
 
 
-def read_record(path: Path) -> RunRecord | None:
+def read_record(path: Path, *, strict: bool = True) -> RunRecord | None:
     """RUN_DIR/lock.json as a RunRecord, or None when the folder has none (through RunFolder.record)."""
     if not path.exists():
         return None
@@ -114,7 +114,7 @@ def read_record(path: Path) -> RunRecord | None:
     if not isinstance(document, dict):
         raise ValueError(f"{path}: not a JSON object")
     try:
-        return _from_json(document)
+        return _from_json(document, strict=strict)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{path}: {error}") from None
 
@@ -123,11 +123,14 @@ def read_record(path: Path) -> RunRecord | None:
 _RETIRED = {"timeline", "anomalies"}
 
 
-def _from_json(document: Mapping[str, object]) -> RunRecord:
+def _from_json(document: Mapping[str, object], *, strict: bool = True) -> RunRecord:
+    """`strict`: a key no version wrote is refused by name (a hand-written file's typo); else left out, for a
+    glance at a folder a later version may have written."""
     known = {f.name for f in fields(RunRecord)}
     unknown = set(document) - known - _RETIRED - {"session_timeout", "run_dir"}
-    if unknown:
+    if unknown and strict:
         raise ValueError(f"unknown keys {sorted(unknown)}")
+    document = {key: value for key, value in document.items() if key not in unknown}
     scenario = _scenario(document)
     resolved = scenario.resolved
     group = resolved.get("group") if isinstance(resolved.get("group"), Mapping) else {}
