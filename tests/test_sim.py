@@ -96,6 +96,11 @@ def test_the_run_record_says_what_was_simulated(tmp_path):
     record = folder.record()
     assert record.status == "completed" and record.backend == "classic" and record.members == 4
     assert record.versions["simulation"] == "virtual time" and record.scenario.resolved["simulated"]
+    from experiments.run.conditions import judge
+    from experiments.run.run_evidence import gather
+
+    first = judge(gather(folder.path)).findings[0]   # the run's conditions say first that no machine carried it
+    assert first.condition == "simulated" and "virtual time" in first.text
     assert [json.loads(line)["name"] for line in (folder.events / "runner.jsonl").read_text().splitlines()
             if json.loads(line)["type"] == "phase"][:3] == ["setup", "warmup", "timeline"]
 

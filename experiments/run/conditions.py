@@ -132,6 +132,9 @@ def judge(evidence: RunEvidence) -> Conditions:
     findings: list[Finding] = []
     figures: dict = {"latency_limit_ms": evidence.latency_limit_ms}
     limit_s = evidence.latency_limit_ms / 1000
+    if evidence.simulated:   # what a host figure would say of a real run does not apply: say so, first
+        findings.append(Finding(condition="simulated", grade=Grade.OK, text="played in virtual time "
+                                "(docs/simulation.md): no machine carried it, so no host figure applies"))
 
     def graded(name: str, value: float, text: str) -> None:
         threshold = THRESHOLDS[name]

@@ -111,6 +111,7 @@ class RunEvidence:
     timed_out_waits: tuple[str, ...] = ()   # steps that went ahead without a stable group
     warmup_timed_out: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    simulated: bool = False          # played in virtual time (experiments.sim): no machine carried it
 
     @property
     def utilisation(self) -> float | None:
@@ -194,7 +195,7 @@ class _Reader:
             timed_out_waits=tuple(str(step.get("fault_id")) for step in lock.applied
                                   if step.get("stable") is False),
             warmup_timed_out=any(name == ev.WARMUP_TIMEOUT for _, name in self.phases),
-            notes=tuple(notes))
+            notes=tuple(notes), simulated="simulation" in lock.versions)
 
     def disturbances(self, end: float) -> list[Span]:
         """Every member's rebalances, every fault in force, every membership mark, as spans of wall time."""
