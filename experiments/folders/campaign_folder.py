@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments.folders import Folder
 from experiments.folders.report_folder import ReportFolder
 from experiments.folders.run_folder import RunFolder
 
@@ -24,12 +25,7 @@ GRID_TABLE_FILE = "compare.md"   # a compare grid's per-phase table (experiments
 
 
 @dataclass(frozen=True)
-class CampaignFolder:
-    path: Path
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "path", Path(self.path))
-
+class CampaignFolder(Folder):
     @property
     def manifest(self) -> Path:
         return self.path / MANIFEST_FILE

@@ -11,18 +11,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments.folders import Folder
 from experiments.folders.run_folder import RunFolder
 
 COMPARISON_FILE = "compare.json"
 
 
 @dataclass(frozen=True)
-class ComparisonFolder:
-    path: Path
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "path", Path(self.path))
-
+class ComparisonFolder(Folder):
     @property
     def record_file(self) -> Path:
         return self.path / COMPARISON_FILE

@@ -12,16 +12,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.folders import RUNS_DIR
+from experiments.folders import RUNS_DIR, Folder
 
 
 @dataclass(frozen=True)
-class ReportFolder:
-    path: Path
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "path", Path(self.path))
-
+class ReportFolder(Folder):
     @property
     def markdown(self) -> Path:
         return self.path / "report.md"

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from experiments.folders import Folder
 from experiments.folders.report_folder import ReportFolder
 from experiments.folders.run_record import NoRunRecord, RunRecord, read_record, write_record
 from rebalance.backends import canonical_name
@@ -30,12 +31,7 @@ LOCK_FILE = "lock.json"
 
 
 @dataclass(frozen=True)
-class RunFolder:
-    path: Path
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "path", Path(self.path))
-
+class RunFolder(Folder):
     # -- what the run itself writes ----------------------------------------------------------------
 
     @property
