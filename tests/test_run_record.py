@@ -73,7 +73,7 @@ def test_unknown_keys_and_broken_files_name_the_file(tmp_path):
 def test_a_glance_at_a_folder_reads_its_status_past_keys_it_does_not_know(tmp_path):
     """The state of a folder a later version wrote still reads (a status, a name); its full record is refused
     by name, as a hand-written file's typo is."""
-    (tmp_path / "events").mkdir()
+    RunFolder(tmp_path).events.mkdir()
     RunFolder(tmp_path).lock.write_text(json.dumps({"name": "herd", "backend": "classic", "status": "completed",
                                                     "topics": {"t": 2}, "a_later_field": 1}))
     assert RunFolder(tmp_path).status() == "completed" and RunFolder(tmp_path).is_completed()
