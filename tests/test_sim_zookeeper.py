@@ -68,31 +68,17 @@ class _Model:
                           for name in self.sessions}
 
     def run(self, session: str, op: str, path: str, **options):
-        watch = self._watchers[session] if options.get("watch") else None
+        if op == "close":
+            self.zk.close_session(self.sessions[session])
+            return True
         try:
-            if op == "create":
-                return self.zk.create(path, options.get("data", b""),
-                                      session=self.sessions[session] if options.get("ephemeral") else None)
-            if op == "get":
-                return self.zk.get(path, watch)
-            if op == "get_children":
-                return self.zk.get_children(path, watch)
-            if op == "exists":
-                return self.zk.exists(path, watch)
-            if op == "set":
-                self.zk.set(path, options["data"])
-                return True
-            if op == "delete":
-                self.zk.delete(path)
-                return True
-            if op == "close":
-                self.zk.close_session(self.sessions[session])
-                return True
+            return self.zk.request(op, path, data=options.get("data", b""),
+                                   session=self.sessions[session] if options.get("ephemeral") else None,
+                                   watch=self._watchers[session] if options.get("watch") else None)
         except NoNode:
             return "NoNode"
         except NodeExists:
             return "NodeExists"
-        raise ValueError(op)
 
     def settle(self, expected: int) -> None:
         pass

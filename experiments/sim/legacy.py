@@ -290,23 +290,10 @@ class LegacyMember:
 
     def _apply(self, op: str, path: str, options: dict) -> object:
         """The request as the server applies it (a tolerated NoNode reads as None, a NodeExists as False)."""
-        watch = self._notified if options.get("watch") else None
-        if op == "exists":
-            return self.zk.exists(path, watch)
-        if op == "get":
-            return self.zk.get(path, watch)
-        if op == "get_children":
-            return self.zk.get_children(path, watch)
-        if op == "create":
-            self.zk.create(path, options.get("data", b""), session=self.session if options.get("ephemeral") else None)
-            return True
-        if op == "delete":
-            self.zk.delete(path)
-            return True
-        if op == "set":
-            self.zk.set(path, options.get("data", b""))
-            return True
-        raise ValueError(f"unknown request {op}")
+        result = self.zk.request(op, path, data=options.get("data", b""),
+                                 session=self.session if options.get("ephemeral") else None,
+                                 watch=self._notified if options.get("watch") else None)
+        return True if op == "create" else result
 
 
 def _tolerated(error: Exception, options: dict) -> bool:

@@ -78,6 +78,26 @@ class ZooKeeper:
 
     # -- requests, as the server applies them ---------------------------------------------------------
 
+    def request(self, op: str, path: str, *, data: bytes = b"", session: int | None = None,
+                watch: Watcher | None = None) -> object:
+        """One request by its name: exists, get, get_children (these may set `watch`), create (ephemeral when a
+        `session` is given), set, delete; raises NoNode or NodeExists as ZooKeeper answers them."""
+        if op == "exists":
+            return self.exists(path, watch)
+        if op == "get":
+            return self.get(path, watch)
+        if op == "get_children":
+            return self.get_children(path, watch)
+        if op == "create":
+            return self.create(path, data, session=session)
+        if op == "set":
+            self.set(path, data)
+            return True
+        if op == "delete":
+            self.delete(path)
+            return True
+        raise ValueError(f"unknown request {op!r}")
+
     def exists(self, path: str, watch: Watcher | None = None) -> bool:
         if watch is not None:
             self.data_watches.setdefault(path, {})[watch] = None   # an exists-watch fires on creation too
