@@ -22,7 +22,6 @@ The data side is `modern.client.fetcher` (assign + seek), as in `modern.classic.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 import uuid
@@ -260,7 +259,7 @@ class Kip848Member(FetchingMember):
             retriable = error in RETRIABLE or error is errors.STALE_MEMBER_EPOCH
             if not retriable or time.monotonic() >= deadline or self._closed:
                 return error
-            time.sleep(self.membership.backoff.backoff_ms(attempts, random.random()) / 1000)
+            time.sleep(self.membership.retry_delay_s(attempts))
             attempts += 1
 
     def _commit_once(self, offsets: Mapping[TopicPartition, int]) -> ErrorClass:
@@ -304,7 +303,7 @@ class Kip848Member(FetchingMember):
             topics=[topic_cls(name=topic, partitions=[topic_cls.OffsetCommitRequestPartition(
                 partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata="")
                 for p, o in parts]) for topic, parts in by_topic.items()])
-        answer = self.membership.requests.send(self.membership.ensure_coordinator(), "OffsetCommit", request)
+        answer = self.membership.to_coordinator("OffsetCommit", request)
         codes = [p.error_code for t in answer.topics for p in t.partitions if p.error_code]
         error = errors.for_code(codes[0]) if codes else errors.NONE
         if error in errors.COORDINATOR_MOVED:
@@ -331,7 +330,7 @@ class Kip848Member(FetchingMember):
                 member_epoch=self.membership.member_epoch,
                 topics=[group_cls.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in topics.items()])],
                 require_stable=False)
-            group = self.membership.requests.send(self.membership.ensure_coordinator(), "OffsetFetch", request).groups[0]
+            group = self.membership.to_coordinator("OffsetFetch", request).groups[0]
             return errors.for_code(group.error_code), group.topics
 
         def fenced(error: ErrorClass) -> None:

@@ -224,6 +224,16 @@ class MembershipManager:
             if connection is not None:
                 connection.close()
 
+    def to_coordinator(self, op: str, request):
+        """A group request other than the heartbeat (OffsetCommit, OffsetFetch): traced, to the coordinator, found
+        first if need be, on the member's main connection."""
+        return self.requests.send(self.ensure_coordinator(), op, request)
+
+    def retry_delay_s(self, attempts: int) -> float:
+        """How long a request that failed `attempts` times waits before its next try: the client's exponential
+        backoff with jitter (retry.backoff.ms up to retry.backoff.max.ms)."""
+        return self.backoff.backoff_ms(attempts, random.random()) / 1000
+
     def coordinator_unknown(self) -> None:
         with self._lock:
             self._coordinator_known = False
