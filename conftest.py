@@ -8,6 +8,6 @@ import os
 # (experiments.run.capacity): /dev/null reads as "not measured".
 os.environ["LAB_CAPACITY_FILE"] = os.devnull
 
-_PLUGINS = ["tests.fixtures.zk", "tests.fixtures.broker", "tests.fixtures.spark", "tests.longest_first"]
+_PLUGINS = ["tests.fixtures.zk", "tests.fixtures.broker", "tests.fixtures.spark", "tests.longest_first", "tests.suite_clock"]
 
 pytest_plugins = [name for name in _PLUGINS if importlib.util.find_spec(name) is not None]
