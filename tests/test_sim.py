@@ -196,3 +196,12 @@ def test_every_built_in_scenario_plays_or_is_refused_by_name(tmp_path):
             played.append(path.stem)
     assert {"herd", "churn-range", "seed002", "seed002-mixed", "herd-1000"} <= set(played)
     assert {"split-brain-a", "split-brain-d", "soak"} <= set(refused)
+
+
+def test_a_simulated_run_never_counts_in_the_wall_time_a_scenario_is_expected_to_take(tmp_path):
+    from experiments.folders import RUNS_DIR
+    from experiments.run import wall_time
+
+    _herd(tmp_path / RUNS_DIR, 4)
+    assert (tmp_path / RUNS_DIR / "run").is_dir()
+    assert wall_time.recorded_seconds([tmp_path / RUNS_DIR]) == {}

@@ -128,7 +128,7 @@ class RunFolder(Folder):
         """lock.json, written whole."""
         return write_record(self.lock, record)
 
-    def _glance(self) -> RunRecord | None:
+    def glance(self) -> RunRecord | None:
         """The record for a glance at the folder's state (keys it does not know left out): None when it is
         missing or unreadable."""
         try:
@@ -138,17 +138,17 @@ class RunFolder(Folder):
 
     def status(self) -> str | None:
         """The lock's status (running, completed, failed, interrupted), None without a readable lock."""
-        record = self._glance()
+        record = self.glance()
         return record.status if record is not None else None
 
     def reason(self) -> str:
         """Why the run failed, as its lock says ("" when it does not)."""
-        record = self._glance()
+        record = self.glance()
         return record.reason if record is not None else ""
 
     def described(self) -> str:
         """The run in words: `a completed run of herd on classic`."""
-        record = self._glance()
+        record = self.glance()
         if record is None:
             return f"a run (its {LOCK_FILE} unreadable)"
         return (f"a {record.status or 'recorded'} run of {record.name or '?'} on "

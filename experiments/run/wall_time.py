@@ -9,14 +9,13 @@ is what a user waits for.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.folders import RUNS_DIR
-from experiments.folders.run_folder import LOCK_FILE
+from experiments.folders.run_folder import LOCK_FILE, RunFolder
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_ROOTS = (ROOT / RUNS_DIR,)
@@ -48,14 +47,13 @@ def recorded_seconds(roots: Iterable[Path] | None = None) -> dict[str, list[floa
     found: dict[str, list[float]] = {}
     for root in RUN_ROOTS if roots is None else roots:
         for lock in _locks(root):
-            try:
-                record = json.loads(lock.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            record = RunFolder(lock.parent).glance()
+            if record is None or record.status != "completed" or "simulation" in record.versions:
+                continue   # a simulated run's times are virtual: they say nothing of this machine
+            started, ended = record.started_ms, record.ended_ms
+            if not isinstance(started, int) or not isinstance(ended, int):
                 continue
-            started, ended = record.get("started_ms"), record.get("ended_ms")
-            if record.get("status") != "completed" or not isinstance(started, int) or not isinstance(ended, int):
-                continue
-            found.setdefault(str(record.get("name")), []).append((ended - started) / 1000)
+            found.setdefault(record.name, []).append((ended - started) / 1000)
     return found
 
 
