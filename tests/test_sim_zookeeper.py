@@ -21,9 +21,13 @@ class _Real:
             client.start(timeout=30)
         self.clients["a"].ensure_path("/")
         self.seen: list[tuple[str, str, str]] = []
+        # One callable a session, as the lab's client keeps one per handler and path: kazoo calls each distinct
+        # callable set on a path, the same one once.
+        self._watchers = {name: (lambda event, name=name: self.seen.append((name, event.path, event.type)))
+                          for name in self.clients}
 
     def watch(self, session: str):
-        return lambda event: self.seen.append((session, event.path, event.type))
+        return self._watchers[session]
 
     def run(self, session: str, op: str, path: str, **options):
         client, watch = self.clients[session], self.watch(session) if options.get("watch") else None
