@@ -46,7 +46,7 @@ from pathlib import Path
 
 from experiments.run.member_configs import check_member_settings
 from experiments.scenario import Problem, Scenario, ScenarioError, find_file, load
-from experiments.scenario.loader import LineIndex
+from experiments.scenario.line_index import LineIndex
 from rebalance.backends import canonical_name, profile
 
 BUILTIN_SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"

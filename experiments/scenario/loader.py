@@ -12,22 +12,15 @@ import itertools
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from enum import Enum
 from pathlib import Path
 
 from experiments.scenario.actions import (
-    ACTIONS,
-    ENTRY_FIELDS,
-    WAITS,
     Action,
-    Direction,
-    Link,
-    LinkFault,
-    Target,
     phase_name,
 )
+from experiments.scenario.line_index import LineIndex
 from experiments.scenario.model import (
     BACKENDS,
     COMMITS,
@@ -40,61 +33,17 @@ from experiments.scenario.model import (
     ProducerSpec,
     Scenario,
     ScenarioError,
-    TimelineEntry,
     TopicSpec,
     WorkloadSpec,
     all_strategies,
     strategies_for,
 )
+from experiments.scenario.overrides import apply_override, blame_override, dotted_names, field_label
 from experiments.scenario.reference import read_reference
 from experiments.scenario.resolver import resolve
+from experiments.scenario.timeline_checks import TimelineChecks
 from rebalance.backends import DEFAULT_STRATEGY, canonical_name, profile
 from rebalance.member import DEFAULT_SESSION_TIMEOUT_MS
-
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
-_KEY = re.compile(r"^\s*([A-Za-z0-9_\-\".]+)\s*=")
-
-
-class LineIndex:
-    """Where each key sits in the TOML text. tomllib keeps no positions, so scan the text:
-    table headers, array-of-tables counters and `key =` lines. Approximate but enough to point
-    a reader at the right table entry."""
-
-    def __init__(self, text: str) -> None:
-        self._lines: dict[tuple, int] = {}
-        table: tuple = ()
-        arrays: dict[tuple, int] = {}
-        in_multiline = False
-        for number, raw in enumerate(text.splitlines(), start=1):
-            line = raw.split("#", 1)[0] if '"' not in raw and "'" not in raw else raw
-            if in_multiline:
-                if '"""' in line or "'''" in line:
-                    in_multiline = False
-                continue
-            header = _HEADER.match(line)
-            if header:
-                path = tuple(part.strip().strip('"') for part in header.group(2).split("."))
-                if header.group(1) == "[[":
-                    arrays[path] = arrays.get(path, -1) + 1
-                    table = (*path, arrays[path])
-                else:
-                    table = path
-                self._lines.setdefault(table, number)
-                continue
-            key = _KEY.match(line)
-            if key:
-                parts = tuple(part.strip('"') for part in key.group(1).split("."))
-                self._lines.setdefault((*table, *parts), number)
-                if line.count('"""') == 1 or line.count("'''") == 1:
-                    in_multiline = True
-
-    def line_of(self, path: tuple) -> int | None:
-        """The line of `path`, or of the nearest enclosing table that has one."""
-        for end in range(len(path), 0, -1):
-            if path[:end] in self._lines:
-                return self._lines[path[:end]]
-        return None
-
 
 
 def find_file(name: str, builtin_dir: Path) -> Path | None:
@@ -127,7 +76,7 @@ def loads(text: str, *, source: str = "<scenario>", overrides: Iterable[str] = (
     problems: list[Problem] = []
     overridden: dict[str, str] = {}   # a set field's label (as problems name it) -> the override that set it
     for override in overrides:
-        path = _apply_override(data, override, problems)
+        path = apply_override(data, override, problems)
         if path is not None:
             overridden[field_label(path)] = override
     checker = _Checker(source, LineIndex(text), problems)
@@ -142,84 +91,13 @@ def loads(text: str, *, source: str = "<scenario>", overrides: Iterable[str] = (
     else:
         checker.reference_phases(scenario, schedule)
     if problems:
-        problems = [_blame_override(problem, overridden) for problem in problems]
+        problems = [blame_override(problem, overridden) for problem in problems]
         problems.sort(key=lambda problem: (problem.origin is None, problem.line or 0))
         raise ScenarioError(source, problems)
     return scenario
 
 
-def field_label(path: tuple) -> str:
-    """A field's name as problems give it: group.members, timeline[2].to, topics[0].partitions."""
-    return ".".join(f"[{part}]" if isinstance(part, int) else part for part in path).replace(".[", "[")
-
-
-def _blame_override(problem: Problem, overridden: Mapping[str, str]) -> Problem:
-    """A problem in a value an override set names the override (`--set KEY=VALUE`), not the file's line."""
-    for label, override in overridden.items():
-        if problem.field == label or problem.field.startswith((f"{label}.", f"{label}[")):
-            return replace(problem, line=None, origin=f"--set {override}")
-    return problem
-
-
-def _apply_override(data: dict, override: str, problems: list[Problem]) -> tuple | None:
-    """Set one "dotted.key=value" in `data`; the path it set (entries of arrays of tables by index), or None
-    when it could not (with the reason in `problems`)."""
-    origin = f"--set {override}"
-    key, sep, raw = override.partition("=")
-    if not sep or not key.strip():
-        problems.append(Problem(key.strip() or override, None,
-                                "an override needs KEY=VALUE (no '=' given), e.g. group.members=50", origin))
-        return None
-    try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw.strip()
-    key = key.strip()
-    *parents, last = key.split(".")
-    node = data
-    path: list[str | int] = []
-    for part in parents:
-        if isinstance(node, list):   # an array of tables is addressed by its entries' names: topics.t0
-            named = [index for index, entry in enumerate(node) if isinstance(entry, dict) and entry.get("name") == part]
-            if not named:
-                names = ", ".join(str(entry.get("name")) for entry in node if isinstance(entry, dict))
-                problems.append(Problem(key, None, f"no entry named {part!r} (there are: {names or 'none'})", origin))
-                return None
-            node = node[named[0]]
-            path.append(named[0])
-            continue
-        node = node.setdefault(part, {})
-        path.append(part)
-        if not isinstance(node, dict | list):
-            problems.append(Problem(key, None, f"cannot set inside {part!r}: it is not a table", origin))
-            return None
-    if isinstance(node, list):
-        problems.append(Problem(key, None, f"name an entry of {parents[-1]!r}, e.g. topics.t0.partitions=100",
-                                origin))
-        return None
-    # A topic's size is given one way: setting one of the two replaces the other.
-    for one, other in _ALTERNATIVES:
-        if last == one:
-            node.pop(other, None)
-    node[last] = value
-    return (*path, last)
-
-
-_ALTERNATIVES = (("partitions", "partitions_per_member"), ("partitions_per_member", "partitions"))
-
-
-def _dotted_names(table: Mapping, prefix: str = "") -> Iterator[tuple[str, object]]:
-    """A settings section's entries under their dotted names: TOML reads an unquoted `a.b = 1` as a table `a`
-    holding `b`, and so does `--set` (a campaign's `set` and `sweep`), so Kafka's names may come either way.
-    A name given twice (quoted and as tables) keeps the later one, an override's."""
-    for name, value in table.items():
-        if isinstance(value, dict):
-            yield from _dotted_names(value, f"{prefix}{name}.")
-        else:
-            yield f"{prefix}{name}", value
-
-
-class _Checker:
+class _Checker(TimelineChecks):
     """Turns the parsed TOML into a Scenario, collecting every problem instead of stopping at one."""
 
     def __init__(self, source: str, lines: LineIndex, problems: list[Problem]) -> None:
@@ -279,7 +157,7 @@ class _Checker:
         if not isinstance(value, dict):
             self.fail((*path, key), "must be a table of native settings, e.g. {\"rebalance.max.retries\" = 4}")
             return {}
-        flat = dict(_dotted_names(value))
+        flat = dict(dotted_names(value))
         for name, setting in flat.items():
             if not isinstance(setting, (str, int, float, bool)):
                 self.fail((*path, key, name), f"a setting must be a string, number or boolean, got {setting!r}")
@@ -501,121 +379,3 @@ class _Checker:
         if len(given) > 1:
             self.fail((*path, given[1]), f"[group.{given[1]}] is [group.{given[0]}] under another name: give one")
         return self.settings(table, given[0], path) if given else {}
-
-    def timeline(self, data: dict, duration: float, cluster: ClusterSpec) -> tuple[TimelineEntry, ...]:
-        value = data.get("timeline", [])
-        if not isinstance(value, list):
-            self.fail(("timeline",), "must be an array of [[timeline]] tables")
-            return ()
-        entries = []
-        for index, table in enumerate(value):
-            entry = self.entry(table, index, duration, cluster)
-            if entry is not None:
-                entries.append(entry)
-        return tuple(sorted(entries, key=lambda entry: (entry.at, entry.index)))
-
-    def entry(self, table: object, index: int, duration: float, cluster: ClusterSpec) -> TimelineEntry | None:
-        path = ("timeline", index)
-        if not isinstance(table, dict):
-            self.fail(path, "must be a table")
-            return None
-        problems_before = len(self.problems)
-        entry = self._entry(table, path, index, duration, cluster)
-        return entry if len(self.problems) == problems_before else None
-
-    def _entry(self, table: dict, path: tuple, index: int, duration: float,
-               cluster: ClusterSpec) -> TimelineEntry | None:
-        action_name = table.get("action")
-        try:
-            action = Action(action_name)
-        except ValueError:
-            self.fail((*path, "action"), f"unknown action {action_name!r} (expected one of: "
-                                         f"{', '.join(action.value for action in Action)})")
-            return None
-        spec = ACTIONS[action]
-        self.unknown_keys(table, {*ENTRY_FIELDS, *spec.fields}, path)
-        for key in spec.required:
-            if key not in table:
-                self.fail((*path, key), f"missing: {action.value} needs {key}")
-        at = self.number(table, "at", path, default=None, minimum=0)
-        if at is None:
-            if "at" not in table:
-                self.fail((*path, "at"), "missing: the time of the action in seconds from the start")
-            at = 0.0
-        elif duration and at >= duration:
-            self.fail((*path, "at"), f"at {at} s is not before the end of the timeline (duration {duration} s)")
-        fault_duration = self.number(table, "duration", path, default=None, positive=True)
-        if fault_duration is not None and duration and at + fault_duration > duration:
-            self.fail((*path, "duration"), f"the fault would last until {at + fault_duration} s, "
-                                           f"after the end of the timeline ({duration} s)")
-        link = fault = None
-        if action is Action.LINK:
-            link = self.enum(table, "link", path, Link)
-            fault = self.enum(table, "fault", path, LinkFault)
-            if fault is LinkFault.LATENCY and not table.get("latency_ms"):
-                self.fail((*path, "latency_ms"), "a latency fault needs latency_ms > 0")
-            if fault is LinkFault.BANDWIDTH and "rate_kbps" not in table:
-                self.fail((*path, "rate_kbps"), "a bandwidth fault needs rate_kbps")
-        direction = self.enum(table, "direction", path, Direction) or Direction.BOTH
-        member = self.target(table, "member", path)
-        node = self.target(table, "node", path)
-        broker = self.target(table, "broker", path)
-        if spec.target is Target.ZK_NODE:
-            if cluster.zookeeper_nodes == 0:
-                self.fail((*path, "action"), "there is no ZooKeeper in this cluster ([cluster] zookeeper_nodes = 0)")
-            elif isinstance(node, int) and node >= cluster.zookeeper_nodes:
-                self.fail((*path, "node"), f"node {node} is out of range: the ensemble has "
-                                           f"{cluster.zookeeper_nodes} node(s), numbered from 0")
-            if 0 < cluster.zookeeper_nodes < spec.min_zookeeper_nodes:
-                self.fail((*path, "action"), f"{action.value} needs a {spec.min_zookeeper_nodes}-node ensemble, "
-                                             f"this cluster has {cluster.zookeeper_nodes}")
-        if isinstance(broker, int) and broker >= cluster.brokers:
-            self.fail((*path, "broker"), f"broker {broker} is out of range: the cluster has {cluster.brokers} "
-                                         f"broker(s), numbered from 0")
-        name = self.string(table, "name", path, default=None)
-        pick = self.string(table, "pick", path, default="first", choices=("first", "random"))
-        after, timeout = self.wait(table, path)
-        return TimelineEntry(
-            index=index, line=self.lines.line_of(path) or 0,
-            field_lines={key: self.lines.line_of((*path, key)) or 0 for key in table}, at=float(at), action=action, member=member,
-            count=self.number(table, "count", path, default=None, positive=True, integer=True),
-            to=self.number(table, "to", path, default=None, minimum=0, integer=True),
-            interval=self.number(table, "interval", path, default=None, minimum=0),
-            spread_s=float(self.number(table, "spread_s", path, default=0.0, minimum=0) or 0.0),
-            how=self.string(table, "how", path, default="leave", choices=("leave", "crash")) or "leave",
-            pick=pick or "first", link=link, fault=fault, duration=fault_duration,
-            latency_ms=float(self.number(table, "latency_ms", path, default=0.0, minimum=0) or 0.0),
-            jitter_ms=float(self.number(table, "jitter_ms", path, default=0.0, minimum=0) or 0.0),
-            rate_kbps=self.number(table, "rate_kbps", path, default=None, positive=True),
-            direction=direction, node=node, broker=broker, name=name, after=after, timeout=timeout,
-        )
-
-    def wait(self, table: dict, path: tuple) -> tuple[str | None, float | None]:
-        """`after = "stable"` and its `timeout` (seconds past `at`), given together."""
-        after = self.string(table, "after", path, default=None, choices=WAITS)
-        timeout = self.number(table, "timeout", path, default=None, positive=True)
-        if after is not None and "timeout" not in table:
-            self.fail((*path, "timeout"), f'missing: after = "{after}" needs a timeout (seconds past `at`)')
-        if after is None and "timeout" in table and "after" not in table:
-            self.fail((*path, "timeout"), 'a timeout bounds a wait: give after = "stable" with it')
-        return after, timeout
-
-    def enum(self, table: dict, key: str, path: tuple, kind: type[Enum]):
-        if key not in table:
-            return None
-        try:
-            return kind(table[key])
-        except ValueError:
-            self.fail((*path, key), f"unknown {key} {table[key]!r} (expected one of: "
-                                    f"{', '.join(item.value for item in kind)})")
-            return None
-
-    def target(self, table: dict, key: str, path: tuple) -> int | str | None:
-        value = table.get(key)
-        if value is None or value == "random" or (value == "last" and key == "member"):
-            return value
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            extra = ', "last"' if key == "member" else ""
-            self.fail((*path, key), f"must be an index (0, 1, ...), \"random\"{extra}, got {value!r}")
-            return None
-        return value
