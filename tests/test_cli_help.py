@@ -12,7 +12,7 @@ from experiments.cli.app import app
 from experiments.folders.run_folder import RunFolder
 
 COMMANDS = ["version", "assign", "movement", "broker", "produce", "topic", "member", "run", "compare",
-            "scenarios", "summarize", "report", "events", "zk", "demo", "sim"]
+            "scenarios", "summarize", "report", "events", "zk", "demo", "sim", "sim-validate"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
