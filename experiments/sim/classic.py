@@ -160,9 +160,8 @@ class ClassicMember:
         self._stop_heartbeats()
         self._revoke(self.owned)
         member_id, self._alive, self.state = self.member_id, False, State.STOPPED
-        self._request("LeaveGroup", lambda _answer: None,
+        self._request("LeaveGroup", lambda _answer: self.recorder.emit(ev.MEMBER_STOPPED, self.name, reason="close"),
                       to_coordinator=lambda reply: self.coordinator.leave(member_id, reply))
-        self.recorder.emit(ev.MEMBER_STOPPED, self.name, reason="close")
 
     def crash(self) -> None:
         """The process is gone: no request, no event; the coordinator learns of it by its session."""

@@ -116,8 +116,8 @@ class Kip848Member:
         if self.owned:
             self.recorder.emit(ev.PARTITIONS_REVOKED, self.name, partitions=sorted(map(str, self.owned)))
         request = HeartbeatRequest(member_id=self.member_id, member_epoch=LEAVE_EPOCH)
-        self._send(request, LEAVE_EPOCH, owned=None, on_answer=lambda _answer: None)
-        self.recorder.emit(ev.MEMBER_STOPPED, self.name, reason="close")
+        self._send(request, LEAVE_EPOCH, owned=None,   # the member stops once its leave heartbeat is answered
+                   on_answer=lambda _answer: self.recorder.emit(ev.MEMBER_STOPPED, self.name, reason="close"))
 
     def crash(self) -> None:
         self._alive = False

@@ -95,9 +95,13 @@ class LegacyMember:
         if self.owned:
             self.recorder.emit(ev.PARTITIONS_REVOKED, self.name, partitions=sorted(map(str, self.owned)))
         self.owned = {}
-        self.recorder.emit(ev.MEMBER_STOPPED, self.name, reason="close")
         session = self.session
-        self.sim.after(self.network.delay_ms(), lambda: self.zk.close_session(session))
+
+        def closed() -> None:   # closeSession answered: the ids and owner nodes are gone, then the member stops
+            self.zk.close_session(session)
+            self.recorder.emit(ev.MEMBER_STOPPED, self.name, reason="close")
+
+        self.sim.after(self.network.delay_ms(), closed)
 
     def crash(self, session_timeout_ms: int) -> None:
         """Gone without a word: ZooKeeper deletes its nodes when the session times out."""
