@@ -154,7 +154,7 @@ def cells_markdown(cells: list[Cell], *, seeds: int, source: str) -> str:
         lines.append(f"| {cell.backend} | {cell.kind} | {cell.members} | {cell.partitions} | {real} | {simulated} "
                      f"| {verdict} |")
     inside = sum(cell.inside for cell in cells)
-    lines += ["", f"{inside} of {len(cells)} cells inside the real runs' range."]
+    lines += ["", f"{inside} of {len(cells)} cells validate."]
     return "\n".join(lines) + "\n"
 
 
