@@ -35,7 +35,6 @@ from rebalance.events import EventRecorder
 from rebalance.types import TopicPartition
 
 HOST_CPU_MS = 0.4           # a member host's Python time for one ZooKeeper request (kazoo's call and callback)
-WAKE_MS = 1_000             # the watcher executor's longest wait for a reason (0.8's: one second)
 
 Request = tuple            # (op, path, kwargs) a step of a member's work yields
 
