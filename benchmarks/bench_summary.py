@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/bench_summary.py --runs 100 --shape herd [--repeat 3]
     .venv/bin/python benchmarks/bench_summary.py --runs 6 --shape demo --compare [--repeat 3]
     .venv/bin/python benchmarks/bench_summary.py --runs 6 --shape demo --floor [--repeat 3]
+    .venv/bin/python benchmarks/bench_summary.py --of runs/demo-YYYYMMDD-HHMMSS --floor [--repeat 3]
 
 One large run (the default): generates the log once (kept in --dir and reused while its size and format
 match), then times `summarize_run` end to end (read, checks, aggregates, writing) and prints the figures.
@@ -20,6 +21,8 @@ each repetition also times the same pass with Spark's own settings and no class 
 small-input tuning off), the two alternating, and prints the ratio of the medians. With --floor each repetition
 also times Spark's floor for the same input, side by side: a session started as the summary starts it, one read
 of the same event files with the event schema, one count; and prints the summary's median over the floor's.
+--of DIR times the runs a folder already holds instead (a demo's, a campaign's `runs/`), written by the lab.
+Each timing of the summary also gives its steps' seconds (Spark's start, reading, records, ... writing).
 """
 
 from __future__ import annotations
@@ -97,10 +100,14 @@ def time_once(runs_root: Path, master: str, tuned: bool = True) -> None:
     from experiments.summary import summarize
 
     run_dirs = sorted(path for path in runs_root.iterdir() if RunFolder(path).is_run())
+    marks: list[tuple[str, float]] = []
     started = time.perf_counter()
-    summaries = summarize(run_dirs, master=master, tuned=tuned)
+    summaries = summarize(run_dirs, master=master, tuned=tuned,
+                          step=lambda name: marks.append((name, time.perf_counter())))
     elapsed = time.perf_counter() - started
-    print(json.dumps({"seconds": elapsed, "runs": len(summaries)}))
+    ends = [at for _, at in marks[1:]] + [started + elapsed]
+    steps = {name: round(end - at, 2) for (name, at), end in zip(marks, ends, strict=True)}
+    print(json.dumps({"seconds": elapsed, "runs": len(summaries), "steps": steps}))
 
 
 def floor_once(runs_root: Path, master: str) -> None:
@@ -118,8 +125,14 @@ def floor_once(runs_root: Path, master: str) -> None:
 
 
 def many_runs(args: argparse.Namespace) -> None:
-    root = args.dir if args.dir != DEFAULT_DIR else Path(f"runs/bench-summary-{args.shape}-{args.runs}")
-    runs = ensure_runs(root, args.shape, args.runs)
+    if args.of:
+        root, runs = args.of, sorted(path for path in args.of.iterdir() if RunFolder(path).is_run())
+        if not runs:
+            raise SystemExit(f"{args.of}: holds no run folders")
+        args.runs, args.shape = len(runs), f"of {args.of}:"
+    else:
+        root = args.dir if args.dir != DEFAULT_DIR else Path(f"runs/bench-summary-{args.shape}-{args.runs}")
+        runs = ensure_runs(root, args.shape, args.runs)
     size_mb = sum(p.stat().st_size for run in runs for p in RunFolder(run).event_files()) / 1e6
     kinds = ("tuned", "defaults") if args.compare else ("tuned", "floor") if args.floor else ("tuned",)
     figures: dict[str, list[float]] = {kind: [] for kind in kinds}
@@ -129,8 +142,10 @@ def many_runs(args: argparse.Namespace) -> None:
                        "--master", args.master]
             out = subprocess.run(command + (["--defaults"] if kind == "defaults" else []),
                                  check=True, capture_output=True, text=True).stdout
-            figures[kind].append(json.loads(out.strip().splitlines()[-1])["seconds"])
-            print(f"  {kind:<8} {figures[kind][-1]:.1f} s", flush=True)
+            timing = json.loads(out.strip().splitlines()[-1])
+            figures[kind].append(timing["seconds"])
+            steps = ", ".join(f"{name} {seconds:.1f}" for name, seconds in timing.get("steps", {}).items())
+            print(f"  {kind:<8} {figures[kind][-1]:.1f} s" + (f" ({steps})" if steps else ""), flush=True)
     for kind, found in figures.items():
         label = {"tuned": " (the summary)" if args.floor else " (small-input tuning)" if args.compare else "",
                  "defaults": " (Spark's defaults)", "floor": " (Spark's floor: session, one read, one count)"}[kind]
@@ -198,6 +213,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--runs", type=int, help="time the summary of this many small runs instead")
     parser.add_argument("--shape", choices=["demo", "herd"], default="demo")
+    parser.add_argument("--of", type=Path, help="time the summary of the runs this folder holds (a demo's)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--compare", action="store_true", help="also time Spark's defaults, side by side")
     parser.add_argument("--floor", action="store_true", help="also time Spark's floor for the same input, side by side")
@@ -209,7 +225,7 @@ def main() -> None:
         time_once(args.time_once, args.master, tuned=not args.defaults)
     elif args.floor_once:
         floor_once(args.floor_once, args.master)
-    elif args.runs:
+    elif args.runs or args.of:
         many_runs(args)
     else:
         one_large_run(args)
