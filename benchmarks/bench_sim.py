@@ -2,12 +2,14 @@
 
     .venv/bin/python benchmarks/bench_sim.py [--backend classic] [--sizes 100 1000 10000] [--repeat 3]
     .venv/bin/python benchmarks/bench_sim.py --backend legacy --sizes 100 1000 3000
+    .venv/bin/python benchmarks/bench_sim.py --backend kip848 --sizes 100 1000 10000 --warm-start
 
 For each size N, plays `herd` (one join and one leave into a stable group of N) in virtual time, each repetition
 a seed of its own in a fresh folder, and prints the wall time (median, min, max), the events written and
 simulated seconds per wall second; then the backend's herd cost model (experiments.summary.herd_model, the
 terms its profile names) fitted over every size, one fit per repetition. The machine index line comes first:
-every figure below it is this machine's, as fast as that line says.
+every figure below it is this machine's, as fast as that line says. --warm-start begins each run with the group
+loaded stable by its coordinator instead of N joins (kip848; docs/simulation.md, "Warm start").
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=Path("runs/bench-sim"))
+    parser.add_argument("--warm-start", action="store_true", help="the group loaded stable, not N joins (kip848)")
     args = parser.parse_args()
     print_index()
     rows = []
@@ -45,7 +48,7 @@ def main() -> None:
             folder = args.dir / f"herd-{size}-{repetition}"
             shutil.rmtree(folder, ignore_errors=True)
             started = time.perf_counter()
-            run = simulate(scenario, args.backend, folder, seed=repetition + 1)
+            run = simulate(scenario, args.backend, folder, seed=repetition + 1, warm_start=args.warm_start)
             walls.append(time.perf_counter() - started)
             rows += [{"run": str(folder), "backend": args.backend, "strategy": scenario.group.strategy, "kind": kind,
                       "N": size, "P": sum(t.partitions for t in scenario.topics), "M": float(cost.moved),

@@ -128,6 +128,45 @@ def test_leaving_moves_only_the_leavers_partitions():
     sim.assert_disjoint_and_complete(["a", "b"])
 
 
+def test_a_leave_moves_the_group_epoch_and_the_next_heartbeat_computes_the_target_once():
+    """Kafka's consumerGroupFenceMember writes the member's removal and a new group epoch, no target: two
+    members leaving one after the other cost one target assignment, computed at the next heartbeat."""
+    sim = Sim(topics={"t": 8})
+    for member in "abcd":
+        sim.beat(member)
+    sim.converge(list("abcd"))
+    computed = sim.group.assignment_epoch
+    sim.beat("c", epoch=-1)
+    sim.beat("d", epoch=-1)
+    assert sim.group.group_epoch == computed + 2
+    assert sim.group.assignment_epoch == computed, "no target computed on a leave"
+    assert sim.group.state() is ConsumerGroupState.ASSIGNING
+    targets = len([r for r in sim.records if r.record_type == records.TARGET_METADATA])
+    sim.beat("a")
+    assert sim.group.assignment_epoch == computed + 2
+    assert len([r for r in sim.records if r.record_type == records.TARGET_METADATA]) == targets + 1
+    sim.converge(["a", "b"])
+    sim.assert_disjoint_and_complete(["a", "b"])
+
+
+def test_next_deadline_follows_the_sessions_as_heartbeats_move_them():
+    sim = Sim(session_timeout_ms=45_000)
+    for member in "abc":
+        sim.beat(member)
+    sim.converge(list("abc"))    # no revocation under way: only the sessions' deadlines are left
+    assert sim.group.next_deadline() == 45_000
+    for now, member in ((1_000, "a"), (2_000, "b")):
+        sim.now = now
+        sim.beat(member)
+    assert sim.group.next_deadline() == 45_000          # c's session, untouched
+    sim.now = 3_000
+    sim.beat("c")
+    assert sim.group.next_deadline() == 46_000          # a's, moved by its heartbeat at 1 s
+    sim.beat("c", epoch=-1)
+    sim.beat("a", epoch=-1)
+    assert sim.group.next_deadline() == 47_000
+
+
 def test_session_timeout_expires_the_member_and_frees_its_partitions():
     sim = Sim(session_timeout_ms=45_000)
     sim.beat("a")

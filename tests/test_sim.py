@@ -27,8 +27,9 @@ REAL_CHANGES = ROOT / "docs" / "results-data" / "herd-defaults" / "changes.csv"
 
 
 def _herd(tmp_path: Path, members: int, *, seed: int | None = None, name: str = "run",
-          backend: str = "classic") -> RunFolder:
-    return simulate(load(HERD, overrides=[f"group.members={members}"]), backend, tmp_path / name, seed=seed)
+          backend: str = "classic", warm_start: bool = False) -> RunFolder:
+    return simulate(load(HERD, overrides=[f"group.members={members}"]), backend, tmp_path / name, seed=seed,
+                    warm_start=warm_start)
 
 
 def _counted_requests(folder: RunFolder) -> dict[str, int]:
@@ -89,6 +90,25 @@ def test_kip848_charges_a_change_only_the_members_whose_partitions_move(tmp_path
     and 4-7 at every N); every member's heartbeats between changes are steady."""
     counts = _counted_requests(_herd(tmp_path, members, backend="kip848"))
     assert 5 <= counts["join"] <= 12 and 3 <= counts["leave"] <= 7
+
+
+def test_a_warm_start_charges_the_herd_as_a_group_that_joined_one_by_one(tmp_path):
+    """KIP-848's warm start (the group loaded stable by its coordinator) against the joined warm-up, 8 seeds a side:
+    each warm seed's requests at the join and at the leave inside the joined seeds' range; and a warm start does not
+    compute the target once per initial member."""
+    joined, warm = [], []
+    for seed in range(1, 9):
+        joined.append(_counted_requests(_herd(tmp_path, 30, seed=seed, name=f"j{seed}", backend="kip848")))
+        warm.append(_counted_requests(_herd(tmp_path, 30, seed=seed, name=f"w{seed}", backend="kip848",
+                                            warm_start=True)))
+    for kind in ("join", "leave"):
+        low, high = min(counts[kind] for counts in joined), max(counts[kind] for counts in joined)
+        assert all(low <= counts[kind] <= high for counts in warm), (kind, joined, warm)
+    targets = [event for event in read_events(RunFolder(tmp_path / "w1").events / "coordinator-0.jsonl")
+               if event.get("event") == "target_assignment"]
+    assert len(targets) < 10, "the warm group was loaded, not assigned once per member"
+    with pytest.raises(NotSimulated, match="warm start"):
+        _herd(tmp_path, 4, name="classic-warm", warm_start=True)
 
 
 def test_the_run_record_says_what_was_simulated(tmp_path):
@@ -158,11 +178,20 @@ def test_the_summary_reads_a_simulated_run_as_a_real_one(tmp_path, spark, backen
     assert verdicts["double-ownership"] != "false", "a herd without faults never has two owners at once"
 
 
+SIM_ARGS = ["sim", "herd", "--backend", "kip848", "--set", "group.members=6", "--seeds", "3"]
+
+
 def _sim_command(out: Path, *extra: str) -> subprocess.CompletedProcess:
+    """`./lab sim` in a process of its own (one whose Spark is another cluster's application)."""
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    return subprocess.run([sys.executable, "-m", "experiments.cli.app", "sim", "herd", "--backend", "kip848",
-                           "--set", "group.members=6", "--seeds", "3", "--out", str(out), *extra],
+    return subprocess.run([sys.executable, "-m", "experiments.cli.app", *SIM_ARGS, "--out", str(out), *extra],
                           capture_output=True, text=True, timeout=600, env=env)
+
+
+def sim_here(out: Path) -> None:
+    """The same seeds one after the other, in this process."""
+    result = CliRunner().invoke(app, [*SIM_ARGS, "--out", str(out)])
+    assert result.exit_code == 0, result.output
 
 
 def same_events(one: Path, other: Path) -> bool:
@@ -171,10 +200,12 @@ def same_events(one: Path, other: Path) -> bool:
 
 
 @pytest.mark.spark
-def test_seeds_spread_over_spark_replay_to_the_same_events_as_one_after_the_other(tmp_path):
-    here, spread = _sim_command(tmp_path / "here"), _sim_command(tmp_path / "spread", "--master", "local[2]")
-    assert here.returncode == 0 and spread.returncode == 0, here.stderr + spread.stderr
+def test_seeds_spread_over_spark_replay_to_the_same_events_as_one_after_the_other(tmp_path, spark):
+    """Over the suite's local session (`--master` finds it running), one task a seed."""
+    spread = CliRunner().invoke(app, [*SIM_ARGS, "--out", str(tmp_path / "spread"), "--master", "local[2]"])
+    assert spread.exit_code == 0, spread.output
     assert sorted(path.name for path in (tmp_path / "spread").iterdir()) == ["seed-1", "seed-2", "seed-3"]
+    sim_here(tmp_path / "here")
     assert same_events(tmp_path / "here", tmp_path / "spread")
 
 

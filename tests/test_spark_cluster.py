@@ -1,5 +1,5 @@
 """The summary on a standalone Spark cluster (master and worker started from the pyspark package's own
-launcher, loopback only) gives exactly the output of `local[2]` on the same runs."""
+launcher, loopback only, once for this file) gives exactly the output of a local session on the same runs."""
 
 from __future__ import annotations
 
@@ -39,9 +39,11 @@ def _wait_for(log: Path, text: str, process: subprocess.Popen, timeout_s: float 
         time.sleep(0.3)
 
 
-@pytest.fixture
-def spark_cluster(tmp_path):
-    """spark://127.0.0.1:PORT with one worker of 2 cores; both processes stopped afterwards."""
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory):
+    """spark://127.0.0.1:PORT with one worker of 2 cores, its logs in the folder `spark_cluster_logs` gives;
+    both processes stopped after this file's tests."""
+    tmp_path = tmp_path_factory.mktemp("spark-cluster")
     home = _spark_home()
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_WORKER_DIR": str(tmp_path / "work"), "PYSPARK_PYTHON": sys.executable}
@@ -56,7 +58,7 @@ def spark_cluster(tmp_path):
         worker = _start([spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
                          "--cores", "2", "--memory", "2g", "--webui-port", str(worker_ui)], tmp_path / "worker.log", env)
         _wait_for(tmp_path / "master.log", "Registering worker", master)
-        yield url
+        yield url, tmp_path / "master.log"
     finally:
         for process in (worker, master):
             if process is not None and process.poll() is None:
@@ -76,21 +78,21 @@ def _summarize(run_dirs: list[Path], master: str) -> subprocess.CompletedProcess
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_standalone_cluster_summarises_like_local(tmp_path, spark_cluster):
+def test_a_standalone_cluster_summarises_like_local(tmp_path, spark_cluster, spark):
+    from experiments.summary import summarize_runs
     from experiments.synthetic.simulation import Anomaly, SyntheticRun, write_run
 
+    url, master_log = spark_cluster
     local_runs = [write_run(tmp_path / "local" / "clean", SyntheticRun(name="clean", seed=1)),
                   write_run(tmp_path / "local" / "planted", SyntheticRun(name="planted", backend="legacy", seed=2,
                                                                           anomalies=frozenset(Anomaly)))]
     shutil.copytree(tmp_path / "local", tmp_path / "cluster")
     cluster_runs = [tmp_path / "cluster" / run.name for run in local_runs]
 
-    on_cluster = _summarize(cluster_runs, spark_cluster)
+    on_cluster = _summarize(cluster_runs, url)
     assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr
-    log = (tmp_path / "master.log").read_text()
-    assert "Registering app" in log, "the summary ran as an application of the cluster"
-    on_local = _summarize(local_runs, "local[2]")
-    assert on_local.returncode == 0, on_local.stdout + on_local.stderr
+    assert _registered_apps(master_log) == 1, "the summary ran as an application of the cluster"
+    summarize_runs(spark, local_runs)   # the suite's local session, in this process
 
     for local, cluster in zip(local_runs, cluster_runs, strict=True):
         names = sorted(path.name for path in RunFolder(local).summary.glob("*.parquet"))
@@ -106,11 +108,16 @@ def test_a_standalone_cluster_summarises_like_local(tmp_path, spark_cluster):
 @pytest.mark.timeout(600)
 def test_simulated_seeds_spread_over_a_standalone_cluster_replay_as_here(tmp_path, spark_cluster):
     """`./lab sim --master spark://...`: one task a seed on the cluster's worker, the same events as here."""
-    from tests.test_sim import _sim_command, same_events
+    from tests.test_sim import _sim_command, same_events, sim_here
 
-    on_cluster = _sim_command(tmp_path / "cluster", "--master", spark_cluster)
+    url, master_log = spark_cluster
+    apps_before = _registered_apps(master_log)
+    on_cluster = _sim_command(tmp_path / "cluster", "--master", url)
     assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr
-    assert "Registering app" in (tmp_path / "master.log").read_text(), "the seeds ran as an application of the cluster"
-    here = _sim_command(tmp_path / "here")
-    assert here.returncode == 0, here.stderr
+    assert _registered_apps(master_log) == apps_before + 1, "the seeds ran as an application of the cluster"
+    sim_here(tmp_path / "here")
     assert same_events(tmp_path / "here", tmp_path / "cluster")
+
+
+def _registered_apps(master_log: Path) -> int:
+    return master_log.read_text(errors="replace").count("Registering app")

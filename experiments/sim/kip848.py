@@ -20,15 +20,22 @@ from collections.abc import Mapping
 from experiments.sim.classic import Network
 from experiments.sim.kernel import Simulation, Timer
 from modern.common import errors
+from modern.coordinator.assignors import ASSIGNORS
 from modern.coordinator.consumer_group import (
     ConsumerGroup,
     ConsumerGroupConfig,
     HeartbeatRequest,
     HeartbeatResult,
+    Member,
+    MemberState,
 )
+from modern.coordinator.records import consumer_group as records
+from modern.coordinator.records.consumer_group import encode
+from modern.coordinator.replay import replay_consumer_groups
 from rebalance import events as ev
 from rebalance import heartbeat_kinds
 from rebalance.events import EventRecorder
+from rebalance.topic_ids import topic_id
 from rebalance.types import TopicPartition
 
 JOIN_EPOCH, LEAVE_EPOCH = 0, -1
@@ -71,6 +78,34 @@ class Coordinator:
     def _on_tick(self) -> None:
         self._tick = None
         self._events(self.group.tick(self.sim.now_int_ms))
+
+    def load_stable(self, members: list[Kip848Member]) -> dict[str, frozenset[tuple[str, int]]]:
+        """A warm start: the group as the coordinator loads it from its log, `members` stable at the epoch their
+        joins would have reached (one each), on one target the assignor computed for all of them at once.
+        Kafka's path when a coordinator takes over a group; here it stands in for a warm-up of N joins, each
+        of which recomputes the target (O(N) each). Returns each member's partitions."""
+        group_id, config, epoch = self.group.group_id, self.group.config, len(members)
+        assignor = members[0].assignor if members else None
+        subscriptions = {member.member_id: frozenset(member.topics) for member in members}
+        subscribed = {topic for topics in subscriptions.values() for topic in topics}
+        counts = {topic: n for topic, n in sorted(self.topics.items()) if topic in subscribed}
+        target = ASSIGNORS[assignor](subscriptions, counts, {}, instance_ids={}) if members else {}
+        written = [records.group_metadata(group_id, epoch)]
+        for member in members:
+            state = Member(member_id=member.member_id, instance_id=None, rack_id=None, client_id=member.name,
+                           client_host="", subscribed_topics=tuple(sorted(member.topics)), server_assignor=assignor,
+                           rebalance_timeout_ms=member.rebalance_timeout_ms, member_epoch=epoch,
+                           previous_epoch=epoch - 1, state=MemberState.STABLE,
+                           assigned=target.get(member.member_id, frozenset()))
+            written += [records.member_metadata(group_id, member.member_id, state),
+                        records.target_member(group_id, member.member_id, state.assigned),
+                        records.current_assignment(group_id, member.member_id, state)]
+        written.append(records.target_metadata(group_id, epoch))
+        stored = [encode(record, topic_id) for record in written]
+        self.group = replay_consumer_groups(stored, self.topics, topic_id, config, self.sim.now_int_ms).get(
+            group_id, ConsumerGroup(group_id, config, now_ms=self.sim.now_int_ms))
+        self._schedule_tick()
+        return {member.member_id: target.get(member.member_id, frozenset()) for member in members}
 
 
 class Kip848Member:
@@ -122,6 +157,21 @@ class Kip848Member:
     def crash(self) -> None:
         self._alive = False
         self._cancel_next()
+
+    def start_stable(self, assigned: frozenset[tuple[str, int]], epoch: int) -> None:
+        """Begin as a member of a group the coordinator loaded (Coordinator.load_stable): owning `assigned`
+        at `epoch`, its events those of a member that joined and reconciled, its first heartbeat at a seeded
+        moment of its interval (members that joined one after another beat out of step)."""
+        self._alive = True
+        self.recorder.emit(ev.MEMBER_STARTED, self.name, group=self.group, strategy=self.assignor,
+                           topics=sorted(self.topics), group_instance_id=None, pid=0)
+        self._open_rebalance("join")
+        self.epoch = epoch
+        self.target = self.owned = self.reported = _ours(assigned)
+        if self.owned:
+            self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.name, partitions=sorted(map(str, self.owned)), committed={})
+        self._maybe_complete()
+        self._schedule(self.sim.rng.random() * self.interval_ms)
 
     # -- heartbeats ----------------------------------------------------------------------------------
 

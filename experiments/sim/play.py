@@ -54,8 +54,11 @@ class NotSimulated(ValueError):
     """The scenario asks for something the simulation does not play yet; the message names it."""
 
 
-def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = None) -> RunFolder:
-    """Play `scenario` on `backend` in virtual time into the run folder `out` (new or empty)."""
+def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = None,
+             warm_start: bool = False) -> RunFolder:
+    """Play `scenario` on `backend` in virtual time into the run folder `out` (new or empty). `warm_start`: the
+    initial members begin as a stable group their coordinator loaded, instead of joining one by one (KIP-848
+    only so far; docs/simulation.md, "Warm start")."""
     backend = canonical_name(backend)
     if backend not in SIMULATED:
         raise NotSimulated(f"the simulation plays {', '.join(SIMULATED)} so far, not {backend}")
@@ -67,21 +70,26 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
     if folder.path.exists() and any(folder.path.iterdir()):
         raise FileExistsError(f"{out} is not empty; give a new folder")
     seed = scenario.seed if seed is None else seed
-    play = _Play(scenario, backend, schedule, folder, seed)
+    if warm_start and profile(backend).group_protocol is not GroupProtocol.CONSUMER:
+        raise NotSimulated(f"a warm start is simulated for kip848 so far, not {backend}")
+    play = _Play(scenario, backend, schedule, folder, seed, warm_start=warm_start)
     play.run()
     return folder
 
 
-def run_seed(task: tuple[str, list[str], str, int, str]) -> str:
-    """One seed as a task a Spark worker runs (scenario file, --set overrides, backend, seed, run folder): the
-    same call as a seed played here, so a seed's events are the same wherever it ran."""
-    scenario_path, overrides, backend, seed, out = task
-    return str(simulate(load(Path(scenario_path), overrides=overrides), backend, Path(out), seed=seed).path)
+def run_seed(task: tuple[str, list[str], str, int, str, bool]) -> str:
+    """One seed as a task a Spark worker runs (scenario file, --set overrides, backend, seed, run folder, warm
+    start): the same call as a seed played here, so a seed's events are the same wherever it ran."""
+    scenario_path, overrides, backend, seed, out, warm_start = task
+    return str(simulate(load(Path(scenario_path), overrides=overrides), backend, Path(out), seed=seed,
+                        warm_start=warm_start).path)
 
 
 class _Play:
-    def __init__(self, scenario: Scenario, backend: str, schedule, folder: RunFolder, seed: int) -> None:
+    def __init__(self, scenario: Scenario, backend: str, schedule, folder: RunFolder, seed: int, *,
+                 warm_start: bool = False) -> None:
         self.scenario, self.backend, self.schedule, self.folder, self.seed = scenario, backend, schedule, folder, seed
+        self.warm_start = warm_start
         self.profile = profile(backend)
         self.sim = Simulation(seed)
         self.run_id = f"sim-{scenario.name}-{backend}-{seed}"
@@ -143,8 +151,11 @@ class _Play:
         self.phase(RunnerPhase.SETUP)
         self.sim.run_until(SETUP_MS)
         self.phase(RunnerPhase.WARMUP, members=len(self.schedule.initial_members))
-        for name in self.schedule.initial_members:
-            self.start(name)
+        if self.warm_start:
+            self.start_stable(self.schedule.initial_members)
+        else:
+            for name in self.schedule.initial_members:
+                self.start(name)
         if not self.wait_stable(self.scenario.group.warmup_timeout * 1000, self.schedule.initial_members):
             self.runner.emit(ev.PHASE, name=ev.WARMUP_TIMEOUT, detail={})
         self.timeline_start_ms = self.sim.now_ms
@@ -247,6 +258,19 @@ class _Play:
         return self.profile.member_id(self.scenario.group.name, name)
 
     def start(self, name: str) -> None:
+        member = self.new_member(name)
+        member.start()
+        if self.records_flow and isinstance(member, legacy.LegacyMember):
+            member.records_flow()
+
+    def start_stable(self, names) -> None:
+        """The warm start: the members as a stable group their coordinator loaded (kip848.Coordinator.load_stable)."""
+        members = [self.new_member(name) for name in names]
+        assigned = self.coordinator.load_stable(members)
+        for member in members:
+            member.start_stable(assigned[member.member_id], epoch=len(members))
+
+    def new_member(self, name: str) -> ClassicMember | kip848.Kip848Member | legacy.LegacyMember:
         host_name = self.schedule.host_of(name).name
         host = self.recorders.of(host_name)
         if self.zk is not None:
@@ -269,9 +293,7 @@ class _Play:
                                    timing=self.timing)
         self.members[name] = member
         self.running.append(name)
-        member.start()
-        if self.records_flow and isinstance(member, legacy.LegacyMember):
-            member.records_flow()
+        return member
 
     def leave(self, name: str) -> None:
         self.running.remove(name)

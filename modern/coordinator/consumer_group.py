@@ -25,6 +25,7 @@ from enum import Enum
 from modern.common import errors
 from modern.common.errors import ErrorClass
 from modern.coordinator.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment, TopicPartition
+from modern.coordinator.deadlines import Deadlines
 from modern.coordinator.records import consumer_group as records
 from rebalance.consumer_group_timing import ConsumerGroupTiming
 
@@ -120,8 +121,9 @@ class ConsumerGroup:
         self.target: dict[str, Assignment] = {}
         self.partition_counts: dict[str, int] = {}
         self.owners: dict[TopicPartition, str] = {}         # assigned or pending revocation, by member
-        self.session_deadlines: dict[str, int] = {}
-        self.rebalance_deadlines: dict[str, tuple[int, int]] = {}   # member -> (deadline, epoch it was set at)
+        self.session_deadlines: Deadlines[int] = Deadlines()
+        self.rebalance_deadlines: Deadlines[tuple[int, int]] = Deadlines()   # member -> (deadline, epoch it was set at)
+        self._subscribed: frozenset[str] | None = None   # the members' topics, None once membership changed
         self.offsets: dict[TopicPartition, object] = {}   # committed offsets (offset_metadata_manager)
         self.created_ms = now_ms
 
@@ -199,26 +201,28 @@ class ConsumerGroup:
         return min(votes, key=lambda name: (-votes[name], name)) if votes else DEFAULT_ASSIGNOR
 
     def next_deadline(self) -> int | None:
-        deadlines = list(self.session_deadlines.values()) + [d for d, _ in self.rebalance_deadlines.values()]
+        deadlines = [d for d in (self.session_deadlines.earliest(), self.rebalance_deadlines.earliest()) if d is not None]
         return min(deadlines, default=None)
 
     def tick(self, now_ms: int) -> Output:
-        """Expire members whose session ran out and fence those that did not revoke in time."""
+        """Expire members whose session ran out and fence those that did not revoke in time. As in Kafka
+        (GroupMetadataManager.consumerGroupFenceMember), a fenced member moves the group epoch only: the
+        target follows at the next heartbeat of a member still in the group."""
         out = Output()
-        for member_id, deadline in sorted(self.session_deadlines.items()):
-            if deadline <= now_ms and member_id in self.members:
+        for member_id, _ in self.session_deadlines.due(now_ms):
+            if member_id in self.members:
                 self._remove(member_id, out, "session timeout")
-        for member_id, (deadline, epoch) in sorted(self.rebalance_deadlines.items()):
+        for member_id, (_, epoch) in self.rebalance_deadlines.due(now_ms):
             member = self.members.get(member_id)
-            if deadline <= now_ms and member is not None and member.member_epoch == epoch \
+            if member is not None and member.member_epoch == epoch \
                     and member.state is MemberState.UNREVOKED_PARTITIONS:
                 self._remove(member_id, out, "rebalance timeout")
-        self._refresh_target(out)
         return out
 
     def restore_member(self, member: Member, now_ms: int) -> None:
         """Bring back a member read from the log: its session starts over now."""
         self.members[member.member_id] = member
+        self._subscribed = None
         for tp in member.assigned | member.pending_revocation:
             self.owners[tp] = member.member_id
         self.session_deadlines[member.member_id] = now_ms + self.config.session_timeout_ms
@@ -307,9 +311,8 @@ class ConsumerGroup:
             self._set_current(replace(member, member_epoch=STATIC_LEAVE_EPOCH, previous_epoch=member.member_epoch,
                                       pending_revocation=frozenset()), out)
             self.rebalance_deadlines.pop(member.member_id, None)
-        else:
+        else:   # the epoch moves; the target follows at the next heartbeat of a member that stays (as in tick)
             self._remove(member.member_id, out, "member left")
-            self._refresh_target(out)
         return HeartbeatResult(error=errors.NONE, member_id=member.member_id, member_epoch=request.member_epoch,
                                heartbeat_interval_ms=0)
 
@@ -323,6 +326,7 @@ class ConsumerGroup:
 
     def _forget(self, member_id: str, out: Output) -> None:
         member = self.members.pop(member_id)
+        self._subscribed = None
         for tp in member.assigned | member.pending_revocation:
             if self.owners.get(tp) == member_id:
                 del self.owners[tp]
@@ -332,6 +336,9 @@ class ConsumerGroup:
         out.records.append(records.member_metadata(self.group_id, member_id, None))
 
     def _put_member(self, member: Member, out: Output) -> None:
+        before = self.members.get(member.member_id)
+        if before is None or before.subscribed_topics != member.subscribed_topics:
+            self._subscribed = None
         self.members[member.member_id] = member
         out.records.append(records.member_metadata(self.group_id, member.member_id, member))
 
@@ -344,8 +351,9 @@ class ConsumerGroup:
 
     def _refresh_partition_counts(self, topics: Mapping[str, int]) -> bool:
         """Take the subscribed topics' partition counts; True when they changed."""
-        subscribed = {t for m in self.members.values() for t in m.subscribed_topics}
-        counts = {t: topics[t] for t in sorted(subscribed) if t in topics}
+        if self._subscribed is None:
+            self._subscribed = frozenset(t for m in self.members.values() for t in m.subscribed_topics)
+        counts = {t: topics[t] for t in sorted(self._subscribed) if t in topics}
         changed = counts != self.partition_counts
         self.partition_counts = counts
         return changed
