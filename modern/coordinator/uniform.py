@@ -26,6 +26,7 @@ stands in. Racks are not used (Kafka 4.0's uniform does not use them either).
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -103,8 +104,9 @@ class _Group:
         ids = {topic: topic_id(topic) for topic in partition_counts}  # looked up often: once per topic
         members = tuple(member_map_order(subscriptions))
         topics = {m: frozenset(t for t in subscriptions[m] if t in partition_counts) for m in members}
-        held = {m: _held_in_kafka_order(previous.get(m, frozenset()), partition_counts, ids.__getitem__)
-                for m in members}
+        layout = tuple((topic, count, ids[topic]) for topic, count in sorted(partition_counts.items()))
+        nothing: Assignment = frozenset()
+        held = {m: _held_for(previous.get(m, nothing), layout) for m in members}
         _refuse_shared_partitions(held)
         # Kafka calls a group homogeneous when every member subscribes to the same topic names,
         # existing or not.
@@ -123,6 +125,16 @@ class _Group:
 
     def result(self, assigned: Mapping[str, list[TopicPartition]]) -> dict[str, Assignment]:
         return {m: frozenset(assigned.get(m, ())) for m in self.given}
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _held_for(owned: Assignment, layout: tuple[tuple[str, int, uuid.UUID], ...]
+              ) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """`_held_in_kafka_order` for the topics `layout` gives (name, partitions, id), kept between computations:
+    a group's target is computed again on every epoch, and most members hold the same partitions as before."""
+    counts = {topic: count for topic, count, _ in layout}
+    ids = {topic: topic_uuid for topic, _, topic_uuid in layout}
+    return _held_in_kafka_order(owned, counts, ids.__getitem__)
 
 
 def _held_in_kafka_order(owned: Assignment, counts: Mapping[str, int], topic_id: TopicIds) -> tuple[tuple[str, tuple[int, ...]], ...]:
