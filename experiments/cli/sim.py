@@ -30,6 +30,8 @@ def sim_command(
                                                     "as `summarize` takes it); default: one after the other here.")] = None,
     warm_start: Annotated[bool, typer.Option(help="Begin with the initial members as a stable group their coordinator "
                                                   "loaded, not joining one by one (kip848; docs/simulation.md).")] = False,
+    records: Annotated[bool, typer.Option(help="Produce records and have each member poll, handle and commit them as "
+                                               "the workload says (classic; docs/simulation.md, not validated yet).")] = False,
 ) -> None:
     """Play a scenario in virtual time: no process, socket or sleep; a seed replays to the same events."""
     from experiments.sim.play import NotSimulated, run_seed, simulate
@@ -37,11 +39,12 @@ def sim_command(
     loaded = _load(scenario, sets)
     root = out or Path(RUNS_DIR) / f"sim-{loaded.name}-{backend}"
     started = time.monotonic()
-    tasks = [(loaded.source, list(sets or []), backend, seed, str(root / f"seed-{seed}"), warm_start)
+    tasks = [(loaded.source, list(sets or []), backend, seed, str(root / f"seed-{seed}"), warm_start, records)
              for seed in range(loaded.seed, loaded.seed + seeds)]
     try:
         # the first seed here: a scenario the simulation cannot play is refused by name before any other starts
-        simulate(loaded, backend, root / f"seed-{loaded.seed}", seed=loaded.seed, warm_start=warm_start)
+        simulate(loaded, backend, root / f"seed-{loaded.seed}", seed=loaded.seed, warm_start=warm_start,
+                 records=records)
         if master is None:
             folders = [tasks[0][4], *(run_seed(task) for task in tasks[1:])]
         else:

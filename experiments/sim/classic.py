@@ -26,6 +26,7 @@ from modern.classic.consumer_protocol import (
     encode_subscription,
 )
 from modern.common import errors
+from modern.coordinator import offset_metadata_manager as offsets_fence
 from modern.coordinator.classic_group import (
     ClassicGroup,
     GroupConfig,
@@ -38,6 +39,7 @@ from modern.coordinator.classic_group import (
     SyncGroup,
     SyncResult,
 )
+from modern.coordinator.records.offset_commit import OffsetAndMetadata
 from rebalance import events as ev
 from rebalance.assignors import get_assignor
 from rebalance.assignors.base import RebalanceProtocol
@@ -92,6 +94,20 @@ class Coordinator:
     def leave(self, member_id: str, reply) -> None:
         self._apply(self.group.handle_leave([LeavingMember(member_id=member_id)], self.sim.now_int_ms), reply)
 
+    def commit(self, member_id: str, generation: int, offsets: dict[TopicPartition, int], reply) -> None:
+        """An OffsetCommit, fenced as the broker fences it (offset_metadata_manager.commit_to_classic_group)."""
+        request = offsets_fence.OffsetCommit(
+            offsets={(tp.topic, tp.partition): OffsetAndMetadata(offset) for tp, offset in offsets.items()},
+            member_id=member_id, generation_id=generation)
+        error, _ = offsets_fence.commit_to_classic_group(self.group, request, self.sim.now_int_ms)
+        self._schedule_tick()   # a commit counts as a sign of life
+        reply(error)
+
+    def committed(self, partitions) -> dict[TopicPartition, int]:
+        """An OffsetFetch's answer: the group's committed offsets of `partitions`."""
+        held = self.group.offsets
+        return {tp: held[(tp.topic, tp.partition)].offset for tp in partitions if (tp.topic, tp.partition) in held}
+
     def _apply(self, out: Output, direct_reply=None) -> None:
         for transition in out.transitions:   # as the broker's GroupMetadataManager records them
             cause = {} if transition.cause is None else dict(
@@ -121,13 +137,19 @@ class Coordinator:
 
 class State(Enum):
     STOPPED = "stopped"
+    UNJOINED = "unjoined"     # out of the group (fenced) until the application's next poll rejoins
     JOINING = "joining"
     SYNCING = "syncing"
     STABLE = "stable"
 
 
 class ClassicMember:
-    """One member of the group, as the lab's classic client behaves towards the coordinator."""
+    """One member of the group, as the lab's classic client behaves towards the coordinator.
+
+    Without an application (a herd: nobody polls) each step of a join runs as soon as its answer arrives. With one
+    (`attach`), the steps Kafka 3.7 runs on the application's thread wait for its next poll (`poll_group`): the
+    JoinGroup's answer (the leader assigns there), the finished join applied (revocations, the new partitions'
+    offsets fetched), a rejoin prepared (an eager member revoking everything first)."""
 
     def __init__(self, sim: Simulation, network: Network, coordinator: Coordinator, recorder: EventRecorder, *,
                  name: str, group: str, topics: dict[str, int], strategy: str, timing: ClientTiming) -> None:
@@ -139,10 +161,17 @@ class ClassicMember:
         self.member_id = ""
         self.generation = -1
         self.owned: frozenset[TopicPartition] = frozenset()
+        self.positions: dict[TopicPartition, int] = {}    # next offset to fetch, per owned partition
         self.attempts = 0
         self.round_started_ms = 0.0
         self._heartbeat: Timer | None = None
         self._alive = False
+        self.app = None                                   # experiments.sim.application.Application, when records flow
+        self._rejoin_reason: str | None = None            # a rejoin asked for, waiting for the application's poll
+        self._answer: tuple[str, object] | None = None    # a JoinGroup's or SyncGroup's answer, waiting for it too
+
+    def attach(self, app) -> None:
+        self.app = app
 
     # -- what the driver does to a member -----------------------------------------------------------
 
@@ -152,11 +181,24 @@ class ClassicMember:
                            topics=sorted(self.topics), group_instance_id=None, pid=0)
         self._begin_round("join")
         self._request("FindCoordinator", lambda: self._send_join())
+        if self.app is not None:
+            self.app.start()
 
     def leave(self) -> None:
-        """A clean close: revoke (eager and cooperative alike at close), LeaveGroup, stop."""
+        """A clean close, once the batch under way is handled (a pod's consumer stopping): revoke (eager and
+        cooperative alike at close; Spring commits what it kept first), LeaveGroup, stop."""
         if not self._alive:
             return
+        if self.app is not None and self.app.handling:
+            self.app.on_batch_done = self.leave
+            return
+        if self.app is not None:
+            self.app.stop()
+            self.app.commit_kept_before_revoking(set(self.owned), self._close)
+        else:
+            self._close()
+
+    def _close(self) -> None:
         self._stop_heartbeats()
         self._revoke(self.owned)
         member_id, self._alive, self.state = self.member_id, False, State.STOPPED
@@ -167,10 +209,62 @@ class ClassicMember:
         """The process is gone: no request, no event; the coordinator learns of it by its session."""
         self._stop_heartbeats()
         self._alive, self.state = False, State.STOPPED
+        if self.app is not None:
+            self.app.stop()
 
     @property
     def stable(self) -> bool:
         return self._alive and self.state is State.STABLE
+
+    # -- the application's thread ---------------------------------------------------------------------
+
+    def poll_group(self, then) -> None:
+        """The group's steps that wait for a poll, then `then` (the poll goes on to fetch)."""
+        if not self._alive:
+            return
+        if self._answer is not None:
+            kind, answer = self._answer
+            self._answer = None
+            if kind == "join":
+                self._on_join_answer(answer)
+                then()
+            else:
+                self._on_sync_answer(answer, then)
+            return
+        if self._rejoin_reason is not None and self.state in (State.STABLE, State.UNJOINED):
+            reason, self._rejoin_reason = self._rejoin_reason, None
+            self._rejoin(reason, then)
+            return
+        then()
+
+    def _news(self) -> None:
+        if self.app is not None:
+            self.app.wake()
+
+    def commit(self, offsets: dict[TopicPartition, int], then) -> None:
+        rendered = {str(tp): offset for tp, offset in sorted(offsets.items())}
+        if not self.stable:
+            self.recorder.emit(ev.COMMIT_FAILED, self.name, offsets=rendered, error="REBALANCE_IN_PROGRESS",
+                               generation=self.generation)
+            then("REBALANCE_IN_PROGRESS")
+            return
+        member_id, generation = self.member_id, self.generation
+
+        def answered(error) -> None:
+            if error is errors.NONE:
+                self.recorder.emit(ev.OFFSETS_COMMITTED, self.name, offsets=rendered, generation=generation)
+                then(None)
+                return
+            name = errors.name_of(error)
+            self.recorder.emit(ev.COMMIT_FAILED, self.name, offsets=rendered, error=name, generation=generation)
+            if error in (errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION, errors.FENCED_INSTANCE_ID) \
+                    and self.state is State.STABLE and self.generation == generation:
+                self._lose_membership(keep_id=error is errors.ILLEGAL_GENERATION)
+                self.state, self._rejoin_reason = State.UNJOINED, f"commit: {name}"
+            then(name)
+
+        self._request("OffsetCommit", answered, to_coordinator=lambda reply: self.coordinator.commit(
+            member_id, generation, offsets, reply))
 
     # -- the join -----------------------------------------------------------------------------------
 
@@ -193,6 +287,13 @@ class ClassicMember:
     def _joined(self, answer: JoinResult) -> None:
         if not self._alive:
             return
+        if self.app is None:
+            self._on_join_answer(answer)
+        else:   # read by the application's next poll
+            self._answer = ("join", answer)
+            self._news()
+
+    def _on_join_answer(self, answer: JoinResult) -> None:
         if answer.error is errors.MEMBER_ID_REQUIRED:
             self.member_id = answer.member_id
             self._send_join()
@@ -215,32 +316,57 @@ class ClassicMember:
     def _synced(self, answer: SyncResult) -> None:
         if not self._alive:
             return
+        if self.app is None:
+            self._on_sync_answer(answer, lambda: None)
+        else:   # the round's thread reads it; the finished join is applied at the next poll
+            self._answer = ("sync", answer)
+            self._news()
+
+    def _on_sync_answer(self, answer: SyncResult, then) -> None:
         if answer.error is not errors.NONE:
             self._join_failed(answer.error)
+            then()
             return
         assigned = frozenset(decode_assignment(answer.assignment).partitions)
         added = assigned - self.owned
         revoked = self.owned - assigned
-        if self.cooperative and revoked:
-            self._revoke(revoked)
+        rejoin = self.cooperative and bool(revoked)
         fetch = assigned if not self.cooperative else added
-        self._request("OffsetFetch", lambda: self._completed(assigned, fetch, rejoin=self.cooperative and bool(revoked)))
+
+        def fetch_offsets() -> None:
+            if self.cooperative and revoked:
+                self._revoke(revoked)
+            self._request("OffsetFetch", lambda: self._completed(assigned, fetch, rejoin=rejoin, then=then))
+
+        if self.app is not None and self.cooperative and revoked:
+            self.app.commit_kept_before_revoking(set(revoked), fetch_offsets)
+        else:
+            fetch_offsets()
 
     def _completed(self, assigned: frozenset[TopicPartition], fetched: frozenset[TopicPartition], *,
-                   rejoin: bool) -> None:
+                   rejoin: bool, then) -> None:
         if not self._alive:
             return
         self.owned = assigned
+        for tp in list(self.positions):
+            if tp not in assigned:
+                del self.positions[tp]
+        committed = self.coordinator.committed(fetched) if self.app is not None else {}
+        for tp in fetched:
+            self.positions[tp] = committed.get(tp, 0)   # no committed offset: the earliest, as the lab's members reset
         if fetched:
-            self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.name, partitions=sorted(map(str, fetched)), committed={})
+            self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.name, partitions=sorted(map(str, fetched)),
+                               committed={str(tp): offset for tp, offset in sorted(committed.items())})
         self.state = State.STABLE
         self.recorder.emit(ev.REBALANCE_COMPLETED, self.name, generation=self.generation,
                            assigned=sorted(map(str, assigned)),
                            duration_ms=round(self.sim.now_ms - self.round_started_ms, 3), attempts=self.attempts,
                            protocol=self.assignor.name, leader=self.coordinator.group.leader_id == self.member_id,
                            member_id=self.member_id)
-        if rejoin:   # KIP-429: what was given up goes to its new owner in a follow-up round
-            self._rejoin("cooperative: revoked partitions")
+        if rejoin:   # KIP-429: what was given up goes to its new owner in a follow-up round, in the same poll
+            self._rejoin("cooperative: revoked partitions", then)
+        else:
+            then()
 
     def _join_failed(self, error) -> None:
         if error in (errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION, errors.FENCED_INSTANCE_ID):
@@ -251,19 +377,35 @@ class ClassicMember:
         if self.owned:
             self.recorder.emit(ev.PARTITIONS_LOST, self.name, partitions=sorted(map(str, self.owned)))
         self.owned, self.generation = frozenset(), -1
+        self.positions.clear()
         if not keep_id:
             self.member_id = ""
 
-    def _rejoin(self, trigger: str) -> None:
-        """A rejoin: eager members give up everything before their JoinGroup (Kafka's onJoinPrepare)."""
+    def _rejoin(self, trigger: str, then=lambda: None) -> None:
+        """A rejoin: eager members give up everything before their JoinGroup (Kafka's onJoinPrepare; Spring commits
+        what it kept first)."""
         self._begin_round(trigger)
-        if not self.cooperative:
+        if self.cooperative or not self.owned:
+            self._send_join()
+            then()
+            return
+
+        def give_up() -> None:
             self._revoke(self.owned)
             self.owned = frozenset()
-        self._send_join()
+            self.positions.clear()
+            self._send_join()
+            then()
+
+        if self.app is not None:
+            self.app.commit_kept_before_revoking(set(self.owned), give_up)
+        else:
+            give_up()
 
     def _revoke(self, partitions: frozenset[TopicPartition]) -> None:
         if partitions:
+            for tp in partitions:
+                self.positions.pop(tp, None)
             self.recorder.emit(ev.PARTITIONS_REVOKED, self.name, partitions=sorted(map(str, partitions)))
 
     # -- the heartbeat thread -----------------------------------------------------------------------
@@ -290,11 +432,20 @@ class ClassicMember:
             return
         self._start_heartbeats()
         if answer.error is errors.REBALANCE_IN_PROGRESS and self.state is State.STABLE:
-            self._rejoin("heartbeat: REBALANCE_IN_PROGRESS")
+            if self.app is None:
+                self._rejoin("heartbeat: REBALANCE_IN_PROGRESS")
+            else:   # the application's next poll prepares and sends the JoinGroup
+                self._rejoin_reason = self._rejoin_reason or "heartbeat: REBALANCE_IN_PROGRESS"
+                self._news()
         elif answer.error in (errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION, errors.FENCED_INSTANCE_ID):
             self._stop_heartbeats()
             self._lose_membership(keep_id=answer.error is errors.ILLEGAL_GENERATION)
-            self._rejoin(f"heartbeat: {errors.name_of(answer.error)}")
+            if self.app is None:
+                self._rejoin(f"heartbeat: {errors.name_of(answer.error)}")
+            else:
+                self.state = State.UNJOINED   # no partitions, no generation: the next poll rejoins
+                self._rejoin_reason = f"heartbeat: {errors.name_of(answer.error)}"
+                self._news()
 
     # -- requests -----------------------------------------------------------------------------------
 

@@ -23,9 +23,11 @@ from experiments.scenario import load, resolve
 from experiments.scenario.actions import Action, Span, phase_name, spec_of
 from experiments.scenario.model import Scenario, Step
 from experiments.sim import kip848, legacy
+from experiments.sim.application import Application
 from experiments.sim.classic import ClassicMember, ClientTiming, Coordinator, Network
 from experiments.sim.kernel import Simulation
 from experiments.sim.recorders import T0_MS, T0_NS, Recorders
+from experiments.sim.records import Logs, Producer
 from experiments.sim.zookeeper import ZooKeeper
 from legacy_zk.config import LegacyConfig
 from legacy_zk.registry import BROKER_IDS, topic_path
@@ -55,10 +57,11 @@ class NotSimulated(ValueError):
 
 
 def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = None,
-             warm_start: bool = False) -> RunFolder:
+             warm_start: bool = False, records: bool = False) -> RunFolder:
     """Play `scenario` on `backend` in virtual time into the run folder `out` (new or empty). `warm_start`: the
     initial members begin as a stable group their coordinator loaded, instead of joining one by one (KIP-848
-    only so far; docs/simulation.md, "Warm start")."""
+    only so far; docs/simulation.md, "Warm start"). `records`: the producer runs and each member's application
+    polls, handles and commits as the scenario's workload says (classic only so far; "Records")."""
     backend = canonical_name(backend)
     if backend not in SIMULATED:
         raise NotSimulated(f"the simulation plays {', '.join(SIMULATED)} so far, not {backend}")
@@ -72,22 +75,24 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
     seed = scenario.seed if seed is None else seed
     if warm_start and profile(backend).group_protocol is not GroupProtocol.CONSUMER:
         raise NotSimulated(f"a warm start is simulated for kip848 so far, not {backend}")
-    play = _Play(scenario, backend, schedule, folder, seed, warm_start=warm_start)
+    if records and (profile(backend).group_protocol is not GroupProtocol.CLASSIC or profile(backend).needs_zookeeper):
+        raise NotSimulated(f"records are simulated for classic so far, not {backend}")
+    play = _Play(scenario, backend, schedule, folder, seed, warm_start=warm_start, records=records)
     play.run()
     return folder
 
 
-def run_seed(task: tuple[str, list[str], str, int, str, bool]) -> str:
+def run_seed(task: tuple[str, list[str], str, int, str, bool, bool]) -> str:
     """One seed as a task a Spark worker runs (scenario file, --set overrides, backend, seed, run folder, warm
-    start): the same call as a seed played here, so a seed's events are the same wherever it ran."""
-    scenario_path, overrides, backend, seed, out, warm_start = task
+    start, records): the same call as a seed played here, so a seed's events are the same wherever it ran."""
+    scenario_path, overrides, backend, seed, out, warm_start, records = task
     return str(simulate(load(Path(scenario_path), overrides=overrides), backend, Path(out), seed=seed,
-                        warm_start=warm_start).path)
+                        warm_start=warm_start, records=records).path)
 
 
 class _Play:
     def __init__(self, scenario: Scenario, backend: str, schedule, folder: RunFolder, seed: int, *,
-                 warm_start: bool = False) -> None:
+                 warm_start: bool = False, records: bool = False) -> None:
         self.scenario, self.backend, self.schedule, self.folder, self.seed = scenario, backend, schedule, folder, seed
         self.warm_start = warm_start
         self.profile = profile(backend)
@@ -125,6 +130,8 @@ class _Play:
         self.records_flow = False
         self.active: dict[str, dict] = {}     # faults in force: their fault_started events
         self.status = "running"
+        self.logs = Logs(self.topics) if records and scenario.producer.rate > 0 else None
+        self.producer: Producer | None = None
 
     # -- the phases, in the runner's order -----------------------------------------------------------
 
@@ -161,6 +168,13 @@ class _Play:
         self.timeline_start_ms = self.sim.now_ms
         self.phase("timeline", duration_s=self.scenario.duration)
         self.records_flow = self.scenario.producer.rate > 0   # the runner starts the producer here
+        if self.logs is not None:
+            topic = self.scenario.producer_topic
+            self.producer = Producer(self.sim, self.logs, self.recorders.of("producer"), topic=topic,
+                                     partitions=self.topics[topic], rate=self.scenario.producer.rate)
+            stop_ms = None if self.scenario.producer.duration is None else \
+                self.sim.now_ms + self.scenario.producer.duration * 1000
+            self.producer.run(self.sim.now_ms, stop_ms)
         for member in self.members.values():
             if self.records_flow and isinstance(member, legacy.LegacyMember):
                 member.records_flow()
@@ -170,6 +184,8 @@ class _Play:
                 step = self.wait_step(step, index)
             self.apply(step)
         self.sim.run_until(self.timeline_start_ms + self.late_ms + self.scenario.duration * 1000)
+        if self.producer is not None:
+            self.producer.stop()   # the timeline's end, however late its waits made it (the runner's producer too)
         self.phase(RunnerPhase.HEAL)
         self.phase(RunnerPhase.SETTLE)
         self.sim.run_until(self.sim.now_ms + self.scenario.settle * 1000)
@@ -291,6 +307,9 @@ class _Play:
             member = ClassicMember(self.sim, self.network, self.coordinator, host, name=self.member_id(name),
                                    group=self.scenario.group.name, topics=self.topics, strategy=self.strategy,
                                    timing=self.timing)
+            if self.logs is not None:
+                member.attach(Application(self.sim, member, self.logs, self.scenario.workload, seed=self.seed,
+                                          max_poll_records=self.scenario.workload.max_poll_records))
         self.members[name] = member
         self.running.append(name)
         return member

@@ -1,0 +1,125 @@
+"""Records in virtual time: the partitions' logs and the producer that fills them, as the lab's producer does.
+
+The producer (`broker/workload.py`) sends the records due every 10 ms, round-robin over its topic's partitions,
+each stamped when it is sent, and writes the acknowledged ones down as one `records_produced` event per
+partition every 100 ms. Here a record is in its partition's log a loopback round trip after it was sent, and
+a member's fetch sees it then (Kafka's fetch answers as soon as there is data: fetch.min.bytes is 1). The
+values and their sequence numbers are the real producer's; only the clock is virtual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from experiments.sim.kernel import Simulation
+from experiments.sim.recorders import T0_MS
+from rebalance import events as ev
+from rebalance.events import EventRecorder
+from rebalance.types import TopicPartition
+
+PACE_TICK_MS = 10.0        # broker.workload.PACE_TICK_S
+BATCH_INTERVAL_MS = 100.0  # broker.workload.BATCH_INTERVAL_S
+ACK_MS = 1.0               # a produce request's round trip on loopback, the broker's append included
+
+
+@dataclass
+class PartitionLog:
+    """One partition: each record's produce time (virtual ms) at its offset."""
+
+    produced_ms: list[float] = field(default_factory=list)
+
+    @property
+    def end(self) -> int:
+        return len(self.produced_ms)
+
+
+class Logs:
+    """Every partition's log, and who waits for data on which partition."""
+
+    def __init__(self, topics: dict[str, int]) -> None:
+        self.partitions = {TopicPartition(topic, p): PartitionLog() for topic, n in topics.items() for p in range(n)}
+        self._waiting: dict[object, tuple[frozenset[TopicPartition], Callable[[], None]]] = {}
+
+    def append(self, tp: TopicPartition, produced_ms: float) -> int:
+        log = self.partitions[tp]
+        log.produced_ms.append(produced_ms)
+        return log.end - 1
+
+    def wait_for_data(self, who: object, partitions: frozenset[TopicPartition], wake: Callable[[], None]) -> None:
+        """Call `wake` once, when a record lands in one of `partitions` (or never, if `stop_waiting` comes first)."""
+        self._waiting[who] = (partitions, wake)
+
+    def stop_waiting(self, who: object) -> None:
+        self._waiting.pop(who, None)
+
+    def landed(self, partitions: set[TopicPartition]) -> None:
+        for who, (wanted, wake) in list(self._waiting.items()):
+            if wanted & partitions:
+                del self._waiting[who]
+                wake()
+
+
+def wall_ms(virtual_ms: float) -> int:
+    """A virtual time as the wall-clock milliseconds the events carry (produce and handling stamps)."""
+    return T0_MS + int(virtual_ms)
+
+
+class Producer:
+    """`rate` records a second from `start_ms` to `stop_ms`, round-robin over `topic`'s partitions."""
+
+    def __init__(self, sim: Simulation, logs: Logs, recorder: EventRecorder, *, topic: str, partitions: int,
+                 rate: float) -> None:
+        self.sim, self.logs, self.recorder = sim, logs, recorder
+        self.topic, self.partitions, self.rate = topic, partitions, rate
+        self.sent = 0
+        self._start_ms = 0.0
+        self._stop_ms = 0.0
+        self._pending: dict[int, dict] = {}   # partition -> its batch not written down yet
+
+    def run(self, start_ms: float, stop_ms: float | None = None) -> None:
+        """From `start_ms` until `stop_ms`, or until `stop()` when None."""
+        self._start_ms, self._stop_ms = start_ms, float("inf") if stop_ms is None else stop_ms
+        self.sim.at(start_ms, self._tick)
+        self.sim.at(start_ms + BATCH_INTERVAL_MS, self._write_down)
+
+    def stop(self) -> None:
+        self._stop_ms = min(self._stop_ms, self.sim.now_ms)
+
+    def _tick(self) -> None:
+        now = self.sim.now_ms
+        if now >= self._stop_ms:
+            return
+        due = int((now - self._start_ms) * self.rate / 1000) + 1
+        landed: set[TopicPartition] = set()
+        while self.sent < due:
+            partition = self.sent % self.partitions
+            self.sim.after(ACK_MS, lambda seq=self.sent, p=partition, sent=now: self._acknowledged(seq, p, sent, landed))
+            self.sent += 1
+        self.sim.after(ACK_MS, lambda: self.logs.landed(landed) if landed else None)
+        self.sim.after(PACE_TICK_MS, self._tick)
+
+    def _acknowledged(self, seq: int, partition: int, sent_ms: float, landed: set[TopicPartition]) -> None:
+        tp = TopicPartition(self.topic, partition)
+        offset = self.logs.append(tp, sent_ms)
+        landed.add(tp)
+        batch = self._pending.get(partition)
+        if batch is not None and batch["last_offset"] + 1 != offset:
+            self._flush(partition)
+            batch = None
+        if batch is None:
+            batch = self._pending[partition] = {"topic": self.topic, "partition": partition, "first_offset": offset,
+                                                "last_offset": offset - 1, "count": 0, "seqs": [],
+                                                "produce_ts_ms": []}
+        batch["last_offset"], batch["count"] = offset, batch["count"] + 1
+        batch["seqs"].append(seq)
+        batch["produce_ts_ms"].append(wall_ms(sent_ms))
+
+    def _write_down(self) -> None:
+        for partition in sorted(self._pending):
+            self._flush(partition)
+        if self.sim.now_ms < self._stop_ms + ACK_MS + BATCH_INTERVAL_MS:
+            self.sim.after(BATCH_INTERVAL_MS, self._write_down)
+
+    def _flush(self, partition: int) -> None:
+        self.recorder.emit(ev.RECORDS_PRODUCED, **self._pending.pop(partition))

@@ -1,0 +1,118 @@
+"""Records in the simulation (classic, `--records`): the producer's records reach the members' applications, each
+handled once for its service time and committed after its poll's batch; a seed replays to the same events; the
+join's steps wait for the application's poll, so a member busy with its batch holds the group's rebalance."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from experiments.folders.run_folder import RunFolder
+from experiments.scenario import loads
+from experiments.sim.play import NotSimulated, simulate
+from rebalance.events import read_events
+
+SCENARIO = """\
+name = "records"
+seed = 7
+duration = 12
+settle = 4
+
+[[topics]]
+name = "t0"
+partitions = 8
+
+[producer]
+rate = {rate}
+
+[workload]
+service = "fixed"
+service_ms = {service_ms}
+commit = "batch"
+max_poll_records = {max_poll}
+
+[group]
+members = 4
+strategy = "{strategy}"
+session_timeout_ms = 10000
+
+[[timeline]]
+at = 4
+action = "join"
+
+[[timeline]]
+at = 8
+action = "leave"
+member = "last"
+"""
+
+
+def _play(tmp_path: Path, *, strategy: str = "range", rate: int = 100, service_ms: float = 5,
+          max_poll: int = 500, records: bool = True, name: str = "run", seed: int | None = None) -> RunFolder:
+    scenario = loads(SCENARIO.format(rate=rate, service_ms=service_ms, max_poll=max_poll, strategy=strategy),
+                     source="records.toml", overrides=['backends=["classic"]'])
+    return simulate(scenario, "classic", tmp_path / name, seed=seed, records=records)
+
+
+def _events(folder: RunFolder) -> list[dict]:
+    return sorted((event for path in folder.event_files() for event in read_events(path)),
+                  key=lambda event: (event["ts_ns"], event.get("process", "")))
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_every_produced_record_is_handled_once_and_committed_in_order(tmp_path, strategy):
+    events = _events(_play(tmp_path, strategy=strategy))
+    produced = {(e["partition"], offset) for e in events if e["type"] == "records_produced"
+                for offset in range(e["first_offset"], e["last_offset"] + 1)}
+    handled = Counter((e["partition"], offset) for e in events if e["type"] == "records_processed"
+                      for offset in range(e["first_offset"], e["last_offset"] + 1))
+    assert len(produced) == 12 * 100 and set(handled) == produced
+    assert set(handled.values()) == {1}, "a join and a clean leave duplicate nothing when every batch is committed"
+    committed: dict[str, int] = {}
+    for event in (e for e in events if e["type"] == "offsets_committed"):
+        for partition, offset in event["offsets"].items():
+            assert offset > committed.get(partition, -1), "a partition's committed offset only moves forward"
+            committed[partition] = offset
+    for event in (e for e in events if e["type"] == "records_processed"):
+        assert all(end - produced_at >= 5 for produced_at, end in zip(event["produce_ts_ms"], event["processed_ts_ms"],
+                                                                      strict=True)), "each record takes its service time"
+
+
+def test_a_seed_replays_to_the_same_events(tmp_path):
+    first, again = _play(tmp_path, name="a"), _play(tmp_path, name="b")
+    for path in first.event_files():
+        assert path.read_bytes() == (again.events / path.name).read_bytes(), path.name
+
+
+def test_a_member_busy_with_its_batch_holds_the_groups_rebalance(tmp_path):
+    """Kafka 3.7 reads the JoinGroup's answer, assigns (the leader) and sends the SyncGroup on the application's
+    thread, at its next poll. A cooperative member keeps its partitions, and its batch, while it rejoins: with
+    batches of 2 s (20 records of 100 ms) the time from a member's JoinGroup answer to its SyncGroup answer (which
+    waits for the leader's) is up to a batch, against a round trip when nobody polls. (An eager member has
+    revoked everything before its JoinGroup and waits for the answer inside poll.)"""
+    def join_to_sync_ms(folder: RunFolder) -> list[float]:
+        events = _events(folder)
+        join_at = next(e["ts_ns"] for e in events if e["type"] == "phase" and str(e["name"]).startswith("join-"))
+        joined: dict[str, int] = {}
+        gaps = []
+        for event in (e for e in events if e["type"] == "coordination_request" and e["ts_ns"] > join_at):
+            if event["op"] == "JoinGroup" and not event["error"]:
+                joined[event["member"]] = event["ts_ns"]
+            elif event["op"] == "SyncGroup" and event["member"] in joined:
+                gaps.append((event["ts_ns"] - joined.pop(event["member"])) / 1e6)
+        return gaps
+
+    busy = join_to_sync_ms(_play(tmp_path, strategy="cooperative-sticky", rate=400, service_ms=100, max_poll=20,
+                                 name="busy"))
+    idle = join_to_sync_ms(_play(tmp_path, strategy="cooperative-sticky", rate=400, service_ms=100, max_poll=20,
+                                 records=False, name="idle"))
+    assert idle and max(idle) < 5, idle
+    assert max(busy) > 200, busy
+
+
+def test_records_are_refused_by_name_where_they_are_not_simulated_yet(tmp_path):
+    scenario = loads(SCENARIO.format(rate=10, service_ms=5, max_poll=500, strategy="range"), source="records.toml")
+    with pytest.raises(NotSimulated, match="records are simulated for classic so far, not kip848"):
+        simulate(scenario, "kip848", tmp_path / "k", records=True)
