@@ -208,7 +208,7 @@ def test_the_median_interval_is_the_order_statistic_interval(n, k_low, coverage)
 def test_a_herd_metric_counts_only_the_changes_of_the_scenario_timeline(tmp_path):
     """The warm-up's first joins (a host's members at once) and the teardown's leaves are not the change a
     herd experiment measures: only the changes between the end of the warm-up and the teardown count."""
-    from experiments.statistics.campaign_stats import _metrics_of
+    from experiments.statistics.campaign_stats import metrics_of
 
     run = RunFolder(tmp_path)
     run.summary.mkdir()
@@ -222,7 +222,7 @@ def test_a_herd_metric_counts_only_the_changes_of_the_scenario_timeline(tmp_path
     pd.DataFrame([{"t": t, "kind": kind, "live_before": before, "requests": requests, "notifications": 0,
                    "stable_s": 1.0, "stop_the_world_s": 0.0, "unowned_partition_s": 0.0}
                   for t, kind, before, requests in changes]).to_parquet(run.summary_table("herd"))
-    metrics = dict(_metrics_of(RunFolder(tmp_path)))
+    metrics = dict(metrics_of(RunFolder(tmp_path)))
     assert metrics["join: requests per change"] == 20
     assert metrics["leave: requests per change"] == 10
 
@@ -381,16 +381,16 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
 
 def test_the_coordinator_gap_is_a_campaign_metric_when_the_run_has_one(tmp_path):
     """A run's coordinator_gaps table gives the group's maximum and the lookups made meanwhile."""
-    from experiments.statistics.campaign_stats import COORDINATOR_GAP, GAP_LOOKUPS, _metrics_of
+    from experiments.statistics.campaign_stats import COORDINATOR_GAP, GAP_LOOKUPS, metrics_of
 
     run = RunFolder(tmp_path)
     run.summary.mkdir()
-    assert COORDINATOR_GAP not in dict(_metrics_of(RunFolder(tmp_path)))
+    assert COORDINATOR_GAP not in dict(metrics_of(RunFolder(tmp_path)))
     pd.DataFrame({"fault_id": ["f1"] * 3, "kind": "coordinator_kill", "link": None, "member": ["a", "b", "c"],
                   "fault_t": 10.0, "answered_t": [21.5, 22.0, None], "gap_s": [11.5, 12.0, None],
                   "first_answer": "Heartbeat", "find_coordinator_requests": [9, 11, 30]}).to_parquet(
         run.summary_table("coordinator_gaps"))
-    metrics = dict(_metrics_of(RunFolder(tmp_path)))
+    metrics = dict(metrics_of(RunFolder(tmp_path)))
     assert metrics[COORDINATOR_GAP] == 12.0 and metrics[GAP_LOOKUPS] == 50
 
 

@@ -71,7 +71,7 @@ def test_a_paired_sweep_steps_its_lists_together(tmp_path):
 
 
 def test_the_whole_run_counts_the_records_lost_of_the_timeline_only(tmp_path):
-    from experiments.statistics.campaign_stats import WHOLE_RUN_LOST, _metrics_of
+    from experiments.statistics.campaign_stats import WHOLE_RUN_LOST, metrics_of
 
     run = RunFolder(tmp_path)
     run.summary.mkdir()
@@ -79,7 +79,7 @@ def test_the_whole_run_counts_the_records_lost_of_the_timeline_only(tmp_path):
                   "start_s": [0.0, 2.0, 8.0, 8.0, 18.0, 40.0, 70.0], "end_s": [2.0, 8.0, 8.0, 18.0, 40.0, 70.0, 71.0],
                   "records_lost": [0, 5, 0, 1, 20, 300, 7], "max_latency_ms": 1.0, "rebalance_ms": 0.0,
                   "double_ownership_s": 0.0}).to_parquet(run.summary_table("phases"))
-    metrics = dict(_metrics_of(RunFolder(tmp_path)))
+    metrics = dict(metrics_of(RunFolder(tmp_path)))
     assert metrics[WHOLE_RUN_LOST] == 321                # not the warm-up's nor the teardown's
     assert metrics["restart-10: records lost"] == 300
 

@@ -116,3 +116,33 @@ def test_records_are_refused_by_name_where_they_are_not_simulated_yet(tmp_path):
     scenario = loads(SCENARIO.format(rate=10, service_ms=5, max_poll=500, strategy="range"), source="records.toml")
     with pytest.raises(NotSimulated, match="records are simulated for classic so far, not kip848"):
         simulate(scenario, "kip848", tmp_path / "k", records=True)
+
+
+def test_a_phase_cell_validates_when_the_simulated_median_lies_inside_the_real_range(tmp_path):
+    """experiments.statistics.phase_validation on planted summaries: each scenario phase's three measures and the
+    whole run are set beside the real runs of the same backend and strategy; the runner's phases are not."""
+    import pandas as pd
+
+    from experiments.statistics.phase_validation import phase_cells, phase_cells_markdown
+
+    def simulated_run(name: str, lost: int) -> Path:
+        run = RunFolder(tmp_path / name)
+        run.summary.mkdir(parents=True)
+        pd.DataFrame({"phase": ["warmup", "timeline", "steady", "scale-to-50", "teardown"],
+                      "start_s": [0.0, 5.0, 5.0, 20.0, 40.0], "end_s": [5.0, 5.0, 20.0, 40.0, 41.0],
+                      "records_lost": [9, 0, 0, lost, 9], "max_latency_ms": 100.0, "rebalance_ms": 50.0,
+                      "double_ownership_s": 0.0}).to_parquet(run.summary_table("phases"))
+        return run.path
+
+    real = pd.DataFrame([{"backend": "classic", "strategy": "range", "sweep": "-", "metric": metric, "value": value}
+                         for metric, values in {"scale-to-50: records lost": (40, 60, 80), "warmup: records lost": (1, 2),
+                                                "whole run: records lost": (0, 5), "steady: max latency (ms)": (90, 95)}.items()
+                         for value in values])
+    cells = {cell.metric: cell for cell in phase_cells(real, {("classic", "range"): [simulated_run("a", 50),
+                                                                                         simulated_run("b", 70)]})}
+    assert set(cells) == {"scale-to-50: records lost", "whole run: records lost", "steady: max latency (ms)"}
+    assert cells["scale-to-50: records lost"].inside                 # median 60 inside [40-80]
+    assert not cells["whole run: records lost"].inside               # 60 against [0-5]
+    assert not cells["steady: max latency (ms)"].inside              # 100 against [90-95]
+    table = phase_cells_markdown(list(cells.values()), source="seed002", seeds=2)
+    assert "1 of 3 cells validate." in table and "60 [50-70], n = 2" in table

@@ -81,10 +81,18 @@ def validate_command(
                                                          "repeatable. Default: herd-defaults and herd-legacy-grid.")] = None,
     write: Annotated[Path | None, typer.Option(help="Put the tables into this page's validation block "
                                                     "(docs/simulation.md).")] = None,
+    phases: Annotated[Path | None, typer.Option(help="Instead: a seed 002 campaign's data folder (its runs.csv); its "
+                                                     "classic cells simulated with records, summarised and set beside "
+                                                     "the real runs phase by phase.")] = None,
+    master: Annotated[str, typer.Option(help="Spark master for the summary of the simulated runs.")] = "local[*]",
 ) -> None:
-    """The simulation beside the lab's real herd runs, cell by cell (requests per join and per leave)."""
+    """The simulation beside the lab's real runs, cell by cell: the herd's requests per join and per leave, or
+    (--phases) seed 002's measures phase by phase."""
     from experiments.sim.validate import cells_markdown, herd_cells, write_into
 
+    if phases is not None:
+        _validate_phases(phases, seeds=seeds, write=write, master=master)
+        return
     folders = data or list(HERD_DATA)
     missing = [folder / "changes.csv" for folder in folders if not (folder / "changes.csv").is_file()]
     if missing:
@@ -104,4 +112,48 @@ def validate_command(
     typer.echo(f"{cells} cells, {seeds} seeds each, in {time.monotonic() - started:.0f} s of wall time")
     if write is not None:
         write_into(write, table)
+        typer.echo(f"written into {write}")
+
+
+def _validate_phases(folder: Path, *, seeds: int, write: Path | None, master: str) -> None:
+    """Simulate each classic cell of the data folder's campaign `seeds` times with records, summarise them in one
+    Spark pass, and set their phase measures beside the real runs'."""
+    import shutil
+    import tempfile
+
+    import pandas as pd
+
+    from experiments.scenario import load
+    from experiments.sim.play import simulate
+    from experiments.sim.validate import write_into
+    from experiments.statistics.phase_validation import phase_cells, phase_cells_markdown
+    from experiments.summary import summarize
+
+    runs_csv = folder / "runs.csv"
+    if not runs_csv.is_file():
+        typer.echo(f"error: {runs_csv}: no such file (a campaign's data folder holds one)", err=True)
+        raise typer.Exit(2)
+    real = pd.read_csv(runs_csv)
+    cells = sorted({(row.scenario, row.strategy) for row in real.itertuples()
+                    if row.backend == "classic" and str(row.sweep) in ("-", "nan")})
+    scenarios = Path(__file__).resolve().parent.parent / "scenarios"
+    started = time.monotonic()
+    scratch = Path(tempfile.mkdtemp(prefix="sim-phases-"))
+    try:
+        simulated: dict[tuple[str, str], list[Path]] = {}
+        for name, strategy in cells:
+            scenario = load(scenarios / f"{name}.toml", overrides=[f'group.strategy="{strategy}"', 'backends=["classic"]'])
+            for seed in range(1, seeds + 1):
+                out = scratch / f"{name}-{strategy}-{seed}"
+                simulate(scenario, "classic", out, seed=seed, records=True)
+                simulated.setdefault(("classic", strategy), []).append(out)
+            typer.echo(f"{name} classic {strategy}: {seeds} seeds simulated", err=True)
+        summarize([run for runs in simulated.values() for run in runs], master=master)
+        table = phase_cells_markdown(phase_cells(real, simulated), source=str(folder), seeds=seeds)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    typer.echo(table)
+    typer.echo(f"{len(cells)} cells, {seeds} seeds each, in {time.monotonic() - started:.0f} s of wall time")
+    if write is not None:
+        write_into(write, table, block="phase-validation")
         typer.echo(f"written into {write}")

@@ -158,13 +158,12 @@ def cells_markdown(cells: list[Cell], *, seeds: int, source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-BEGIN, END = "<!-- validation:begin -->", "<!-- validation:end -->"
-
-
-def write_into(page: Path, table: str) -> None:
-    """Put the table between the page's validation markers (the rest of the page stays as written)."""
+def write_into(page: Path, table: str, block: str = "validation") -> None:
+    """Put the table between the page's `<!-- BLOCK:begin -->` and `<!-- BLOCK:end -->` markers (the rest of the
+    page stays as written)."""
+    begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
     text = page.read_text()
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"{page} has no {BEGIN} ... {END} block to regenerate")
-    head, rest = text.split(BEGIN, 1)
-    page.write_text(head + BEGIN + "\n" + table + END + rest.split(END, 1)[1])
+    if begin not in text or end not in text:
+        raise ValueError(f"{page} has no {begin} ... {end} block to regenerate")
+    head, rest = text.split(begin, 1)
+    page.write_text(head + begin + "\n" + table + end + rest.split(end, 1)[1])

@@ -115,14 +115,15 @@ def run_metrics(folder: Path) -> pd.DataFrame:
                 "repetition": entry.repetition, "seed": entry.seed,
                 "commit": entry.git_commit or manifest.machine.get("git_commit") or "",
                 "n": _members(run, entry), "at_once": entry.parallel or 1, "parallel": (entry.parallel or 1) > 1}
-        for metric, value in _metrics_of(run):
+        for metric, value in metrics_of(run):
             rows.append({**base, "metric": metric, "value": value})
     columns = ["campaign", "run", *CELL_COLUMNS, "repetition", "seed", "commit", "n", "at_once", "parallel",
                "metric", "value"]
     return pd.DataFrame(rows, columns=columns)
 
 
-def _metrics_of(run: RunFolder) -> list[tuple[str, float]]:
+def metrics_of(run: RunFolder) -> list[tuple[str, float]]:
+    """A summarised run's campaign metrics (metric, value): per change kind, per phase, checks' counts."""
     found: list[tuple[str, float]] = []
     phases = _read(run.summary_table("phases"))
     herd = _read(run.summary_table("herd"))

@@ -1,0 +1,81 @@
+"""Simulated runs set beside a campaign's real ones, cell by cell and phase by phase (docs/simulation.md).
+
+A cell is a backend and strategy of the real runs (a data folder's runs.csv) and one of seed 002's phase
+measures: records over the latency limit, the worst latency and the time rebalancing, per phase and over the
+whole run. The simulated runs of the cell, summarised as the real ones are, give the same metrics
+(`campaign_stats.metrics_of`); the cell validates when the simulated median lies inside the real runs'
+[min-max]."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.folders.run_folder import RunFolder
+from experiments.statistics.campaign_stats import WHOLE_RUN_LOST, metrics_of, spread
+from rebalance.events import RunnerPhase
+
+PHASE_MEASURES = ("records lost", "max latency (ms)", "rebalancing (ms)")
+
+
+@dataclass(frozen=True)
+class PhaseCell:
+    backend: str
+    strategy: str
+    metric: str
+    real: tuple[float, ...]
+    simulated: tuple[float, ...]
+
+    @property
+    def inside(self) -> bool:
+        return bool(self.real and self.simulated) and \
+            min(self.real) <= statistics.median(self.simulated) <= max(self.real)
+
+
+# The runner's own phases and its timeline mark: not the scenario's phases, whose measures are validated.
+NOT_SCENARIO_PHASES = (*(phase.value for phase in RunnerPhase), "timeline")
+
+
+def validated_metric(metric: str) -> bool:
+    """The whole run's records over the limit, and each scenario phase's three measures."""
+    phase, _, measure = metric.partition(": ")
+    return metric == WHOLE_RUN_LOST or (measure in PHASE_MEASURES and phase not in NOT_SCENARIO_PHASES)
+
+
+def phase_cells(real_runs: pd.DataFrame, simulated: Mapping[tuple[str, str], list[Path]]) -> list[PhaseCell]:
+    """`real_runs`: a data folder's runs.csv; `simulated`: (backend, strategy) -> its summarised simulated runs."""
+    cells = []
+    for (backend, strategy), folders in sorted(simulated.items()):
+        real = real_runs[(real_runs["backend"] == backend) & (real_runs["strategy"] == strategy)
+                         & (real_runs["sweep"].fillna("-") == "-")]
+        by_metric: dict[str, list[float]] = {}
+        for folder in folders:
+            for metric, value in metrics_of(RunFolder(folder)):
+                by_metric.setdefault(metric, []).append(value)
+        metrics = [m for m in dict.fromkeys(real["metric"]) if validated_metric(m)]
+        for metric in metrics:
+            cells.append(PhaseCell(backend, strategy, metric,
+                                   tuple(real.loc[real["metric"] == metric, "value"].astype(float)),
+                                   tuple(by_metric.get(metric, ()))))
+    return cells
+
+
+def phase_cells_markdown(cells: list[PhaseCell], *, source: str, seeds: int) -> str:
+    lines = [f"Seed 002's measures phase by phase, the real runs of `{source}` against {seeds} simulated seeds a cell "
+             "(median [min-max], n); a cell validates when the simulated median lies inside the real runs' range.", "",
+             "| backend | strategy | measure | real runs | simulated | |", "|---|---|---|---|---|---|"]
+    for cell in cells:
+        lines.append(f"| {cell.backend} | {cell.strategy} | {cell.metric} | {_figure(cell.real)} | "
+                     f"{_figure(cell.simulated)} | {'inside' if cell.inside else '**outside**'} |")
+    lines += ["", f"{sum(cell.inside for cell in cells)} of {len(cells)} cells validate."]
+    return "\n".join(lines) + "\n"
+
+
+def _figure(values: tuple[float, ...]) -> str:
+    if not values:
+        return "none"
+    return spread(statistics.median(values), min(values), max(values), len(values))
