@@ -50,10 +50,11 @@ member = "last"
 
 
 def _play(tmp_path: Path, *, strategy: str = "range", rate: int = 100, service_ms: float = 5,
-          max_poll: int = 500, records: bool = True, name: str = "run", seed: int | None = None) -> RunFolder:
+          max_poll: int = 500, records: bool = True, name: str = "run", seed: int | None = None,
+          backend: str = "classic") -> RunFolder:
     scenario = loads(SCENARIO.format(rate=rate, service_ms=service_ms, max_poll=max_poll, strategy=strategy),
-                     source="records.toml", overrides=['backends=["classic"]'])
-    return simulate(scenario, "classic", tmp_path / name, seed=seed, records=records)
+                     source="records.toml", overrides=[f'backends=["{backend}"]'])
+    return simulate(scenario, backend, tmp_path / name, seed=seed, records=records)
 
 
 def _events(folder: RunFolder) -> list[dict]:
@@ -61,9 +62,10 @@ def _events(folder: RunFolder) -> list[dict]:
                   key=lambda event: (event["ts_ns"], event.get("process", "")))
 
 
-@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
-def test_every_produced_record_is_handled_once_and_committed_in_order(tmp_path, strategy):
-    events = _events(_play(tmp_path, strategy=strategy))
+@pytest.mark.parametrize(("backend", "strategy"), [("classic", "range"), ("classic", "cooperative-sticky"),
+                                                   ("kip848", "uniform")])
+def test_every_produced_record_is_handled_once_and_committed_in_order(tmp_path, backend, strategy):
+    events = _events(_play(tmp_path, strategy=strategy, backend=backend))
     produced = {(e["partition"], offset) for e in events if e["type"] == "records_produced"
                 for offset in range(e["first_offset"], e["last_offset"] + 1)}
     handled = Counter((e["partition"], offset) for e in events if e["type"] == "records_processed"
@@ -114,8 +116,8 @@ def test_a_member_busy_with_its_batch_holds_the_groups_rebalance(tmp_path):
 
 def test_records_are_refused_by_name_where_they_are_not_simulated_yet(tmp_path):
     scenario = loads(SCENARIO.format(rate=10, service_ms=5, max_poll=500, strategy="range"), source="records.toml")
-    with pytest.raises(NotSimulated, match="records are simulated for classic so far, not kip848"):
-        simulate(scenario, "kip848", tmp_path / "k", records=True)
+    with pytest.raises(NotSimulated, match="records are simulated for classic and kip848 so far, not legacy"):
+        simulate(scenario, "legacy", tmp_path / "k", records=True)
 
 
 def test_a_phase_cell_validates_when_the_simulated_median_lies_inside_the_real_range(tmp_path):

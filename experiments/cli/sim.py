@@ -31,7 +31,7 @@ def sim_command(
     warm_start: Annotated[bool, typer.Option(help="Begin with the initial members as a stable group their coordinator "
                                                   "loaded, not joining one by one (kip848; docs/simulation.md).")] = False,
     records: Annotated[bool, typer.Option(help="Produce records and have each member poll, handle and commit them as "
-                                               "the workload says (classic; docs/simulation.md, not validated yet).")] = False,
+                                               "the workload says (classic and kip848; docs/simulation.md, not validated yet).")] = False,
 ) -> None:
     """Play a scenario in virtual time: no process, socket or sleep; a seed replays to the same events."""
     from experiments.sim.play import NotSimulated, run_seed, simulate

@@ -38,7 +38,7 @@ class GroupClient(Protocol):
     owned: frozenset[TopicPartition]
     positions: dict[TopicPartition, int]   # next offset to fetch, per owned partition whose offset is known
     generation: int
-    stable: bool                           # a commit goes out only from a stable member
+    may_commit: bool                       # a commit goes out (else it is refused at once)
 
     def poll_group(self, then: Callable[[], None]) -> None: ...      # the group's steps due on this thread
     def commit(self, offsets: Mapping[TopicPartition, int], then: Callable[[str | None], None]) -> None: ...
@@ -84,7 +84,7 @@ class Application:
     def _fetch(self) -> None:
         if not self.running:
             return
-        if self.kept and self.client.stable:   # Spring's checkRebalanceCommits, right after each poll
+        if self.kept and self.client.may_commit:   # Spring's checkRebalanceCommits, right after each poll
             offsets = {tp: offset for tp, offset in self.kept.items() if tp in self.client.owned}
             self.kept = {}     # those of partitions no longer assigned are dropped, as Spring drops them
             if offsets:

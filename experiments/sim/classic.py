@@ -216,6 +216,11 @@ class ClassicMember:
     def stable(self) -> bool:
         return self._alive and self.state is State.STABLE
 
+    @property
+    def may_commit(self) -> bool:
+        """Kafka 3.7 sends a commit only from a stable member (generationIfStable); else it refuses it at once."""
+        return self.stable
+
     # -- the application's thread ---------------------------------------------------------------------
 
     def poll_group(self, then) -> None:
@@ -243,7 +248,7 @@ class ClassicMember:
 
     def commit(self, offsets: dict[TopicPartition, int], then) -> None:
         rendered = {str(tp): offset for tp, offset in sorted(offsets.items())}
-        if not self.stable:
+        if not self.may_commit:
             self.recorder.emit(ev.COMMIT_FAILED, self.name, offsets=rendered, error="REBALANCE_IN_PROGRESS",
                                generation=self.generation)
             then("REBALANCE_IN_PROGRESS")

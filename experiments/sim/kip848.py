@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from experiments.sim.classic import Network
 from experiments.sim.kernel import Simulation, Timer
 from modern.common import errors
+from modern.coordinator import offset_metadata_manager as offsets_fence
 from modern.coordinator.assignors import ASSIGNORS
 from modern.coordinator.consumer_group import (
     ConsumerGroup,
@@ -31,6 +32,7 @@ from modern.coordinator.consumer_group import (
 )
 from modern.coordinator.records import consumer_group as records
 from modern.coordinator.records.consumer_group import encode
+from modern.coordinator.records.offset_commit import OffsetAndMetadata
 from modern.coordinator.replay import replay_consumer_groups
 from rebalance import events as ev
 from rebalance import heartbeat_kinds
@@ -78,6 +80,20 @@ class Coordinator:
     def _on_tick(self) -> None:
         self._tick = None
         self._events(self.group.tick(self.sim.now_int_ms))
+
+    def commit(self, member_id: str, epoch: int, offsets: dict[TopicPartition, int], reply) -> None:
+        """An OffsetCommit v9, fenced by member epoch as the broker fences it (offset_metadata_manager)."""
+        error = offsets_fence.consumer_commit_error(self.group, offsets_fence.OFFSET_COMMIT_MEMBER_EPOCH_VERSION,
+                                                    member_id, epoch)
+        if error is errors.NONE:
+            self.group.offsets.update({(tp.topic, tp.partition): OffsetAndMetadata(offset, commit_timestamp_ms=
+                                                                                    self.sim.now_int_ms)
+                                       for tp, offset in offsets.items()})
+        reply(error)
+
+    def committed(self, partitions) -> dict[TopicPartition, int]:
+        held = self.group.offsets
+        return {tp: held[(tp.topic, tp.partition)].offset for tp in partitions if (tp.topic, tp.partition) in held}
 
     def load_stable(self, members: list[Kip848Member]) -> dict[str, frozenset[tuple[str, int]]]:
         """A warm start: the group as the coordinator loads it from its log, `members` stable at the epoch their
@@ -129,6 +145,15 @@ class Kip848Member:
         self._alive = False
         self._rebalance_started: float | None = None
         self._steps = 0
+        self.positions: dict[TopicPartition, int] = {}    # next offset to fetch, per owned partition
+        self.app = None                                   # experiments.sim.application.Application, when records flow
+
+    def attach(self, app) -> None:
+        self.app = app
+
+    @property
+    def generation(self) -> int:
+        return self.epoch
 
     @property
     def stable(self) -> bool:
@@ -142,10 +167,23 @@ class Kip848Member:
                            topics=sorted(self.topics), group_instance_id=None, pid=0)
         self._open_rebalance("join")
         self._request("FindCoordinator", self._beat_now)
+        if self.app is not None:
+            self.app.start()
 
     def leave(self) -> None:
+        """A clean close, once the batch under way is handled (Spring commits what it kept first)."""
         if not self._alive:
             return
+        if self.app is not None and self.app.handling:
+            self.app.on_batch_done = self.leave
+            return
+        if self.app is not None:
+            self.app.stop()
+            self.app.commit_kept_before_revoking(set(self.owned), self._close)
+        else:
+            self._close()
+
+    def _close(self) -> None:
         self._alive = False
         self._cancel_next()
         if self.owned:
@@ -157,6 +195,8 @@ class Kip848Member:
     def crash(self) -> None:
         self._alive = False
         self._cancel_next()
+        if self.app is not None:
+            self.app.stop()
 
     def start_stable(self, assigned: frozenset[tuple[str, int]], epoch: int) -> None:
         """Begin as a member of a group the coordinator loaded (Coordinator.load_stable): owning `assigned`
@@ -208,7 +248,10 @@ class Kip848Member:
         self.interval_ms = answer.heartbeat_interval_ms or self.interval_ms
         if answer.assignment is not None:
             self.target = _ours(answer.assignment)
-        self._reconcile()
+        if self.app is None:
+            self._reconcile()
+        elif self.target is not None and self.target != self.owned:
+            self._news()   # the application's next poll reconciles (Kafka runs the callbacks inside poll)
         if self.ack_due or self.owned != self.reported:
             self.ack_due = False
             self._beat_now()
@@ -219,6 +262,7 @@ class Kip848Member:
         if self.owned:
             self.recorder.emit(ev.PARTITIONS_LOST, self.name, partitions=sorted(map(str, self.owned)))
         self.owned, self.target, self.reported, self.epoch = frozenset(), None, None, JOIN_EPOCH
+        self.positions.clear()
         self._open_rebalance("fenced")
         self._beat_now()
 
@@ -230,6 +274,84 @@ class Kip848Member:
         if self._next is not None:
             self._next.cancel()
             self._next = None
+
+    # -- the application's thread ---------------------------------------------------------------------
+
+    @property
+    def may_commit(self) -> bool:
+        """In the group (a member epoch given): a commit goes out, fenced by that epoch at the coordinator."""
+        return self._alive and self.epoch > JOIN_EPOCH
+
+    def _news(self) -> None:
+        if self.app is not None:
+            self.app.wake()
+
+    def poll_group(self, then) -> None:
+        """A poll's reconciliation step (the lab's client, as Kafka 4's, runs it on the polling thread): revoke what
+        the target took away (Spring committing what it kept first) and acknowledge, then fetch the new partitions'
+        offsets, assign them and acknowledge."""
+        if not self._alive or self.target is None or self.target == self.owned:
+            self._maybe_complete()
+            then()
+            return
+        self._open_rebalance("assignment")
+        revoked = self.owned - self.target
+
+        def take_new() -> None:
+            added = (self.target or frozenset()) - self.owned
+            if not added:
+                self._maybe_complete()
+                then()
+                return
+            self._request("OffsetFetch", lambda: (self._assigned(frozenset(added)), then()))
+
+        def give_up() -> None:
+            self.owned = self.owned - revoked
+            for tp in revoked:
+                self.positions.pop(tp, None)
+            self._steps += 1
+            self.recorder.emit(ev.PARTITIONS_REVOKED, self.name, partitions=sorted(map(str, revoked)))
+            self._beat_now()   # acknowledge at once
+            take_new()
+
+        if not revoked:
+            take_new()
+        elif self.app is not None:
+            self.app.commit_kept_before_revoking(set(revoked), give_up)
+        else:
+            give_up()
+
+    def commit(self, offsets: dict[TopicPartition, int], then) -> None:
+        rendered = {str(tp): offset for tp, offset in sorted(offsets.items())}
+        if not self.may_commit:
+            self.recorder.emit(ev.COMMIT_FAILED, self.name, offsets=rendered, error="UNKNOWN_MEMBER_ID",
+                               generation=self.epoch)
+            then("UNKNOWN_MEMBER_ID")
+            return
+        member_id, epoch = self.member_id, self.epoch
+
+        def answered(error) -> None:
+            if error is errors.NONE:
+                self.recorder.emit(ev.OFFSETS_COMMITTED, self.name, offsets=rendered, generation=epoch)
+                then(None)
+            else:
+                self.recorder.emit(ev.COMMIT_FAILED, self.name, offsets=rendered, error=errors.name_of(error),
+                                   generation=epoch)
+                then(errors.name_of(error))
+
+        sent = self.sim.now_ms
+
+        def at_coordinator() -> None:
+            self.coordinator.commit(member_id, epoch, offsets, lambda error: self.sim.after(
+                self.network.delay_ms(), lambda: arrive(error)))
+
+        def arrive(error) -> None:
+            self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op="OffsetCommit", group=self.group,
+                               latency_ms=round(self.sim.now_ms - sent, 3),
+                               error=errors.name_of(error) if error is not errors.NONE else None)
+            answered(error)
+
+        self.sim.after(self.network.delay_ms(), at_coordinator)
 
     # -- reconciliation (the polling thread, idle) ----------------------------------------------------
 
@@ -256,8 +378,12 @@ class Kip848Member:
             added = added & self.target   # a later answer may have taken some back meanwhile
         self.owned = self.owned | added
         self._steps += 1
+        committed = self.coordinator.committed(added) if self.app is not None else {}
+        for tp in added:
+            self.positions[tp] = committed.get(tp, 0)   # no committed offset: the earliest
         if added:
-            self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.name, partitions=sorted(map(str, added)), committed={})
+            self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.name, partitions=sorted(map(str, added)),
+                               committed={str(tp): offset for tp, offset in sorted(committed.items())})
         self._maybe_complete()
         self._beat_now()   # acknowledge at once
 

@@ -75,8 +75,8 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
     seed = scenario.seed if seed is None else seed
     if warm_start and profile(backend).group_protocol is not GroupProtocol.CONSUMER:
         raise NotSimulated(f"a warm start is simulated for kip848 so far, not {backend}")
-    if records and (profile(backend).group_protocol is not GroupProtocol.CLASSIC or profile(backend).needs_zookeeper):
-        raise NotSimulated(f"records are simulated for classic so far, not {backend}")
+    if records and profile(backend).group_protocol not in PROTOCOLS:
+        raise NotSimulated(f"records are simulated for classic and kip848 so far, not {backend}")
     play = _Play(scenario, backend, schedule, folder, seed, warm_start=warm_start, records=records)
     play.run()
     return folder
@@ -303,16 +303,21 @@ class _Play:
             member = kip848.Kip848Member(self.sim, self.network, self.coordinator, host, name=self.member_id(name),
                                          group=self.scenario.group.name, topics=self.topics,
                                          assignor=self.profile.runs_as(self.strategy))
+            if self.logs is not None:
+                member.attach(self.application_of(member))
         else:
             member = ClassicMember(self.sim, self.network, self.coordinator, host, name=self.member_id(name),
                                    group=self.scenario.group.name, topics=self.topics, strategy=self.strategy,
                                    timing=self.timing)
             if self.logs is not None:
-                member.attach(Application(self.sim, member, self.logs, self.scenario.workload, seed=self.seed,
-                                          max_poll_records=self.scenario.workload.max_poll_records))
+                member.attach(self.application_of(member))
         self.members[name] = member
         self.running.append(name)
         return member
+
+    def application_of(self, member) -> Application:
+        return Application(self.sim, member, self.logs, self.scenario.workload, seed=self.seed,
+                           max_poll_records=self.scenario.workload.max_poll_records)
 
     def leave(self, name: str) -> None:
         self.running.remove(name)
