@@ -70,6 +70,7 @@ def _over_spark(master: str, tasks: list) -> list[str]:
     return spark.sparkContext.parallelize(tasks, len(tasks)).map(run_seed).collect()
 
 
+RECORDS_BACKENDS = ("classic", "kip848")   # the generations the simulation plays records on
 DATA_ROOT = Path(__file__).resolve().parent.parent.parent / "docs" / "results-data"
 HERD_DATA = (DATA_ROOT / "herd-defaults", DATA_ROOT / "herd-legacy-grid")
 PAGE = DATA_ROOT.parent / "simulation.md"
@@ -82,8 +83,8 @@ def validate_command(
     write: Annotated[Path | None, typer.Option(help="Put the tables into this page's validation block "
                                                     "(docs/simulation.md).")] = None,
     phases: Annotated[Path | None, typer.Option(help="Instead: a seed 002 campaign's data folder (its runs.csv); its "
-                                                     "classic cells simulated with records, summarised and set beside "
-                                                     "the real runs phase by phase.")] = None,
+                                                     "classic and kip848 cells simulated with records, summarised and "
+                                                     "set beside the real runs phase by phase.")] = None,
     master: Annotated[str, typer.Option(help="Spark master for the summary of the simulated runs.")] = "local[*]",
 ) -> None:
     """The simulation beside the lab's real runs, cell by cell: the herd's requests per join and per leave, or
@@ -116,8 +117,9 @@ def validate_command(
 
 
 def _validate_phases(folder: Path, *, seeds: int, write: Path | None, master: str) -> None:
-    """Simulate each classic cell of the data folder's campaign `seeds` times with records, summarise them in one
-    Spark pass, and set their phase measures beside the real runs'."""
+    """Simulate each classic and kip848 cell of the data folder's campaign (at the scenario's own settings: no
+    sweep) `seeds` times with records, summarise them in one Spark pass, and set their phase measures beside the
+    real runs'."""
     import shutil
     import tempfile
 
@@ -134,20 +136,21 @@ def _validate_phases(folder: Path, *, seeds: int, write: Path | None, master: st
         typer.echo(f"error: {runs_csv}: no such file (a campaign's data folder holds one)", err=True)
         raise typer.Exit(2)
     real = pd.read_csv(runs_csv)
-    cells = sorted({(row.scenario, row.strategy) for row in real.itertuples()
-                    if row.backend == "classic" and str(row.sweep) in ("-", "nan")})
+    cells = sorted({(row.scenario, row.backend, row.strategy) for row in real.itertuples()
+                    if row.backend in RECORDS_BACKENDS and str(row.sweep) in ("-", "nan")})
     scenarios = Path(__file__).resolve().parent.parent / "scenarios"
     started = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="sim-phases-"))
     try:
         simulated: dict[tuple[str, str], list[Path]] = {}
-        for name, strategy in cells:
-            scenario = load(scenarios / f"{name}.toml", overrides=[f'group.strategy="{strategy}"', 'backends=["classic"]'])
+        for name, backend, strategy in cells:
+            scenario = load(scenarios / f"{name}.toml", overrides=[f'group.strategy="{strategy}"',
+                                                                    f'backends=["{backend}"]'])
             for seed in range(1, seeds + 1):
-                out = scratch / f"{name}-{strategy}-{seed}"
-                simulate(scenario, "classic", out, seed=seed, records=True)
-                simulated.setdefault(("classic", strategy), []).append(out)
-            typer.echo(f"{name} classic {strategy}: {seeds} seeds simulated", err=True)
+                out = scratch / f"{name}-{backend}-{strategy}-{seed}"
+                simulate(scenario, backend, out, seed=seed, records=True)
+                simulated.setdefault((backend, strategy), []).append(out)
+            typer.echo(f"{name} {backend} {strategy}: {seeds} seeds simulated", err=True)
         summarize([run for runs in simulated.values() for run in runs], master=master)
         table = phase_cells_markdown(phase_cells(real, simulated), source=str(folder), seeds=seeds)
     finally:
