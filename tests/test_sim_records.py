@@ -148,3 +148,29 @@ def test_a_phase_cell_validates_when_the_simulated_median_lies_inside_the_real_r
     assert not cells["steady: max latency (ms)"].inside              # 100 against [90-95]
     table = phase_cells_markdown(list(cells.values()), source="seed002", seeds=2)
     assert "1 of 3 cells validate." in table and "60 [50-70], n = 2" in table
+
+
+@pytest.mark.spark
+def test_the_phase_validation_command_simulates_summarises_and_compares(tmp_path, spark):
+    """`./lab sim-validate --phases DATA`: the data folder's classic cell simulated with records, summarised by Spark
+    (the suite's session) and set beside the real runs; the table goes into the page's block."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from experiments.cli.app import app
+
+    data = tmp_path / "data"
+    data.mkdir()
+    pd.DataFrame([{"run": f"herd-r{k}", "scenario": "herd", "backend": "classic", "strategy": "range", "sweep": "-",
+                   "repetition": k, "seed": k, "commit": "x", "n": 4, "at_once": 1, "metric": metric, "value": value}
+                  for k in range(3) for metric, value in (("stable: records lost", 0), ("whole run: records lost", 0),
+                                                          ("stable: max latency (ms)", 10 + k))]).to_csv(
+        data / "runs.csv", index=False)
+    page = tmp_path / "page.md"
+    page.write_text("<!-- phase-validation:begin -->\nold\n<!-- phase-validation:end -->\n")
+    result = CliRunner().invoke(app, ["sim-validate", "--phases", str(data), "--seeds", "1", "--write", str(page),
+                                      "--master", "local[2]"])
+    assert result.exit_code == 0, result.output
+    table = page.read_text()
+    assert "| classic | range | stable: records lost | 0 [0-0], n = 3 | 0 [0-0], n = 1 | inside |" in table
+    assert "| classic | range | whole run: records lost |" in table and "old" not in table
