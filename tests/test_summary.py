@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -130,20 +132,20 @@ def test_produced_records_are_read_from_batches_and_from_older_single_record_lin
     assert frames.types == {"records_produced": 2, "record_produced": 1}
 
 
-@pytest.mark.spark
-def test_a_clean_restart_ends_ownership_at_the_members_own_revocation(spark, tmp_path):
-    """A restart closes the member first (a last batch, a commit, the revocation), so consuming between
-    the fault's start and the member's revocation is consumption by the owner, not outside ownership."""
+def _line(backend: str, t_s: float, **fields) -> str:
     import json
 
-    from experiments.summary import summarize_run
+    return json.dumps({"run_id": "r", "backend": backend, "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
+                       "process": fields.get("member", "runner"), **fields}) + "\n"
 
-    def line(t_s: float, **fields) -> str:
-        return json.dumps({"run_id": "r", "backend": "classic", "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
-                           "process": fields.get("member", "runner"), **fields}) + "\n"
 
-    events = RunFolder(tmp_path).events
-    events.mkdir()
+def _write_restart_run(folder: Path) -> None:
+    """A restart closes the member first (a last batch, a commit, the revocation)."""
+    import json
+
+    line = lambda t_s, **fields: _line("classic", t_s, **fields)  # noqa: E731
+    events = RunFolder(folder).events
+    events.mkdir(parents=True)
     (events / "m0.jsonl").write_text(
         line(1.0, member="m0", type="member_started")
         + line(1.5, member="m0", type="rebalance_completed", generation=1, assigned=["t-0"])
@@ -155,27 +157,18 @@ def test_a_clean_restart_ends_ownership_at_the_members_own_revocation(spark, tmp
         + line(3.07, member="m0", type="member_stopped", reason="close"))
     (events / "runner.jsonl").write_text(
         line(3.0, member="", type="fault_started", fault_id="f0", kind="restart", target="m0", member_ids=["m0"]))
-    RunFolder(tmp_path).lock.write_text(json.dumps({
+    RunFolder(folder).lock.write_text(json.dumps({
         "name": "restart", "run_id": "r", "backend": "classic", "strategy": "range", "session_timeout_ms": 10000,
         "topics": {"t": 1}, "members": 1, "group": "g", "status": "completed"}))
-    summary = summarize_run(spark, tmp_path, write=False)
-    verdicts = {check.check: check.verdict.value for check in summary.checks}
-    assert verdicts["consumed-without-ownership"] == "true"
 
 
-def test_a_batch_handled_after_its_partition_moved_is_processed_without_ownership(spark, tmp_path):
-    """0.8's watcher thread releases a partition while the application is still handling what poll()
-    delivered: the record was delivered to the owner, but handled by a member that no longer owned it."""
+def _write_late_handling_run(folder: Path) -> None:
+    """0.8's watcher thread releases a partition while the application still handles what poll() delivered."""
     import json
 
-    from experiments.summary import summarize_run
-
-    def line(t_s: float, **fields) -> str:
-        return json.dumps({"run_id": "r", "backend": "legacy", "ts_ns": int(t_s * 1e9), "ts_ms": int(t_s * 1e3),
-                           "process": fields.get("member", "runner"), **fields}) + "\n"
-
-    events = RunFolder(tmp_path).events
-    events.mkdir()
+    line = lambda t_s, **fields: _line("legacy", t_s, **fields)  # noqa: E731
+    events = RunFolder(folder).events
+    events.mkdir(parents=True)
     batch = {"topic": "t", "partition": 0, "first_offset": 0, "last_offset": 2, "count": 3,
              "produce_ts_ms": [1900] * 3}
     (events / "m0.jsonl").write_text(
@@ -187,11 +180,36 @@ def test_a_batch_handled_after_its_partition_moved_is_processed_without_ownershi
     (events / "m1.jsonl").write_text(
         line(1.0, member="m1", type="member_started")
         + line(2.6, member="m1", type="rebalance_completed", generation=2, assigned=["t-0"]))
-    RunFolder(tmp_path).lock.write_text(json.dumps({
+    RunFolder(folder).lock.write_text(json.dumps({
         "name": "late-handling", "run_id": "r", "backend": "legacy", "strategy": "range", "session_timeout_ms": 6000,
         "topics": {"t": 1}, "members": 2, "group": "g", "status": "completed"}))
-    summary = summarize_run(spark, tmp_path, write=False)
-    outside = next(check for check in summary.checks if check.check == "consumed-without-ownership")
+
+
+@pytest.fixture(scope="module")
+def hand_written(spark, tmp_path_factory):
+    """The hand-written runs below, summarised in one pass (a pass costs the same for one run or several)."""
+    from experiments.summary import summarize_runs
+
+    root = tmp_path_factory.mktemp("hand-written")
+    _write_restart_run(root / "restart")
+    _write_late_handling_run(root / "late-handling")
+    restart, late = summarize_runs(spark, [root / "restart", root / "late-handling"], write=False)
+    return {"restart": restart, "late-handling": late}
+
+
+@pytest.mark.spark
+def test_a_clean_restart_ends_ownership_at_the_members_own_revocation(hand_written):
+    """A restart closes the member first (a last batch, a commit, the revocation), so consuming between
+    the fault's start and the member's revocation is consumption by the owner, not outside ownership."""
+    verdicts = {check.check: check.verdict.value for check in hand_written["restart"].checks}
+    assert verdicts["consumed-without-ownership"] == "true"
+
+
+@pytest.mark.spark
+def test_a_batch_handled_after_its_partition_moved_is_processed_without_ownership(hand_written):
+    """0.8's watcher thread releases a partition while the application is still handling what poll()
+    delivered: the record was delivered to the owner, but handled by a member that no longer owned it."""
+    outside = next(check for check in hand_written["late-handling"].checks if check.check == "consumed-without-ownership")
     assert outside.verdict.value == "false" and outside.count == 1
     assert outside.evidence.iloc[0]["member"] == "m0" and outside.evidence.iloc[0]["records"] == 3
 
