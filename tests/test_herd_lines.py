@@ -166,13 +166,13 @@ def _join_then_leave(root: Path, *, leave_params: dict) -> None:
 def test_a_leave_the_runner_took_on_its_timeout_marks_the_join_and_the_leave_overlapped(spark, tmp_path):
     """What the runner saw counts even where the events look settled (a kip848 newcomer can hold part of its
     target and be done while others have yet to give it the rest)."""
-    from experiments.summary import summarize_run
+    from experiments.summary import summarize_runs
 
     waited = {"after": "stable", "timeout": 3, "waited_s": 3.0, "stable": False}
     _join_then_leave(tmp_path / "timed-out", leave_params=waited)
     _join_then_leave(tmp_path / "stable", leave_params={**waited, "waited_s": 0.0, "stable": True})
-    timed_out = summarize_run(spark, tmp_path / "timed-out").tables["herd"].set_index("t")
-    stable = summarize_run(spark, tmp_path / "stable").tables["herd"].set_index("t")
+    timed_out, stable = (summary.tables["herd"].set_index("t") for summary in
+                         summarize_runs(spark, [tmp_path / "timed-out", tmp_path / "stable"]))   # one pass
     assert timed_out.loc[[2.0, 5.1], "overlapped"].tolist() == [True, True]
     assert stable.loc[[2.0, 5.1], "overlapped"].tolist() == [False, False]
     assert stable.at[2.0, "requests"] == 3
