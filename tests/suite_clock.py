@@ -19,7 +19,7 @@ import pytest
 
 _started: dict[str, float] = {}
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
-SHOWN_FILES = 200
+SHOWN_FILES = 20     # LAB_CPU_FILES=N lists N instead
 
 
 def _cpu_s() -> float:
@@ -119,7 +119,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     per_file = config.stash.get(_gathered, {})
     if per_file:
         total = sum(per_file.values())
+        shown = int(os.environ.get("LAB_CPU_FILES", SHOWN_FILES))
         terminalreporter.write_line(f"CPU per test file (process trees, {total:.0f} s in all), the "
-                                    f"{min(SHOWN_FILES, len(per_file))} costliest:")
-        for name, seconds in sorted(per_file.items(), key=lambda item: -item[1])[:SHOWN_FILES]:
+                                    f"{min(shown, len(per_file))} costliest:")
+        for name, seconds in sorted(per_file.items(), key=lambda item: -item[1])[:shown]:
             terminalreporter.write_line(f"  {seconds:7.1f} s  {seconds / total:4.0%}  {name}")
