@@ -118,6 +118,10 @@ def test_records_are_refused_by_name_where_they_are_not_simulated_yet(tmp_path):
     scenario = loads(SCENARIO.format(rate=10, service_ms=5, max_poll=500, strategy="range"), source="records.toml")
     with pytest.raises(NotSimulated, match="records are simulated for classic and kip848 so far, not legacy"):
         simulate(scenario, "legacy", tmp_path / "k", records=True)
+    auto = loads(SCENARIO.format(rate=10, service_ms=5, max_poll=500, strategy="range").replace(
+        'commit = "batch"', 'commit = "auto"'), source="records.toml")
+    with pytest.raises(NotSimulated, match="auto-commit is not"):
+        simulate(auto, "classic", tmp_path / "a", records=True)
 
 
 def test_a_phase_cell_validates_when_the_simulated_median_lies_inside_the_real_range(tmp_path):
@@ -169,8 +173,11 @@ def test_the_phase_validation_command_simulates_summarises_and_compares(tmp_path
     page = tmp_path / "page.md"
     page.write_text("<!-- phase-validation:begin -->\nold\n<!-- phase-validation:end -->\n")
     result = CliRunner().invoke(app, ["sim-validate", "--phases", str(data), "--seeds", "1", "--write", str(page),
-                                      "--master", "local[2]"])
+                                      "--master", "local[2]", "--set", 'workload.commit="batch"'])
     assert result.exit_code == 0, result.output
     table = page.read_text()
-    assert "| classic | range | stable: records lost | 0 [0-0], n = 3 | 0 [0-0], n = 1 | inside |" in table
-    assert "| classic | range | whole run: records lost |" in table and "old" not in table
+    rows = {line.split(" | ")[2]: line for line in table.splitlines() if line.startswith("| classic | range |")}
+    assert set(rows) == {"stable: records lost", "whole run: records lost", "stable: max latency (ms)"}
+    assert rows["stable: records lost"].endswith("| 0.0 [0.0-0.0], n = 3 | 0.0 [0.0-0.0], n = 1 | inside |")
+    assert rows["stable: max latency (ms)"].endswith("| **outside** |"), "a few ms simulated against 10-12 real"
+    assert "old" not in table and "of 3 cells validate." in table

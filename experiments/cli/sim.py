@@ -70,7 +70,6 @@ def _over_spark(master: str, tasks: list) -> list[str]:
     return spark.sparkContext.parallelize(tasks, len(tasks)).map(run_seed).collect()
 
 
-RECORDS_BACKENDS = ("classic", "kip848")   # the generations the simulation plays records on
 DATA_ROOT = Path(__file__).resolve().parent.parent.parent / "docs" / "results-data"
 HERD_DATA = (DATA_ROOT / "herd-defaults", DATA_ROOT / "herd-legacy-grid")
 PAGE = DATA_ROOT.parent / "simulation.md"
@@ -86,13 +85,14 @@ def validate_command(
                                                      "classic and kip848 cells simulated with records, summarised and "
                                                      "set beside the real runs phase by phase.")] = None,
     master: Annotated[str, typer.Option(help="Spark master for the summary of the simulated runs.")] = "local[*]",
+    sets: SetOption = None,
 ) -> None:
     """The simulation beside the lab's real runs, cell by cell: the herd's requests per join and per leave, or
     (--phases) seed 002's measures phase by phase."""
     from experiments.sim.validate import cells_markdown, herd_cells, write_into
 
     if phases is not None:
-        _validate_phases(phases, seeds=seeds, write=write, master=master)
+        _validate_phases(phases, seeds=seeds, write=write, master=master, sets=list(sets or []))
         return
     folders = data or list(HERD_DATA)
     missing = [folder / "changes.csv" for folder in folders if not (folder / "changes.csv").is_file()]
@@ -116,7 +116,7 @@ def validate_command(
         typer.echo(f"written into {write}")
 
 
-def _validate_phases(folder: Path, *, seeds: int, write: Path | None, master: str) -> None:
+def _validate_phases(folder: Path, *, seeds: int, write: Path | None, master: str, sets: list[str]) -> None:
     """Simulate each classic and kip848 cell of the data folder's campaign (at the scenario's own settings: no
     sweep) `seeds` times with records, summarise them in one Spark pass, and set their phase measures beside the
     real runs'."""
@@ -126,10 +126,11 @@ def _validate_phases(folder: Path, *, seeds: int, write: Path | None, master: st
     import pandas as pd
 
     from experiments.scenario import load
-    from experiments.sim.play import simulate
+    from experiments.sim.play import PROTOCOLS, simulate
     from experiments.sim.validate import write_into
     from experiments.statistics.phase_validation import phase_cells, phase_cells_markdown
     from experiments.summary import summarize
+    from rebalance.backends import profile
 
     runs_csv = folder / "runs.csv"
     if not runs_csv.is_file():
@@ -137,7 +138,7 @@ def _validate_phases(folder: Path, *, seeds: int, write: Path | None, master: st
         raise typer.Exit(2)
     real = pd.read_csv(runs_csv)
     cells = sorted({(row.scenario, row.backend, row.strategy) for row in real.itertuples()
-                    if row.backend in RECORDS_BACKENDS and str(row.sweep) in ("-", "nan")})
+                    if profile(row.backend).group_protocol in PROTOCOLS and str(row.sweep) in ("-", "nan")})
     scenarios = Path(__file__).resolve().parent.parent / "scenarios"
     started = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="sim-phases-"))
@@ -145,7 +146,7 @@ def _validate_phases(folder: Path, *, seeds: int, write: Path | None, master: st
         simulated: dict[tuple[str, str], list[Path]] = {}
         for name, backend, strategy in cells:
             scenario = load(scenarios / f"{name}.toml", overrides=[f'group.strategy="{strategy}"',
-                                                                    f'backends=["{backend}"]'])
+                                                                    f'backends=["{backend}"]', *sets])
             for seed in range(1, seeds + 1):
                 out = scratch / f"{name}-{backend}-{strategy}-{seed}"
                 simulate(scenario, backend, out, seed=seed, records=True)

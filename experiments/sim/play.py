@@ -43,7 +43,7 @@ STABLE_QUIET_MS = 2_000     # the runner's STABLE_QUIET_S
 POLL_MS = 200               # how often the runner looks at the group
 # The backends this simulation plays so far (docs/simulation.md): the two coordinator protocols, and 0.8's members
 # coordinating in ZooKeeper.
-PROTOCOLS = (GroupProtocol.CLASSIC, GroupProtocol.CONSUMER)
+PROTOCOLS = (GroupProtocol.CLASSIC, GroupProtocol.CONSUMER)   # also the ones records are played on
 SIMULATED = tuple(name for name in backend_names()
                   if profile(name).group_protocol in PROTOCOLS or profile(name).needs_zookeeper)
 PLAYED = {Action.PHASE, Action.JOIN, Action.LEAVE, Action.CRASH, Action.SCALE, Action.RESTART, Action.ROLLING_RESTART}
@@ -77,6 +77,9 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
         raise NotSimulated(f"a warm start is simulated for kip848 so far, not {backend}")
     if records and profile(backend).group_protocol not in PROTOCOLS:
         raise NotSimulated(f"records are simulated for classic and kip848 so far, not {backend}")
+    if records and scenario.workload.commit != "batch":
+        raise NotSimulated(f"scenario {scenario.name}: records are simulated with commits after each poll's records "
+                           f"(workload.commit = \"batch\") so far; the client's auto-commit is not")
     play = _Play(scenario, backend, schedule, folder, seed, warm_start=warm_start, records=records)
     play.run()
     return folder
