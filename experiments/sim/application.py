@@ -203,6 +203,16 @@ class Application:
         self._commit(still, then=then)
 
 
+def record_commit(client: GroupClient, offsets: Mapping[TopicPartition, int], generation: int,
+                  error: str | None) -> None:
+    """A commit's outcome as the real members write it: offsets_committed, or commit_failed with the error."""
+    rendered = {str(tp): offset for tp, offset in sorted(offsets.items())}
+    if error is None:
+        client.recorder.emit(ev.OFFSETS_COMMITTED, client.name, offsets=rendered, generation=generation)
+    else:
+        client.recorder.emit(ev.COMMIT_FAILED, client.name, offsets=rendered, error=error, generation=generation)
+
+
 def _chunks(ends: list[tuple[TopicPartition, int, float]]) -> list[list[tuple[TopicPartition, int, float]]]:
     """Handled records as `records_processed` reports them: consecutive offsets of one partition whose handling
     ends within CHUNK_MS of the first's."""

@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass
 from enum import Enum
 
+from experiments.sim.application import record_commit
 from experiments.sim.kernel import Simulation, Timer
 from modern.classic.consumer_protocol import (
     decode_assignment,
@@ -247,21 +248,15 @@ class ClassicMember:
             self.app.wake()
 
     def commit(self, offsets: dict[TopicPartition, int], then) -> None:
-        rendered = {str(tp): offset for tp, offset in sorted(offsets.items())}
         if not self.may_commit:
-            self.recorder.emit(ev.COMMIT_FAILED, self.name, offsets=rendered, error="REBALANCE_IN_PROGRESS",
-                               generation=self.generation)
+            record_commit(self, offsets, self.generation, "REBALANCE_IN_PROGRESS")
             then("REBALANCE_IN_PROGRESS")
             return
         member_id, generation = self.member_id, self.generation
 
         def answered(error) -> None:
-            if error is errors.NONE:
-                self.recorder.emit(ev.OFFSETS_COMMITTED, self.name, offsets=rendered, generation=generation)
-                then(None)
-                return
-            name = errors.name_of(error)
-            self.recorder.emit(ev.COMMIT_FAILED, self.name, offsets=rendered, error=name, generation=generation)
+            name = None if error is errors.NONE else errors.name_of(error)
+            record_commit(self, offsets, generation, name)
             if error in (errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION, errors.FENCED_INSTANCE_ID) \
                     and self.state is State.STABLE and self.generation == generation:
                 self._lose_membership(keep_id=error is errors.ILLEGAL_GENERATION)

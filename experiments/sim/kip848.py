@@ -17,6 +17,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
+from experiments.sim.application import record_commit
 from experiments.sim.classic import Network
 from experiments.sim.kernel import Simulation, Timer
 from modern.common import errors
@@ -322,22 +323,16 @@ class Kip848Member:
             give_up()
 
     def commit(self, offsets: dict[TopicPartition, int], then) -> None:
-        rendered = {str(tp): offset for tp, offset in sorted(offsets.items())}
         if not self.may_commit:
-            self.recorder.emit(ev.COMMIT_FAILED, self.name, offsets=rendered, error="UNKNOWN_MEMBER_ID",
-                               generation=self.epoch)
+            record_commit(self, offsets, self.epoch, "UNKNOWN_MEMBER_ID")
             then("UNKNOWN_MEMBER_ID")
             return
         member_id, epoch = self.member_id, self.epoch
 
         def answered(error) -> None:
-            if error is errors.NONE:
-                self.recorder.emit(ev.OFFSETS_COMMITTED, self.name, offsets=rendered, generation=epoch)
-                then(None)
-            else:
-                self.recorder.emit(ev.COMMIT_FAILED, self.name, offsets=rendered, error=errors.name_of(error),
-                                   generation=epoch)
-                then(errors.name_of(error))
+            name = None if error is errors.NONE else errors.name_of(error)
+            record_commit(self, offsets, epoch, name)
+            then(name)
 
         sent = self.sim.now_ms
 
