@@ -423,3 +423,21 @@ def test_the_published_page_opens_with_the_claims_in_figures_and_keeps_designs_a
     # the full list of differences is folded
     differences = page.split("## Which differences hold up", 1)[1]
     assert differences.index("<details>") < differences.index("| where | metric |")
+
+
+def test_the_claims_change_command_sets_each_claims_verdict_p_and_cells_before_beside_after(tmp_path):
+    before, after = tmp_path / "before/a", tmp_path / "after/a"
+    _hand_made(before, "a", 2)
+    _hand_made(after, "a", 2)
+    runs = after / "runs.csv"   # after: classic duplicates far fewer than legacy in every run
+    runs.write_text(re.sub(r"(classic,range,.*,duplicates,)\d+", r"\g<1>100", runs.read_text()))
+    result = CliRunner().invoke(app, ["claims-change", "--before", str(before), "--after", str(after)])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.stdout.splitlines() if "classic duplicates more in a 0" in line)
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[3] == "not supported"                      # 5 runs a side cannot pass Holm over k = 2
+    assert cells[4] == "0.062 / 0.12 (k = 2)" and cells[5] == "1 / 1 (k = 2)"
+    assert cells[6] == "classic range: 677 [671-687], n = 5" and cells[7] == "classic range: 100 [100-100], n = 5"
+    assert cells[8].startswith("legacy range: 6") and cells[9] == cells[8]
+    refused = CliRunner().invoke(app, ["claims-change", "--before", str(tmp_path), "--after", str(after)])
+    assert refused.exit_code == 2 and "not a data folder" in refused.output

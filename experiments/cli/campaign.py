@@ -22,6 +22,7 @@ def register(app: typer.Typer) -> None:
     app.command("results-data")(results_data_command)
     app.command("power")(power_command)
     app.command("looks")(looks_command)
+    app.command("claims-change")(claims_change_command)
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -254,6 +255,27 @@ def looks_command(
     for look in added:
         typer.echo(f"{look.campaign}: {look.claim}: {look.verdict} (p = {look.p:.2g}, {look.n})")
     typer.echo(f"added {len(added)} look(s) to {looks}", err=True)
+
+
+def claims_change_command(
+    before: Annotated[list[Path], typer.Option(
+        "--before", help="The data folders of the earlier page (repeat the option for each).")],
+    after: Annotated[list[Path], typer.Option(
+        "--after", help="The data folders of the new page (repeat the option for each).")],
+    looks: Annotated[Path | None, typer.Option(
+        "--looks", help="The ledger of looks both pages count (docs/results-data/looks.csv).")] = None,
+) -> None:
+    """Each declared claim before and after new data: verdict, p and Holm's p as each page gives them, and the
+    weakest pair's two cells as median \\[min-max], n (Markdown)."""
+    from experiments.report.claims_change import claims_change_markdown
+    from experiments.report.results_data import is_data_dir
+
+    for folder in (*before, *after):
+        if not is_data_dir(folder):
+            _fail(f"{folder}: not a data folder (runs.csv, campaign.json)")
+    if looks is not None and not looks.is_file():
+        _fail(f"{looks}: no such ledger of looks")
+    typer.echo(claims_change_markdown(before, after, looks), nl=False)
 
 
 def power_command(
