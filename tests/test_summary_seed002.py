@@ -99,3 +99,14 @@ def test_the_run_report_names_the_article_measures_and_draws_the_lag(synthetic_r
             "max consumer lag, records"} <= set(table["measure"])
     lost = table[(table["phase"] == "crash-one") & (table["measure"] == "records over 3 s or never handled")].iloc[0, 2]
     assert int(str(lost).replace(",", "")) > 0
+
+
+def test_a_rebalance_that_began_at_a_phase_mark_belongs_to_that_phase_though_float_puts_it_a_hair_before():
+    from experiments.summary.phases import phase_table
+
+    mark, end, duration_ms = 19.568, 20.762579, 1194.579   # began at the mark; in floating point a hair before it
+    assert end - duration_ms / 1000 < mark
+    episodes = pd.DataFrame({"start": [end - duration_ms / 1000], "end": [end]})
+    table = phase_table(pd.DataFrame(), episodes, [], [("steady-50", 0.0, mark), ("scale-to-100", mark, 55.0)])
+    assert table["rebalances"].tolist() == [0, 1]
+    assert table["rebalance_ms"].tolist() == [0.0, pytest.approx(1194.579)]

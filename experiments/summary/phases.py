@@ -15,6 +15,10 @@ from rebalance import events as ev
 
 Phases = list[tuple[str, float, float]]
 REBALANCE_EVENTS = (ev.REBALANCE_STARTED, ev.REBALANCE_COMPLETED, ev.REBALANCE_FAILED)
+# An episode's start is its end less the member's duration, which is recorded to the microsecond: a rebalance that
+# began at the very moment a phase was marked (a simulated member joins at the step's instant) may come out a hair
+# before the mark in floating point, and belongs to the phase all the same.
+START_TOLERANCE_S = 1e-6
 
 
 def phases_of(marks: list[tuple[str, float]], run_end: float) -> Phases:
@@ -96,8 +100,8 @@ def phase_table(measures: pd.DataFrame, episodes: pd.DataFrame, checks: list[Che
                "p99_latency_ms": get("p99_latency_ms", index, None)}
         row["processed"] = row["produced"] - row["never_processed"]
         row["records_lost"] = row["never_processed"] + row["over_limit"]
-        lower = float("-inf") if index == 0 else start
-        upper = float("inf") if index == len(phases) - 1 else end
+        lower = float("-inf") if index == 0 else start - START_TOLERANCE_S
+        upper = float("inf") if index == len(phases) - 1 else end - START_TOLERANCE_S
         starting = episodes[(episodes["start"] >= lower) & (episodes["start"] < upper)]
         row["rebalances"] = len(starting)
         row["rebalance_ms"] = float((starting["end"] - starting["start"]).sum() * 1000)
