@@ -17,7 +17,7 @@ from experiments.summary.check_queries.model import (
     Reader,
     Results,
     Verdict,
-    found,
+    result_of,
 )
 from experiments.summary.spark_batch import Batch
 from rebalance import events as ev
@@ -39,7 +39,7 @@ def warmup(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader:
             rows = evidence.value[run]
             detail = "; ".join(f"at {row.t:.1f} s, {row.members_up} members up, {row.owned} of {row.partitions} "
                                f"partitions owned, {row.double_owned} owned twice" for row in rows.itertuples())
-            results[run] = found(checks.WARMUP.name, len(rows), detail, "the group was stable first", rows)
+            results[run] = result_of(checks.WARMUP.name, len(rows), detail, "the group was stable first", rows)
         return results
 
     return read
@@ -58,7 +58,7 @@ def double_ownership(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> 
         results = {}
         for run in inputs.runs:
             count, seconds = stats.value.get(run, {}).get("n", 0), stats.value.get(run, {}).get("s") or 0.0
-            results[run] = found(checks.DOUBLE_OWNERSHIP.name, count, f"{count} windows, {seconds:.2f} s in total",
+            results[run] = result_of(checks.DOUBLE_OWNERSHIP.name, count, f"{count} windows, {seconds:.2f} s in total",
                                   "every partition had at most one owner", evidence.value[run])
         return results
 
@@ -94,7 +94,7 @@ def consumption_outside_ownership(inputs: CheckInputs, config: CheckConfig, batc
         results = {}
         for run in inputs.runs:
             count, records = stats.value.get(run, {}).get("n", 0), stats.value.get(run, {}).get("records")
-            results[run] = found(checks.CONSUMED_WITHOUT_OWNERSHIP.name, count, f"{records} records in {count} spans "
+            results[run] = result_of(checks.CONSUMED_WITHOUT_OWNERSHIP.name, count, f"{records} records in {count} spans "
                                   "processed by a member that was not the sole owner",
                                   "every batch was processed by its partition's sole owner", evidence.value[run])
         return results

@@ -73,6 +73,6 @@ Results = dict[int, CheckResult]
 Reader = Callable[[], Results]   # a planned check's results, once its batch is collected
 
 
-def found(name: str, count: int, found: str, clean: str, evidence: pd.DataFrame) -> CheckResult:
+def result_of(name: str, count: int, found: str, clean: str, evidence: pd.DataFrame) -> CheckResult:
     return CheckResult(name, Verdict.FALSE if count else Verdict.TRUE, count, found if count else clean, evidence)
 

@@ -13,7 +13,7 @@ from experiments.summary.check_queries.model import (
     Reader,
     Results,
     Verdict,
-    found,
+    result_of,
 )
 from experiments.summary.spark_batch import Batch
 from rebalance import events as ev
@@ -47,7 +47,7 @@ def lost_records(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Read
             clean = "no record was skipped" + (f" ({apart})" if apart else "; every produced record was processed")
             found = f"{count} records skipped: produced and never processed while later records of their partition " \
                     f"were" + (f" ({apart})" if apart else "")
-            results[run] = found(checks.LOST_RECORDS.name, count, found, clean, evidence.value[run])
+            results[run] = result_of(checks.LOST_RECORDS.name, count, found, clean, evidence.value[run])
         return results
 
     return read
@@ -65,7 +65,7 @@ def duplicates(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Reader
         for run in inputs.runs:
             by = by_whom.value[run]
             count = int(by["n"].sum())
-            results[run] = found(checks.DUPLICATES.name, count, ", ".join(f"{n} by {who}" for who, n in zip(by["by"], by["n"], strict=True)),
+            results[run] = result_of(checks.DUPLICATES.name, count, ", ".join(f"{n} by {who}" for who, n in zip(by["by"], by["n"], strict=True)),
                                   "every record was processed once", evidence.value[run])
         return results
 
@@ -102,7 +102,7 @@ def offset_regressions(inputs: CheckInputs, config: CheckConfig, batch: Batch) -
                 detail += (f"; {again} commit{_s(again)} re-committed the value the coordinator had already "
                            "been moved back to")
             clean = detail if again else "committed offsets never went back"
-            results[run] = found(checks.OFFSET_REGRESSIONS.name, back, detail, clean, evidence.value[run])
+            results[run] = result_of(checks.OFFSET_REGRESSIONS.name, back, detail, clean, evidence.value[run])
         return results
 
     return read
@@ -133,7 +133,7 @@ def slow_records(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Read
                 results[run] = CheckResult(checks.SLOW_RECORDS.name, Verdict.UNKNOWN, 0,
                                            "no produce timestamps on consumed records")
                 continue
-            results[run] = found(checks.SLOW_RECORDS.name, row["n"],
+            results[run] = result_of(checks.SLOW_RECORDS.name, row["n"],
                                   f"{row['n']} records over {limit} ms (worst {row['worst']:.0f} ms)",
                                   f"every record within {limit} ms", evidence.value[run])
         return results
@@ -155,7 +155,7 @@ def fenced_commits(inputs: CheckInputs, config: CheckConfig, batch: Batch) -> Re
             errors = by_error.value[run]
             count = int(errors["count"].sum())
             detail = ", ".join(f"{n} {error}" for error, n in zip(errors["error"], errors["count"], strict=True))
-            results[run] = found(checks.FENCED_COMMITS.name, count, detail, "no commit was fenced", evidence.value[run])
+            results[run] = result_of(checks.FENCED_COMMITS.name, count, detail, "no commit was fenced", evidence.value[run])
         return results
 
     return read
