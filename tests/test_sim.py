@@ -126,8 +126,8 @@ def test_the_run_record_says_what_was_simulated(tmp_path):
 
 
 def test_an_action_the_simulation_does_not_play_is_refused_by_name(tmp_path):
-    with pytest.raises(NotSimulated, match="link"):
-        simulate(load(ROOT / "experiments" / "scenarios" / "split-brain-a.toml"), "classic", tmp_path / "y")
+    with pytest.raises(NotSimulated, match="coordinator_kill"):
+        simulate(load(ROOT / "experiments" / "scenarios" / "split-brain-d.toml"), "classic", tmp_path / "y")
     result = CliRunner().invoke(app, ["sim", "split-brain-a", "--backend", "legacy", "--out", str(tmp_path / "z")])
     assert result.exit_code == 2 and "does not play" in result.output
     assert not (tmp_path / "z").exists() or not any((tmp_path / "z").iterdir())
@@ -211,8 +211,8 @@ def test_seeds_spread_over_spark_replay_to_the_same_events_as_one_after_the_othe
 
 def test_every_built_in_scenario_plays_or_is_refused_by_name(tmp_path):
     """Membership steps play (churn's rolling restarts, seed 002's scaling included), here on the classic backend
-    where a scenario lists it (the fastest to simulate); a scenario with a step the simulation lacks (a link
-    fault, a pause, a server fault) is refused naming it."""
+    where a scenario lists it (the fastest to simulate), split brain's member faults too (a link cut, a pause); a
+    scenario with a step the simulation lacks (a server fault) is refused naming it."""
     played, refused = [], []
     for path in sorted((ROOT / "experiments" / "scenarios").glob("*.toml")):
         scenario = load(path)
@@ -225,8 +225,8 @@ def test_every_built_in_scenario_plays_or_is_refused_by_name(tmp_path):
                 continue
             assert folder.record().status == "completed", (path.stem, backend)
             played.append(path.stem)
-    assert {"herd", "churn-range", "seed002", "seed002-mixed", "herd-1000"} <= set(played)
-    assert {"split-brain-a", "split-brain-d", "soak"} <= set(refused)
+    assert {"herd", "churn-range", "seed002", "seed002-mixed", "herd-1000", "split-brain-a", "split-brain-b"} <= set(played)
+    assert {"split-brain-c", "split-brain-d", "soak"} <= set(refused)
 
 
 def test_a_simulated_run_never_counts_in_the_wall_time_a_scenario_is_expected_to_take(tmp_path):

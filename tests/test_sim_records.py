@@ -118,10 +118,6 @@ def test_records_are_refused_by_name_where_they_are_not_simulated_yet(tmp_path):
     scenario = loads(SCENARIO.format(rate=10, service_ms=5, max_poll=500, strategy="range"), source="records.toml")
     with pytest.raises(NotSimulated, match="records are simulated for classic and kip848 so far, not legacy"):
         simulate(scenario, "legacy", tmp_path / "k", records=True)
-    auto = loads(SCENARIO.format(rate=10, service_ms=5, max_poll=500, strategy="range").replace(
-        'commit = "batch"', 'commit = "auto"'), source="records.toml")
-    with pytest.raises(NotSimulated, match="auto-commit is not"):
-        simulate(auto, "classic", tmp_path / "a", records=True)
 
 
 def test_a_phase_cell_validates_when_the_simulated_median_lies_inside_the_real_range(tmp_path):
@@ -140,24 +136,28 @@ def test_a_phase_cell_validates_when_the_simulated_median_lies_inside_the_real_r
                       "double_ownership_s": 0.0}).to_parquet(run.summary_table("phases"))
         return run.path
 
-    real = pd.DataFrame([{"backend": "classic", "strategy": "range", "sweep": "-", "metric": metric, "value": value}
+    real = pd.DataFrame([{"scenario": "seed002", "backend": "classic", "strategy": "range", "sweep": "-",
+                          "metric": metric, "value": value}
                          for metric, values in {"scale-to-50: records lost": (40, 60, 80), "warmup: records lost": (1, 2),
                                                 "whole run: records lost": (0, 5), "steady: max latency (ms)": (90, 95)}.items()
                          for value in values])
-    cells = {cell.metric: cell for cell in phase_cells(real, {("classic", "range"): [simulated_run("a", 50),
-                                                                                         simulated_run("b", 70)]})}
+    cells = {cell.metric: cell for cell in phase_cells(real, {("seed002", "classic", "range"): [
+        simulated_run("a", 50), simulated_run("b", 70)]})}
     assert set(cells) == {"scale-to-50: records lost", "whole run: records lost", "steady: max latency (ms)"}
     assert cells["scale-to-50: records lost"].inside                 # median 60 inside [40-80]
     assert not cells["whole run: records lost"].inside               # 60 against [0-5]
     assert not cells["steady: max latency (ms)"].inside              # 100 against [90-95]
-    table = phase_cells_markdown(list(cells.values()), source="seed002", seeds=2)
+    table = phase_cells_markdown(list(cells.values()), source="seed002", seeds=2,
+                                 unplayed={("seed002", "legacy", "range"): "records are not simulated for legacy"})
     assert "1 of 3 cells validate." in table and "60 [50-70], n = 2" in table
+    assert "Not simulated: seed002 on legacy range (records are not simulated for legacy)." in table
 
 
 @pytest.mark.spark
-def test_the_phase_validation_command_simulates_summarises_and_compares(tmp_path, spark):
-    """`./lab sim-validate --phases DATA`: the data folder's classic cell simulated with records, summarised by Spark
-    (the suite's session) and set beside the real runs; the table goes into the page's block."""
+def test_the_cell_validation_command_simulates_summarises_and_compares(tmp_path, spark):
+    """`./lab sim-validate --cells DATA`: the data folder's classic cell simulated with records, summarised by Spark
+    (the suite's session) and set beside the real runs; the table goes into the page's block named after the
+    folder."""
     import pandas as pd
     from typer.testing import CliRunner
 
@@ -171,13 +171,42 @@ def test_the_phase_validation_command_simulates_summarises_and_compares(tmp_path
                                                           ("stable: max latency (ms)", 10 + k))]).to_csv(
         data / "runs.csv", index=False)
     page = tmp_path / "page.md"
-    page.write_text("<!-- phase-validation:begin -->\nold\n<!-- phase-validation:end -->\n")
-    result = CliRunner().invoke(app, ["sim-validate", "--phases", str(data), "--seeds", "1", "--write", str(page),
+    page.write_text("<!-- validation-data:begin -->\nold\n<!-- validation-data:end -->\n")
+    result = CliRunner().invoke(app, ["sim-validate", "--cells", str(data), "--seeds", "1", "--write", str(page),
                                       "--master", "local[2]", "--set", 'workload.commit="batch"'])
     assert result.exit_code == 0, result.output
     table = page.read_text()
-    rows = {line.split(" | ")[2]: line for line in table.splitlines() if line.startswith("| classic | range |")}
+    rows = {line.split(" | ")[3]: line for line in table.splitlines() if line.startswith("| herd | classic | range |")}
     assert set(rows) == {"stable: records lost", "whole run: records lost", "stable: max latency (ms)"}
     assert rows["stable: records lost"].endswith("| 0.0 [0.0-0.0], n = 3 | 0.0 [0.0-0.0], n = 1 | inside |")
     assert rows["stable: max latency (ms)"].endswith("| **outside** |"), "a few ms simulated against 10-12 real"
     assert "old" not in table and "of 3 cells validate." in table
+
+
+@pytest.mark.parametrize("backend", ["classic", "kip848"])
+def test_the_clients_auto_commit_commits_every_interval_and_before_giving_partitions_up(tmp_path, backend):
+    """`commit = "auto"`: the client commits the positions every auto.commit.interval.ms (5 s) at a poll, without
+    the application waiting; a member giving partitions up commits first, so nothing consumed twice but what a
+    commit interval leaves open, and every produced record is consumed."""
+    scenario = loads(SCENARIO.format(rate=100, service_ms=5, max_poll=500, strategy="range").replace(
+        'commit = "batch"', 'commit = "auto"'), source="records.toml", overrides=[f'backends=["{backend}"]'])
+    events = _events(simulate(scenario, backend, tmp_path / "auto", records=True))
+    produced = {(e["partition"], offset) for e in events if e["type"] == "records_produced"
+                for offset in range(e["first_offset"], e["last_offset"] + 1)}
+    consumed = Counter((e["partition"], offset) for e in events if e["type"] == "records_consumed"
+                       for offset in range(e["first_offset"], e["last_offset"] + 1))
+    assert set(consumed) == produced
+    commits = [e for e in events if e["type"] == "offsets_committed"]
+    by_member: dict[str, list[int]] = {}
+    for commit in commits:
+        by_member.setdefault(commit["member"], []).append(commit["ts_ns"])
+    gaps = [(b - a) / 1e9 for times in by_member.values() for a, b in zip(times, times[1:], strict=False)]
+    assert gaps and max(gaps) < 5.6, "a commit at least every interval (and a poll) while the member owns partitions"
+    for revoked in (e for e in events if e["type"] == "partitions_revoked" and e["partitions"]):
+        assert any(0 <= (revoked["ts_ns"] - at) / 1e6 < 50 for at in by_member[revoked["member"]]), \
+            "a member commits its positions just before it gives partitions up"
+    stored: dict[str, int] = {}
+    for commit in commits:
+        for partition, offset in commit["offsets"].items():
+            assert offset >= stored.get(partition, -1)
+            stored[partition] = offset

@@ -21,12 +21,17 @@ from typing import Protocol
 from experiments.run.handling import CHUNK_S, ServiceTimes
 from experiments.scenario.model import WorkloadSpec
 from experiments.sim.kernel import Simulation, Timer
+from experiments.sim.network import MemberClock
 from experiments.sim.records import ACK_MS, Logs, wall_ms
+from modern.classic.consumer_coordinator import RETRIABLE_COMMIT_ERRORS as CLIENT_RETRIABLE_COMMIT_ERRORS
+from modern.common import errors
 from rebalance import events as ev
 from rebalance.events import EventRecorder
 from rebalance.types import TopicPartition
 
 POLL_WAIT_MS = 500.0   # experiments.run.member_host.POLL_WAIT_S
+# A failed auto-commit tried again after retry.backoff.ms: the real client's list
+RETRIABLE_COMMIT_ERRORS = frozenset(errors.name_of(error) for error in CLIENT_RETRIABLE_COMMIT_ERRORS)
 CHUNK_MS = CHUNK_S * 1000
 
 
@@ -39,6 +44,9 @@ class GroupClient(Protocol):
     positions: dict[TopicPartition, int]   # next offset to fetch, per owned partition whose offset is known
     generation: int
     may_commit: bool                       # a commit goes out (else it is refused at once)
+    may_auto_commit: bool                  # an auto-commit goes out now (else it waits for a later poll)
+    auto_commits_at_once: int | None       # auto-commits in flight at once (None: any, in the commit line's order)
+    clock: MemberClock                     # the member's process: the application's timers pause with it
 
     def poll_group(self, then: Callable[[], None]) -> None: ...      # the group's steps due on this thread
     def commit(self, offsets: Mapping[TopicPartition, int], then: Callable[[str | None], None]) -> None: ...
@@ -48,10 +56,14 @@ class Application:
     """One member's polling thread."""
 
     def __init__(self, sim: Simulation, client: GroupClient, logs: Logs, workload: WorkloadSpec, *, seed: int,
-                 max_poll_records: int) -> None:
+                 max_poll_records: int, auto_commit_interval_ms: int = 5_000, retry_backoff_ms: int = 100) -> None:
         self.sim, self.client, self.logs, self.workload = sim, client, logs, workload
         self.times = ServiceTimes(workload, seed, client.name)
         self.max_poll_records = max_poll_records
+        self.auto_commit = workload.commit == "auto"
+        self.auto_commit_interval_ms, self.retry_backoff_ms = auto_commit_interval_ms, retry_backoff_ms
+        self.next_auto_commit_ms = 0.0
+        self.auto_commits_out = 0
         self.kept: dict[TopicPartition, int] = {}     # Spring's commitsDuringRebalance
         self.running = False
         self.handling = False
@@ -61,7 +73,12 @@ class Application:
 
     def start(self) -> None:
         self.running = True
-        self.sim.after(0, self.poll)
+        self.next_auto_commit_ms = self.sim.now_ms + self.auto_commit_interval_ms
+        self.client.clock.after(0, self.poll)
+
+    def rebalanced(self) -> None:
+        """A join completed: the auto-commit interval starts again from now (Kafka's onJoinComplete)."""
+        self.next_auto_commit_ms = self.sim.now_ms + self.auto_commit_interval_ms
 
     def stop(self) -> None:
         """A crash: the thread is gone, whatever it was doing."""
@@ -72,7 +89,7 @@ class Application:
         """The group has news for this thread: a poll waiting for data returns now (Kafka's wakeup of the fetch)."""
         if self._waiting is not None:
             self._cancel_wait()
-            self.sim.after(0, self.poll)
+            self.client.clock.after(0, self.poll)
 
     # -- the loop -------------------------------------------------------------------------------------
 
@@ -90,6 +107,8 @@ class Application:
             if offsets:
                 self._commit(offsets, then=self._fetch)
                 return
+        if self.auto_commit:
+            self._maybe_auto_commit()
         records = self._hand_out()
         if not records:
             self._wait_for_data()
@@ -126,8 +145,8 @@ class Application:
 
     def _wait_for_data(self) -> None:
         owned = frozenset(self.client.positions)
-        self._waiting = self.sim.after(POLL_WAIT_MS, self._wait_over)
-        self.logs.wait_for_data(self, owned, lambda: self.sim.after(ACK_MS, self.wake))
+        self._waiting = self.client.clock.after(POLL_WAIT_MS, self._wait_over)
+        self.logs.wait_for_data(self, owned, lambda: self.client.clock.after(ACK_MS, self.wake))
 
     def _wait_over(self) -> None:
         self._waiting = None
@@ -152,8 +171,8 @@ class Application:
                 at += service_ms
                 ends.append((tp, offset, at))
         for chunk in _chunks(ends):
-            self.sim.at(chunk[-1][2], lambda chunk=chunk: self._report(chunk))
-        self.sim.at(at, lambda: self._handled(records))
+            self.client.clock.at(chunk[-1][2], lambda chunk=chunk: self._report(chunk))
+        self.client.clock.at(at, lambda: self._handled(records))
 
     def _report(self, chunk: list[tuple[TopicPartition, int, float]]) -> None:
         if not self.running:
@@ -187,10 +206,55 @@ class Application:
     def _commit(self, offsets: dict[TopicPartition, int], *, then: Callable[[], None]) -> None:
         """A commitSync: refused while the group rebalances (kept, as Spring keeps it), else sent and waited for."""
         def answered(error: str | None) -> None:
-            if error == "REBALANCE_IN_PROGRESS":
+            if error == "REBALANCE_IN_PROGRESS" and not self.auto_commit:
                 self.kept.update(offsets)
             then()
         self.client.commit(offsets, answered)
+
+    # -- the client's auto-commit (workload.commit = "auto") ----------------------------------------
+
+    def positions(self) -> dict[TopicPartition, int]:
+        """What poll() has handed out of the owned partitions: the offsets an auto-commit commits."""
+        return {tp: offset for tp, offset in self.client.positions.items() if tp in self.client.owned}
+
+    def _maybe_auto_commit(self) -> None:
+        """Kafka's maybeAutoCommitOffsetsAsync at each poll: when the interval is up, the positions go out without
+        the poll waiting; a member that may not send one now (coordinator unknown, not stable, a rejoin pending;
+        KIP-848: one still in flight) tries again at its next poll; after a retriable failure it tries again
+        retry.backoff.ms later."""
+        if self.sim.now_ms < self.next_auto_commit_ms:
+            return
+        offsets = self.positions()
+        at_once = self.client.auto_commits_at_once
+        if not offsets or not self.client.may_auto_commit or (at_once is not None and self.auto_commits_out >= at_once):
+            return
+        self.next_auto_commit_ms = self.sim.now_ms + self.auto_commit_interval_ms
+        self.auto_commits_out += 1
+
+        def answered(error: str | None) -> None:
+            self.auto_commits_out -= 1
+            if error in RETRIABLE_COMMIT_ERRORS:
+                self.next_auto_commit_ms = self.sim.now_ms + self.retry_backoff_ms
+        self.client.commit(offsets, answered)
+
+    def commit_before_giving_up(self, revoking: set[TopicPartition], then: Callable[[], None]) -> None:
+        """Before a classic rejoin (Kafka's onJoinPrepare) or a KIP-848 reconciliation: the auto-commit of every
+        position, synchronously (maybeAutoCommitOffsetsSync, maybeAutoCommitSyncBeforeRevocation); with Spring's
+        batch acknowledgement, what it kept for the partitions about to be revoked."""
+        if self.auto_commit:
+            offsets = self.positions()
+            if offsets:
+                self._commit(offsets, then=then)
+            else:
+                then()
+        elif revoking:
+            self.commit_kept_before_revoking(revoking, then)
+        else:
+            then()
+
+    def commit_before_closing(self, then: Callable[[], None]) -> None:
+        """A clean close: the auto-commit, synchronously, or what Spring kept for the partitions still owned."""
+        self.commit_before_giving_up(set(self.client.owned), then)
 
     def commit_kept_before_revoking(self, revoked: set[TopicPartition], then: Callable[[], None]) -> None:
         """Spring's onPartitionsRevoked: what was kept, for the partitions still assigned (the revoked included),

@@ -1,46 +1,45 @@
-"""The classic protocol in virtual time: the coordinator's own state machine, driven unchanged, and a model of
-Kafka 3.7's classic client around it.
+"""Kafka 3.7's classic client in virtual time, around the coordinator's own state machine (`classic_coordinator`).
 
-Shared with the real broker: `modern.coordinator.classic_group.ClassicGroup` (every JoinGroup, SyncGroup,
-Heartbeat and LeaveGroup, the join and sync deadlines, session expiry), the client-side assignors
-(`rebalance.assignors`) and the consumer protocol's encoding (`modern.classic.consumer_protocol`).
+Shared with the real client and broker: the coordinator's `ClassicGroup` (every JoinGroup, SyncGroup, Heartbeat
+and LeaveGroup, the join and sync deadlines, session expiry), the client-side assignors (`rebalance.assignors`),
+the consumer protocol's encoding (`modern.classic.consumer_protocol`) and the client's settings as the real member
+reads them (`ClientTiming.of`).
 
-Modelled (the real client is threaded code): the member's requests, in the order `modern/classic/`
-sends them. A member finds the coordinator, joins (MEMBER_ID_REQUIRED first, then with its id), the leader
-assigns, every member syncs and fetches its committed offsets; the heartbeat thread beats every
-heartbeat.interval.ms and a REBALANCE_IN_PROGRESS answer sends the member back to JoinGroup, an eager member
-revoking everything first. The model's application is idle (a herd experiment's): the join steps the real
-client runs on the application's thread at its next poll run here at once."""
+Modelled (the real client is threaded code): the member's requests, in the order `modern/classic/` sends them. A
+member finds the coordinator, joins (MEMBER_ID_REQUIRED first, then with its id), the leader assigns, every member
+syncs and fetches its committed offsets. The heartbeat thread beats every heartbeat.interval.ms; a
+REBALANCE_IN_PROGRESS answer sends the member back to JoinGroup (Kafka's onJoinPrepare first: the application
+commits, an eager member revokes everything); a heartbeat unanswered until the session runs out is given up and
+the coordinator looked up again. Commits go out one at a time and are given up after request.timeout.ms. Without
+an application (a herd: nobody polls) each step of a join runs as soon as its answer arrives; with one, the steps
+Kafka runs on the application's thread wait for its next poll. The faults split brain puts on a member, its
+process paused and its coordination link cut, act through its clock and the network (`network`)."""
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from enum import Enum
 
 from experiments.sim.application import record_commit
+from experiments.sim.classic_coordinator import Coordinator
 from experiments.sim.kernel import Simulation, Timer
+from experiments.sim.network import MemberClock, Network, exchange
 from modern.classic.consumer_protocol import (
     decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
 )
+from modern.classic.settings import ClientSettings
 from modern.common import errors
-from modern.coordinator import offset_metadata_manager as offsets_fence
 from modern.coordinator.classic_group import (
-    ClassicGroup,
-    GroupConfig,
     Heartbeat,
     HeartbeatResult,
     JoinGroup,
     JoinResult,
-    LeavingMember,
-    Output,
     SyncGroup,
     SyncResult,
 )
-from modern.coordinator.records.offset_commit import OffsetAndMetadata
 from rebalance import events as ev
 from rebalance.assignors import get_assignor
 from rebalance.assignors.base import RebalanceProtocol
@@ -48,8 +47,6 @@ from rebalance.events import EventRecorder
 from rebalance.types import Subscription, TopicPartition
 
 PROTOCOL_TYPE = "consumer"
-NETWORK_ONE_WAY_MS = 0.25          # loopback, as the lab's runs have it: requests answer in well under 1 ms
-NETWORK_JITTER_MS = 0.15
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,80 +57,17 @@ class ClientTiming:
     heartbeat_interval_ms: int = 3_000
     rebalance_timeout_ms: int = 300_000       # max.poll.interval.ms
     retry_backoff_ms: int = 100
+    request_timeout_ms: int = 30_000
+    auto_commit_interval_ms: int = 5_000
 
-
-class Network:
-    """One-way delays between a member and the coordinator: loopback plus a seeded jitter."""
-
-    def __init__(self, sim: Simulation) -> None:
-        self.sim = sim
-
-    def delay_ms(self) -> float:
-        return NETWORK_ONE_WAY_MS + self.sim.rng.random() * NETWORK_JITTER_MS
-
-
-class Coordinator:
-    """The broker's group coordinator for one group: the real ClassicGroup, its deadlines on the virtual clock."""
-
-    def __init__(self, sim: Simulation, group_id: str, recorder: EventRecorder, config: GroupConfig | None = None):
-        self.sim, self.recorder = sim, recorder
-        config = config or GroupConfig()
-        # Kafka's member id: the client id and a random UUID (drawn from the seed, for replay)
-        self.group = ClassicGroup(group_id, config, now_ms=0,
-                                  new_member_id=lambda prefix: f"{prefix}-{uuid.UUID(int=sim.rng.getrandbits(128), version=4)}")
-        self._tick: Timer | None = None
-
-    def join(self, request: JoinGroup, reply) -> None:
-        self._apply(self.group.handle_join(request, self.sim.now_int_ms, reply))
-
-    def sync(self, request: SyncGroup, reply) -> None:
-        self._apply(self.group.handle_sync(request, self.sim.now_int_ms, reply))
-
-    def heartbeat(self, request: Heartbeat, reply) -> None:
-        self._apply(self.group.handle_heartbeat(request, self.sim.now_int_ms), reply)
-
-    def leave(self, member_id: str, reply) -> None:
-        self._apply(self.group.handle_leave([LeavingMember(member_id=member_id)], self.sim.now_int_ms), reply)
-
-    def commit(self, member_id: str, generation: int, offsets: dict[TopicPartition, int], reply) -> None:
-        """An OffsetCommit, fenced as the broker fences it (offset_metadata_manager.commit_to_classic_group)."""
-        request = offsets_fence.OffsetCommit(
-            offsets={(tp.topic, tp.partition): OffsetAndMetadata(offset) for tp, offset in offsets.items()},
-            member_id=member_id, generation_id=generation)
-        error, _ = offsets_fence.commit_to_classic_group(self.group, request, self.sim.now_int_ms)
-        self._schedule_tick()   # a commit counts as a sign of life
-        reply(error)
-
-    def committed(self, partitions) -> dict[TopicPartition, int]:
-        """An OffsetFetch's answer: the group's committed offsets of `partitions`."""
-        held = self.group.offsets
-        return {tp: held[(tp.topic, tp.partition)].offset for tp in partitions if (tp.topic, tp.partition) in held}
-
-    def _apply(self, out: Output, direct_reply=None) -> None:
-        for transition in out.transitions:   # as the broker's GroupMetadataManager records them
-            cause = {} if transition.cause is None else dict(
-                rebalance_reason=transition.cause.reason.value, member_ids=list(transition.cause.members))
-            self.recorder.emit(ev.COORDINATOR_EVENT, group=self.group.group_id, node=0, event="state",
-                               from_state=transition.from_state.value, to_state=transition.to_state.value,
-                               generation=self.group.generation_id, members=len(self.group.members),
-                               reason=transition.reason, **cause)
-        for token, result in out.replies:
-            (token or direct_reply)(result)
-        self._schedule_tick()
-
-    def _schedule_tick(self) -> None:
-        deadline = self.group.next_deadline()
-        if self._tick is not None:
-            if deadline is not None and self._tick.due_ms == deadline and not self._tick.cancelled:
-                return
-            self._tick.cancel()
-            self._tick = None
-        if deadline is not None:
-            self._tick = self.sim.at(deadline, self._on_tick)
-
-    def _on_tick(self) -> None:
-        self._tick = None
-        self._apply(self.group.tick(self.sim.now_int_ms))
+    @classmethod
+    def of(cls, settings: ClientSettings, auto_commit_interval_ms: int) -> ClientTiming:
+        """From the real client's settings (`modern.classic.member.settings_from`: the scenario's [group.classic]
+        read as the real member reads it)."""
+        return cls(session_timeout_ms=settings.session_timeout_ms, heartbeat_interval_ms=settings.heartbeat_interval_ms,
+                   rebalance_timeout_ms=settings.effective_rebalance_timeout_ms,
+                   retry_backoff_ms=settings.retry_backoff_ms, request_timeout_ms=settings.request_timeout_ms,
+                   auto_commit_interval_ms=auto_commit_interval_ms)
 
 
 class State(Enum):
@@ -166,6 +100,12 @@ class ClassicMember:
         self.attempts = 0
         self.round_started_ms = 0.0
         self._heartbeat: Timer | None = None
+        self.clock = MemberClock(sim)                     # this member's process: its threads pause together
+        self.coordinator_known = True                     # found by the start's FindCoordinator
+        self._session_from_ms = 0.0                       # the session runs from the last heartbeat answered
+        self._looking = False                             # a FindCoordinator out
+        self._commit_line: list[tuple[dict[TopicPartition, int], float, object]] = []   # (offsets, deadline, then)
+        self.auto_commits_at_once = None                  # Kafka 3.7's auto-commit does not wait for the last one
         self._alive = False
         self.app = None                                   # experiments.sim.application.Application, when records flow
         self._rejoin_reason: str | None = None            # a rejoin asked for, waiting for the application's poll
@@ -181,6 +121,7 @@ class ClassicMember:
         self.recorder.emit(ev.MEMBER_STARTED, self.name, group=self.group, strategy=self.assignor.name,
                            topics=sorted(self.topics), group_instance_id=None, pid=0)
         self._begin_round("join")
+        self.state = State.JOINING
         self._request("FindCoordinator", lambda: self._send_join())
         if self.app is not None:
             self.app.start()
@@ -195,7 +136,7 @@ class ClassicMember:
             return
         if self.app is not None:
             self.app.stop()
-            self.app.commit_kept_before_revoking(set(self.owned), self._close)
+            self.app.commit_before_closing(self._close)
         else:
             self._close()
 
@@ -209,6 +150,7 @@ class ClassicMember:
     def crash(self) -> None:
         """The process is gone: no request, no event; the coordinator learns of it by its session."""
         self._stop_heartbeats()
+        self.clock.pause()   # for good: nothing of this process runs again (a restart is a new member)
         self._alive, self.state = False, State.STOPPED
         if self.app is not None:
             self.app.stop()
@@ -221,6 +163,20 @@ class ClassicMember:
     def may_commit(self) -> bool:
         """Kafka 3.7 sends a commit only from a stable member (generationIfStable); else it refuses it at once."""
         return self.stable
+
+    @property
+    def may_auto_commit(self) -> bool:
+        """An auto-commit goes out only to a known coordinator from a stable member with no rejoin pending
+        (`ConsumerCoordinator.maybeAutoCommitOffsetsAsync`)."""
+        return self.stable and self.coordinator_known and self._rejoin_reason is None
+
+    def pause(self) -> None:
+        """SIGSTOP: every thread of the process stops where it is."""
+        self.clock.pause()
+
+    def resume(self) -> None:
+        if self._alive:   # a process killed while stopped stays gone
+            self.clock.resume()
 
     # -- the application's thread ---------------------------------------------------------------------
 
@@ -248,11 +204,37 @@ class ClassicMember:
             self.app.wake()
 
     def commit(self, offsets: dict[TopicPartition, int], then) -> None:
+        """An OffsetCommit of this generation, refused at once unless the member is stable. Commits go out one
+        at a time in the order made (`modern.classic.commit_line`); one still waiting when request.timeout.ms
+        has passed since it was made fails with REQUEST_TIMED_OUT, one sent and unanswered that long with
+        COORDINATOR_NOT_AVAILABLE (the coordinator is then looked up again)."""
         if not self.may_commit:
             record_commit(self, offsets, self.generation, "REBALANCE_IN_PROGRESS")
             then("REBALANCE_IN_PROGRESS")
             return
+        self._commit_line.append((dict(offsets), self.sim.now_ms + self.timing.request_timeout_ms, then))
+        if len(self._commit_line) == 1:
+            self._send_commit()
+
+    def _send_commit(self) -> None:
+        offsets, deadline, then = self._commit_line[0]
         member_id, generation = self.member_id, self.generation
+
+        def done(name: str | None) -> None:
+            self._commit_line.pop(0)
+            while self._commit_line and self._commit_line[0][1] <= self.sim.now_ms:   # their turn came too late
+                late, _, late_then = self._commit_line.pop(0)
+                record_commit(self, late, generation, "REQUEST_TIMED_OUT")
+                late_then("REQUEST_TIMED_OUT")
+            if self._commit_line and self._alive:
+                self._send_commit()
+            then(name)
+
+        if not self.may_commit:   # its turn came after the member left its generation: not sent
+            name = "REBALANCE_IN_PROGRESS" if self.state in (State.JOINING, State.SYNCING) else "UNKNOWN_MEMBER_ID"
+            record_commit(self, offsets, generation, name)
+            done(name)
+            return
 
         def answered(error) -> None:
             name = None if error is errors.NONE else errors.name_of(error)
@@ -261,15 +243,21 @@ class ClassicMember:
                     and self.state is State.STABLE and self.generation == generation:
                 self._lose_membership(keep_id=error is errors.ILLEGAL_GENERATION)
                 self.state, self._rejoin_reason = State.UNJOINED, f"commit: {name}"
-            then(name)
+                self._news()
+            done(name)
+
+        def timed_out() -> None:
+            self.coordinator_known = False
+            record_commit(self, offsets, generation, "COORDINATOR_NOT_AVAILABLE")
+            done("COORDINATOR_NOT_AVAILABLE")
 
         self._request("OffsetCommit", answered, to_coordinator=lambda reply: self.coordinator.commit(
-            member_id, generation, offsets, reply))
+            member_id, generation, offsets, reply), timeout_ms=max(deadline - self.sim.now_ms, 1), on_timeout=timed_out)
 
     # -- the join -----------------------------------------------------------------------------------
 
     def _begin_round(self, trigger: str) -> None:
-        self.state, self.attempts, self.round_started_ms = State.JOINING, 0, self.sim.now_ms
+        self.attempts, self.round_started_ms = 0, self.sim.now_ms
         self.recorder.emit(ev.REBALANCE_STARTED, self.name, trigger=trigger, group=self.group)
 
     def _send_join(self) -> None:
@@ -358,6 +346,8 @@ class ClassicMember:
             self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.name, partitions=sorted(map(str, fetched)),
                                committed={str(tp): offset for tp, offset in sorted(committed.items())})
         self.state = State.STABLE
+        if self.app is not None:
+            self.app.rebalanced()
         self.recorder.emit(ev.REBALANCE_COMPLETED, self.name, generation=self.generation,
                            assigned=sorted(map(str, assigned)),
                            duration_ms=round(self.sim.now_ms - self.round_started_ms, 3), attempts=self.attempts,
@@ -371,7 +361,7 @@ class ClassicMember:
     def _join_failed(self, error) -> None:
         if error in (errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION, errors.FENCED_INSTANCE_ID):
             self._lose_membership(keep_id=error is errors.ILLEGAL_GENERATION)
-        self.sim.after(0 if error is errors.REBALANCE_IN_PROGRESS else self.timing.retry_backoff_ms, self._send_join)
+        self.clock.after(0 if error is errors.REBALANCE_IN_PROGRESS else self.timing.retry_backoff_ms, self._send_join)
 
     def _lose_membership(self, *, keep_id: bool) -> None:
         if self.owned:
@@ -382,25 +372,25 @@ class ClassicMember:
             self.member_id = ""
 
     def _rejoin(self, trigger: str, then=lambda: None) -> None:
-        """A rejoin: eager members give up everything before their JoinGroup (Kafka's onJoinPrepare; Spring commits
-        what it kept first)."""
+        """Kafka's onJoinPrepare, then the JoinGroup. The application commits first, while the member is still in
+        its generation (the client's auto-commit, synchronously; or what Spring kept, for the partitions an eager
+        member gives up); an eager member then gives up everything. A rejoin asked for meanwhile is the same one."""
         self._begin_round(trigger)
-        if self.cooperative or not self.owned:
+        revoking = frozenset() if self.cooperative else self.owned
+
+        def join() -> None:
+            if revoking and self.owned:
+                self._revoke(self.owned)
+                self.owned = frozenset()
+                self.positions.clear()
+            self.state, self._rejoin_reason = State.JOINING, None
             self._send_join()
             then()
-            return
 
-        def give_up() -> None:
-            self._revoke(self.owned)
-            self.owned = frozenset()
-            self.positions.clear()
-            self._send_join()
-            then()
-
-        if self.app is not None:
-            self.app.commit_kept_before_revoking(set(self.owned), give_up)
+        if self.app is not None and self.owned:
+            self.app.commit_before_giving_up(set(revoking), join)
         else:
-            give_up()
+            join()
 
     def _revoke(self, partitions: frozenset[TopicPartition]) -> None:
         if partitions:
@@ -411,8 +401,12 @@ class ClassicMember:
     # -- the heartbeat thread -----------------------------------------------------------------------
 
     def _start_heartbeats(self) -> None:
+        self._session_from_ms = self.sim.now_ms
+        self._schedule_beat(self.timing.heartbeat_interval_ms)
+
+    def _schedule_beat(self, delay_ms: float) -> None:
         self._stop_heartbeats()
-        self._heartbeat = self.sim.after(self.timing.heartbeat_interval_ms, self._beat)
+        self._heartbeat = self.clock.after(delay_ms, self._beat)
 
     def _stop_heartbeats(self) -> None:
         if self._heartbeat is not None:
@@ -421,15 +415,48 @@ class ClassicMember:
 
     def _beat(self) -> None:
         self._heartbeat = None
-        if not self._alive or self.state is State.JOINING:
+        if not self._alive or self.state in (State.JOINING, State.UNJOINED):
             return   # the heartbeat thread is disabled until the member has joined (hasNotJoinedGroup)
+        remaining = self._session_from_ms + self.timing.session_timeout_ms - self.sim.now_ms
+        if remaining <= 0:   # no answer for a whole session (a paused process wakes up to this): look it up again
+            self.coordinator_known = False
+        if not self.coordinator_known:
+            self._rediscover()
+            return
+        # Given up when the session runs out, not at the request timeout: then the coordinator is looked up again.
         request = Heartbeat(member_id=self.member_id, generation_id=self.generation)
         self._request("Heartbeat", self._beaten, to_coordinator=lambda reply: self.coordinator.heartbeat(request, reply),
-                      detail="steady")
+                      detail="steady", timeout_ms=max(remaining, 1), on_timeout=self._heartbeat_failed)
+
+    def _heartbeat_failed(self) -> None:
+        if not self._alive:
+            return
+        self.coordinator_known = False
+        self._schedule_beat(self.timing.retry_backoff_ms)
+
+    def _rediscover(self) -> None:
+        """The heartbeat thread looks the coordinator up again (through the coordination link: a cut holds it)."""
+        if self._looking:
+            return
+        self._looking = True
+
+        def found() -> None:
+            self._looking, self.coordinator_known, self._session_from_ms = False, True, self.sim.now_ms
+            self._schedule_beat(self.timing.retry_backoff_ms)
+
+        def failed() -> None:
+            self._looking = False
+            self._schedule_beat(self.timing.retry_backoff_ms)
+
+        self._request("FindCoordinator", found, timeout_ms=self.timing.request_timeout_ms, on_timeout=failed)
 
     def _beaten(self, answer: HeartbeatResult) -> None:
         if not self._alive:
             return
+        self._session_from_ms = self.sim.now_ms
+        if answer.error in (errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION, errors.FENCED_INSTANCE_ID) \
+                and self.state is State.UNJOINED:
+            return   # already out of the group (a commit's answer said so first)
         self._start_heartbeats()
         if answer.error is errors.REBALANCE_IN_PROGRESS and self.state is State.STABLE:
             if self.app is None:
@@ -449,25 +476,20 @@ class ClassicMember:
 
     # -- requests -----------------------------------------------------------------------------------
 
-    def _request(self, op: str, on_answer, *, to_coordinator=None, detail: str | None = None) -> None:
-        """One request: on the wire for a network delay each way; the coordinator's answer (or, for a request
-        the model only counts, an answer at once) comes back to `on_answer`. Recorded as the real client
-        records it: a coordination_request with its latency and error, when the answer arrives."""
+    def _request(self, op: str, on_answer, *, to_coordinator=None, detail: str | None = None,
+                 timeout_ms: float | None = None, on_timeout=None) -> None:
+        """One request over the member's coordination link (`network.exchange`): `on_answer` gets the coordinator's
+        answer (nothing for a request the model only counts); recorded as the real client records it, a
+        coordination_request with its latency and error, NETWORK_EXCEPTION when given up after `timeout_ms`."""
         sent = self.sim.now_ms
 
-        def answered(result=None) -> None:
-            def arrive() -> None:
-                error = getattr(result, "error", None)
-                self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op=op, group=self.group,
-                                   latency_ms=round(self.sim.now_ms - sent, 3),
-                                   error=errors.name_of(error) if error not in (None, errors.NONE) else None,
-                                   **({"detail": detail} if detail else {}))
-                on_answer(*(() if result is None else (result,)))
-            self.sim.after(self.network.delay_ms(), arrive)
+        def record(result, failure: str | None) -> None:
+            error = getattr(result, "error", None)
+            self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op=op, group=self.group,
+                               latency_ms=round(self.sim.now_ms - sent, 3),
+                               error=failure or (errors.name_of(error) if error not in (None, errors.NONE) else None),
+                               **({"detail": detail} if detail else {}))
 
-        if to_coordinator is None:
-            self.sim.after(self.network.delay_ms(), answered)
-        else:
-            self.sim.after(self.network.delay_ms(), lambda: to_coordinator(answered))
-
-
+        exchange(self.network, self.clock, self.name, to_coordinator=to_coordinator, record=record,
+                 on_answer=lambda result: on_answer(*(() if result is None else (result,))),
+                 timeout_ms=timeout_ms, on_timeout=on_timeout)

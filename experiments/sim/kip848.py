@@ -1,5 +1,5 @@
-"""KIP-848 in virtual time: the broker's consumer group state machine, driven unchanged, and a model of the
-lab's KIP-848 client (Kafka 4's) around it.
+"""KIP-848 in virtual time: a model of the lab's KIP-848 client (Kafka 4's) around the broker's consumer group state
+machine, driven unchanged (`kip848_coordinator`).
 
 Shared: `modern.coordinator.consumer_group.ConsumerGroup` (member epochs, the target assignment from the
 server assignors, revocation before reassignment, session and rebalance deadlines) with Kafka 4's timing
@@ -10,119 +10,28 @@ Modelled: the client (`modern/kip848/`). One heartbeat in flight at a time, ever
 gives; an answer whose assignment differs from what the member holds is reconciled at once (the application
 is idle): partitions to give up are revoked, new ones have their offsets fetched, and either sends an
 acknowledging heartbeat straight away, reporting what the member owns. A member fenced or unknown to the
-coordinator loses its partitions and joins again with epoch 0."""
+coordinator loses its partitions and joins again with epoch 0. A request unanswered after request.timeout.ms is
+given up: the coordinator is looked up again and the next heartbeat backs off (Kafka's exponential backoff, the
+real client's arithmetic). The faults split brain puts on a member act through its clock and the network
+(`network`)."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Mapping
-
 from experiments.sim.application import record_commit
-from experiments.sim.classic import Network
 from experiments.sim.kernel import Simulation, Timer
+from experiments.sim.kip848_coordinator import Coordinator
+from experiments.sim.network import MemberClock, Network, exchange
+from modern.client.coordinator_lookup import ExponentialBackoff
 from modern.common import errors
-from modern.coordinator import offset_metadata_manager as offsets_fence
-from modern.coordinator.assignors import ASSIGNORS
-from modern.coordinator.consumer_group import (
-    ConsumerGroup,
-    ConsumerGroupConfig,
-    HeartbeatRequest,
-    HeartbeatResult,
-    Member,
-    MemberState,
-)
-from modern.coordinator.records import consumer_group as records
-from modern.coordinator.records.consumer_group import encode
-from modern.coordinator.records.offset_commit import OffsetAndMetadata
-from modern.coordinator.replay import replay_consumer_groups
+from modern.coordinator.consumer_group import HeartbeatRequest, HeartbeatResult
+from modern.kip848.client_settings import Kip848Settings
 from rebalance import events as ev
 from rebalance import heartbeat_kinds
 from rebalance.events import EventRecorder
-from rebalance.topic_ids import topic_id
 from rebalance.types import TopicPartition
 
 JOIN_EPOCH, LEAVE_EPOCH = 0, -1
 FENCED = (errors.FENCED_MEMBER_EPOCH, errors.UNKNOWN_MEMBER_ID)
-
-
-class Coordinator:
-    """The broker's side of one consumer group: the real ConsumerGroup, its deadlines on the virtual clock."""
-
-    def __init__(self, sim: Simulation, group_id: str, recorder: EventRecorder, topics: Mapping[str, int],
-                 config: ConsumerGroupConfig | None = None) -> None:
-        self.sim, self.recorder, self.topics = sim, recorder, dict(topics)
-        self.group = ConsumerGroup(group_id, config or ConsumerGroupConfig(), now_ms=0)
-        self._tick: Timer | None = None
-
-    def new_member_id(self) -> str:
-        """KIP-848 v1: the client makes its member id, a random UUID (drawn from the seed, for replay): the
-        server assignors order members by id, so which members give partitions to a newcomer varies as in
-        Kafka."""
-        return str(uuid.UUID(int=self.sim.rng.getrandbits(128), version=4))
-
-    def heartbeat(self, request: HeartbeatRequest, reply) -> None:
-        out = self.group.heartbeat(request, self.topics, self.sim.now_int_ms)
-        self._events(out)
-        reply(out.result)
-
-    def _events(self, out) -> None:
-        for event in out.events:   # as the broker's GroupMetadataManager records them
-            self.recorder.emit(ev.COORDINATOR_EVENT, group=self.group.group_id, node=0, protocol="consumer", **event)
-        self._schedule_tick()
-
-    def _schedule_tick(self) -> None:
-        if self._tick is not None:
-            self._tick.cancel()
-            self._tick = None
-        deadline = self.group.next_deadline()
-        if deadline is not None:
-            self._tick = self.sim.at(deadline, self._on_tick)
-
-    def _on_tick(self) -> None:
-        self._tick = None
-        self._events(self.group.tick(self.sim.now_int_ms))
-
-    def commit(self, member_id: str, epoch: int, offsets: dict[TopicPartition, int], reply) -> None:
-        """An OffsetCommit v9, fenced by member epoch as the broker fences it (offset_metadata_manager)."""
-        error = offsets_fence.consumer_commit_error(self.group, offsets_fence.OFFSET_COMMIT_MEMBER_EPOCH_VERSION,
-                                                    member_id, epoch)
-        if error is errors.NONE:
-            self.group.offsets.update({(tp.topic, tp.partition): OffsetAndMetadata(offset, commit_timestamp_ms=
-                                                                                    self.sim.now_int_ms)
-                                       for tp, offset in offsets.items()})
-        reply(error)
-
-    def committed(self, partitions) -> dict[TopicPartition, int]:
-        held = self.group.offsets
-        return {tp: held[(tp.topic, tp.partition)].offset for tp in partitions if (tp.topic, tp.partition) in held}
-
-    def load_stable(self, members: list[Kip848Member]) -> dict[str, frozenset[tuple[str, int]]]:
-        """A warm start: the group as the coordinator loads it from its log, `members` stable at the epoch their
-        joins would have reached (one each), on one target the assignor computed for all of them at once.
-        Kafka's path when a coordinator takes over a group; here it stands in for a warm-up of N joins, each
-        of which recomputes the target (O(N) each). Returns each member's partitions."""
-        group_id, config, epoch = self.group.group_id, self.group.config, len(members)
-        assignor = members[0].assignor if members else None
-        subscriptions = {member.member_id: frozenset(member.topics) for member in members}
-        subscribed = {topic for topics in subscriptions.values() for topic in topics}
-        counts = {topic: n for topic, n in sorted(self.topics.items()) if topic in subscribed}
-        target = ASSIGNORS[assignor](subscriptions, counts, {}, instance_ids={}) if members else {}
-        written = [records.group_metadata(group_id, epoch)]
-        for member in members:
-            state = Member(member_id=member.member_id, instance_id=None, rack_id=None, client_id=member.name,
-                           client_host="", subscribed_topics=tuple(sorted(member.topics)), server_assignor=assignor,
-                           rebalance_timeout_ms=member.rebalance_timeout_ms, member_epoch=epoch,
-                           previous_epoch=epoch - 1, state=MemberState.STABLE,
-                           assigned=target.get(member.member_id, frozenset()))
-            written += [records.member_metadata(group_id, member.member_id, state),
-                        records.target_member(group_id, member.member_id, state.assigned),
-                        records.current_assignment(group_id, member.member_id, state)]
-        written.append(records.target_metadata(group_id, epoch))
-        stored = [encode(record, topic_id) for record in written]
-        self.group = replay_consumer_groups(stored, self.topics, topic_id, config, self.sim.now_int_ms).get(
-            group_id, ConsumerGroup(group_id, config, now_ms=self.sim.now_int_ms))
-        self._schedule_tick()
-        return {member.member_id: target.get(member.member_id, frozenset()) for member in members}
 
 
 class Kip848Member:
@@ -130,10 +39,15 @@ class Kip848Member:
 
     def __init__(self, sim: Simulation, network: Network, coordinator: Coordinator, recorder: EventRecorder, *,
                  name: str, group: str, topics: dict[str, int], assignor: str,
-                 rebalance_timeout_ms: int = 300_000) -> None:
+                 settings: Kip848Settings | None = None) -> None:
         self.sim, self.network, self.coordinator, self.recorder = sim, network, coordinator, recorder
         self.name, self.group, self.topics, self.assignor = name, group, topics, assignor
-        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.settings = settings or Kip848Settings(group=group, topics=tuple(topics), bootstrap=(("sim", 0),),
+                                                   client_id=name)
+        self.rebalance_timeout_ms = self.settings.rebalance_timeout_ms
+        self.backoff = ExponentialBackoff(self.settings.retry_backoff_ms, self.settings.retry_backoff_max_ms)
+        self.coordinator_known = True                     # found by the start's FindCoordinator
+        self._failed_attempts = 0                         # heartbeats given up in a row (the backoff's exponent)
         self.member_id = coordinator.new_member_id()
         self.epoch = JOIN_EPOCH
         self.interval_ms = coordinator.group.config.heartbeat_interval_ms
@@ -148,6 +62,8 @@ class Kip848Member:
         self._steps = 0
         self.positions: dict[TopicPartition, int] = {}    # next offset to fetch, per owned partition
         self.app = None                                   # experiments.sim.application.Application, when records flow
+        self.clock = MemberClock(sim)                     # this member's process: its threads pause together
+        self.auto_commits_at_once = 1                     # Kafka 4's auto-commit: at most one in flight
 
     def attach(self, app) -> None:
         self.app = app
@@ -180,7 +96,7 @@ class Kip848Member:
             return
         if self.app is not None:
             self.app.stop()
-            self.app.commit_kept_before_revoking(set(self.owned), self._close)
+            self.app.commit_before_closing(self._close)
         else:
             self._close()
 
@@ -196,8 +112,17 @@ class Kip848Member:
     def crash(self) -> None:
         self._alive = False
         self._cancel_next()
+        self.clock.pause()   # for good: nothing of this process runs again (a restart is a new member)
         if self.app is not None:
             self.app.stop()
+
+    def pause(self) -> None:
+        """SIGSTOP: every thread of the process stops where it is."""
+        self.clock.pause()
+
+    def resume(self) -> None:
+        if self._alive:   # a process killed while stopped stays gone
+            self.clock.resume()
 
     def start_stable(self, assigned: frozenset[tuple[str, int]], epoch: int) -> None:
         """Begin as a member of a group the coordinator loaded (Coordinator.load_stable): owning `assigned`
@@ -223,7 +148,12 @@ class Kip848Member:
         if self.in_flight:
             self.ack_due = True   # one heartbeat at a time: the next goes when this one is answered
             return
-        send_all = self.epoch == JOIN_EPOCH
+        if not self.coordinator_known:   # the heartbeat thread looks the coordinator up first
+            self.in_flight = True
+            self._request("FindCoordinator", self._found, timeout_ms=self.settings.request_timeout_ms,
+                          on_timeout=self._given_up)
+            return
+        send_all = self.epoch == JOIN_EPOCH or self._failed_attempts > 0
         owned = self.owned if (send_all or self.owned != self.reported) else None
         request = HeartbeatRequest(
             member_id=self.member_id, member_epoch=self.epoch,
@@ -233,10 +163,25 @@ class Kip848Member:
             client_id=self.name, member_id_from_client=True)
         self._send(request, self.epoch, owned=owned, on_answer=self._answered)
 
+    def _found(self) -> None:
+        self.in_flight, self.coordinator_known = False, True
+        self._beat_now()
+
+    def _given_up(self) -> None:
+        """A heartbeat or a lookup unanswered for request.timeout.ms: the coordinator is looked up again, after the
+        backoff, and the next heartbeat sends every field (Kafka's HeartbeatRequestManager on a failed request)."""
+        self.in_flight, self.coordinator_known = False, False
+        if not self._alive:
+            return
+        delay = self.backoff.backoff_ms(self._failed_attempts, self.sim.rng.random())
+        self._failed_attempts += 1
+        self._schedule(delay)
+
     def _answered(self, answer: HeartbeatResult, owned_sent: frozenset[TopicPartition] | None) -> None:
         self.in_flight = False
         if not self._alive:
             return
+        self._failed_attempts = 0
         if answer.error in FENCED:
             self._fenced()
             return
@@ -269,7 +214,7 @@ class Kip848Member:
 
     def _schedule(self, delay_ms: float) -> None:
         self._cancel_next()
-        self._next = self.sim.after(delay_ms, self._beat_now)
+        self._next = self.clock.after(delay_ms, self._beat_now)
 
     def _cancel_next(self) -> None:
         if self._next is not None:
@@ -282,6 +227,11 @@ class Kip848Member:
     def may_commit(self) -> bool:
         """In the group (a member epoch given): a commit goes out, fenced by that epoch at the coordinator."""
         return self._alive and self.epoch > JOIN_EPOCH
+
+    @property
+    def may_auto_commit(self) -> bool:
+        """Kafka 4's auto-commit goes out only while the coordinator is known and the member is in the group."""
+        return self.may_commit and self.coordinator_known
 
     def _news(self) -> None:
         if self.app is not None:
@@ -298,13 +248,18 @@ class Kip848Member:
         self._open_rebalance("assignment")
         revoked = self.owned - self.target
 
+        def done() -> None:
+            if self.app is not None:
+                self.app.rebalanced()   # a new assignment starts a fresh auto-commit interval (resetAutoCommitTimer)
+            then()
+
         def take_new() -> None:
             added = (self.target or frozenset()) - self.owned
             if not added:
                 self._maybe_complete()
-                then()
+                done()
                 return
-            self._request("OffsetFetch", lambda: (self._assigned(frozenset(added)), then()))
+            self._request("OffsetFetch", lambda: (self._assigned(frozenset(added)), done()))
 
         def give_up() -> None:
             self.owned = self.owned - revoked
@@ -315,38 +270,39 @@ class Kip848Member:
             self._beat_now()   # acknowledge at once
             take_new()
 
-        if not revoked:
-            take_new()
-        elif self.app is not None:
-            self.app.commit_kept_before_revoking(set(revoked), give_up)
+        reconcile = give_up if revoked else take_new
+        if self.app is not None:   # Kafka's maybeAutoCommitSyncBeforeRevocation, or what Spring kept
+            self.app.commit_before_giving_up(set(revoked), reconcile)
         else:
-            give_up()
+            reconcile()
 
     def commit(self, offsets: dict[TopicPartition, int], then) -> None:
+        """An OffsetCommit carrying the member epoch, refused at once outside the group; unanswered after
+        request.timeout.ms it fails with COORDINATOR_NOT_AVAILABLE and the coordinator is looked up again."""
         if not self.may_commit:
             record_commit(self, offsets, self.epoch, "UNKNOWN_MEMBER_ID")
             then("UNKNOWN_MEMBER_ID")
             return
-        member_id, epoch = self.member_id, self.epoch
+        member_id, epoch, sent = self.member_id, self.epoch, self.sim.now_ms
+
+        def record(error, failure: str | None) -> None:
+            self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op="OffsetCommit", group=self.group,
+                               latency_ms=round(self.sim.now_ms - sent, 3),
+                               error=failure or (errors.name_of(error) if error is not errors.NONE else None))
 
         def answered(error) -> None:
             name = None if error is errors.NONE else errors.name_of(error)
             record_commit(self, offsets, epoch, name)
             then(name)
 
-        sent = self.sim.now_ms
+        def timed_out() -> None:
+            self.coordinator_known = False
+            record_commit(self, offsets, epoch, "COORDINATOR_NOT_AVAILABLE")
+            then("COORDINATOR_NOT_AVAILABLE")
 
-        def at_coordinator() -> None:
-            self.coordinator.commit(member_id, epoch, offsets, lambda error: self.sim.after(
-                self.network.delay_ms(), lambda: arrive(error)))
-
-        def arrive(error) -> None:
-            self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op="OffsetCommit", group=self.group,
-                               latency_ms=round(self.sim.now_ms - sent, 3),
-                               error=errors.name_of(error) if error is not errors.NONE else None)
-            answered(error)
-
-        self.sim.after(self.network.delay_ms(), at_coordinator)
+        exchange(self.network, self.clock, self.name, record=record, on_answer=answered,
+                 to_coordinator=lambda reply: self.coordinator.commit(member_id, epoch, offsets, reply),
+                 timeout_ms=self.settings.request_timeout_ms, on_timeout=timed_out)
 
     # -- reconciliation (the polling thread, idle) ----------------------------------------------------
 
@@ -399,40 +355,42 @@ class Kip848Member:
     # -- requests -------------------------------------------------------------------------------------
 
     def _send(self, request: HeartbeatRequest, epoch: int, *, owned, on_answer) -> None:
-        """A ConsumerGroupHeartbeat, recorded with its kind (rebalance.heartbeat_kinds) when answered."""
+        """A ConsumerGroupHeartbeat, recorded with its kind (rebalance.heartbeat_kinds) when answered, or given up
+        after request.timeout.ms (a leave heartbeat is not waited for that long: the member has stopped)."""
         self.in_flight = epoch != LEAVE_EPOCH
         sent, held = self.sim.now_ms, self.target
 
-        def at_coordinator() -> None:
-            self.coordinator.heartbeat(request, lambda result: self.sim.after(self.network.delay_ms(),
-                                                                             lambda: arrive(result)))
-
-        def arrive(result: HeartbeatResult) -> None:
-            assignment = None if result.assignment is None else _ours(result.assignment)
+        def record(result: HeartbeatResult | None, failure: str | None) -> None:
+            assignment = None if result is None or result.assignment is None else _ours(result.assignment)
             detail = heartbeat_kinds.detail(member_epoch=epoch, owned_reported=owned is not None,
                                             assignment=assignment, held=held)
+            error = failure or (errors.name_of(result.error) if result.error is not errors.NONE else None)
             self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op=heartbeat_kinds.API, group=self.group,
-                               latency_ms=round(self.sim.now_ms - sent, 3),
-                               error=errors.name_of(result.error) if result.error is not errors.NONE else None,
-                               detail=detail)
+                               latency_ms=round(self.sim.now_ms - sent, 3), error=error, detail=detail)
+
+        def arrive(result: HeartbeatResult) -> None:
             if epoch == LEAVE_EPOCH:
                 on_answer(result)
             else:
                 on_answer(result, owned)
 
-        self.sim.after(self.network.delay_ms(), at_coordinator)
+        leaving = epoch == LEAVE_EPOCH
+        exchange(self.network, self.clock, self.name, record=record, on_answer=arrive,
+                 to_coordinator=lambda reply: self.coordinator.heartbeat(request, reply),
+                 timeout_ms=None if leaving else self.settings.request_timeout_ms,
+                 on_timeout=None if leaving else self._given_up)
 
-    def _request(self, op: str, on_answer) -> None:
+    def _request(self, op: str, on_answer, *, timeout_ms: float | None = None, on_timeout=None) -> None:
         """A request the model counts but the coordinator's state machine does not serve (the lookup, the
-        offsets' fetch): answered after a round trip."""
+        offsets' fetch): answered after a round trip over the coordination link."""
         sent = self.sim.now_ms
 
-        def arrive() -> None:
+        def record(_result, failure: str | None) -> None:
             self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op=op, group=self.group,
-                               latency_ms=round(self.sim.now_ms - sent, 3), error=None)
-            on_answer()
+                               latency_ms=round(self.sim.now_ms - sent, 3), error=failure)
 
-        self.sim.after(self.network.delay_ms() * 2, arrive)
+        exchange(self.network, self.clock, self.name, to_coordinator=None, record=record,
+                 on_answer=lambda _result: on_answer(), timeout_ms=timeout_ms, on_timeout=on_timeout)
 
 
 def _wire(partitions: frozenset[TopicPartition]) -> frozenset[tuple[str, int]]:

@@ -24,8 +24,8 @@ import json
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from experiments.sim.classic import Network
 from experiments.sim.kernel import Simulation, Timer
+from experiments.sim.network import Network
 from experiments.sim.zookeeper import NodeExists, NoNode, ZooKeeper
 from legacy_zk.config import LegacyConfig
 from legacy_zk.registry import BROKER_IDS, GroupPaths, parse_registration, registration_json, topic_path

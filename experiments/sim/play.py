@@ -16,7 +16,7 @@ from pathlib import Path
 from experiments.faults.history import FAULT_KEYS, fault_kind
 from experiments.folders.run_folder import RunFolder
 from experiments.folders.run_record import RunRecord, ScenarioSource
-from experiments.run.member_configs import native_settings
+from experiments.run.member_configs import member_config, native_settings, workload_of
 from experiments.run.provenance import git_commit, versions
 from experiments.run.settling import running_before
 from experiments.scenario import load, resolve
@@ -24,14 +24,20 @@ from experiments.scenario.actions import Action, Span, phase_name, spec_of
 from experiments.scenario.model import Scenario, Step
 from experiments.sim import kip848, legacy
 from experiments.sim.application import Application
-from experiments.sim.classic import ClassicMember, ClientTiming, Coordinator, Network
+from experiments.sim.classic import ClassicMember, ClientTiming
+from experiments.sim.classic_coordinator import Coordinator
 from experiments.sim.kernel import Simulation
+from experiments.sim.kip848_coordinator import Coordinator as Kip848Coordinator
+from experiments.sim.network import Network
 from experiments.sim.recorders import T0_MS, T0_NS, Recorders
 from experiments.sim.records import Logs, Producer
 from experiments.sim.zookeeper import ZooKeeper
 from legacy_zk.config import LegacyConfig
 from legacy_zk.registry import BROKER_IDS, topic_path
+from modern.classic.member import settings_from as classic_settings
 from modern.coordinator.consumer_group import ConsumerGroupConfig
+from modern.kip848.client_settings import Kip848Settings
+from modern.kip848.client_settings import settings_from as kip848_settings
 from rebalance import events as ev
 from rebalance.backends import GroupProtocol, backend_names, canonical_name, profile
 from rebalance.consumer_group_timing import ConsumerGroupTiming
@@ -47,6 +53,9 @@ PROTOCOLS = (GroupProtocol.CLASSIC, GroupProtocol.CONSUMER)   # also the ones re
 SIMULATED = tuple(name for name in backend_names()
                   if profile(name).group_protocol in PROTOCOLS or profile(name).needs_zookeeper)
 PLAYED = {Action.PHASE, Action.JOIN, Action.LEAVE, Action.CRASH, Action.SCALE, Action.RESTART, Action.ROLLING_RESTART}
+# Split brain's member faults, on the two coordinator protocols: a process paused (SIGSTOP), and the coordination
+# link black-holed (the lab's proxy: held both ways, delivered after the heal).
+MEMBER_FAULTS = {Action.PAUSE, Action.LINK}
 # A restart stops the member's process cleanly and starts a new one: the new process's start-up (Python and the
 # client's imports) before its member begins again, as a member host takes on two cores.
 RESTART_GAP_MS = 1_500
@@ -66,9 +75,14 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
     if backend not in SIMULATED:
         raise NotSimulated(f"the simulation plays {', '.join(SIMULATED)} so far, not {backend}")
     schedule = resolve(scenario)
-    unplayed = sorted({step.action for step in schedule.steps} - {action.value for action in PLAYED})
+    coordinated = profile(backend).group_protocol in PROTOCOLS
+    played = PLAYED | (MEMBER_FAULTS if coordinated else set())
+    unplayed = sorted({step.action for step in schedule.steps} - {action.value for action in played})
     if unplayed:
-        raise NotSimulated(f"scenario {scenario.name}: the simulation does not play {', '.join(unplayed)} yet")
+        raise NotSimulated(f"scenario {scenario.name}: the simulation does not play {', '.join(unplayed)} on "
+                           f"{backend} yet")
+    for step in schedule.steps:
+        _check_member_fault(scenario, step)
     folder = RunFolder(out)
     if folder.path.exists() and any(folder.path.iterdir()):
         raise FileExistsError(f"{out} is not empty; give a new folder")
@@ -77,12 +91,23 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
         raise NotSimulated(f"a warm start is simulated for kip848 so far, not {backend}")
     if records and profile(backend).group_protocol not in PROTOCOLS:
         raise NotSimulated(f"records are simulated for classic and kip848 so far, not {backend}")
-    if records and scenario.workload.commit != "batch":
-        raise NotSimulated(f"scenario {scenario.name}: records are simulated with commits after each poll's records "
-                           f"(workload.commit = \"batch\") so far; the client's auto-commit is not")
     play = _Play(scenario, backend, schedule, folder, seed, warm_start=warm_start, records=records)
     play.run()
     return folder
+
+
+def _check_member_fault(scenario: Scenario, step: Step) -> None:
+    """A pause of a member's own process, or a black hole on its coordination link, both ways: what is played."""
+    if step.action == Action.PAUSE.value and step.emulated:
+        raise NotSimulated(f"scenario {scenario.name}, line {step.line}: a pause of a member that shares its host "
+                           f"(emulated by the host) is not simulated yet; give it a process of its own "
+                           f"(group.per_process = 1)")
+    if step.action == Action.LINK.value:
+        fault, direction = step.params.get("fault"), step.params.get("direction", "both")
+        if step.link != "coord" or fault != "partition" or direction != "both":
+            raise NotSimulated(f"scenario {scenario.name}, line {step.line}: of the link faults the simulation plays "
+                               f"a partition of the coord link both ways so far, not {fault} of the {step.link} link "
+                               f"({direction})")
 
 
 def run_seed(task: tuple[str, list[str], str, int, str, bool, bool]) -> str:
@@ -120,11 +145,18 @@ class _Play:
             self.coordinator = None
         elif self.profile.group_protocol is GroupProtocol.CONSUMER:
             timing = ConsumerGroupTiming.from_settings(native_settings(scenario, self.profile))
-            self.coordinator = kip848.Coordinator(self.sim, group.name, coordinator_events, self.topics,
+            self.coordinator = Kip848Coordinator(self.sim, group.name, coordinator_events, self.topics,
                                                   ConsumerGroupConfig(**asdict(timing)))
         else:
             self.coordinator = Coordinator(self.sim, group.name, coordinator_events)
+        # the clients' settings as the real members read them from the scenario's [group.<backend>]
+        config = member_config(scenario, self.profile, "m000", "127.0.0.1:9092", workload=False)
         self.timing = ClientTiming(session_timeout_ms=group.session_timeout_ms)
+        self.kip848_settings: Kip848Settings | None = None
+        if self.profile.group_protocol is GroupProtocol.CLASSIC:
+            self.timing = ClientTiming.of(classic_settings(config, client_id="sim"), config.auto_commit_interval_ms)
+        elif self.profile.group_protocol is GroupProtocol.CONSUMER:
+            self.kip848_settings = kip848_settings(config, client_id="sim")
         self.members: dict[str, ClassicMember | kip848.Kip848Member | legacy.LegacyMember] = {}
         self.running: list[str] = []
         self.applied: list[dict] = []
@@ -190,6 +222,7 @@ class _Play:
         if self.producer is not None:
             self.producer.stop()   # the timeline's end, however late its waits made it (the runner's producer too)
         self.phase(RunnerPhase.HEAL)
+        self.final_heal()
         self.phase(RunnerPhase.SETTLE)
         self.sim.run_until(self.sim.now_ms + self.scenario.settle * 1000)
         self.phase(RunnerPhase.TEARDOWN)
@@ -245,6 +278,9 @@ class _Play:
             self.runner.emit(ev.PHASE, name=phase_name(action, step.targets, dict(step.params)), fault_id=step.fault_id,
                              targets=list(step.targets),
                              **({"params": dict(step.params)} if "waited_s" in step.params else {}))
+        elif step.op == "heal":
+            self.heal(step)
+            return
         else:
             started = self.runner.emit(ev.FAULT_STARTED, **self.fault_fields(step))
             undone = {a.value for a in spec.undoes}
@@ -259,13 +295,39 @@ class _Play:
             else:
                 self.active[step.fault_id] = started
         do: dict[Action, Callable[[str], None]] = {Action.JOIN: self.start, Action.LEAVE: self.leave,
-                                                   Action.CRASH: self.crash, Action.RESTART: self.restart}
+                                                   Action.CRASH: self.crash, Action.RESTART: self.restart,
+                                                   Action.PAUSE: lambda name: self.members[name].pause(),
+                                                   Action.LINK: lambda name: self.network.cut(self.member_id(name))}
         if action is Action.SCALE:
             act = self.start if step.targets and step.targets[0] not in self.members else self.leave
         else:
             act = do.get(action)
         for name in step.targets if act else ():
             act(name)
+
+    def heal(self, step: Step) -> None:
+        """A timed fault's end: the member resumed, its link healed; its effect was seen from its start."""
+        started = self.active.pop(step.fault_id, None)
+        self.undo(step.action, step.targets)
+        self.runner.emit(ev.FAULT_STOPPED, **self.fault_fields(step),
+                         observed_ts_ns=None if started is None else started["ts_ns"],
+                         healed_ts_ns=self.recorders.clock()[0])
+
+    def final_heal(self) -> None:
+        """The runner's heal before settling: every fault still in force undone and closed."""
+        now_ns = self.recorders.clock()[0]
+        for fault_id, started in list(self.active.items()):
+            self.undo(started["action"], started["targets"])
+            self.runner.emit(ev.FAULT_STOPPED, **{key: started[key] for key in FAULT_KEYS}, observed_ts_ns=None,
+                             healed_ts_ns=now_ns, healed_by="final-heal")
+            del self.active[fault_id]
+
+    def undo(self, action: str, targets) -> None:
+        for name in targets:
+            if action == Action.PAUSE.value:
+                self.members[name].resume()
+            elif action == Action.LINK.value:
+                self.network.heal(self.member_id(name))
 
     def fault_fields(self, step: Step) -> dict:
         return {"fault_id": step.fault_id, "kind": fault_kind(step), "action": step.action,
@@ -283,7 +345,7 @@ class _Play:
             member.records_flow()
 
     def start_stable(self, names) -> None:
-        """The warm start: the members as a stable group their coordinator loaded (kip848.Coordinator.load_stable)."""
+        """The warm start: the members as a stable group their coordinator loaded (kip848_coordinator.Coordinator.load_stable)."""
         members = [self.new_member(name) for name in names]
         assigned = self.coordinator.load_stable(members)
         for member in members:
@@ -305,7 +367,7 @@ class _Play:
         elif self.profile.group_protocol is GroupProtocol.CONSUMER:
             member = kip848.Kip848Member(self.sim, self.network, self.coordinator, host, name=self.member_id(name),
                                          group=self.scenario.group.name, topics=self.topics,
-                                         assignor=self.profile.runs_as(self.strategy))
+                                         assignor=self.profile.runs_as(self.strategy), settings=self.kip848_settings)
             if self.logs is not None:
                 member.attach(self.application_of(member))
         else:
@@ -319,8 +381,11 @@ class _Play:
         return member
 
     def application_of(self, member) -> Application:
-        return Application(self.sim, member, self.logs, self.scenario.workload, seed=self.seed,
-                           max_poll_records=self.scenario.workload.max_poll_records)
+        timing = self.kip848_settings or self.timing
+        return Application(self.sim, member, self.logs, workload_of(self.scenario, self.profile), seed=self.seed,
+                           max_poll_records=self.scenario.workload.max_poll_records,
+                           auto_commit_interval_ms=timing.auto_commit_interval_ms,
+                           retry_backoff_ms=timing.retry_backoff_ms)
 
     def leave(self, name: str) -> None:
         self.running.remove(name)

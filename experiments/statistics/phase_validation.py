@@ -1,10 +1,10 @@
-"""Simulated runs set beside a campaign's real ones, cell by cell and phase by phase (docs/simulation.md).
+"""Simulated runs set beside a campaign's real ones, cell by cell (docs/simulation.md).
 
-A cell is a backend and strategy of the real runs (a data folder's runs.csv) and one of seed 002's phase
-measures: records over the latency limit, the worst latency and the time rebalancing, per phase and over the
-whole run. The simulated runs of the cell, summarised as the real ones are, give the same metrics
-(`campaign_stats.metrics_of`); the cell validates when the simulated median lies inside the real runs'
-[min-max]."""
+A cell is a scenario, backend and strategy of the real runs (a data folder's runs.csv) and one measure: seed 002's
+records over the latency limit, worst latency and time rebalancing, per phase and over the whole run; split
+brain's anomalies (double ownership, duplicates, offset regressions, fenced commits). The simulated runs of the
+cell, summarised as the real ones are, give the same metrics (`campaign_stats.metrics_of`); the cell validates when
+the simulated median lies inside the real runs' [min-max]."""
 
 from __future__ import annotations
 
@@ -20,10 +20,12 @@ from experiments.statistics.campaign_stats import WHOLE_RUN_LOST, metrics_of, sp
 from rebalance.events import RunnerPhase
 
 PHASE_MEASURES = ("records lost", "max latency (ms)", "rebalancing (ms)")
+ANOMALIES = ("double-ownership (s)", "duplicates", "offset regressions", "fenced commits")
 
 
 @dataclass(frozen=True)
 class PhaseCell:
+    scenario: str
     backend: str
     strategy: str
     metric: str
@@ -41,37 +43,42 @@ NOT_SCENARIO_PHASES = (*(phase.value for phase in RunnerPhase), "timeline")
 
 
 def validated_metric(metric: str) -> bool:
-    """The whole run's records over the limit, and each scenario phase's three measures."""
+    """The whole run's records over the limit and anomalies, and each scenario phase's three measures."""
     phase, _, measure = metric.partition(": ")
-    return metric == WHOLE_RUN_LOST or (measure in PHASE_MEASURES and phase not in NOT_SCENARIO_PHASES)
+    return metric in (WHOLE_RUN_LOST, *ANOMALIES) or (measure in PHASE_MEASURES and phase not in NOT_SCENARIO_PHASES)
 
 
-def phase_cells(real_runs: pd.DataFrame, simulated: Mapping[tuple[str, str], list[Path]]) -> list[PhaseCell]:
-    """`real_runs`: a data folder's runs.csv; `simulated`: (backend, strategy) -> its summarised simulated runs."""
+def phase_cells(real_runs: pd.DataFrame, simulated: Mapping[tuple[str, str, str], list[Path]]) -> list[PhaseCell]:
+    """`real_runs`: a data folder's runs.csv; `simulated`: (scenario, backend, strategy) -> its summarised simulated
+    runs."""
     cells = []
-    for (backend, strategy), folders in sorted(simulated.items()):
-        real = real_runs[(real_runs["backend"] == backend) & (real_runs["strategy"] == strategy)
-                         & (real_runs["sweep"].fillna("-") == "-")]
+    for (scenario, backend, strategy), folders in sorted(simulated.items()):
+        real = real_runs[(real_runs["scenario"] == scenario) & (real_runs["backend"] == backend)
+                         & (real_runs["strategy"] == strategy) & (real_runs["sweep"].fillna("-") == "-")]
         by_metric: dict[str, list[float]] = {}
         for folder in folders:
             for metric, value in metrics_of(RunFolder(folder)):
                 by_metric.setdefault(metric, []).append(value)
         metrics = [m for m in dict.fromkeys(real["metric"]) if validated_metric(m)]
         for metric in metrics:
-            cells.append(PhaseCell(backend, strategy, metric,
+            cells.append(PhaseCell(scenario, backend, strategy, metric,
                                    tuple(real.loc[real["metric"] == metric, "value"].astype(float)),
                                    tuple(by_metric.get(metric, ()))))
     return cells
 
 
-def phase_cells_markdown(cells: list[PhaseCell], *, source: str, seeds: int) -> str:
-    lines = [f"Seed 002's measures phase by phase, the real runs of `{source}` against {seeds} simulated seeds a cell "
-             "(median [min-max], n); a cell validates when the simulated median lies inside the real runs' range.", "",
-             "| backend | strategy | measure | real runs | simulated | |", "|---|---|---|---|---|---|"]
+def phase_cells_markdown(cells: list[PhaseCell], *, source: str, seeds: int,
+                         unplayed: Mapping[tuple[str, str, str], str] | None = None) -> str:
+    """The table; `unplayed`: the cells the simulation refused, each with its reason."""
+    lines = [f"The real runs of `{source}` against {seeds} simulated seeds a cell (median [min-max], n); a cell "
+             "validates when the simulated median lies inside the real runs' range.", "",
+             "| scenario | backend | strategy | measure | real runs | simulated | |", "|---|---|---|---|---|---|---|"]
     for cell in cells:
-        lines.append(f"| {cell.backend} | {cell.strategy} | {cell.metric} | {_figure(cell.real)} | "
+        lines.append(f"| {cell.scenario} | {cell.backend} | {cell.strategy} | {cell.metric} | {_figure(cell.real)} | "
                      f"{_figure(cell.simulated)} | {'inside' if cell.inside else '**outside**'} |")
     lines += ["", f"{sum(cell.inside for cell in cells)} of {len(cells)} cells validate."]
+    lines += [f"Not simulated: {scenario} on {backend} {strategy} ({reason})."
+              for (scenario, backend, strategy), reason in sorted((unplayed or {}).items())]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,123 @@
+"""The simulated loopback between members and their coordinator, with the two faults split brain puts on a member:
+its coordination link cut, and its process paused.
+
+- `Network`: one-way delays (loopback plus a seeded jitter) and each member's coordination link. A cut is the lab's
+  proxy black hole (`experiments.faults.proxy`, `coord` class): whatever crosses the link meanwhile, either way, is
+  held and delivered in order after the heal, as TCP retransmission would; the data link (fetches) is not touched.
+- `MemberClock`: a member's own timers and arrivals. While its process is paused (SIGSTOP) nothing of it runs; what
+  fell due meanwhile runs at the resume, in the order it fell due, unless it was cancelled first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from experiments.sim.kernel import Simulation, Timer
+
+NETWORK_ONE_WAY_MS = 0.25          # loopback, as the lab's runs have it: requests answer in well under 1 ms
+NETWORK_JITTER_MS = 0.15
+
+
+class Network:
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self._held: dict[str, list[Callable[[], None]]] = {}   # per member whose coordination link is cut
+
+    def delay_ms(self) -> float:
+        return NETWORK_ONE_WAY_MS + self.sim.rng.random() * NETWORK_JITTER_MS
+
+    def send(self, member: str, deliver: Callable[[], None]) -> None:
+        """One message over `member`'s coordination link, either way: `deliver` runs after a one-way delay, or
+        after the heal when the link is cut at the moment it would arrive."""
+        self.sim.after(self.delay_ms(), lambda: self._arrive(member, deliver))
+
+    def _arrive(self, member: str, deliver: Callable[[], None]) -> None:
+        if member in self._held:
+            self._held[member].append(deliver)
+        else:
+            deliver()
+
+    def cut(self, member: str) -> None:
+        self._held.setdefault(member, [])
+
+    def heal(self, member: str) -> None:
+        delay = self.delay_ms()
+        for deliver in self._held.pop(member, []):
+            self.sim.after(delay, deliver)   # one delay for all: ties run in the order scheduled, as TCP keeps it
+
+    def is_cut(self, member: str) -> bool:
+        return member in self._held
+
+
+class MemberClock:
+    """The timers of one member's process (its client's threads and its application): paused and resumed as one."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.paused = False
+        self._frozen: list[tuple[Timer, Callable[[], None]]] = []
+
+    def at(self, due_ms: float, action: Callable[[], None]) -> Timer:
+        holder: list[Timer] = []
+
+        def fire() -> None:
+            if self.paused:
+                self._frozen.append((holder[0], action))
+            else:
+                action()
+
+        timer = self.sim.at(due_ms, fire)
+        holder.append(timer)
+        return timer
+
+    def after(self, delay_ms: float, action: Callable[[], None]) -> Timer:
+        return self.at(self.sim.now_ms + delay_ms, action)
+
+    def run(self, action: Callable[[], None]) -> None:
+        """Something arriving now (an answer from the network): runs now, or at the resume."""
+        if self.paused:
+            self._frozen.append((Timer(self.sim.now_ms, action), action))
+        else:
+            action()
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+        frozen, self._frozen = self._frozen, []
+        for timer, action in frozen:
+            self.sim.after(0, lambda timer=timer, action=action: None if timer.cancelled else action())
+
+
+def exchange(network: Network, clock: MemberClock, member: str, *, to_coordinator, on_answer, record,
+             timeout_ms: float | None = None, on_timeout=None) -> None:
+    """One request and its answer over `member`'s coordination link. `to_coordinator(reply)` runs at the
+    coordinator (None: a request the model only counts, answered there at once); the answer comes back on the
+    member's clock to `on_answer(result)`, after `record(result, None)` writes its coordination_request. With
+    `timeout_ms` the client gives up on it then: `record(None, "NETWORK_EXCEPTION")`, `on_timeout()`, and an answer
+    after that is dropped, as the real client's aborted connection drops it."""
+    open_ = [True]
+    timer: list[Timer] = []
+
+    def arrive(result) -> None:
+        if not open_[0]:
+            return
+        open_[0] = False
+        for pending in timer:
+            pending.cancel()
+        record(result, None)
+        on_answer(result)
+
+    def reply(result=None) -> None:
+        network.send(member, lambda: clock.run(lambda: arrive(result)))
+
+    def expire() -> None:
+        if open_[0]:
+            open_[0] = False
+            record(None, "NETWORK_EXCEPTION")
+            on_timeout()
+
+    if timeout_ms is not None:
+        timer.append(clock.after(timeout_ms, expire))
+    network.send(member, (lambda: reply()) if to_coordinator is None else (lambda: to_coordinator(reply)))
