@@ -66,16 +66,17 @@ class RunConstants:
 
 
 def summarize(run_dirs: list[Path], *, master: str = "local[*]", config: CheckConfig = DEFAULT_CHECKS,
-              step: Step = lambda _: None, tuned: bool = True) -> list[RunSummary]:
+              step: Step = lambda _: None, tuned: bool = True, write: bool = True) -> list[RunSummary]:
     """Summarise several runs with one Spark session, in one pass. `tuned=False`: Spark's own settings
-    whatever the input's size, and no class archive (for comparisons; experiments.summary.session)."""
+    whatever the input's size, and no class archive (for comparisons; experiments.summary.session). `write=False`:
+    the summaries are returned only (`output.write_summary` writes one later)."""
     for run_dir in run_dirs:
         if not RunFolder(run_dir).is_run():
             raise FileNotFoundError(f"{run_dir}: not a run directory (no events/)")
     step("starting Spark")
     small = tuned and input_bytes(run_dirs) < SMALL_INPUT_BYTES
     spark = start_spark(master, small_input=small, java_options=None if tuned else "")
-    return summarize_runs(spark, run_dirs, config, step=step, tuned=tuned)
+    return summarize_runs(spark, run_dirs, config, step=step, tuned=tuned, write=write)
 
 
 def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig = DEFAULT_CHECKS,
