@@ -45,10 +45,17 @@ def _look(browser: Browser, page: Path, name: str, columns: int) -> None:
     assert view.widest_table <= columns + 2, view.lines()
 
 
-def test_the_demo_report_opens_on_its_findings_and_fits_the_screen(spark, browser, tmp_path):
-    from experiments.report.run_report import write_report
+@pytest.fixture(scope="module")
+def summarised(spark, tmp_path_factory):
+    """The demo's runs and a small campaign's, written synthetic and summarised in one Spark pass (a pass costs
+    about the same for a few runs as for many): (the demo's folder, its run folders, the campaign folder)."""
+    from experiments.campaign import load_campaign
+    from experiments.campaign.execute import open_folder
+    from experiments.campaign.manifest import COMPLETED
+    from experiments.folders.campaign_folder import CampaignFolder
     from experiments.summary import summarize_runs
 
+    tmp_path = tmp_path_factory.mktemp("report-pages")
     root = tmp_path / "demo"
     backends = ("legacy", "classic", "kip848")
     runs = [(root / "split-brain" / backend, None, backend) for backend in backends]
@@ -61,8 +68,30 @@ def test_the_demo_report_opens_on_its_findings_and_fits_the_screen(spark, browse
             config = SyntheticRun(name="demo-herd", backend=backend, members=size, partitions=2 * size,
                                   duration_s=12.0, rate=60.0, timeline=HERD_TIMELINE)
         write_run(run_dir, config)
-    summarize_runs(spark, [run_dir for run_dir, _, _ in runs])
-    report = write_report([run_dir for run_dir, _, _ in runs], root)
+
+    (tmp_path / "small-herd.toml").write_text(SCENARIO)
+    (tmp_path / "pages.toml").write_text(CAMPAIGN)
+    campaign = load_campaign(tmp_path / "pages.toml")
+    folder = tmp_path / "campaign"
+    manifest = open_folder(campaign, folder)
+    for planned in campaign.plan():
+        size = int(dict(planned.cell.sweep)["group.members"])
+        anomalies = frozenset({Anomaly.DUPLICATE}) if planned.cell.backend == "legacy" else frozenset()
+        write_run(CampaignFolder(folder).run(planned.name).path, SyntheticRun(
+            name=planned.name, backend=planned.cell.backend, seed=planned.seed, members=size, partitions=2 * size,
+            duration_s=12.0, rate=60.0, timeline=HERD_TIMELINE, anomalies=anomalies))
+        manifest.runs[planned.name].status = COMPLETED
+    manifest.write(folder)
+    campaign_runs = [CampaignFolder(folder).run(name).path for name in manifest.runs]
+    summarize_runs(spark, [run_dir for run_dir, _, _ in runs] + campaign_runs)
+    return root, [run_dir for run_dir, _, _ in runs], folder
+
+
+def test_the_demo_report_opens_on_its_findings_and_fits_the_screen(summarised, browser):
+    from experiments.report.run_report import write_report
+
+    root, runs, _ = summarised
+    report = write_report(runs, root)
 
     page = report.html.read_text()
     assert page.index("id=findings") < page.index("class=scenario")
@@ -84,29 +113,11 @@ def test_a_single_run_report_opens_on_its_findings_and_fits_the_screen(synthetic
     _look(browser, report.html, "run-report", 1)
 
 
-def test_a_campaign_report_opens_on_its_findings_and_fits_the_screen(spark, browser, tmp_path):
-    from experiments.campaign import load_campaign
-    from experiments.campaign.execute import open_folder
-    from experiments.campaign.manifest import COMPLETED
-    from experiments.folders.campaign_folder import CampaignFolder
+def test_a_campaign_report_opens_on_its_findings_and_fits_the_screen(summarised, browser):
     from experiments.report.campaign_report import write_campaign_report
     from experiments.statistics.campaign_stats import write_statistics
-    from experiments.summary import summarize_runs
 
-    (tmp_path / "small-herd.toml").write_text(SCENARIO)
-    (tmp_path / "pages.toml").write_text(CAMPAIGN)
-    campaign = load_campaign(tmp_path / "pages.toml")
-    folder = tmp_path / "campaign"
-    manifest = open_folder(campaign, folder)
-    for planned in campaign.plan():
-        size = int(dict(planned.cell.sweep)["group.members"])
-        anomalies = frozenset({Anomaly.DUPLICATE}) if planned.cell.backend == "legacy" else frozenset()
-        write_run(CampaignFolder(folder).run(planned.name).path, SyntheticRun(
-            name=planned.name, backend=planned.cell.backend, seed=planned.seed, members=size, partitions=2 * size,
-            duration_s=12.0, rate=60.0, timeline=HERD_TIMELINE, anomalies=anomalies))
-        manifest.runs[planned.name].status = COMPLETED
-    manifest.write(folder)
-    summarize_runs(spark, [CampaignFolder(folder).run(name).path for name in manifest.runs])
+    folder = summarised[2]
     write_statistics(folder)
     report = write_campaign_report(folder)
 

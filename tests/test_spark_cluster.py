@@ -46,7 +46,9 @@ def spark_cluster(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("spark-cluster")
     home = _spark_home()
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_WORKER_DIR": str(tmp_path / "work"), "PYSPARK_PYTHON": sys.executable}
+           "SPARK_WORKER_DIR": str(tmp_path / "work"), "PYSPARK_PYTHON": sys.executable,
+           # the master and the worker only route a few messages: the JVM's quick compiler and a small heap
+           "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", "SPARK_DAEMON_MEMORY": "256m"}
     port, ui, worker_ui = free_ports(3)
     spark_class = str(home / "bin" / "spark-class")
     master = _start([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),

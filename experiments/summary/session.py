@@ -3,7 +3,7 @@
 A summary of a few megabytes of events (a demo, a campaign of small runs) is almost all fixed cost:
 on 2 cores, the JVM's optimising compiler, the code Spark generates and compiles for each stage,
 and adaptive re-planning after each stage took more time than the work itself. Below
-`SMALL_INPUT_BYTES` the session therefore runs the JVM with its quick compiler only, interprets
+`SMALL_INPUT_BYTES` the session therefore runs its JVMs (the driver, and a cluster's executors) with their quick compiler only, interprets
 expressions instead of generating code, plans each query once, shuffles into as many partitions as
 there are cores and caches frames without compressing them. Above it, Spark's defaults stand: they
 pay off on big logs (docs/analysis.md, "Performance").
@@ -104,6 +104,8 @@ def start_spark(master: str = "local[*]", *, driver_memory: str = "4g", shuffle_
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "hostname resolves to loopback" warning
         builder = builder.config("spark.driver.memory", driver_memory)
+    elif small_input:   # a cluster's executors are JVMs of their own: the quick compiler there too
+        builder = builder.config("spark.executor.extraJavaOptions", _QUICK_JIT)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     atexit.register(_stop_and_wait, spark)
