@@ -5,7 +5,9 @@ Shared with the real hosts: the service times (`experiments.run.handling.Service
 scenario's seed and the member's name, so a simulated member draws the real one's times), the chunks of
 `records_processed` (at most `CHUNK_S` of handling each) and Spring Kafka's batch acknowledgement: one commit
 after each poll's records; a commit refused because the group is rebalancing kept and committed again after
-the next poll and before the partitions are revoked.
+the next poll and before the partitions are revoked. With `commit = "auto"`, the client's own auto-commit instead:
+the positions every auto.commit.interval.ms at a poll, without waiting, and synchronously before partitions are
+given up (a retriable failure tries again retry.backoff.ms later, the real clients' list of retriable errors).
 
 Modelled: the client's poll. A poll first runs the group's steps that wait for the application's thread (the
 member's `poll_group`: a JoinGroup's answer read, a finished join applied, a rejoin prepared), then hands out up
