@@ -169,13 +169,14 @@ def field_types(types: Iterable[str], fields: Iterable[str]) -> dict[str, FieldT
 class EventRecorder:
     """Appends events to one JSONL file. Safe from several threads; cheap to call. `buffered`: lines are written
     a few thousand at a time and at close (a simulation's recorder: nothing reads its file while it runs, and a
-    process that dies takes its last lines with it)."""
+    process that dies takes its last lines with it). `path` None: each event is built, stamped and returned, and
+    nothing is written (a simulation whose measures are tallied as it plays)."""
 
     BUFFER_LINES = 4096
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike | None,
         *,
         run_id: str = "",
         backend: str = "",
@@ -183,13 +184,15 @@ class EventRecorder:
         clock: Callable[[], tuple[int, int]] | None = None,
         buffered: bool = False,
     ) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = None if path is None else Path(path)
         self.run_id = run_id
         self.backend = backend
         self.process = process or f"{os.uname().nodename}:{os.getpid()}"
         self.clock = clock or system_clock
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd: int | None = None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._lock = threading.Lock()
         self._buffer: list[bytes] | None = [] if buffered else None
 
@@ -207,6 +210,8 @@ class EventRecorder:
             "type": type,
             **fields,
         }
+        if self.path is None:
+            return event
         line = (json.dumps(event, separators=(",", ":"), default=_jsonable) + "\n").encode()
         with self._lock:
             if self._fd is None:

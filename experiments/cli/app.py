@@ -33,7 +33,8 @@ COMMAND_MODULES = [
     "experiments.cli.demo",        # demo
     "experiments.cli.doctor",      # doctor
     "experiments.cli.fuzz",        # fuzz wire | scenario | hostile
-    "experiments.cli.sim",         # sim
+    "experiments.cli.sim",         # sim, sim-validate
+    "experiments.cli.advise",      # advise
 ]
 
 @app.callback()

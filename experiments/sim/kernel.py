@@ -35,7 +35,7 @@ class Simulation:
 
     def at(self, due_ms: float, action: Callable[[], None]) -> Timer:
         """Run `action` at virtual time `due_ms` (never before now)."""
-        timer = Timer(max(due_ms, self.now_ms), action)
+        timer = Timer(due_ms if due_ms > self.now_ms else self.now_ms, action)
         heapq.heappush(self._queue, (timer.due_ms, next(self._order), timer))
         return timer
 

@@ -29,7 +29,7 @@ from experiments.sim.classic_coordinator import Coordinator
 from experiments.sim.kernel import Simulation
 from experiments.sim.kip848_coordinator import Coordinator as Kip848Coordinator
 from experiments.sim.network import Network
-from experiments.sim.recorders import T0_MS, T0_NS, Recorders
+from experiments.sim.recorders import T0_MS, T0_NS, Recorders, Tap
 from experiments.sim.records import Logs, Producer
 from experiments.sim.zookeeper import ZooKeeper
 from legacy_zk.config import LegacyConfig
@@ -66,11 +66,13 @@ class NotSimulated(ValueError):
 
 
 def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = None,
-             warm_start: bool = False, records: bool = False) -> RunFolder:
+             warm_start: bool = False, records: bool = False, events: bool = True, tap: Tap | None = None) -> RunFolder:
     """Play `scenario` on `backend` in virtual time into the run folder `out` (new or empty). `warm_start`: the
     initial members begin as a stable group their coordinator loaded, instead of joining one by one (KIP-848
     only so far; docs/simulation.md, "Warm start"). `records`: the producer runs and each member's application
-    polls, handles and commits as the scenario's workload says (classic only so far; "Records")."""
+    polls, handles and commits as the scenario's workload says (classic and kip848 so far; "Records"). `events`
+    False: no event file is written, only the run's record; `tap` reads every event as it is emitted (a tally of the
+    run's measures, experiments.sim.measures)."""
     backend = canonical_name(backend)
     if backend not in SIMULATED:
         raise NotSimulated(f"the simulation plays {', '.join(SIMULATED)} so far, not {backend}")
@@ -91,7 +93,8 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
         raise NotSimulated(f"a warm start is simulated for kip848 so far, not {backend}")
     if records and profile(backend).group_protocol not in PROTOCOLS:
         raise NotSimulated(f"records are simulated for classic and kip848 so far, not {backend}")
-    play = _Play(scenario, backend, schedule, folder, seed, warm_start=warm_start, records=records)
+    play = _Play(scenario, backend, schedule, folder, seed, warm_start=warm_start, records=records, events=events,
+                 tap=tap)
     play.run()
     return folder
 
@@ -120,13 +123,13 @@ def run_seed(task: tuple[str, list[str], str, int, str, bool, bool]) -> str:
 
 class _Play:
     def __init__(self, scenario: Scenario, backend: str, schedule, folder: RunFolder, seed: int, *,
-                 warm_start: bool = False, records: bool = False) -> None:
+                 warm_start: bool = False, records: bool = False, events: bool = True, tap: Tap | None = None) -> None:
         self.scenario, self.backend, self.schedule, self.folder, self.seed = scenario, backend, schedule, folder, seed
         self.warm_start = warm_start
         self.profile = profile(backend)
         self.sim = Simulation(seed)
         self.run_id = f"sim-{scenario.name}-{backend}-{seed}"
-        self.recorders = Recorders(folder, self.sim, run_id=self.run_id, backend=backend)
+        self.recorders = Recorders(folder, self.sim, run_id=self.run_id, backend=backend, write=events, tap=tap)
         self.runner = self.recorders.of("runner")
         group = scenario.group
         self.topics = {topic.name: topic.partitions for topic in scenario.topics}

@@ -2,10 +2,13 @@
 
 Member events go to events/<host>.jsonl (the scenario's host processes), the runner's phases to
 events/runner.jsonl and the coordinator's own to events/coordinator-0.jsonl; lock.json is a RunRecord like a
-real run's. The summary, the report and the campaign statistics read the folder unchanged."""
+real run's. The summary, the report and the campaign statistics read the folder unchanged. With `write=False` no
+event file is written: each event only goes to the runner's judge of stability and to `tap` (a tally of the run's
+measures, experiments.sim.measures)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from experiments.folders.run_folder import RunFolder
@@ -17,22 +20,29 @@ T0_NS = 7_000_000_000_000          # an arbitrary CLOCK_MONOTONIC origin
 T0_MS = 1_790_000_000_000          # an arbitrary wall-clock origin
 
 
-class _Watched(EventRecorder):
-    """A recorder whose every event is also read as the runner reads its members' events (Settling)."""
+Tap = Callable[[dict], None]
 
-    def __init__(self, *args, settling: Settling, **kwargs) -> None:
+
+class _Watched(EventRecorder):
+    """A recorder whose every event is also read as the runner reads its members' events (Settling), and by `tap`."""
+
+    def __init__(self, *args, settling: Settling, tap: Tap | None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.settling = settling
+        self.settling, self.tap = settling, tap
 
     def emit(self, type: str, member: str = "", **fields: object) -> dict:
         event = super().emit(type, member, **fields)
         self.settling.feed(event)
+        if self.tap is not None:
+            self.tap(event)
         return event
 
 
 class Recorders:
-    def __init__(self, folder: RunFolder, sim: Simulation, *, run_id: str, backend: str) -> None:
+    def __init__(self, folder: RunFolder, sim: Simulation, *, run_id: str, backend: str, write: bool = True,
+                 tap: Tap | None = None) -> None:
         self.folder, self.sim, self.run_id, self.backend = folder, sim, run_id, backend
+        self.write, self.tap = write, tap
         self._open: dict[str, EventRecorder] = {}
         self.settling = Settling()   # whether the group is stable, judged as the runner judges it
         folder.events.mkdir(parents=True, exist_ok=True)
@@ -43,9 +53,9 @@ class Recorders:
     def of(self, process: str) -> EventRecorder:
         """The recorder of one process (a member host, `runner`, `coordinator-0`)."""
         if process not in self._open:
-            self._open[process] = _Watched(Path(self.folder.events) / f"{process}.jsonl", run_id=self.run_id,
-                                           backend=self.backend, process=f"sim:{process}", clock=self.clock,
-                                           settling=self.settling, buffered=True)
+            path = Path(self.folder.events) / f"{process}.jsonl" if self.write else None
+            self._open[process] = _Watched(path, run_id=self.run_id, backend=self.backend, process=f"sim:{process}",
+                                           clock=self.clock, settling=self.settling, tap=self.tap, buffered=True)
         return self._open[process]
 
     def close(self) -> None:

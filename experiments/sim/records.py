@@ -9,6 +9,7 @@ values and their sequence numbers are the real producer's; only the clock is vir
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -35,11 +36,15 @@ class PartitionLog:
 
 
 class Logs:
-    """Every partition's log, and who waits for data on which partition."""
+    """Every partition's log, and who waits for data on which partition (indexed by partition: records land on a
+    few partitions every 10 ms, and most members wait on others)."""
 
     def __init__(self, topics: dict[str, int]) -> None:
         self.partitions = {TopicPartition(topic, p): PartitionLog() for topic, n in topics.items() for p in range(n)}
-        self._waiting: dict[object, tuple[frozenset[TopicPartition], Callable[[], None]]] = {}
+        # who -> (when it began waiting, its partitions, wake): woken in that order, whatever the partition
+        self._waiting: dict[object, tuple[int, frozenset[TopicPartition], Callable[[], None]]] = {}
+        self._by_partition: dict[TopicPartition, set[object]] = {tp: set() for tp in self.partitions}
+        self._order = itertools.count()
 
     def append(self, tp: TopicPartition, produced_ms: float) -> int:
         log = self.partitions[tp]
@@ -48,16 +53,28 @@ class Logs:
 
     def wait_for_data(self, who: object, partitions: frozenset[TopicPartition], wake: Callable[[], None]) -> None:
         """Call `wake` once, when a record lands in one of `partitions` (or never, if `stop_waiting` comes first)."""
-        self._waiting[who] = (partitions, wake)
+        before = self._waiting.get(who)
+        if before is not None:
+            self._forget(who, before[1])
+        self._waiting[who] = (next(self._order) if before is None else before[0], partitions, wake)
+        for tp in partitions:
+            self._by_partition[tp].add(who)
 
     def stop_waiting(self, who: object) -> None:
-        self._waiting.pop(who, None)
+        before = self._waiting.pop(who, None)
+        if before is not None:
+            self._forget(who, before[1])
 
     def landed(self, partitions: set[TopicPartition]) -> None:
-        for who, (wanted, wake) in list(self._waiting.items()):
-            if wanted & partitions:
-                del self._waiting[who]
-                wake()
+        woken = {who for tp in partitions for who in self._by_partition[tp]}
+        for who in sorted(woken, key=lambda waiter: self._waiting[waiter][0]):
+            _, wanted, wake = self._waiting.pop(who)
+            self._forget(who, wanted)
+            wake()
+
+    def _forget(self, who: object, partitions: frozenset[TopicPartition]) -> None:
+        for tp in partitions:
+            self._by_partition[tp].discard(who)
 
 
 def wall_ms(virtual_ms: float) -> int:
@@ -91,18 +108,21 @@ class Producer:
         if now >= self._stop_ms:
             return
         due = int((now - self._start_ms) * self.rate / 1000) + 1
-        landed: set[TopicPartition] = set()
-        while self.sent < due:
-            partition = self.sent % self.partitions
-            self.sim.after(ACK_MS, lambda seq=self.sent, p=partition, sent=now: self._acknowledged(seq, p, sent, landed))
-            self.sent += 1
-        self.sim.after(ACK_MS, lambda: self.logs.landed(landed) if landed else None)
+        if self.sent < due:   # the tick's records are acknowledged together, in the order they were sent
+            self.sim.after(ACK_MS, lambda first=self.sent, last=due, sent=now: self._acknowledged(first, last, sent))
+            self.sent = due
         self.sim.after(PACE_TICK_MS, self._tick)
 
-    def _acknowledged(self, seq: int, partition: int, sent_ms: float, landed: set[TopicPartition]) -> None:
+    def _acknowledged(self, first: int, last: int, sent_ms: float) -> None:
+        """The records first..last-1 (sequence numbers) in their partitions' logs; then whoever waits for them."""
+        landed: set[TopicPartition] = set()
+        for seq in range(first, last):
+            landed.add(self._append(seq, seq % self.partitions, sent_ms))
+        self.logs.landed(landed)
+
+    def _append(self, seq: int, partition: int, sent_ms: float) -> TopicPartition:
         tp = TopicPartition(self.topic, partition)
         offset = self.logs.append(tp, sent_ms)
-        landed.add(tp)
         batch = self._pending.get(partition)
         if batch is not None and batch["last_offset"] + 1 != offset:
             self._flush(partition)
@@ -114,6 +134,7 @@ class Producer:
         batch["last_offset"], batch["count"] = offset, batch["count"] + 1
         batch["seqs"].append(seq)
         batch["produce_ts_ms"].append(wall_ms(sent_ms))
+        return tp
 
     def _write_down(self) -> None:
         for partition in sorted(self._pending):

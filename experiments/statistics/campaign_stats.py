@@ -73,6 +73,8 @@ _PHASE_METRICS = {"records_lost": "records lost", "max_latency_ms": "max latency
                   "rebalance_ms": "rebalancing (ms)"}
 _CHECK_METRICS = {spec.name: spec.campaign_metric for spec in checks.SPECS if spec.campaign_metric}
 WHOLE_RUN_LOST = "whole run: records lost"                       # seed 002's total
+WHOLE_RUN_WORST = "whole run: max latency (ms)"
+WHOLE_RUN_REBALANCING = "whole run: rebalancing (ms)"
 COORDINATOR_GAP = "coordinator gap (s)"                          # the group's maximum, per run
 GAP_LOOKUPS = "FindCoordinator requests without a coordinator"   # summed over the members
 
@@ -137,14 +139,7 @@ def metrics_of(run: RunFolder) -> list[tuple[str, float]]:
                 if not math.isnan(value):   # settled after: no change of the kind settled, or an older summary
                     found.append((f"{kind}: {label}", value))
     if phases is not None and len(phases):
-        spans = phases[phases["end_s"] > phases["start_s"]]
-        for phase, rows in spans.groupby("phase", sort=False):
-            found.append((f"{phase}: records lost", float(rows["records_lost"].sum())))
-            found.append((f"{phase}: max latency (ms)", float(rows["max_latency_ms"].max())))
-            found.append((f"{phase}: rebalancing (ms)", float(rows["rebalance_ms"].sum())))
-        start, end = scenario_window(phases)
-        played = spans[(spans["start_s"] >= start) & (spans["start_s"] < end)]
-        found.append((WHOLE_RUN_LOST, float(played["records_lost"].sum())))
+        found += phase_metrics(phases)
         found.append(("double-ownership (s)", float(phases["double_ownership_s"].sum())))
     gaps = _read(run.summary_table("coordinator_gaps"))
     if gaps is not None and gaps["gap_s"].notna().any():
@@ -156,6 +151,25 @@ def metrics_of(run: RunFolder) -> list[tuple[str, float]]:
         for check, label in _CHECK_METRICS.items():
             if check in counts and counts[check] is not None and not pd.isna(counts[check]):
                 found.append((label, float(counts[check])))
+    return [(metric, value) for metric, value in found if not math.isnan(value)]
+
+
+def phase_metrics(phases: pd.DataFrame, *, whole_run_extremes: bool = False) -> list[tuple[str, float]]:
+    """Seed 002's measures from a run's phase table: per phase (of those that lasted), records lost, the worst
+    latency and time rebalancing; over the phases the timeline played, the records lost (`WHOLE_RUN_LOST`) and,
+    with `whole_run_extremes`, the worst latency and the time rebalancing too."""
+    found = []
+    spans = phases[phases["end_s"] > phases["start_s"]]
+    for phase, rows in spans.groupby("phase", sort=False):
+        found.append((f"{phase}: records lost", float(rows["records_lost"].sum())))
+        found.append((f"{phase}: max latency (ms)", float(rows["max_latency_ms"].max())))
+        found.append((f"{phase}: rebalancing (ms)", float(rows["rebalance_ms"].sum())))
+    start, end = scenario_window(phases)
+    played = spans[(spans["start_s"] >= start) & (spans["start_s"] < end)]
+    found.append((WHOLE_RUN_LOST, float(played["records_lost"].sum())))
+    if whole_run_extremes:
+        found.append((WHOLE_RUN_WORST, float(played["max_latency_ms"].max())))
+        found.append((WHOLE_RUN_REBALANCING, float(played["rebalance_ms"].sum())))
     return [(metric, value) for metric, value in found if not math.isnan(value)]
 
 

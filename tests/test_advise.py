@@ -1,0 +1,138 @@
+"""`./lab advise`: the measures tallied while a simulated run plays equal the Spark summary's of the same run, and the
+command ranks every simulated cell with its spread, its tests, its mechanism and the command that confirms it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from experiments.cli.app import app
+from experiments.scenario import loads
+from experiments.sim.play import simulate
+from experiments.statistics import advice
+from experiments.statistics.phase_tally import PhaseTally
+from experiments.summary import summarize
+
+# Crashes that wait for a session and a join, with a service time that makes records late while the group stops.
+SCENARIO = """\
+name = "advised"
+seed = 3
+duration = 30
+settle = 4
+backends = ["legacy", "classic", "kip848"]
+
+[[topics]]
+name = "t0"
+partitions = 8
+
+[producer]
+rate = 200
+
+[workload]
+service = "lognormal"
+service_ms = 8
+service_p99_ms = 40
+commit = "batch"
+
+[group]
+members = 4
+strategy = "range"
+session_timeout_ms = 6000
+
+[[timeline]]
+at = 0
+action = "phase"
+name = "steady"
+
+[[timeline]]
+at = 6
+action = "scale"
+to = 6
+name = "grow"
+
+[[timeline]]
+at = 16
+action = "scale"
+to = 3
+how = "crash"
+name = "crash"
+"""
+
+
+def _scenario(tmp_path: Path, *overrides: str):
+    path = tmp_path / "advised.toml"
+    path.write_text(SCENARIO)
+    return loads(SCENARIO, source=str(path), overrides=list(overrides)), path
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory) -> list[tuple[str, list, Path]]:
+    """Each cell played once with its event files written and tallied at the same time."""
+    tmp_path = tmp_path_factory.mktemp("tally")
+    found = []
+    for backend, strategy in (("classic", "range"), ("classic", "cooperative-sticky"), ("kip848", "uniform")):
+        scenario, _ = _scenario(tmp_path, f'group.strategy="{strategy}"', f'backends=["{backend}"]')
+        tally = PhaseTally(3000)
+        folder = simulate(scenario, backend, tmp_path / f"{backend}-{strategy}", records=True, tap=tally.feed)
+        found.append((f"{backend}/{strategy}", tally.measures(), folder.path))
+    return found
+
+
+def test_the_tally_equals_the_spark_summary_phase_by_phase(played):
+    summaries = summarize([folder for _, _, folder in played], write=False)
+    lost_somewhere = False
+    for (cell, measures, _), summary in zip(played, summaries, strict=True):
+        table = summary.tables["phases"]
+        assert list(table["phase"]) == [row.phase for row in measures], cell
+        for row, (_, expected) in zip(measures, table.iterrows(), strict=True):
+            assert row.records_lost == expected["records_lost"], (cell, row.phase)
+            if pd.isna(expected["max_latency_ms"]):
+                assert row.max_latency_ms is None, (cell, row.phase)
+            else:
+                assert row.max_latency_ms == expected["max_latency_ms"], (cell, row.phase)
+            assert math.isclose(row.rebalance_ms, expected["rebalance_ms"], abs_tol=1e-6), (cell, row.phase)
+            lost_somewhere |= row.records_lost > 0
+    assert lost_somewhere, "the scenario makes records late somewhere, so the comparison counts something"
+
+
+def test_a_run_tallied_without_its_files_gives_the_same_measures(tmp_path, played):
+    scenario, _ = _scenario(tmp_path, 'group.strategy="range"', 'backends=["classic"]')
+    tally = PhaseTally(3000)
+    folder = simulate(scenario, "classic", tmp_path / "unwritten", records=True, events=False, tap=tally.feed)
+    assert not list(folder.event_files())
+    assert tally.measures() == played[0][1]
+
+
+def test_the_cells_are_every_assignor_of_every_generation_the_simulation_plays_with_records(tmp_path):
+    scenario, _ = _scenario(tmp_path)
+    cells, left_out = advice.cells_of(scenario)
+    assert [cell.label for cell in cells] == ["classic/range", "classic/roundrobin", "classic/sticky",
+                                              "classic/cooperative-sticky", "kip848/uniform", "kip848/range",
+                                              "kip848/uniform-4.1"]
+    assert len(left_out) == 1 and left_out[0].startswith("legacy")
+
+
+def test_advise_ranks_the_cells_with_their_spread_tests_mechanism_and_confirming_command(tmp_path):
+    _, path = _scenario(tmp_path)
+    result = CliRunner().invoke(app, ["advise", str(path), "--seeds", "5", "--set", 'backends=["classic"]',
+                                      "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "4 cells x 5 seeds" in out
+    for cell in ("classic/range", "classic/roundrobin", "classic/sticky", "classic/cooperative-sticky"):
+        assert cell in out
+    assert "exact two-sided Mann-Whitney" in out and "Why classic/" in out
+    assert "compare " in out and "--repeat 5" in out
+    ranking = [line for line in out.splitlines() if line.strip().startswith(("│ 1 ", "│ 2 ", "│ 3 ", "│ 4 "))]
+    assert len(ranking) == 4
+
+
+def test_advise_refuses_a_scenario_none_of_whose_backends_is_simulated_with_records(tmp_path):
+    _, path = _scenario(tmp_path)
+    result = CliRunner().invoke(app, ["advise", str(path), "--set", 'backends=["legacy"]'])
+    assert result.exit_code == 2
+    assert "none of its backends (legacy) is simulated with records" in result.output
