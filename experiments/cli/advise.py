@@ -43,6 +43,7 @@ def advise_command(
     the results page tests them, with the mechanism behind the top answer and the command that confirms it."""
     from experiments.sim.play import NotSimulated
     from experiments.statistics import advice
+    from experiments.statistics.campaign_stats import comparisons
 
     overrides = list(sets or [])
     base = _load(scenario, overrides)
@@ -68,7 +69,7 @@ def advise_command(
             raise typer.Exit(2) from None
     wall = time.monotonic() - started
     ranked = advice.rank(runs, cells)
-    compared = advice.tested(runs)
+    compared = comparisons(runs)   # every pair of cells, tested and corrected as the results page does
     marks = advice.validation_marks(loaded.name)
     _print_ranking(ranked, marks)
     _print_phases(runs, ranked)

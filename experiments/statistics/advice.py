@@ -30,7 +30,6 @@ from experiments.statistics.campaign_stats import (
     WHOLE_RUN_LOST,
     WHOLE_RUN_REBALANCING,
     WHOLE_RUN_WORST,
-    comparisons,
     phase_metrics,
 )
 from experiments.statistics.phase_tally import PhaseTally
@@ -39,7 +38,6 @@ from rebalance.backends import GroupProtocol, canonical_name, profile
 
 SEEDS = 30
 RANKED_BY = (WHOLE_RUN_LOST, WHOLE_RUN_WORST, WHOLE_RUN_REBALANCING)   # in this order, each a median over the seeds
-EAGER = "eager"
 
 
 @dataclass(frozen=True)
@@ -135,11 +133,6 @@ def rank(runs: pd.DataFrame, cells: list[Cell]) -> list[Ranked]:
                                                    for m in RANKED_BY))
 
 
-def tested(runs: pd.DataFrame) -> pd.DataFrame:
-    """Every pair of cells on every metric, tested and corrected as the results page does."""
-    return comparisons(runs)
-
-
 def mechanism(cell: Cell, scenario: Scenario) -> list[str]:
     """The mechanisms behind a cell's figures in this scenario, one sentence each."""
     backend_profile = profile(cell.backend)
@@ -168,7 +161,7 @@ def protocol_of(cell: Cell) -> str:
     protocol = profile(cell.backend).group_protocol
     if protocol is GroupProtocol.CONSUMER:
         return "consumer (KIP-848)"
-    return "cooperative" if cell.strategy == "cooperative-sticky" else EAGER
+    return "cooperative" if cell.strategy == "cooperative-sticky" else "eager"
 
 
 def confirm_command(scenario_name: str, top: list[Cell], overrides: Iterable[str]) -> str:
