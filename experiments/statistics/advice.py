@@ -34,6 +34,8 @@ from experiments.statistics.campaign_stats import (
 )
 from experiments.statistics.phase_tally import PhaseTally
 from experiments.statistics.phase_validation import NOT_SCENARIO_PHASES
+from rebalance.assignors import get_assignor
+from rebalance.assignors.base import RebalanceProtocol
 from rebalance.backends import GroupProtocol, canonical_name, profile
 
 SEEDS = 30
@@ -145,7 +147,7 @@ def mechanism(cell: Cell, scenario: Scenario) -> list[str]:
         sentences.append("No barrier: the coordinator moves partitions member by member through heartbeats, so a "
                          "change stops only the partitions that move, each until its old owner has given it up and "
                          "its new owner's next heartbeat has taken it.")
-    elif cell.strategy == "cooperative-sticky":
+    elif _cooperative(cell):
         sentences.append("The revocations: a change revokes only the partitions that move, in a second rebalance, and "
                          "every member keeps handling the rest while the group rebalances.")
     else:
@@ -161,7 +163,12 @@ def protocol_of(cell: Cell) -> str:
     protocol = profile(cell.backend).group_protocol
     if protocol is GroupProtocol.CONSUMER:
         return "consumer (KIP-848)"
-    return "cooperative" if cell.strategy == "cooperative-sticky" else "eager"
+    return "cooperative" if _cooperative(cell) else "eager"
+
+
+def _cooperative(cell: Cell) -> bool:
+    """Whether the cell's classic assignor rebalances cooperatively (KIP-429), as its own protocol declares."""
+    return get_assignor(cell.strategy).rebalance_protocol is RebalanceProtocol.COOPERATIVE
 
 
 def confirm_command(scenario_name: str, top: list[Cell], overrides: Iterable[str]) -> str:
