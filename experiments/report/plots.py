@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -205,6 +206,12 @@ def _span(low: int, high: int) -> str:
     return str(low) if low == high else f"{low}-{high}"
 
 
+def _short_settings(cell: str) -> str:
+    """A cell's label with each setting's key cut to its last three parts, so the legend fits the figure
+    ("group.kip848.group.consumer.session.timeout.ms=10000" reads "session.timeout.ms=10000")."""
+    return re.sub(r"(?:[\w-]+\.)+(?=[\w-]+\.[\w-]+\.[\w-]+=)", "", cell)
+
+
 def utilisation_curve(points: pd.DataFrame, path: Path, *, article: dict[str, float] | None = None,
                       assumed: float | None = None, metric: str = LATE) -> Path | None:
     """Each cell's median (min-max bars) of `value` against `utilisation`, a line per `cell`; the article's
@@ -222,7 +229,7 @@ def utilisation_curve(points: pd.DataFrame, path: Path, *, article: dict[str, fl
         low, high = by_load.min().reindex(loads).to_numpy(), by_load.max().reindex(loads).to_numpy()
         runs = by_load.count().reindex(loads).to_numpy()
         ax.errorbar(loads, median, yerr=[median - low, high - median], marker="o", capsize=4, color=colors[cell],
-                    label=f"{cell} (n = {_span(int(runs.min()), int(runs.max()))} a point)")
+                    label=f"{_short_settings(cell)} (n = {_span(int(runs.min()), int(runs.max()))} a point)")
     for strategy, figure in (article or {}).items():
         owner = next((cell for cell in cells if cell.endswith(f"/{strategy}")), None)
         ax.axhline(figure, color=colors.get(owner, "#555555"), ls="--", lw=1,
