@@ -125,7 +125,7 @@ def test_the_seeds_that_broke_a_safety_check_are_the_violations_and_duplicates_a
 
 
 @pytest.mark.spark
-def test_a_safety_sweep_summarises_every_seed_in_one_pass_and_keeps_only_what_broke(tmp_path, spark):
+def test_a_safety_sweep_tallies_every_seed_without_writing_it_and_keeps_only_what_broke(tmp_path, spark):
     import json
 
     from typer.testing import CliRunner

@@ -16,6 +16,8 @@ import pytest
 from experiments.folders.run_folder import RunFolder
 from zkensemble.ports import free_ports
 
+SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
+
 
 def _spark_home() -> Path:
     import pyspark
@@ -119,6 +121,27 @@ def test_simulated_seeds_spread_over_a_standalone_cluster_replay_as_here(tmp_pat
     assert _registered_apps(master_log) == apps_before + 1, "the seeds ran as an application of the cluster"
     sim_here(tmp_path / "here")
     assert same_events(tmp_path / "here", tmp_path / "cluster")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_split_brain_safety_sweep_runs_its_seeds_on_a_standalone_cluster(tmp_path, spark_cluster):
+    """`./lab sim split-brain-a --records --safety --master spark://...`: one task a seed, each tallied on the
+    cluster's worker; the sweep's verdict is written as here."""
+    import json
+
+    url, master_log = spark_cluster
+    apps_before = _registered_apps(master_log)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    out = tmp_path / "sweep"
+    done = subprocess.run([sys.executable, "-m", "experiments.cli.app", "sim", str(SCENARIOS / "split-brain-a.toml"),
+                           "--backend", "classic", "--records", "--seeds", "3", "--safety", "--out", str(out),
+                           "--master", url], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _registered_apps(master_log) == apps_before + 1, "the seeds ran as an application of the cluster"
+    assert "0 of 3 seeds broke a safety check" in done.stdout
+    assert json.loads((out / "violations.json").read_text())["seeds"] == 3
 
 
 def _registered_apps(master_log: Path) -> int:

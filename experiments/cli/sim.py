@@ -28,16 +28,19 @@ def sim_command(
     out: Annotated[Path | None, typer.Option(help="Folder of the runs (default runs/sim-<scenario>-<backend>); "
                                                   "one run folder a seed inside, each new.")] = None,
     master: Annotated[str | None, typer.Option(help="Spread the seeds over Spark (e.g. local[*] or spark://host:7077, "
-                                                    "as `summarize` takes it); default: one after the other here.")] = None,
+                                                    "as `summarize` takes it); default: one after the other "
+                                                    "here (a --safety sweep: one process a core).")] = None,
     warm_start: Annotated[bool, typer.Option(help="Begin with the initial members as a stable group their coordinator "
                                                   "loaded, not joining one by one (kip848; docs/simulation.md).")] = False,
     records: Annotated[bool, typer.Option(help="Produce records and have each member poll, handle and commit them as "
                                                "the workload says (classic and kip848; docs/simulation.md, not validated yet).")] = False,
-    safety: Annotated[bool, typer.Option(help="Summarise every seed in one Spark pass and keep the seeds that broke a "
-                                              "safety check (a record skipped, an offset moved back, a partition "
-                                              "without one owner in the end) with the command that replays each, in "
-                                              "OUT/violations.json; the clean seeds' folders are removed.")] = False,
-    keep_clean: Annotated[bool, typer.Option(help="With --safety: keep the clean seeds' folders too.")] = False,
+    safety: Annotated[bool, typer.Option(help="Check every seed for what must never happen (a record skipped, an "
+                                              "offset moved back, a partition without one owner in the end), tallied "
+                                              "as it plays with no event file; the seeds found broken are written, "
+                                              "confirmed by the Spark summary and kept with the command that replays "
+                                              "each, in OUT/violations.json.")] = False,
+    keep_clean: Annotated[bool, typer.Option(help="With --safety: write and keep every seed's folder, each "
+                                                  "summarised in one Spark pass.")] = False,
 ) -> None:
     """Play a scenario in virtual time: no process, socket or sleep; a seed replays to the same events."""
     from experiments.sim.play import NotSimulated, run_seed, simulate
@@ -45,6 +48,12 @@ def sim_command(
     loaded = _load(scenario, sets)
     root = out or Path(RUNS_DIR) / f"sim-{loaded.name}-{backend}"
     started = time.monotonic()
+    if safety and not keep_clean:
+        _safety_sweep(scenario, loaded, backend, root, seeds=seeds, sets=list(sets or []), master=master,
+                      warm_start=warm_start, records=records)
+        typer.echo(f"{seeds} seed{'s' if seeds != 1 else ''} simulated and checked in "
+                   f"{time.monotonic() - started:.1f} s of wall time")
+        return
     tasks = [(loaded.source, list(sets or []), backend, seed, str(root / f"seed-{seed}"), warm_start, records)
              for seed in range(loaded.seed, loaded.seed + seeds)]
     try:
@@ -60,10 +69,8 @@ def sim_command(
         raise typer.Exit(2) from None
     if safety:
         _check_safety(root, [task[3] for task in tasks], [Path(folder) for folder in folders], master or "local[*]",
-                      replay=command(" ".join([f"sim {scenario} --backend {backend}", *(["--records"] if records else []),
-                                               *(["--warm-start"] if warm_start else []),
-                                               *(f"--set {shlex.quote(item)}" for item in sets or []),
-                                               "--set seed={seed} --out runs/replay-{seed}"])), keep_clean=keep_clean)
+                      replay=_replay(scenario, backend, sets, warm_start=warm_start, records=records),
+                      keep_clean=keep_clean)
         typer.echo(f"{seeds} seed{'s' if seeds != 1 else ''} simulated and checked in "
                    f"{time.monotonic() - started:.1f} s of wall time")
         return
@@ -73,18 +80,67 @@ def sim_command(
                f"next: {command(f'report {root}')}")
 
 
+def _replay(scenario: str, backend: str, sets: list[str] | None, *, warm_start: bool, records: bool) -> str:
+    """The command that plays one seed again, "{seed}" left to fill in."""
+    return command(" ".join([f"sim {scenario} --backend {backend}", *(["--records"] if records else []),
+                             *(["--warm-start"] if warm_start else []),
+                             *(f"--set {shlex.quote(item)}" for item in sets or []),
+                             "--set seed={seed} --out runs/replay-{seed}"]))
+
+
+def _safety_sweep(scenario: str, loaded, backend: str, root: Path, *, seeds: int, sets: list[str],
+                  master: str | None, warm_start: bool, records: bool) -> None:
+    """Every seed tallied as it plays (no file, no Spark); the seeds the tally found broken played again with
+    their events and confirmed by the Spark summary (experiments.statistics.safety)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from experiments.sim.play import NotSimulated, simulate
+    from experiments.statistics.safety import SeedTask, tally_seed, tally_seeds
+    from experiments.statistics.safety_tally import broken
+
+    if root.exists() and any(root.iterdir()):
+        typer.echo(f"error: {root} is not empty; give a new folder", err=True)
+        raise typer.Exit(2)
+    tasks = [SeedTask(str(loaded.source), tuple(sets), backend, seed, warm_start, records)
+             for seed in range(loaded.seed, loaded.seed + seeds)]
+    try:   # the first seed here: a scenario the simulation cannot play is refused by name before any other starts
+        first = dict([tally_seed(tasks[0])])
+    except NotSimulated as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+    with Progress(TextColumn("seeds"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  transient=True) as progress:
+        bar = progress.add_task("seeds", total=seeds, completed=1)
+        tallied = first | tally_seeds(tasks[1:], master=master, done=lambda: progress.advance(bar))
+    flagged = [seed for seed in sorted(tallied) if broken(tallied[seed])]
+    root.mkdir(parents=True, exist_ok=True)
+    folders = [simulate(loaded, backend, root / f"seed-{seed}", seed=seed, warm_start=warm_start,
+                        records=records).path for seed in flagged]
+    replay = _replay(scenario, backend, sets, warm_start=warm_start, records=records)
+    confirmed = _check_safety(root, flagged, folders, master or "local[*]", replay=replay, keep_clean=False,
+                              swept=[task.seed for task in tasks])
+    unconfirmed = sorted(set(flagged) - confirmed)
+    if unconfirmed:
+        typer.echo(f"warning: the tally found seed{'s' if len(unconfirmed) != 1 else ''} "
+                   f"{', '.join(map(str, unconfirmed))} broken where the Spark summary did not (the tally and the "
+                   "summary's rules differ: a defect to report)", err=True)
+
+
 def _check_safety(root: Path, seeds: list[int], folders: list[Path], master: str, *, replay: str,
-                  keep_clean: bool) -> None:
+                  keep_clean: bool, swept: list[int] | None = None) -> set[int]:
+    """Summarise the seeds' folders in one Spark pass and keep the violations; the seeds confirmed broken."""
     from experiments.statistics.safety import SAFETY, VIOLATIONS_JSON, keep_violations
     from experiments.summary import summarize
 
-    summaries = summarize(folders, master=master, write=False)
-    found = keep_violations(root, seeds, summaries, replay=replay, keep_clean=keep_clean)
+    swept = seeds if swept is None else swept
+    summaries = summarize(folders, master=master, write=False) if folders else []
+    found = keep_violations(root, seeds, summaries, replay=replay, keep_clean=keep_clean, swept=swept)
     for violation in found:
-        broken = "; ".join(f"{check.check}: {check.detail}" for check in violation.broken)
-        typer.echo(f"seed {violation.seed}: {broken}\n  replay: {replay.replace('{seed}', str(violation.seed))}")
-    typer.echo(f"{len(found)} of {len(seeds)} seeds broke a safety check ({', '.join(SAFETY)}); "
+        checks = "; ".join(f"{check.check}: {check.detail}" for check in violation.broken)
+        typer.echo(f"seed {violation.seed}: {checks}\n  replay: {replay.replace('{seed}', str(violation.seed))}")
+    typer.echo(f"{len(found)} of {len(swept)} seeds broke a safety check ({', '.join(SAFETY)}); "
                f"{root / VIOLATIONS_JSON}")
+    return {violation.seed for violation in found}
 
 
 def _over_spark(master: str, tasks: list) -> list[str]:
@@ -148,15 +204,17 @@ def validate_command(
 
 def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str, sets: list[str]) -> None:
     """Simulate each cell of the data folder's campaign (at the scenario's own settings: no sweep) `seeds` times with
-    records, summarise them in one Spark pass, and set their measures beside the real runs'. A cell the simulation
-    cannot play is named with its reason."""
+    records, the seeds spread over one process a core, summarise them in one Spark pass, and set their measures beside
+    the real runs'. A cell the simulation cannot play is named with its reason."""
+    import os
     import shutil
     import tempfile
+    from concurrent.futures import ProcessPoolExecutor
 
     import pandas as pd
 
     from experiments.scenario import load
-    from experiments.sim.play import NotSimulated, simulate
+    from experiments.sim.play import NotSimulated, run_seed, simulate
     from experiments.sim.validate import write_into
     from experiments.statistics.phase_validation import phase_cells, phase_cells_markdown
     from experiments.summary import summarize
@@ -174,19 +232,24 @@ def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str
     try:
         simulated: dict[tuple[str, str, str], list[Path]] = {}
         unplayed: dict[tuple[str, str, str], str] = {}
+        tasks = []
         for name, backend, strategy in cells:
-            scenario = load(scenarios / f"{name}.toml", overrides=[f'group.strategy="{strategy}"',
-                                                                    f'backends=["{backend}"]', *sets])
+            overrides = [f'group.strategy="{strategy}"', f'backends=["{backend}"]', *sets]
+            source = scenarios / f"{name}.toml"
+            folders = [scratch / f"{name}-{backend}-{strategy}-{seed}" for seed in range(1, seeds + 1)]
             try:
-                for seed in range(1, seeds + 1):
-                    out = scratch / f"{name}-{backend}-{strategy}-{seed}"
-                    simulate(scenario, backend, out, seed=seed, records=True)
-                    simulated.setdefault((name, backend, strategy), []).append(out)
+                # the first seed here: a cell the simulation cannot play is refused by name before its others start
+                simulate(load(source, overrides=overrides), backend, folders[0], seed=1, records=True)
             except NotSimulated as refused:
                 unplayed[(name, backend, strategy)] = str(refused)
                 typer.echo(f"{name} {backend} {strategy}: not simulated ({refused})", err=True)
                 continue
-            typer.echo(f"{name} {backend} {strategy}: {seeds} seeds simulated", err=True)
+            simulated[(name, backend, strategy)] = folders
+            tasks += [(str(source), overrides, backend, seed, str(folder), False, True)
+                      for seed, folder in enumerate(folders[1:], start=2)]
+        with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            list(pool.map(run_seed, tasks))
+        typer.echo(f"{len(simulated)} cells simulated, {seeds} seeds each", err=True)
         if simulated:
             summarize([run for runs in simulated.values() for run in runs], master=master)
         table = phase_cells_markdown(phase_cells(real, simulated), source=str(folder), seeds=seeds, unplayed=unplayed)

@@ -1,20 +1,27 @@
 """Many seeds of one scenario, checked for what must never happen: deterministic simulation testing, as
 FoundationDB and TigerBeetle test themselves.
 
-Every seed's run is summarised in one Spark pass (`experiments.summary`, the checks real runs get). A seed whose run
-breaks a safety check is a violation, kept with its summary and the command that replays it; the other seeds'
-folders are removed unless asked to be kept. Safety is what at-least-once delivery promises whatever the faults:
+Every seed is played with its safety checks tallied as its events are emitted (`safety_tally`: no event file, no
+Spark), the seeds spread over one process a core or over Spark. A seed the tally finds broken is played again with
+its events written and summarised in Spark (`experiments.summary`, the checks real runs get), which confirms it: a
+violation, kept with its summary and the command that replays it. Asked to keep the clean seeds, every seed is
+written and summarised. Safety is what at-least-once delivery promises whatever the faults:
 no record skipped, no committed offset moved back, and one owner for every partition in the end. Double ownership
 and duplicates are the price split brain is expected to cost, measured, not violations."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments.folders.run_record import NO_RECORD
+from experiments.statistics.safety_tally import SafetyTally, TalliedCheck
 from experiments.summary.check_queries import CheckResult, Verdict
 from experiments.summary.checks import CONVERGENCE, LOST_RECORDS, OFFSET_REGRESSIONS
 from experiments.summary.output import write_summary
@@ -46,9 +53,11 @@ def violations(seeds: Sequence[int], summaries: Sequence[RunSummary]) -> list[Vi
 
 
 def keep_violations(root: Path, seeds: Sequence[int], summaries: Sequence[RunSummary], *, replay: str,
-                    keep_clean: bool = False) -> list[Violation]:
+                    keep_clean: bool = False, swept: Sequence[int] | None = None) -> list[Violation]:
     """Write each violating run's summary and `root/violations.json` (every violation with the command that replays
-    its seed: `replay` with "{seed}" replaced); remove the clean seeds' folders unless `keep_clean`."""
+    its seed: `replay` with "{seed}" replaced); remove the clean seeds' folders unless `keep_clean`. `swept`: every
+    seed of the sweep, when `seeds` (the summarised ones) are fewer."""
+    swept = seeds if swept is None else swept
     found = violations(seeds, summaries)
     broken = {violation.seed for violation in found}
     for seed, summary in zip(seeds, summaries, strict=True):
@@ -57,6 +66,53 @@ def keep_violations(root: Path, seeds: Sequence[int], summaries: Sequence[RunSum
         elif not keep_clean:
             shutil.rmtree(summary.folder.path, ignore_errors=True)
     (root / VIOLATIONS_JSON).write_text(json.dumps(
-        {"seeds": len(seeds), "first_seed": min(seeds), "safety": list(SAFETY),
+        {"seeds": len(swept), "first_seed": min(swept), "safety": list(SAFETY),
          "violations": [violation.to_json(replay.replace("{seed}", str(violation.seed))) for violation in found]}, indent=2) + "\n")
+    return found
+
+
+@dataclass(frozen=True)
+class SeedTask:
+    source: str                   # the scenario file
+    overrides: tuple[str, ...]
+    backend: str
+    seed: int
+    warm_start: bool
+    records: bool
+
+
+def tally_seed(task: SeedTask) -> tuple[int, list[TalliedCheck]]:
+    """One seed played with no event written: its safety checks as the tally judges them."""
+    from experiments.scenario import load
+    from experiments.sim.play import simulate
+
+    tally = SafetyTally()
+    scratch = Path(tempfile.mkdtemp(prefix="safety-"))
+    try:
+        folder = simulate(load(Path(task.source), overrides=list(task.overrides)), task.backend, scratch / "run",
+                          seed=task.seed, warm_start=task.warm_start, records=task.records, events=False,
+                          tap=tally.feed)
+        return task.seed, tally.safety(folder.record() or NO_RECORD)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def tally_seeds(tasks: Sequence[SeedTask], *, master: str | None = None, workers: int | None = None,
+                done: Callable[[], None] = lambda: None) -> dict[int, list[TalliedCheck]]:
+    """Every seed's tallied checks, spread over `workers` processes (default one a core) or, with `master`, over
+    Spark (one task a seed)."""
+    if master is not None:
+        from experiments.summary.session import start_spark
+
+        spark = start_spark(master)
+        found = dict(spark.sparkContext.parallelize(list(tasks), max(len(tasks), 1)).map(tally_seed).collect())
+        for _ in tasks:
+            done()
+        return found
+    found = {}
+    with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+        for future in as_completed([pool.submit(tally_seed, task) for task in tasks]):
+            seed, checks = future.result()
+            found[seed] = checks
+            done()
     return found

@@ -1,0 +1,79 @@
+"""The safety sweep's tally judges lost records, offset regressions and convergence as the Spark summary does: on
+the planted logs (every anomaly, a crash, a torn last line, KIP-848 groups) its verdicts and counts are the
+summary's, and a seed it finds broken is confirmed by the summary before it is called a violation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments.folders.run_folder import RunFolder
+from experiments.statistics.safety import SAFETY
+from experiments.statistics.safety_tally import SafetyTally, broken
+from experiments.summary.check_queries import CheckConfig, Verdict
+
+pytestmark = pytest.mark.spark
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
+
+
+def _tallied(folder: Path, config: CheckConfig) -> dict[str, tuple[Verdict, int]]:
+    tally = SafetyTally(config)
+    for path in sorted((folder / "events").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue   # a torn last line: the summary skips it too
+            if event.get("type"):
+                tally.feed(event)
+    return {check.check: (check.verdict, check.count) for check in tally.safety(RunFolder(folder).record())}
+
+
+@pytest.mark.parametrize("name", ["clean", "planted", "unsampled", "kip848-8", "kip848-16"])
+def test_the_tally_gives_the_summary_s_safety_verdicts_on_every_planted_log(synthetic_runs, name):
+    summary = synthetic_runs[name]
+    config = CheckConfig(convergence_bound_s=9.0) if name == "clean" else CheckConfig()
+    spark = {check.check: (check.verdict, check.count) for check in summary.checks if check.check in SAFETY}
+    assert _tallied(summary.folder.path, config) == spark
+    if name == "planted":   # every anomaly planted: the three are broken, so the test can tell them apart
+        assert all(verdict is Verdict.FALSE for verdict, _ in spark.values()), spark
+
+
+def test_a_seed_the_tally_finds_broken_is_confirmed_by_the_summary_before_it_is_kept(tmp_path, spark, monkeypatch):
+    """A tally that called a clean seed broken is not believed: the seed is played again, summarised in Spark,
+    found clean, and named as a disagreement; nothing is kept as a violation."""
+    from typer.testing import CliRunner
+
+    from experiments.cli.app import app
+    from experiments.statistics import safety
+    from experiments.statistics.safety_tally import TalliedCheck
+
+    real = safety.tally_seeds
+
+    def one_called_broken(tasks, **kwargs):
+        found = real(tasks, **kwargs)
+        seed = tasks[0].seed
+        found[seed] = [TalliedCheck("offset-regressions", Verdict.FALSE, 1), *found[seed][1:]]
+        return found
+
+    monkeypatch.setattr(safety, "tally_seeds", one_called_broken)
+    out = tmp_path / "sweep"
+    result = CliRunner().invoke(app, ["sim", str(SCENARIOS / "split-brain-a.toml"), "--backend", "classic",
+                                      "--records", "--seeds", "2", "--safety", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "0 of 2 seeds broke a safety check" in result.output
+    assert "the tally found seed 12 broken where the Spark summary did not" in result.output
+    kept = json.loads((out / "violations.json").read_text())
+    assert kept["seeds"] == 2 and kept["first_seed"] == 11 and kept["violations"] == []
+    assert not list(out.glob("seed-*")), "a seed the summary found clean is not kept"
+
+
+def test_broken_names_only_the_checks_that_failed():
+    from experiments.statistics.safety_tally import TalliedCheck
+
+    checks = [TalliedCheck("lost-records", Verdict.TRUE, 0), TalliedCheck("offset-regressions", Verdict.FALSE, 2),
+              TalliedCheck("convergence", Verdict.UNKNOWN, 0)]
+    assert [check.check for check in broken(checks)] == ["offset-regressions"]
