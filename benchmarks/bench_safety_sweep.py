@@ -23,7 +23,7 @@ from pathlib import Path
 from experiments.run.machine import print_index
 from experiments.scenario import load
 from experiments.sim.play import run_seed
-from experiments.statistics.safety import SAFETY, SeedTask, tally_seeds
+from experiments.statistics.safety import SAFETY, SafetySeed, tally_seeds
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
 
@@ -42,7 +42,7 @@ def main() -> None:
     workers = os.cpu_count() or 1
 
     started = time.perf_counter()
-    tallied = tally_seeds([SeedTask(str(source), (), args.backend, seed, False, True) for seed in seeds])
+    tallied = tally_seeds([SafetySeed(str(source), (), args.backend, seed, False, True) for seed in seeds])
     tally_wall = time.perf_counter() - started
     broken = sorted(seed for seed, checks in tallied.items() if any(check.verdict.value == "false" for check in checks))
     simulated_s = scenario.duration + scenario.settle

@@ -21,7 +21,7 @@ SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
 
 def _tallied(folder: Path, config: CheckConfig) -> dict[str, tuple[Verdict, int]]:
     tally = SafetyTally(config)
-    for path in sorted((folder / "events").glob("*.jsonl")):
+    for path in sorted(RunFolder(folder).event_files()):
         for line in path.read_text().splitlines():
             try:
                 event = json.loads(line)

@@ -14,7 +14,7 @@ import pytest
 
 from broker.admin import create_topic
 from experiments.folders.run_folder import RunFolder
-from experiments.run.handling import ServiceTimes
+from experiments.run.handling import CHUNK_S, ServiceTimes
 from experiments.run.member_configs import host_argv, member_config
 from experiments.run.member_host import Host
 from experiments.scenario import ScenarioError, loads
@@ -219,7 +219,9 @@ def test_records_are_handled_at_the_service_rate_after_their_delivery(cluster, t
     for event in handled:
         assert len(event["processed_ts_ms"]) == len(event["produce_ts_ms"]) == event["count"]
         assert event["processed_ts_ms"] == sorted(event["processed_ts_ms"])
-        assert event["processed_ts_ms"][-1] - event["processed_ts_ms"][0] <= 100 + 25   # one chunk: <= 100 ms
+        # one chunk: at most 100 ms of planned handling, so the first record and five more of 20 ms (the end times
+        # themselves may run late on a busy host, which the chunk's rule does not count)
+        assert event["count"] <= round(CHUNK_S / 0.020) + 1
         for index, done in enumerate(event["processed_ts_ms"]):
             assert done > delivered_at[(event["partition"], event["first_offset"] + index)]
 

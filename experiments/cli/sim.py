@@ -95,13 +95,13 @@ def _safety_sweep(scenario: str, loaded, backend: str, root: Path, *, seeds: int
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from experiments.sim.play import NotSimulated, simulate
-    from experiments.statistics.safety import SeedTask, tally_seed, tally_seeds
+    from experiments.statistics.safety import SafetySeed, tally_seed, tally_seeds
     from experiments.statistics.safety_tally import broken
 
     if root.exists() and any(root.iterdir()):
         typer.echo(f"error: {root} is not empty; give a new folder", err=True)
         raise typer.Exit(2)
-    tasks = [SeedTask(str(loaded.source), tuple(sets), backend, seed, warm_start, records)
+    tasks = [SafetySeed(str(loaded.source), tuple(sets), backend, seed, warm_start, records)
              for seed in range(loaded.seed, loaded.seed + seeds)]
     try:   # the first seed here: a scenario the simulation cannot play is refused by name before any other starts
         first = dict([tally_seed(tasks[0])])

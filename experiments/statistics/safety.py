@@ -72,7 +72,9 @@ def keep_violations(root: Path, seeds: Sequence[int], summaries: Sequence[RunSum
 
 
 @dataclass(frozen=True)
-class SeedTask:
+class SafetySeed:
+    """One seed of a sweep, as a worker process or a Spark task plays it."""
+
     source: str                   # the scenario file
     overrides: tuple[str, ...]
     backend: str
@@ -81,7 +83,7 @@ class SeedTask:
     records: bool
 
 
-def tally_seed(task: SeedTask) -> tuple[int, list[TalliedCheck]]:
+def tally_seed(task: SafetySeed) -> tuple[int, list[TalliedCheck]]:
     """One seed played with no event written: its safety checks as the tally judges them."""
     from experiments.scenario import load
     from experiments.sim.play import simulate
@@ -97,7 +99,7 @@ def tally_seed(task: SeedTask) -> tuple[int, list[TalliedCheck]]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def tally_seeds(tasks: Sequence[SeedTask], *, master: str | None = None, workers: int | None = None,
+def tally_seeds(tasks: Sequence[SafetySeed], *, master: str | None = None, workers: int | None = None,
                 done: Callable[[], None] = lambda: None) -> dict[int, list[TalliedCheck]]:
     """Every seed's tallied checks, spread over `workers` processes (default one a core) or, with `master`, over
     Spark (one task a seed)."""
