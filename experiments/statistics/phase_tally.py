@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from experiments.summary.phases import REBALANCE_EVENTS, START_TOLERANCE_S, phases_of
@@ -120,18 +121,10 @@ class PhaseTally:
         """The produce times (run seconds) of the produced records no consumed batch covered."""
         times = []
         for tp, batches in self.produced.items():
-            merged: list[list[int]] = []
-            for low, high in sorted(self.covered.get(tp, [])):
-                if merged and low <= merged[-1][1] + 1:
-                    merged[-1][1] = max(merged[-1][1], high)
-                else:
-                    merged.append([low, high])
-            lows = [low for low, _ in merged]
+            uncovered = uncovered_by(self.covered.get(tp, []))
             for first, stamps in batches:
                 for i, produce_ms in enumerate(stamps):
-                    offset = first + i
-                    at = bisect.bisect_right(lows, offset) - 1
-                    if at < 0 or offset > merged[at][1]:
+                    if uncovered(first + i):
                         times.append((produce_ms - t0_ms) / 1e3)
         return times
 
@@ -162,3 +155,20 @@ class PhaseTally:
             inside = [(b - a) for a, b in episodes if lower <= a < upper]
             found.append(float(sum(inside) * 1000))
         return found
+
+
+def uncovered_by(ranges: list[tuple[int, int]]) -> Callable[[int], bool]:
+    """Whether an offset lies outside every one of the consumed `ranges` (first, last), inclusive."""
+    merged: list[list[int]] = []
+    for low, high in sorted(ranges):
+        if merged and low <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], high)
+        else:
+            merged.append([low, high])
+    lows = [low for low, _ in merged]
+
+    def uncovered(offset: int) -> bool:
+        at = bisect.bisect_right(lows, offset) - 1
+        return at < 0 or offset > merged[at][1]
+
+    return uncovered

@@ -19,12 +19,11 @@ verdict and its evidence (`experiments.statistics.safety`).
 
 from __future__ import annotations
 
-import bisect
 from collections import defaultdict
 from dataclasses import dataclass
 
 from experiments.folders.run_record import RunRecord
-from experiments.statistics.phase_tally import PhaseTally
+from experiments.statistics.phase_tally import PhaseTally, uncovered_by
 from experiments.summary.check_queries.model import CheckConfig, Verdict
 from experiments.summary.checks import CONVERGENCE, LOST_RECORDS, OFFSET_REGRESSIONS
 from experiments.summary.fault_rules import CRASH_KINDS, FAULT_EVENTS, convergence_awaited_from
@@ -115,7 +114,7 @@ class SafetyTally(PhaseTally):
             if not ranges:
                 continue
             reach = max(high for _, high in ranges)
-            uncovered = self._uncovered(ranges)
+            uncovered = uncovered_by(ranges)
             for first, stamps in batches:
                 for i, produce_ms in enumerate(stamps):
                     offset = first + i
@@ -123,22 +122,6 @@ class SafetyTally(PhaseTally):
                             not (tail_start is not None and (produce_ms - self.first_ms) / 1e3 >= tail_start):
                         lost += 1
         return TalliedCheck(LOST_RECORDS.name, Verdict.FALSE if lost else Verdict.TRUE, lost)
-
-    @staticmethod
-    def _uncovered(ranges: list[tuple[int, int]]):
-        merged: list[list[int]] = []
-        for low, high in sorted(ranges):
-            if merged and low <= merged[-1][1] + 1:
-                merged[-1][1] = max(merged[-1][1], high)
-            else:
-                merged.append([low, high])
-        lows = [low for low, _ in merged]
-
-        def uncovered(offset: int) -> bool:
-            at = bisect.bisect_right(lows, offset) - 1
-            return at < 0 or offset > merged[at][1]
-
-        return uncovered
 
     def _regressions(self) -> TalliedCheck:
         moved_back = 0
