@@ -34,6 +34,7 @@ from experiments.report.results_data import (
     read,
     recorded_runs,
     runs_csv,
+    withdraw,
 )
 from experiments.report.results_doc import results_markdown
 from tests.fixtures.scenarios import tiny_join
@@ -170,6 +171,30 @@ def test_a_data_folder_refuses_another_campaign_file_and_other_code_unless_mixed
     (tmp_path / "not-data" / "x").write_text("")
     with pytest.raises(ValueError, match="not a results-data folder"):
         recorded_runs(tmp_path / "not-data", CAMPAIGN)
+
+
+def test_a_backends_withdrawn_runs_are_made_again_by_the_next_part_and_the_page_says_so(tmp_path):
+    data = tmp_path / "results-data" / "tiny"
+    merge(_campaign_folder(tmp_path, name="part-1"), data)
+    held, gone = withdraw(data, "classic", "its client changed")
+    assert gone == 5 and held.info["runs_completed"] == 5 and set(held.runs["backend"]) == {"legacy"}
+    assert recorded_runs(data, CAMPAIGN) == {name for name in held.info["runs"]} and len(held.info["runs"]) == 5
+    assert held.info["withdrawn"] == [{"backend": "classic", "runs": 5, "commits": {"f" * 40: 5},
+                                       "reason": "its client changed"}]
+    with pytest.raises(ValueError, match="no run of backend 'classic'"):
+        withdraw(data, "classic", "again")
+    refused = CliRunner().invoke(app, ["results-withdraw", str(data), "--backend", "classic", "--reason", "again"])
+    assert refused.exit_code == 2 and "no run of backend 'classic'" in refused.output
+    refused = CliRunner().invoke(app, ["results-withdraw", str(tmp_path), "--backend", "legacy", "--reason", "x"])
+    assert refused.exit_code == 2 and "not a data folder" in refused.output
+    # the next part, on other code, makes the classic runs again; the page names both commits and the withdrawal
+    again = _campaign_folder(tmp_path, name="part-2", commit="a" * 40)
+    held, added = merge(again, data, allow_mixed_commits=True)
+    assert added == 5 and held.info["commits"] == {"a" * 40: 5, "f" * 40: 5}
+    assert set(held.runs.loc[held.runs["backend"] == "classic", "commit"]) == {"a" * 40}
+    page = results_markdown([data])
+    assert ("5 runs from commit `aaaaaaaaaaaa`; 5 earlier runs of classic (commit `ffffffffffff` 5) withdrawn and "
+            "made again: its client changed") in page
 
 
 def test_the_results_command_regenerates_the_page_from_the_data_folders_alone(tmp_path):

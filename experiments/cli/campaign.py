@@ -20,6 +20,7 @@ def register(app: typer.Typer) -> None:
     app.command("campaigns")(campaigns_command)
     app.command("results")(results_command)
     app.command("results-data")(results_data_command)
+    app.command("results-withdraw")(results_withdraw_command)
     app.command("power")(power_command)
     app.command("looks")(looks_command)
     app.command("claims-change")(claims_change_command)
@@ -240,6 +241,29 @@ def results_data_command(
         summarize_campaign(folder, master)
     data = export(folder, out)
     typer.echo(f"wrote {out}: {data.runs['run'].nunique()} runs, {len(data.runs)} measures", err=True)
+
+
+def results_withdraw_command(
+    data: Annotated[Path, typer.Argument(help="A data folder (docs/results-data/NAME).")],
+    backend: Annotated[str, typer.Option("--backend", help="The backend whose runs are withdrawn.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why, as the results page will say it.")],
+) -> None:
+    """Withdraw one backend's runs from a data folder (its code changed what they measure): the campaign's next
+    part with `--data` makes them again, and the page names how many runs of which commits were withdrawn, and
+    why."""
+    from experiments.report.results_data import is_data_dir, withdraw
+
+    if not is_data_dir(data):
+        _fail(f"{data}: not a data folder (runs.csv, campaign.json)")
+    if not reason.strip():
+        _fail("--reason is empty: the page must say why the runs were withdrawn")
+    try:
+        held, gone = withdraw(data, backend, reason.strip())
+    except ValueError as error:
+        _fail(str(error))
+    typer.echo(f"{data}: {gone} runs of {backend} withdrawn, {held.info['runs_completed']} of "
+               f"{held.info['runs_planned']} runs recorded; make them again with "
+               f"{command(f'campaign {held.name} --out DIR --data {data}')}", err=True)
 
 
 def looks_command(

@@ -188,6 +188,37 @@ def merge(folder: Path, out: Path, *, allow_mixed_commits: bool = False) -> tupl
     return data, len(added)
 
 
+def withdraw(out: Path, backend: str, reason: str) -> tuple[CampaignData, int]:
+    """Take one backend's runs out of a data folder, so that the campaign's next part (`--data`) makes them again
+    on today's code: their rows leave runs.csv and changes.csv, their counts leave campaign.json, and the
+    campaign.json keeps how many runs of which commits were withdrawn, and why, for the page to say."""
+    held = read(out)
+    gone = set(held.runs.loc[held.runs["backend"] == backend, "run"])
+    if not gone:
+        raise ValueError(f"{out} holds no run of backend {backend!r}")
+    commits = dict(held.info.get("commits") or {})
+    withdrawn_commits: dict[str, int] = {}
+    for run, commit in held.runs.drop_duplicates("run")[["run", "commit"]].itertuples(index=False):
+        if run in gone:
+            commits[commit] -= 1
+            withdrawn_commits[commit] = withdrawn_commits.get(commit, 0) + 1
+    info = dict(held.info)
+    info.update(runs=[name for name in _run_names(held) if name not in gone],
+                runs_completed=info["runs_completed"] - len(gone),
+                runs_with_measures=int(held.runs.loc[~held.runs["run"].isin(gone), "run"].nunique()),
+                commits={commit: count for commit, count in sorted(commits.items()) if count},
+                withdrawn=[*(info.get("withdrawn") or []),
+                           {"backend": backend, "runs": len(gone), "commits": dict(sorted(withdrawn_commits.items())),
+                            "reason": reason}])
+    if info.get("commit") not in info["commits"]:
+        info["commit"] = next(iter(info["commits"]), info.get("commit"))
+    runs = held.runs[~held.runs["run"].isin(gone)].reset_index(drop=True)
+    changes = held.changes[~held.changes["run"].isin(gone)].reset_index(drop=True)
+    data = CampaignData(held.name, info, held.text, runs, changes)
+    _write(data, out)
+    return data, len(gone)
+
+
 def _in_plan_order(frames: list[pd.DataFrame], order: dict[str, int]) -> pd.DataFrame:
     """The rows of both parts, the runs in the plan's order (an empty part adds nothing)."""
     kept = [frame for frame in frames if len(frame)]

@@ -196,6 +196,10 @@ def _campaign_line(info: dict) -> str:
     commit = info.get("commit") or "?"
     later = {other: count for other, count in (info.get("commits") or {}).items() if other != commit}
     resumed = "".join(f", {count} runs from commit `{other[:12]}`" for other, count in sorted(later.items()))
+    resumed += "".join(
+        f"; {item['runs']} earlier runs of {item['backend']} (commit "
+        + ", ".join(f"`{other[:12]}` {count}" for other, count in item["commits"].items())
+        + f") withdrawn and made again: {item['reason']}" for item in info.get("withdrawn") or [])
     return (f"- campaign `{info['campaign']}`: {info['runs_completed']} of {info['runs_planned']} runs completed, "
             f"{info['repetitions']} repetitions per cell, seeds {_seeds(info.get('seeds') or [])}, --parallel "
             f"{info.get('parallel', 1)}; commit `{commit[:12]}`{resumed}, {machine.get('cores')} cores, "
