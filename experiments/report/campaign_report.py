@@ -78,6 +78,7 @@ def _herd_plot(runs: pd.DataFrame, out: Path) -> Path | None:
         low, high = by_n.min().reindex(ns).to_numpy(), by_n.max().reindex(ns).to_numpy()
         counts = by_n.count().reindex(ns).to_numpy()
         slope = np.polyfit(np.log(ns), np.log(np.maximum(median, 1e-9)), 1)[0]
+        slope = round(slope, 2) + 0.0   # a flat line is 0.00, not -0.00
         axis.errorbar(ns, median, yerr=[median - low, high - median], marker=marker, color=color, ls=dashes, capsize=4,
                       label=f"{backend}, {metric.split(':')[0]} (slope {slope:.2f}, n = {int(counts.min())}-{int(counts.max())})")
     axis.set_xscale("log")

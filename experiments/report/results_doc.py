@@ -84,9 +84,20 @@ def page_claims(campaigns: list[CampaignData], paths: list[str], ledger: list[Lo
     """The page's claims, each tested on its own campaign's runs, in a family of the declared claims and the
     ledger's looks that count (`looks.same_code_looks`); and where each claim's current look stands."""
     claims = [(data.name, data.runs, declared_claims(data.text)) for data in campaigns]
-    currents = [Current(data.name, claim.says, path, data.info.get("commit") or "")
+    currents = [Current(data.name, claim.says, path, _claim_code(data, claim))
                 for data, path in zip(campaigns, paths, strict=True) for claim in declared_claims(data.text)]
     return evaluate_family(claims, earlier=len(same_code_looks(currents, ledger))), currents
+
+
+def _claim_code(data: CampaignData, claim) -> str:
+    """The commit whose code made a claim's runs: the campaign's, unless the runs of one of the claim's backends
+    were withdrawn and made again (`results_data.withdraw`); then the commit that made them again, so a look at
+    the changed runs is a new look, on new code."""
+    backends = {cell.split("/")[0] for cell in (*claim.higher, *claim.lower)}
+    remade = {item["backend"] for item in data.info.get("withdrawn") or []} & backends
+    commits = set(data.runs.loc[(data.runs["scenario"] == claim.scenario) & data.runs["backend"].isin(remade),
+                                "commit"].dropna())
+    return commits.pop() if len(commits) == 1 else data.info.get("commit") or ""
 
 
 def append_looks(folders: list[Path], ledger_path: Path, date: str) -> list[Look]:
