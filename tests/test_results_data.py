@@ -195,6 +195,10 @@ def test_a_backends_withdrawn_runs_are_made_again_by_the_next_part_and_the_page_
     page = results_markdown([data])
     assert ("5 runs from commit `aaaaaaaaaaaa`; 5 earlier runs of classic (commit `ffffffffffff` 5) withdrawn and "
             "made again: its client changed") in page
+    # a look at the remade runs is a look on their code: both claims name classic, so both are new looks
+    from experiments.report.results_doc import page_claims
+    _, currents = page_claims([read(data)], [str(data)], [])
+    assert [current.commit for current in currents] == ["a" * 40, "a" * 40]
 
 
 def test_the_results_command_regenerates_the_page_from_the_data_folders_alone(tmp_path):
