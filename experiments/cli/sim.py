@@ -216,7 +216,7 @@ def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str
     from experiments.scenario import load
     from experiments.sim.play import NotSimulated, run_seed, simulate
     from experiments.sim.validate import write_into
-    from experiments.statistics.phase_validation import phase_cells, phase_cells_markdown
+    from experiments.statistics.phase_validation import phase_cells, phase_cells_markdown, server_fault_cells
     from experiments.summary import summarize
 
     runs_csv = folder / "runs.csv"
@@ -252,7 +252,9 @@ def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str
         typer.echo(f"{len(simulated)} cells simulated, {seeds} seeds each", err=True)
         if simulated:
             summarize([run for runs in simulated.values() for run in runs], master=master)
-        table = phase_cells_markdown(phase_cells(real, simulated), source=str(folder), seeds=seeds, unplayed=unplayed)
+        found = phase_cells(real, simulated) + server_fault_cells(real, simulated)
+        found.sort(key=lambda cell: (cell.scenario, cell.backend, cell.strategy))   # stable: each cell's rows together
+        table = phase_cells_markdown(found, source=str(folder), seeds=seeds, unplayed=unplayed)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     typer.echo(table)

@@ -72,6 +72,9 @@ class Application:
         self._waiting: Timer | None = None
         self._cursor = 0                              # the partition the next poll's hand-out starts at
         self.on_batch_done: Callable[[], None] | None = None   # a leave waits for the batch under way
+        # Whether the member's fetcher can fetch a partition now (None: always; a dead leader makes it wait,
+        # experiments.sim.brokers.DataPath)
+        self.readable: Callable[[TopicPartition], bool] | None = None
 
     def start(self) -> None:
         self.running = True
@@ -130,6 +133,8 @@ class Application:
             room = self.max_poll_records - len(taken)
             if room <= 0:
                 break
+            if self.readable is not None and not self.readable(tp):
+                continue
             log, position = self.logs.partitions[tp], self.client.positions[tp]
             end = position
             while end < log.end and end - position < room and log.produced_ms[end] <= available_before:

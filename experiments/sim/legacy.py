@@ -14,6 +14,11 @@ read and assigned, the offsets read, then the claims (an exists of the owners' f
 partition; a NodeExists reads the holder), a conflict undoing the claims and backing off before the next
 attempt.
 
+A session's connection lost without the session (`suspend`, a ZooKeeper node cut off from its quorum): kazoo's
+SUSPENDED, nothing reaches the server or comes back until `reconnect` (another node, the same session), where
+what waited goes on, then CONNECTED and, as `legacy_zk.member._rewatch_after_reconnect`, every subscribed path
+read again with its watch, a path changed since the last write seen before the disconnect firing its reason.
+
 Where the threads meet the CPU: a member host runs its members in one Python process, so their requests
 leave one at a time, each after `HOST_CPU_MS` of the process's time; a busy host's members start their
 rebalances late, which is what makes one member's claims meet another's owner nodes not yet released."""
@@ -63,6 +68,9 @@ class LegacyMember:
         self.alive = False
         self.consuming = False          # records flow once the timeline starts: from then on there is a position
         self._auto_commit: Timer | None = None
+        self.suspended = False          # the connection lost, the session not (kazoo's SUSPENDED)
+        self._parked: list = []         # what reached the connection meanwhile, in order
+        self._zxid_before = 0           # the last write seen before the disconnect
 
     # -- what the driver does ------------------------------------------------------------------------
 
@@ -107,6 +115,44 @@ class LegacyMember:
         self.alive = False
         session = self.session
         self.sim.after(session_timeout_ms, lambda: self.zk.close_session(session))
+
+    def suspend(self) -> None:
+        """The connection to the member's ZooKeeper node dropped; the session lives on in the ensemble."""
+        if self.alive and not self.suspended:
+            self.suspended, self._zxid_before = True, self.zk.zxid
+            self.recorder.emit(ev.SESSION_STATE, self.name, state="SUSPENDED")
+
+    def reconnect(self) -> None:
+        """Connected to another node within the session: what waited goes on, then the watches are read again."""
+        if not self.suspended:
+            return
+        self.suspended = False
+        if not self.alive:
+            return
+        self.recorder.emit(ev.SESSION_STATE, self.name, state="CONNECTED")
+        parked, self._parked = self._parked, []
+        for then in parked:
+            then()
+        self._run(self._rewatch(self._zxid_before), lambda: None, worker=False)
+
+    def _rewatch(self, since: int) -> Generator[Request, object, None]:
+        changed = []
+        if (yield ("get_children", self.paths.ids, {"watch": True, "missing_ok": True})) is not None \
+                and self.zk.nodes[self.paths.ids].pzxid > since:
+            changed.append("ids-changed")
+        for topic in sorted(self.topics):
+            path = topic_path(topic)
+            if (yield ("get", path, {"watch": True, "missing_ok": True})) is not None and self.zk.nodes[path].mzxid > since:
+                changed.append("topic-changed")
+        for reason in changed:
+            self._fire(reason)
+
+    def _connected(self, then) -> None:
+        """Across the member's connection: now, or once it is back."""
+        if self.suspended:
+            self._parked.append(then)
+        else:
+            then()
 
     # -- the watcher executor ------------------------------------------------------------------------
 
@@ -284,10 +330,11 @@ class LegacyMember:
                 else:
                     step(None if failure is not None else result)
 
-            self.sim.at(self.host.free_at_ms + self.network.delay_ms(),
-                        lambda: self.zk.serve(lambda: self._apply(op, path, options),
-                                              lambda result, failure: self.sim.after(
-                                                  self.network.delay_ms(), lambda: answered(result, failure))))
+            self.sim.at(self.host.free_at_ms + self.network.delay_ms(), lambda: self._connected(
+                lambda: self.zk.serve(lambda: self._apply(op, path, options),
+                                      lambda result, failure: self.sim.after(
+                                          self.network.delay_ms(),
+                                          lambda: self._connected(lambda: answered(result, failure))))))
 
         step()
 

@@ -24,13 +24,15 @@ from experiments.scenario.actions import Action, Span, phase_name, spec_of
 from experiments.scenario.model import Scenario, Step
 from experiments.sim import kip848, legacy
 from experiments.sim.application import Application
-from experiments.sim.classic import ClassicMember, ClientTiming
+from experiments.sim.classic import ClassicMember
 from experiments.sim.classic_coordinator import Coordinator
+from experiments.sim.classic_timing import ClientTiming
 from experiments.sim.kernel import Simulation
 from experiments.sim.kip848_coordinator import Coordinator as Kip848Coordinator
 from experiments.sim.network import Network
 from experiments.sim.recorders import T0_MS, T0_NS, Recorders, Tap
 from experiments.sim.records import Logs, Producer
+from experiments.sim.server_faults import SERVER_FAULTS, ServerFaults, unplayed_server_faults
 from experiments.sim.zookeeper import ZooKeeper
 from legacy_zk.config import LegacyConfig
 from legacy_zk.registry import BROKER_IDS, topic_path
@@ -59,6 +61,9 @@ MEMBER_FAULTS = {Action.PAUSE, Action.LINK}
 # A restart stops the member's process cleanly and starts a new one: the new process's start-up (Python and the
 # client's imports) before its member begins again, as a member host takes on two cores.
 RESTART_GAP_MS = 1_500
+# The runner's teardown stops the members one after another: about 20 ms apart in a real herd run's
+# (each member's LeaveGroup then comes just before its own member_stopped, not all of them at once).
+TEARDOWN_GAP_MS = 20
 
 
 class NotSimulated(ValueError):
@@ -78,11 +83,12 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
         raise NotSimulated(f"the simulation plays {', '.join(SIMULATED)} so far, not {backend}")
     schedule = resolve(scenario)
     coordinated = profile(backend).group_protocol in PROTOCOLS
-    played = PLAYED | (MEMBER_FAULTS if coordinated else set())
+    played = PLAYED | (MEMBER_FAULTS if coordinated else set()) | SERVER_FAULTS
     unplayed = sorted({step.action for step in schedule.steps} - {action.value for action in played})
-    if unplayed:
-        raise NotSimulated(f"scenario {scenario.name}: the simulation does not play {', '.join(unplayed)} on "
-                           f"{backend} yet")
+    why = unplayed_server_faults(scenario, schedule, coordinated, backend, warm_start=warm_start)
+    if unplayed or why:
+        raise NotSimulated(f"scenario {scenario.name}: " + (why or f"the simulation does not play {', '.join(unplayed)} "
+                                                                   f"on {backend} yet"))
     for step in schedule.steps:
         _check_member_fault(scenario, step)
     folder = RunFolder(out)
@@ -148,10 +154,14 @@ class _Play:
             self.coordinator = None
         elif self.profile.group_protocol is GroupProtocol.CONSUMER:
             timing = ConsumerGroupTiming.from_settings(native_settings(scenario, self.profile))
+            self.consumer_group_config = ConsumerGroupConfig(**asdict(timing))
             self.coordinator = Kip848Coordinator(self.sim, group.name, coordinator_events, self.topics,
-                                                  ConsumerGroupConfig(**asdict(timing)))
+                                                  self.consumer_group_config)
         else:
             self.coordinator = Coordinator(self.sim, group.name, coordinator_events)
+        self.classic_member, self.kip848_member, self.serving = ClassicMember, kip848.Kip848Member, self.coordinator
+        self.servers = ServerFaults(self) if ServerFaults.wanted(schedule) else None   # the brokers, modelled
+        self.observed: dict[str, int] = {}    # server faults: when their effect was seen
         # the clients' settings as the real members read them from the scenario's [group.<backend>]
         config = member_config(scenario, self.profile, "m000", "127.0.0.1:9092", workload=False)
         self.timing = ClientTiming(session_timeout_ms=group.session_timeout_ms)
@@ -213,6 +223,8 @@ class _Play:
             stop_ms = None if self.scenario.producer.duration is None else \
                 self.sim.now_ms + self.scenario.producer.duration * 1000
             self.producer.run(self.sim.now_ms, stop_ms)
+            if self.servers is not None:
+                self.servers.producing(self.producer)
         for member in self.members.values():
             if self.records_flow and isinstance(member, legacy.LegacyMember):
                 member.records_flow()
@@ -229,9 +241,10 @@ class _Play:
         self.phase(RunnerPhase.SETTLE)
         self.sim.run_until(self.sim.now_ms + self.scenario.settle * 1000)
         self.phase(RunnerPhase.TEARDOWN)
-        for name in list(self.running):
-            self.members[name].leave()
-        self.sim.run_until(self.sim.now_ms + 1_000)
+        for index, name in enumerate(list(self.running)):
+            member = self.members[name]
+            self.sim.after(index * TEARDOWN_GAP_MS, member.leave)
+        self.sim.run_until(self.sim.now_ms + len(self.running) * TEARDOWN_GAP_MS + 1_000)
 
     def phase(self, name: str, **fields: object) -> None:
         self.runner.emit(ev.PHASE, name=name, **fields)
@@ -290,19 +303,24 @@ class _Play:
             for fault_id, event in list(self.active.items()):   # a restart ends a member's crash or leave
                 if event["action"] in undone and set(event["targets"]) & set(step.targets):
                     self.runner.emit(ev.FAULT_STOPPED, **{key: event[key] for key in FAULT_KEYS},
-                                     observed_ts_ns=None, healed_ts_ns=self.recorders.clock()[0], healed_by=step.fault_id)
+                                     observed_ts_ns=self.observed.pop(fault_id, None),
+                                     healed_ts_ns=self.recorders.clock()[0], healed_by=step.fault_id)
                     del self.active[fault_id]
             if spec.span is Span.INSTANT:
                 now_ns = self.recorders.clock()[0]
                 self.runner.emit(ev.FAULT_STOPPED, **self.fault_fields(step), observed_ts_ns=now_ns, healed_ts_ns=now_ns)
             else:
                 self.active[step.fault_id] = started
+            if action in SERVER_FAULTS:   # a killed broker refuses connections at once: seen as it happens
+                self.observed[step.fault_id] = self.recorders.clock()[0]
         do: dict[Action, Callable[[str], None]] = {Action.JOIN: self.start, Action.LEAVE: self.leave,
                                                    Action.CRASH: self.crash, Action.RESTART: self.restart,
                                                    Action.PAUSE: lambda name: self.members[name].pause(),
                                                    Action.LINK: lambda name: self.network.cut(self.member_id(name))}
         if action is Action.SCALE:
             act = self.start if step.targets and step.targets[0] not in self.members else self.leave
+        elif action in SERVER_FAULTS:
+            act = lambda target: self.servers.start(action, target)  # noqa: E731
         else:
             act = do.get(action)
         for name in step.targets if act else ():
@@ -321,8 +339,8 @@ class _Play:
         now_ns = self.recorders.clock()[0]
         for fault_id, started in list(self.active.items()):
             self.undo(started["action"], started["targets"])
-            self.runner.emit(ev.FAULT_STOPPED, **{key: started[key] for key in FAULT_KEYS}, observed_ts_ns=None,
-                             healed_ts_ns=now_ns, healed_by="final-heal")
+            self.runner.emit(ev.FAULT_STOPPED, **{key: started[key] for key in FAULT_KEYS},
+                             observed_ts_ns=self.observed.pop(fault_id, None), healed_ts_ns=now_ns, healed_by="final-heal")
             del self.active[fault_id]
 
     def undo(self, action: str, targets) -> None:
@@ -331,11 +349,14 @@ class _Play:
                 self.members[name].resume()
             elif action == Action.LINK.value:
                 self.network.heal(self.member_id(name))
+            elif Action(action) in SERVER_FAULTS:
+                self.servers.heal(Action(action), name)
 
     def fault_fields(self, step: Step) -> dict:
         return {"fault_id": step.fault_id, "kind": fault_kind(step), "action": step.action,
                 "target": ",".join(step.targets), "targets": list(step.targets),
-                "member_ids": [self.member_id(name) for name in step.targets], "link": step.link,
+                "member_ids": [self.member_id(name) for name in step.targets] if spec_of(step.action).hits_members
+                else [], "link": step.link,
                 "params": dict(step.params), "emulated": step.emulated, "at_s": step.at, "line": step.line}
 
     def member_id(self, name: str) -> str:
@@ -368,13 +389,13 @@ class _Play:
                                     auto_commit_interval_ms=MemberConfig.auto_commit_interval_ms,
                                     partition_assignment_strategy=self.strategy))
         elif self.profile.group_protocol is GroupProtocol.CONSUMER:
-            member = kip848.Kip848Member(self.sim, self.network, self.coordinator, host, name=self.member_id(name),
+            member = self.kip848_member(self.sim, self.network, self.serving, host, name=self.member_id(name),
                                          group=self.scenario.group.name, topics=self.topics,
                                          assignor=self.profile.runs_as(self.strategy), settings=self.kip848_settings)
             if self.logs is not None:
                 member.attach(self.application_of(member))
         else:
-            member = ClassicMember(self.sim, self.network, self.coordinator, host, name=self.member_id(name),
+            member = self.classic_member(self.sim, self.network, self.serving, host, name=self.member_id(name),
                                    group=self.scenario.group.name, topics=self.topics, strategy=self.strategy,
                                    timing=self.timing)
             if self.logs is not None:
@@ -385,10 +406,12 @@ class _Play:
 
     def application_of(self, member) -> Application:
         timing = self.kip848_settings or self.timing
-        return Application(self.sim, member, self.logs, workload_of(self.scenario, self.profile), seed=self.seed,
-                           max_poll_records=self.scenario.workload.max_poll_records,
-                           auto_commit_interval_ms=timing.auto_commit_interval_ms,
-                           retry_backoff_ms=timing.retry_backoff_ms)
+        app = Application(self.sim, member, self.logs, workload_of(self.scenario, self.profile), seed=self.seed,
+                          max_poll_records=self.scenario.workload.max_poll_records,
+                          auto_commit_interval_ms=timing.auto_commit_interval_ms, retry_backoff_ms=timing.retry_backoff_ms)
+        if self.servers is not None:
+            self.servers.fetching(app)
+        return app
 
     def leave(self, name: str) -> None:
         self.running.remove(name)

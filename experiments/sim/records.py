@@ -4,7 +4,9 @@ The producer (`broker/workload.py`) sends the records due every 10 ms, round-rob
 each stamped when it is sent, and writes the acknowledged ones down as one `records_produced` event per
 partition every 100 ms. Here a record is in its partition's log a loopback round trip after it was sent, and
 a member's fetch sees it then (Kafka's fetch answers as soon as there is data: fetch.min.bytes is 1). The
-values and their sequence numbers are the real producer's; only the clock is virtual.
+values and their sequence numbers are the real producer's; only the clock is virtual. A partition whose leader died
+is held (`hold`): what is sent to it waits, stamped when sent, until the producer finds its new leader (`release`,
+decided by `experiments.sim.brokers.DataPath`).
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ class Producer:
         self._start_ms = 0.0
         self._stop_ms = 0.0
         self._pending: dict[int, dict] = {}   # partition -> its batch not written down yet
+        self._held: dict[int, list[tuple[int, float]]] = {}   # partition without a leader -> (seq, sent) waiting
 
     def run(self, start_ms: float, stop_ms: float | None = None) -> None:
         """From `start_ms` until `stop_ms`, or until `stop()` when None."""
@@ -117,8 +120,29 @@ class Producer:
         """The records first..last-1 (sequence numbers) in their partitions' logs; then whoever waits for them."""
         landed: set[TopicPartition] = set()
         for seq in range(first, last):
-            landed.add(self._append(seq, seq % self.partitions, sent_ms))
+            held = self._held.get(seq % self.partitions)
+            if held is not None:
+                held.append((seq, sent_ms))
+            else:
+                landed.add(self._append(seq, seq % self.partitions, sent_ms))
         self.logs.landed(landed)
+
+    def hold(self, partition: int) -> None:
+        self._held.setdefault(partition, [])
+
+    def holding(self, partition: int) -> bool:
+        return partition in self._held
+
+    def release(self, partition: int) -> None:
+        """The partition's new leader found: what waited goes there, in the order it was sent (acknowledged a round
+        trip later)."""
+        if partition in self._held:   # held until then: a record sent meanwhile queues behind the waiting ones
+            self.sim.after(ACK_MS, lambda: self._released(partition))
+
+    def _released(self, partition: int) -> None:
+        for seq, sent_ms in self._held.pop(partition, []):
+            self._append(seq, partition, sent_ms)
+        self.logs.landed({TopicPartition(self.topic, partition)})
 
     def _append(self, seq: int, partition: int, sent_ms: float) -> TopicPartition:
         tp = TopicPartition(self.topic, partition)

@@ -3,7 +3,8 @@ server that applies requests in the order they reach it.
 
 What a herd experiment exercises, as ZooKeeper does it: a create, delete or set fires the data watches on the
 node and the child watches on its parent, each once (a fired watch is gone until it is set again); a closed or
-expired session deletes its ephemeral nodes, firing the same watches. Versions, ACLs, sequential nodes and the
+expired session deletes its ephemeral nodes, firing the same watches; each write is numbered (its zxid), so a
+session that reconnects can tell what changed since. Versions, ACLs, sequential nodes and the
 ensemble's own replication are not modelled. Each request waits for the server (a service time per request, in
 arrival order), so a burst of requests from many members queues as it does on a real server."""
 
@@ -32,6 +33,8 @@ class Znode:
     data: bytes
     owner: int | None = None                        # the session of an ephemeral node
     children: set[str] = field(default_factory=set)
+    mzxid: int = 0                                  # the write that last changed its data
+    pzxid: int = 0                                  # ... and its children
 
 
 class ZooKeeper:
@@ -46,6 +49,7 @@ class ZooKeeper:
         self._sessions = 0
         self.free_at_ms = 0.0
         self.served = 0
+        self.zxid = 0                               # every write's number, in order (a client's re-sent watches use it)
 
     # -- the server's queue ---------------------------------------------------------------------------
 
@@ -120,8 +124,10 @@ class ZooKeeper:
             raise NodeExists(path)
         parent, _, name = path.rpartition("/")
         parent = parent or "/"
+        self.zxid += 1
         self._node(parent).children.add(name)
-        self.nodes[path] = Znode(data, owner=session)
+        self._node(parent).pzxid = self.zxid
+        self.nodes[path] = Znode(data, owner=session, mzxid=self.zxid, pzxid=self.zxid)
         if session is not None:
             self.ephemerals.setdefault(session, set()).add(path)
         self._fire(self.data_watches, path, "CREATED")
@@ -129,7 +135,9 @@ class ZooKeeper:
         return path
 
     def set(self, path: str, data: bytes) -> None:
-        self._node(path).data = data
+        node = self._node(path)
+        self.zxid += 1
+        node.data, node.mzxid = data, self.zxid
         self._fire(self.data_watches, path, "CHANGED")
 
     def delete(self, path: str) -> None:
@@ -139,7 +147,9 @@ class ZooKeeper:
         del self.nodes[path]
         parent, _, name = path.rpartition("/")
         parent = parent or "/"
+        self.zxid += 1
         self.nodes[parent].children.discard(name)
+        self.nodes[parent].pzxid = self.zxid
         self._fire(self.data_watches, path, "DELETED")
         self._fire(self.child_watches, parent, "CHILD")
 

@@ -9,6 +9,7 @@ the simulated median lies inside the real runs' [min-max]."""
 from __future__ import annotations
 
 import statistics
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,3 +87,31 @@ def _figure(values: tuple[float, ...]) -> str:
     if not values:
         return "none"
     return spread(statistics.median(values), min(values), max(values), len(values))
+
+
+# A server fault's run is one phase long (the timeline): its cost shows in the time without a coordinator, the
+# lookups made meanwhile and the worst latency of the records its dead broker held, beside the whole run's losses.
+SERVER_FAULT_MEASURES = ("coordinator gap (s)", "FindCoordinator requests without a coordinator",
+                         "timeline: max latency (ms)")
+SERVER_FAULT_SCENARIOS = ("split-brain-c", "split-brain-d")
+
+
+def server_fault_cells(real_runs, simulated) -> list:
+    """The server faults' measures of each simulated cell (`SERVER_FAULT_MEASURES`), beside the real runs' (a data
+    folder's runs.csv as a DataFrame); `simulated`: (scenario, backend, strategy) -> its summarised runs. PhaseCells,
+    as `phase_cells` makes them."""
+    cells = []
+    for (scenario, backend, strategy), folders in sorted(simulated.items()):
+        if scenario not in SERVER_FAULT_SCENARIOS:
+            continue
+        real = real_runs[(real_runs["scenario"] == scenario) & (real_runs["backend"] == backend)
+                         & (real_runs["strategy"] == strategy) & (real_runs["sweep"].fillna("-") == "-")]
+        by_metric: dict[str, list[float]] = defaultdict(list)
+        for folder in folders:
+            for metric, value in metrics_of(RunFolder(folder)):
+                by_metric[metric].append(value)
+        for metric in SERVER_FAULT_MEASURES:
+            values = tuple(real.loc[real["metric"] == metric, "value"].astype(float))
+            if values:
+                cells.append(PhaseCell(scenario, backend, strategy, metric, values, tuple(by_metric.get(metric, ()))))
+    return cells
