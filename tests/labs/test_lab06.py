@@ -82,14 +82,3 @@ def _validated(walked: Walk, claim: Claim) -> None:
     walked.note(claim, [row[-1] for row in rows])
     assert rows and all(row[-1] == "inside" or row[-1].startswith("within 10%") for row in rows), \
         f"{claim.sentence}\n" + "\n".join(" | ".join(row) for row in rows)
-
-
-@LAB.check("short-by-one")
-def _short_by_one(walked: Walk, claim: Claim) -> None:
-    rows = [row for row in _validation_rows(walked, claim)
-            if row[0] == claim.args["backend"] and row[1] == claim.args["change"]]
-    walked.note(claim, [row[-1][:40] for row in rows])
-    assert rows and all(row[-1].startswith("**outside**") for row in rows), "\n".join(" | ".join(row) for row in rows)
-    for row in rows:
-        members = int(row[2])
-        assert row[5].startswith(f"{3 * members + 5} ") and row[4].startswith(f"{3 * members + 6} "), row
