@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from experiments.cli.app import app
 from experiments.folders.run_folder import RunFolder
 from experiments.scenario import load
-from experiments.sim.play import NotSimulated, simulate
+from experiments.sim.play import simulate
+from experiments.sim.playable import NotSimulated
 from experiments.sim.validate import changes_of, herd_cells, real_changes, write_into
 from rebalance.events import read_events
 

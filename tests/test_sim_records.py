@@ -11,7 +11,8 @@ import pytest
 
 from experiments.folders.run_folder import RunFolder
 from experiments.scenario import loads
-from experiments.sim.play import NotSimulated, simulate
+from experiments.sim.play import simulate
+from experiments.sim.playable import NotSimulated
 from rebalance.events import read_events
 
 SCENARIO = """\

@@ -18,7 +18,8 @@ from experiments.folders.run_folder import RunFolder
 from experiments.scenario import loads
 from experiments.sim.brokers import REFUSED, Cluster
 from experiments.sim.kernel import Simulation
-from experiments.sim.play import NotSimulated, simulate
+from experiments.sim.play import simulate
+from experiments.sim.playable import NotSimulated
 from modern.common import errors
 from rebalance import heartbeat_kinds
 from rebalance.events import read_events

@@ -41,7 +41,7 @@ def advise_command(
     """Which assignment strategy and which generation for this group? Each cell played for SEEDS seeds in virtual
     time, ranked by records over the latency limit, worst latency and time rebalancing, the differences tested as
     the results page tests them, with the mechanism behind the top answer and the command that confirms it."""
-    from experiments.sim.play import NotSimulated
+    from experiments.sim.playable import NotSimulated
     from experiments.statistics import advice
     from experiments.statistics.campaign_stats import comparisons
 

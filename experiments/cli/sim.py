@@ -43,7 +43,8 @@ def sim_command(
                                                   "summarised in one Spark pass.")] = False,
 ) -> None:
     """Play a scenario in virtual time: no process, socket or sleep; a seed replays to the same events."""
-    from experiments.sim.play import NotSimulated, run_seed, simulate
+    from experiments.sim.play import run_seed, simulate
+    from experiments.sim.playable import NotSimulated
 
     loaded = _load(scenario, sets)
     root = out or Path(RUNS_DIR) / f"sim-{loaded.name}-{backend}"
@@ -94,7 +95,8 @@ def _safety_sweep(scenario: str, loaded, backend: str, root: Path, *, seeds: int
     their events and confirmed by the Spark summary (experiments.statistics.safety)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from experiments.sim.play import NotSimulated, simulate
+    from experiments.sim.play import simulate
+    from experiments.sim.playable import NotSimulated
     from experiments.statistics.safety import SafetySeed, tally_seed, tally_seeds
     from experiments.statistics.safety_tally import broken
 
@@ -214,7 +216,8 @@ def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str
     import pandas as pd
 
     from experiments.scenario import load
-    from experiments.sim.play import NotSimulated, run_seed, simulate
+    from experiments.sim.play import run_seed, simulate
+    from experiments.sim.playable import NotSimulated
     from experiments.sim.validate import write_into
     from experiments.statistics.phase_validation import phase_cells, phase_cells_markdown, server_fault_cells
     from experiments.summary import summarize

@@ -19,7 +19,7 @@ from experiments.folders.run_record import RunRecord, ScenarioSource
 from experiments.run.member_configs import member_config, native_settings, workload_of
 from experiments.run.provenance import git_commit, versions
 from experiments.run.settling import running_before
-from experiments.scenario import load, resolve
+from experiments.scenario import load
 from experiments.scenario.actions import Action, Span, phase_name, spec_of
 from experiments.scenario.model import Scenario, Step
 from experiments.sim import kip848, legacy
@@ -30,9 +30,10 @@ from experiments.sim.classic_timing import ClientTiming
 from experiments.sim.kernel import Simulation
 from experiments.sim.kip848_coordinator import Coordinator as Kip848Coordinator
 from experiments.sim.network import Network
+from experiments.sim.playable import check_playable
 from experiments.sim.recorders import T0_MS, T0_NS, Recorders, Tap
 from experiments.sim.records import Logs, Producer
-from experiments.sim.server_faults import SERVER_FAULTS, ServerFaults, unplayed_server_faults
+from experiments.sim.server_faults import SERVER_FAULTS, ServerFaults
 from experiments.sim.zookeeper import ZooKeeper
 from legacy_zk.config import LegacyConfig
 from legacy_zk.registry import BROKER_IDS, topic_path
@@ -41,7 +42,7 @@ from modern.coordinator.consumer_group import ConsumerGroupConfig
 from modern.kip848.client_settings import Kip848Settings
 from modern.kip848.client_settings import settings_from as kip848_settings
 from rebalance import events as ev
-from rebalance.backends import GroupProtocol, backend_names, canonical_name, profile
+from rebalance.backends import GroupProtocol, canonical_name, profile
 from rebalance.consumer_group_timing import ConsumerGroupTiming
 from rebalance.events import RunnerPhase
 from rebalance.member import MemberConfig
@@ -49,25 +50,12 @@ from rebalance.member import MemberConfig
 SETUP_MS = 1_000            # the servers' start: nothing to wait for here, a phase for the summary to find
 STABLE_QUIET_MS = 2_000     # the runner's STABLE_QUIET_S
 POLL_MS = 200               # how often the runner looks at the group
-# The backends this simulation plays so far (docs/simulation.md): the two coordinator protocols, and 0.8's members
-# coordinating in ZooKeeper.
-PROTOCOLS = (GroupProtocol.CLASSIC, GroupProtocol.CONSUMER)   # also the ones records are played on
-SIMULATED = tuple(name for name in backend_names()
-                  if profile(name).group_protocol in PROTOCOLS or profile(name).needs_zookeeper)
-PLAYED = {Action.PHASE, Action.JOIN, Action.LEAVE, Action.CRASH, Action.SCALE, Action.RESTART, Action.ROLLING_RESTART}
-# Split brain's member faults, on the two coordinator protocols: a process paused (SIGSTOP), and the coordination
-# link black-holed (the lab's proxy: held both ways, delivered after the heal).
-MEMBER_FAULTS = {Action.PAUSE, Action.LINK}
 # A restart stops the member's process cleanly and starts a new one: the new process's start-up (Python and the
 # client's imports) before its member begins again, as a member host takes on two cores.
 RESTART_GAP_MS = 1_500
-# The runner's teardown stops the members one after another: about 20 ms apart in a real herd run's
-# (each member's LeaveGroup then comes just before its own member_stopped, not all of them at once).
-TEARDOWN_GAP_MS = 20
-
-
-class NotSimulated(ValueError):
-    """The scenario asks for something the simulation does not play yet; the message names it."""
+# The runner's teardown stops every member host at once; a host closes its members one after another (about 20 ms
+# apart in a real herd run's), the hosts beginning within 20 ms of each other.
+MEMBER_CLOSE_MS, HOSTS_SPREAD_MS = 20, 20
 
 
 def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = None,
@@ -79,44 +67,15 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
     False: no event file is written, only the run's record; `tap` reads every event as it is emitted (a tally of the
     run's measures, experiments.sim.measures)."""
     backend = canonical_name(backend)
-    if backend not in SIMULATED:
-        raise NotSimulated(f"the simulation plays {', '.join(SIMULATED)} so far, not {backend}")
-    schedule = resolve(scenario)
-    coordinated = profile(backend).group_protocol in PROTOCOLS
-    played = PLAYED | (MEMBER_FAULTS if coordinated else set()) | SERVER_FAULTS
-    unplayed = sorted({step.action for step in schedule.steps} - {action.value for action in played})
-    why = unplayed_server_faults(scenario, schedule, coordinated, backend, warm_start=warm_start)
-    if unplayed or why:
-        raise NotSimulated(f"scenario {scenario.name}: " + (why or f"the simulation does not play {', '.join(unplayed)} "
-                                                                   f"on {backend} yet"))
-    for step in schedule.steps:
-        _check_member_fault(scenario, step)
+    schedule = check_playable(scenario, backend, warm_start=warm_start, records=records)
     folder = RunFolder(out)
     if folder.path.exists() and any(folder.path.iterdir()):
         raise FileExistsError(f"{out} is not empty; give a new folder")
     seed = scenario.seed if seed is None else seed
-    if warm_start and profile(backend).group_protocol is not GroupProtocol.CONSUMER:
-        raise NotSimulated(f"a warm start is simulated for kip848 so far, not {backend}")
-    if records and profile(backend).group_protocol not in PROTOCOLS:
-        raise NotSimulated(f"records are simulated for classic and kip848 so far, not {backend}")
     play = _Play(scenario, backend, schedule, folder, seed, warm_start=warm_start, records=records, events=events,
                  tap=tap)
     play.run()
     return folder
-
-
-def _check_member_fault(scenario: Scenario, step: Step) -> None:
-    """A pause of a member's own process, or a black hole on its coordination link, both ways: what is played."""
-    if step.action == Action.PAUSE.value and step.emulated:
-        raise NotSimulated(f"scenario {scenario.name}, line {step.line}: a pause of a member that shares its host "
-                           f"(emulated by the host) is not simulated yet; give it a process of its own "
-                           f"(group.per_process = 1)")
-    if step.action == Action.LINK.value:
-        fault, direction = step.params.get("fault"), step.params.get("direction", "both")
-        if step.link != "coord" or fault != "partition" or direction != "both":
-            raise NotSimulated(f"scenario {scenario.name}, line {step.line}: of the link faults the simulation plays "
-                               f"a partition of the coord link both ways so far, not {fault} of the {step.link} link "
-                               f"({direction})")
 
 
 def run_seed(task: tuple[str, list[str], str, int, str, bool, bool]) -> str:
@@ -241,10 +200,15 @@ class _Play:
         self.phase(RunnerPhase.SETTLE)
         self.sim.run_until(self.sim.now_ms + self.scenario.settle * 1000)
         self.phase(RunnerPhase.TEARDOWN)
-        for index, name in enumerate(list(self.running)):
-            member = self.members[name]
-            self.sim.after(index * TEARDOWN_GAP_MS, member.leave)
-        self.sim.run_until(self.sim.now_ms + len(self.running) * TEARDOWN_GAP_MS + 1_000)
+        hosts: dict[str, list[str]] = {}
+        for name in self.running:
+            hosts.setdefault(self.schedule.host_of(name).name, []).append(name)
+        for names in hosts.values():
+            begins = self.sim.rng.uniform(0, HOSTS_SPREAD_MS)
+            for index, name in enumerate(names):
+                self.sim.after(begins + index * MEMBER_CLOSE_MS, self.members[name].leave)
+        self.sim.run_until(self.sim.now_ms + HOSTS_SPREAD_MS + max(map(len, hosts.values()), default=0)
+                           * MEMBER_CLOSE_MS + 1_000)
 
     def phase(self, name: str, **fields: object) -> None:
         self.runner.emit(ev.PHASE, name=name, **fields)

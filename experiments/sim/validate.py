@@ -21,7 +21,8 @@ from pathlib import Path
 
 from experiments.folders.run_folder import RunFolder
 from experiments.scenario import load
-from experiments.sim.play import SIMULATED, simulate
+from experiments.sim.play import simulate
+from experiments.sim.playable import SIMULATED
 from rebalance import heartbeat_kinds
 from rebalance.backends import profile
 from rebalance.events import read_events

@@ -25,7 +25,8 @@ import pandas as pd
 from experiments.run.member_configs import native_settings
 from experiments.scenario import Scenario, load
 from experiments.scenario.actions import Action
-from experiments.sim.play import PROTOCOLS, simulate
+from experiments.sim.play import simulate
+from experiments.sim.playable import PROTOCOLS
 from experiments.statistics.campaign_stats import (
     WHOLE_RUN_LOST,
     WHOLE_RUN_REBALANCING,

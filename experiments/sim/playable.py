@@ -1,0 +1,58 @@
+"""What the simulation plays: the backends, the timeline's actions and faults, and the settings it can honour. A
+scenario asking for anything else is refused before anything is written (`NotSimulated`, naming what)."""
+
+from __future__ import annotations
+
+from experiments.scenario import resolve
+from experiments.scenario.actions import Action
+from experiments.scenario.model import Scenario, Step
+from experiments.sim.server_faults import SERVER_FAULTS, unplayed_server_faults
+from rebalance.backends import GroupProtocol, backend_names, profile
+
+# The backends this simulation plays so far (docs/simulation.md): the two coordinator protocols, and 0.8's members
+# coordinating in ZooKeeper.
+PROTOCOLS = (GroupProtocol.CLASSIC, GroupProtocol.CONSUMER)   # also the ones records are played on
+SIMULATED = tuple(name for name in backend_names()
+                  if profile(name).group_protocol in PROTOCOLS or profile(name).needs_zookeeper)
+PLAYED = {Action.PHASE, Action.JOIN, Action.LEAVE, Action.CRASH, Action.SCALE, Action.RESTART, Action.ROLLING_RESTART}
+# Split brain's member faults, on the two coordinator protocols: a process paused (SIGSTOP), and the coordination
+# link black-holed (the lab's proxy: held both ways, delivered after the heal).
+MEMBER_FAULTS = {Action.PAUSE, Action.LINK}
+
+class NotSimulated(ValueError):
+    """The scenario asks for something the simulation does not play yet; the message names it."""
+
+
+def check_playable(scenario: Scenario, backend: str, *, warm_start: bool, records: bool):
+    """The scenario's schedule, when the simulation plays all of it on `backend` (a canonical name)."""
+    if backend not in SIMULATED:
+        raise NotSimulated(f"the simulation plays {', '.join(SIMULATED)} so far, not {backend}")
+    schedule = resolve(scenario)
+    coordinated = profile(backend).group_protocol in PROTOCOLS
+    played = PLAYED | (MEMBER_FAULTS if coordinated else set()) | SERVER_FAULTS
+    unplayed = sorted({step.action for step in schedule.steps} - {action.value for action in played})
+    why = unplayed_server_faults(scenario, schedule, coordinated, backend, warm_start=warm_start)
+    if unplayed or why:
+        raise NotSimulated(f"scenario {scenario.name}: " + (why or f"the simulation does not play {', '.join(unplayed)} "
+                                                                   f"on {backend} yet"))
+    for step in schedule.steps:
+        _check_member_fault(scenario, step)
+    if warm_start and profile(backend).group_protocol is not GroupProtocol.CONSUMER:
+        raise NotSimulated(f"a warm start is simulated for kip848 so far, not {backend}")
+    if records and profile(backend).group_protocol not in PROTOCOLS:
+        raise NotSimulated(f"records are simulated for classic and kip848 so far, not {backend}")
+    return schedule
+
+
+def _check_member_fault(scenario: Scenario, step: Step) -> None:
+    """A pause of a member's own process, or a black hole on its coordination link, both ways: what is played."""
+    if step.action == Action.PAUSE.value and step.emulated:
+        raise NotSimulated(f"scenario {scenario.name}, line {step.line}: a pause of a member that shares its host "
+                           f"(emulated by the host) is not simulated yet; give it a process of its own "
+                           f"(group.per_process = 1)")
+    if step.action == Action.LINK.value:
+        fault, direction = step.params.get("fault"), step.params.get("direction", "both")
+        if step.link != "coord" or fault != "partition" or direction != "both":
+            raise NotSimulated(f"scenario {scenario.name}, line {step.line}: of the link faults the simulation plays "
+                               f"a partition of the coord link both ways so far, not {fault} of the {step.link} link "
+                               f"({direction})")
