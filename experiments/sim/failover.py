@@ -15,7 +15,6 @@ COORDINATOR_NOT_AVAILABLE; an OffsetFetch that fails is tried again after the ba
 
 from __future__ import annotations
 
-from experiments.sim.application import record_commit
 from experiments.sim.brokers import REFUSED, Cluster
 from experiments.sim.classic import ClassicMember
 from experiments.sim.classic_timing import State
@@ -361,32 +360,16 @@ class FailoverKip848Member(Kip848Member):
                  timeout_ms=None if leaving else self.settings.request_timeout_ms,
                  on_timeout=None if leaving else self._given_up)
 
-    def commit(self, offsets: dict[TopicPartition, int], then) -> None:
-        """An OffsetCommit carrying the member epoch, through the link: a refused connection fails it with
-        COORDINATOR_NOT_AVAILABLE (`_commit_once`), a moved coordinator is looked up again."""
-        if not self.may_commit:
-            record_commit(self, offsets, self.epoch, "UNKNOWN_MEMBER_ID")
-            then("UNKNOWN_MEMBER_ID")
-            return
-        member_id, epoch, sent = self.member_id, self.epoch, self.sim.now_ms
+    # A commit goes through the link: a refused connection fails it with COORDINATOR_NOT_AVAILABLE, a moved
+    # coordinator is looked up again.
+    def _send_commit(self, member_id: str, epoch: int, offsets: dict[TopicPartition, int], reply) -> None:
+        self.link.commit(member_id, epoch, offsets, reply)
 
-        def record(result, failure: str | None) -> None:
-            self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op="OffsetCommit", group=self.group,
-                               latency_ms=round(self.sim.now_ms - sent, 3), error=failure or error_name(result))
+    def _recorded_error(self, result) -> str | None:
+        return error_name(result)
 
-        def answered(result) -> None:
-            if lost_coordinator(result):
-                self.coordinator_known = False
-            name = "COORDINATOR_NOT_AVAILABLE" if result is REFUSED else error_name(result)
-            record_commit(self, offsets, epoch, name)
-            then(name)
-
-        def timed_out() -> None:
+    def _commit_outcome(self, result) -> str | None:
+        if lost_coordinator(result):
             self.coordinator_known = False
-            record_commit(self, offsets, epoch, "COORDINATOR_NOT_AVAILABLE")
-            then("COORDINATOR_NOT_AVAILABLE")
-
-        exchange(self.network, self.clock, self.name, record=record, on_answer=answered,
-                 to_coordinator=lambda reply: self.link.commit(member_id, epoch, offsets, reply),
-                 timeout_ms=self.settings.request_timeout_ms, on_timeout=timed_out)
+        return "COORDINATOR_NOT_AVAILABLE" if result is REFUSED else error_name(result)
 

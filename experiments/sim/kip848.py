@@ -285,13 +285,12 @@ class Kip848Member:
             return
         member_id, epoch, sent = self.member_id, self.epoch, self.sim.now_ms
 
-        def record(error, failure: str | None) -> None:
+        def record(result, failure: str | None) -> None:
             self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op="OffsetCommit", group=self.group,
-                               latency_ms=round(self.sim.now_ms - sent, 3),
-                               error=failure or (errors.name_of(error) if error is not errors.NONE else None))
+                               latency_ms=round(self.sim.now_ms - sent, 3), error=failure or self._recorded_error(result))
 
-        def answered(error) -> None:
-            name = None if error is errors.NONE else errors.name_of(error)
+        def answered(result) -> None:
+            name = self._commit_outcome(result)
             record_commit(self, offsets, epoch, name)
             then(name)
 
@@ -301,8 +300,18 @@ class Kip848Member:
             then("COORDINATOR_NOT_AVAILABLE")
 
         exchange(self.network, self.clock, self.name, record=record, on_answer=answered,
-                 to_coordinator=lambda reply: self.coordinator.commit(member_id, epoch, offsets, reply),
+                 to_coordinator=lambda reply: self._send_commit(member_id, epoch, offsets, reply),
                  timeout_ms=self.settings.request_timeout_ms, on_timeout=timed_out)
+
+    # What a commit goes to and what its answer means: the one coordinator here (`failover` looks it up).
+    def _send_commit(self, member_id: str, epoch: int, offsets: dict[TopicPartition, int], reply) -> None:
+        self.coordinator.commit(member_id, epoch, offsets, reply)
+
+    def _recorded_error(self, error) -> str | None:
+        return None if error is errors.NONE else errors.name_of(error)
+
+    def _commit_outcome(self, error) -> str | None:
+        return self._recorded_error(error)
 
     # -- reconciliation (the polling thread, idle) ----------------------------------------------------
 
