@@ -76,7 +76,9 @@ def test_workload_produces_numbered_timestamped_records(broker, unique_topic, tm
     config = WorkloadConfig(bootstrap=broker.bootstrap, topic=unique_topic, partitions=4, rate=200, duration_s=1.5)
     summary = ProducerWorkload(config, events_path=events, run_id="r1").run()
     assert summary.failed == 0 and summary.acknowledged == summary.sent
-    assert 240 <= summary.sent <= 320  # 200/s for 1.5 s (first token at once, bucket of 20)
+    # 200/s for 1.5 s, the first token at once and a bucket of 20: never more than 320. A loaded host sends
+    # fewer (229 beside the rest of the suite on 2 cores), so the floor only says the pacing did not stall.
+    assert 150 <= summary.sent <= 320
     batches = [e for e in read_events(events) if e["type"] == "records_produced"]
     assert len(batches) < summary.sent / 4  # written in batches, not a line per record
     assert all(e["run_id"] == "r1" and e["count"] == len(e["seqs"]) == len(e["produce_ts_ms"])
