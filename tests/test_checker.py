@@ -90,7 +90,7 @@ def test_convergence_says_from_which_event_it_waited_and_how_long_is_allowed(syn
     assert clean.verdict is Verdict.TRUE
     assert "partitions had exactly one owner" in clean.detail
     assert "after the last fault event at t=13.0" in clean.detail and "crash" in clean.detail
-    assert clean.detail.endswith("(allowed: 9 s, --convergence-bound-s)")
+    assert clean.detail.endswith("(allowed: 9 s, 2 x session timeout + 5 s)")   # a session of 2 s
     planted = _check(synthetic_runs["planted"], "convergence")
     assert planted.detail.startswith("1 of 6 partitions without exactly one owner")
     assert "2 x session timeout + 5 s" in planted.detail

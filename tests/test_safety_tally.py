@@ -35,9 +35,8 @@ def _tallied(folder: Path, config: CheckConfig) -> dict[str, tuple[Verdict, int]
 @pytest.mark.parametrize("name", ["clean", "planted", "unsampled", "kip848-8", "kip848-16"])
 def test_the_tally_gives_the_summary_s_safety_verdicts_on_every_planted_log(synthetic_runs, name):
     summary = synthetic_runs[name]
-    config = CheckConfig(convergence_bound_s=9.0) if name == "clean" else CheckConfig()
     spark = {check.check: (check.verdict, check.count) for check in summary.checks if check.check in SAFETY}
-    assert _tallied(summary.folder.path, config) == spark
+    assert _tallied(summary.folder.path, CheckConfig()) == spark
     if name == "planted":   # every anomaly planted: the three are broken, so the test can tell them apart
         assert all(verdict is Verdict.FALSE for verdict, _ in spark.values()), spark
 

@@ -163,16 +163,28 @@ def test_the_sim_command_writes_one_run_folder_a_seed(tmp_path):
     assert "2 seeds in" in result.output
 
 
+GENERATIONS = ("classic", "kip848", "legacy")
+
+
+@pytest.fixture(scope="module")
+def summarised_herds(spark, tmp_path_factory):
+    """A herd of 5 simulated on each generation, the three summarised in one Spark pass."""
+    from experiments.summary import summarize_runs
+
+    root = tmp_path_factory.mktemp("herds")
+    folders = [_herd(root, 5, backend=backend, name=backend) for backend in GENERATIONS]
+    summaries = summarize_runs(spark, [folder.path for folder in folders])
+    return {backend: (folder, summary) for backend, folder, summary in zip(GENERATIONS, folders, summaries, strict=True)}
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("backend", ["classic", "kip848", "legacy"])
-def test_the_summary_reads_a_simulated_run_as_a_real_one(tmp_path, spark, backend):
+@pytest.mark.parametrize("backend", GENERATIONS)
+def test_the_summary_reads_a_simulated_run_as_a_real_one(summarised_herds, backend):
     """The herd table of the Spark summary charges the join and the leave as the events above do, on every
     generation; the run's checks read it as a run of the lab's."""
-    from experiments.summary import summarize_runs
     from experiments.summary.read_back import load_run
 
-    folder = _herd(tmp_path, 5, backend=backend)
-    (summary,) = summarize_runs(spark, [folder.path])
+    folder, summary = summarised_herds[backend]
     changes = load_run(folder.path).herd_changes()
     assert list(changes["kind"]) == ["join", "leave"]
     assert list(changes["requests"]) == [changes_of(folder.path)["join"], changes_of(folder.path)["leave"]]

@@ -82,21 +82,19 @@ def _summarize(run_dirs: list[Path], master: str) -> subprocess.CompletedProcess
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_standalone_cluster_summarises_like_local(tmp_path, spark_cluster, spark):
-    from experiments.summary import summarize_runs
-    from experiments.synthetic.simulation import Anomaly, SyntheticRun, write_run
-
+def test_a_standalone_cluster_summarises_like_local(tmp_path, spark_cluster, synthetic_runs):
+    """The suite's clean and planted runs, summarised here in its local session (with three other runs), summarised
+    again on the cluster (the two alone): the same tables."""
     url, master_log = spark_cluster
-    local_runs = [write_run(tmp_path / "local" / "clean", SyntheticRun(name="clean", seed=1)),
-                  write_run(tmp_path / "local" / "planted", SyntheticRun(name="planted", backend="legacy", seed=2,
-                                                                          anomalies=frozenset(Anomaly)))]
-    shutil.copytree(tmp_path / "local", tmp_path / "cluster")
-    cluster_runs = [tmp_path / "cluster" / run.name for run in local_runs]
+    local_runs = [synthetic_runs[name].folder.path for name in ("clean", "planted")]
+    cluster_runs = []
+    for run in local_runs:
+        shutil.copytree(run, tmp_path / run.name, ignore=shutil.ignore_patterns(RunFolder(run).summary.name))
+        cluster_runs.append(tmp_path / run.name)
 
     on_cluster = _summarize(cluster_runs, url)
     assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr
     assert _registered_apps(master_log) == 1, "the summary ran as an application of the cluster"
-    summarize_runs(spark, local_runs)   # the suite's local session, in this process
 
     for local, cluster in zip(local_runs, cluster_runs, strict=True):
         names = sorted(path.name for path in RunFolder(local).summary.glob("*.parquet"))

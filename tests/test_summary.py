@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from experiments.cli.app import app
 from experiments.folders.run_folder import RunFolder
 from experiments.summary import markdown_table
+from experiments.summary.read_back import RunData, load_run
 from experiments.synthetic.simulation import Anomaly, SyntheticRun, write_run
 from rebalance.events import EVENT_TYPES, REQUIRED_FIELDS, read_events
 from tests.fixtures.spark import SERVER_EXTRA
@@ -101,17 +102,6 @@ def test_summary_files_are_written(synthetic_runs):
 
 
 @pytest.mark.spark
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_summarize_command_prints_verdicts(spark, tmp_path):
-    run_dir = write_run(tmp_path / "run", SyntheticRun(anomalies=frozenset({Anomaly.DUPLICATE})))
-    result = CliRunner().invoke(app, ["summarize", str(run_dir), "--master", "local[2]"], env={"COLUMNS": "250"})
-    assert result.exit_code == 0, result.output
-    assert "duplicates" in result.output and "VIOLATED (1)" in result.output and "summary.md" in result.output
-    assert "summarising 1 run [5/6] checks and aggregates" in result.output   # its steps, as they happen
-
-
-@pytest.mark.spark
 def test_produced_records_are_read_from_batches_and_from_older_single_record_lines(spark, tmp_path):
     from experiments.summary import read_events as read_frames
 
@@ -186,32 +176,54 @@ def _write_late_handling_run(folder: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def hand_written(spark, tmp_path_factory):
-    """The hand-written runs below, summarised in one pass (a pass costs the same for one run or several)."""
-    from experiments.summary import summarize_runs
-
-    root = tmp_path_factory.mktemp("hand-written")
+def summarised_by_command(spark, tmp_path_factory):
+    """The hand-written runs above and a synthetic run with a duplicate planted, summarised by `summarize` in one
+    pass (a pass costs about the same for one run or several), with the convergence bound given: the command's
+    output and each run's summary as read back."""
+    root = tmp_path_factory.mktemp("by-command")
     _write_restart_run(root / "restart")
     _write_late_handling_run(root / "late-handling")
-    restart, late = summarize_runs(spark, [root / "restart", root / "late-handling"], write=False)
-    return {"restart": restart, "late-handling": late}
+    write_run(root / "duplicate", SyntheticRun(name="duplicate", anomalies=frozenset({Anomaly.DUPLICATE})))
+    runs = [root / "restart", root / "late-handling", root / "duplicate"]
+    result = CliRunner().invoke(app, ["summarize", *map(str, runs), "--master", "local[2]", "--convergence-bound-s", "12"],
+                                env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    return result.output, {run.name: load_run(run) for run in runs}
+
+
+def _verdict(run: RunData, check: str) -> pd.Series:
+    return run.verdicts.set_index("check").loc[check]
 
 
 @pytest.mark.spark
-def test_a_clean_restart_ends_ownership_at_the_members_own_revocation(hand_written):
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_summarize_command_prints_verdicts(summarised_by_command):
+    output, runs = summarised_by_command
+    assert "duplicates" in output and "VIOLATED (1)" in output and "summary.md" in output
+    assert "summarising 3 runs [5/6] checks and aggregates" in output   # its steps, as they happen
+    duplicates = _verdict(runs["duplicate"], "duplicates")
+    assert duplicates["verdict"] == "false" and duplicates["count"] == 1
+    assert _verdict(runs["duplicate"], "convergence")["detail"].endswith("(allowed: 12 s, --convergence-bound-s)")
+
+
+@pytest.mark.spark
+def test_a_clean_restart_ends_ownership_at_the_members_own_revocation(summarised_by_command):
     """A restart closes the member first (a last batch, a commit, the revocation), so consuming between
     the fault's start and the member's revocation is consumption by the owner, not outside ownership."""
-    verdicts = {check.check: check.verdict.value for check in hand_written["restart"].checks}
-    assert verdicts["consumed-without-ownership"] == "true"
+    _, runs = summarised_by_command
+    assert _verdict(runs["restart"], "consumed-without-ownership")["verdict"] == "true"
 
 
 @pytest.mark.spark
-def test_a_batch_handled_after_its_partition_moved_is_processed_without_ownership(hand_written):
+def test_a_batch_handled_after_its_partition_moved_is_processed_without_ownership(summarised_by_command):
     """0.8's watcher thread releases a partition while the application is still handling what poll()
     delivered: the record was delivered to the owner, but handled by a member that no longer owned it."""
-    outside = next(check for check in hand_written["late-handling"].checks if check.check == "consumed-without-ownership")
-    assert outside.verdict.value == "false" and outside.count == 1
-    assert outside.evidence.iloc[0]["member"] == "m0" and outside.evidence.iloc[0]["records"] == 3
+    _, runs = summarised_by_command
+    outside = _verdict(runs["late-handling"], "consumed-without-ownership")
+    assert outside["verdict"] == "false" and outside["count"] == 1
+    evidence = runs["late-handling"].evidence["consumed-without-ownership"]
+    assert evidence.iloc[0]["member"] == "m0" and evidence.iloc[0]["records"] == 3
 
 
 def test_synthetic_logs_use_only_declared_fields(tmp_path):
