@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Generator
 from dataclasses import dataclass
+from functools import lru_cache
 
 from experiments.sim.kernel import Simulation, Timer
 from experiments.sim.network import Network
@@ -42,6 +43,13 @@ from rebalance.types import TopicPartition
 HOST_CPU_MS = 0.4           # a member host's Python time for one ZooKeeper request (kazoo's call and callback)
 
 Request = tuple            # (op, path, kwargs) a step of a member's work yields
+
+
+@lru_cache(maxsize=1 << 16)
+def _subscription(data: bytes) -> tuple[tuple[str, int], ...]:
+    """A registration's subscription, parsed once: every member reads every other member's node on every
+    attempt, N x N parses of a few hundred distinct values."""
+    return tuple(parse_registration(data).items())
 
 
 @dataclass
@@ -238,7 +246,7 @@ class LegacyMember:
             data = yield ("get", self.paths.member(consumer_id), {"missing_ok": True})
             if data is None:
                 return "error", f"NoNodeError: {self.paths.member(consumer_id)}"
-            subscriptions[consumer_id] = parse_registration(data)
+            subscriptions[consumer_id] = dict(_subscription(data))
         topics = sorted(my_subscription)   # 0.8's range reads only this member's topics (roundrobin: the same here)
         subscriptions = {cid: {t: n for t, n in sub.items() if t in my_subscription} for cid, sub in subscriptions.items()}
         counts = {}
