@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +25,7 @@ from experiments.summary.herd import herd_table, overlapping
 from experiments.summary.herd_model import HerdModel, change_rows, fit_models, fit_one
 from experiments.summary.read_back import RunData, herd_points
 from tests.fixtures.run_record import run_data, write_record
+from tests.fixtures.spark import summarised_with_the_suite
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -162,17 +164,17 @@ def _join_then_leave(root: Path, *, leave_params: dict) -> None:
     ]))
 
 
+WAITED = {"after": "stable", "timeout": 3, "waited_s": 3.0, "stable": False}
+summarised_with_the_suite("leave-timed-out", partial(_join_then_leave, leave_params=WAITED))
+summarised_with_the_suite("leave-stable", partial(_join_then_leave, leave_params={**WAITED, "waited_s": 0.0,
+                                                                                 "stable": True}))
+
+
 @pytest.mark.spark
-def test_a_leave_the_runner_took_on_its_timeout_marks_the_join_and_the_leave_overlapped(spark, tmp_path):
+def test_a_leave_the_runner_took_on_its_timeout_marks_the_join_and_the_leave_overlapped(synthetic_runs):
     """What the runner saw counts even where the events look settled (a kip848 newcomer can hold part of its
     target and be done while others have yet to give it the rest)."""
-    from experiments.summary import summarize_runs
-
-    waited = {"after": "stable", "timeout": 3, "waited_s": 3.0, "stable": False}
-    _join_then_leave(tmp_path / "timed-out", leave_params=waited)
-    _join_then_leave(tmp_path / "stable", leave_params={**waited, "waited_s": 0.0, "stable": True})
-    timed_out, stable = (summary.tables["herd"].set_index("t") for summary in
-                         summarize_runs(spark, [tmp_path / "timed-out", tmp_path / "stable"]))   # one pass
+    timed_out, stable = (synthetic_runs[name].tables["herd"].set_index("t") for name in ("leave-timed-out", "leave-stable"))
     assert timed_out.loc[[2.0, 5.1], "overlapped"].tolist() == [True, True]
     assert stable.loc[[2.0, 5.1], "overlapped"].tolist() == [False, False]
     assert stable.at[2.0, "requests"] == 3

@@ -32,6 +32,7 @@ from rebalance.backends import backend_names, profile
 from rebalance.events import read_events
 from rebalance.kafka_frames import encode_request
 from tests.fixtures.run_record import write_record
+from tests.fixtures.spark import summarised_with_the_suite
 
 STALL_S = 3.0
 
@@ -216,17 +217,16 @@ def test_the_check_reads_a_real_stall_and_a_healthy_run(spark, stalled_broker, t
     assert ok.verdict is Verdict.TRUE and "1 broker process sampled" in ok.detail, ok.detail
 
 
-@pytest.mark.spark
-@pytest.mark.timeout(900)
-def test_the_check_over_synthetic_logs(spark, tmp_path):
-    from experiments.summary import summarize_runs
+summarised_with_the_suite("stalls", lambda folder: write_run(folder, SyntheticRun(
+    name="stalls", duration_s=16.0, broker_stalls=((4.0, 3.5), (9.0, 2.5)))))
+summarised_with_the_suite("stalls-quiet", lambda folder: write_run(folder, SyntheticRun(name="quiet", duration_s=16.0)))
+summarised_with_the_suite("stalls-older", lambda folder: write_run(folder, SyntheticRun(
+    name="older", duration_s=6.0, timeline=(), broker_samples=False)))
 
-    stalls = write_run(tmp_path / "stalls", SyntheticRun(name="stalls", duration_s=16.0,
-                                                         broker_stalls=((4.0, 3.5), (9.0, 2.5))))
-    quiet = write_run(tmp_path / "quiet", SyntheticRun(name="quiet", duration_s=16.0))
-    older = write_run(tmp_path / "older", SyntheticRun(name="older", duration_s=6.0, timeline=(),
-                                                       broker_samples=False))
-    summaries = summarize_runs(spark, [stalls, quiet, older])
+
+@pytest.mark.spark
+def test_the_check_over_synthetic_logs(synthetic_runs):
+    summaries = [synthetic_runs[name] for name in ("stalls", "stalls-quiet", "stalls-older")]
     found, clean, unknown = (next(c for c in s.checks if c.check == "server-stall") for s in summaries)
     assert found.verdict is Verdict.FALSE and found.count == 2
     assert list(found.evidence["start"].round(2)) == [4.0, 9.0]

@@ -11,6 +11,7 @@ import pytest
 from experiments.folders.run_folder import RunFolder
 from experiments.summary.coordinator_gaps import COLUMNS, gap_table, group_gap_s
 from tests.fixtures.run_record import write_record
+from tests.fixtures.spark import summarised_with_the_suite
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -72,12 +73,13 @@ def write_gap_run(root) -> None:
     ]))
 
 
-@pytest.mark.spark
-def test_each_member_s_time_without_a_coordinator_and_the_group_maximum(spark, tmp_path):
-    from experiments.summary import summarize_run
+summarised_with_the_suite("coordinator-gaps", write_gap_run)
 
-    write_gap_run(tmp_path)
-    summary = summarize_run(spark, tmp_path)
+
+@pytest.mark.spark
+def test_each_member_s_time_without_a_coordinator_and_the_group_maximum(synthetic_runs):
+    summary = synthetic_runs["coordinator-gaps"]
+    folder = RunFolder(summary.folder.path)
     gaps = summary.tables["coordinator_gaps"]
     assert list(gaps.columns) == COLUMNS
     rows = [(r.fault_id, r.member, round(r.gap_s, 3), r.first_answer, r.find_coordinator_requests)
@@ -85,9 +87,9 @@ def test_each_member_s_time_without_a_coordinator_and_the_group_maximum(spark, t
     assert rows == [("f1", "a", 1.45, "Heartbeat", 2), ("f1", "b", 1.95, "JoinGroup", 1),
                     ("f1", "d", 0.85, "Heartbeat", 0), ("f2", "a", 1.1, "Heartbeat", 0)]
     assert summary.facts.coordinator_gap_s == pytest.approx(1.95)
-    written = pd.read_parquet(RunFolder(tmp_path).summary_table("coordinator_gaps"))
+    written = pd.read_parquet(folder.summary_table("coordinator_gaps"))
     assert written["gap_s"].max() == pytest.approx(1.95)
-    assert json.loads(RunFolder(tmp_path).summary_record.read_text())["facts"]["coordinator_gap_s"] == \
+    assert json.loads(folder.summary_record.read_text())["facts"]["coordinator_gap_s"] == \
         pytest.approx(1.95)
 
 

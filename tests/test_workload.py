@@ -9,6 +9,7 @@ import json
 import threading
 import time
 import uuid
+from functools import partial
 
 import pytest
 
@@ -23,6 +24,7 @@ from rebalance.backends import profile
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig
 from tests.fixtures.run_record import write_record
+from tests.fixtures.spark import summarised_with_the_suite
 from tests.modern_support import produce, wait_until
 
 BASE = """\
@@ -344,15 +346,15 @@ def _write_run(folder, *, handled_at_s: float | None):
     return folder
 
 
-@pytest.mark.spark
-def test_the_summarys_latency_counts_from_the_handlings_end_when_a_run_has_it(spark, tmp_path):
-    from experiments.summary import summarize_runs
+summarised_with_the_suite("latency-handled", partial(_write_run, handled_at_s=6.0))   # ends 5.1 .. 6.0 s: 3.2 .. 4.1 s late
+summarised_with_the_suite("latency-delivered", partial(_write_run, handled_at_s=None))
 
-    handled = _write_run(tmp_path / "handled", handled_at_s=6.0)     # ends 5.1 .. 6.0 s: 3.2 .. 4.1 s late
-    delivered = _write_run(tmp_path / "delivered", handled_at_s=None)
-    by_handling, by_delivery = summarize_runs(spark, [handled, delivered], write=False)
-    slow = {summary.folder.path.name: next(c for c in summary.checks if c.check == "slow-records")
-            for summary in (by_handling, by_delivery)}
+
+@pytest.mark.spark
+def test_the_summarys_latency_counts_from_the_handlings_end_when_a_run_has_it(synthetic_runs):
+    by_handling, by_delivery = synthetic_runs["latency-handled"], synthetic_runs["latency-delivered"]
+    slow = {name: next(c for c in summary.checks if c.check == "slow-records")
+            for name, summary in (("handled", by_handling), ("delivered", by_delivery))}
     assert slow["handled"].count == 10 and "worst 4100 ms" in slow["handled"].detail
     assert slow["delivered"].count == 0 and slow["delivered"].verdict.value == "true"
     phases = by_handling.tables["phases"]
