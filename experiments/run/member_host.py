@@ -288,10 +288,11 @@ class Host:
 
             threading.Thread(target=pause, daemon=True).start()
         elif op == "resume":
+            resumed_ns = time.monotonic_ns()   # the effect's moment: its thread may poll before the reply is sent
             slot.state = "running"
             slot.wake.set()
             console.print(f"[bold]{name}[/bold] resumed")
-            self.reply(ident)
+            self.reply(ident, at_ns=resumed_ns)
         elif op == "leave":
             slot.state = "leaving"
             slot.wake.set()
@@ -339,8 +340,9 @@ class Host:
                     continue
                 self.commands.put(command)
 
-    def reply(self, ident: object, *, error: str | None = None) -> None:
-        answer = {"id": ident, "ok": error is None, "ts_ns": time.monotonic_ns()}
+    def reply(self, ident: object, *, error: str | None = None, at_ns: int | None = None) -> None:
+        """Answer a command; `ts_ns` is when its effect took place (`at_ns`), by default now."""
+        answer = {"id": ident, "ok": error is None, "ts_ns": time.monotonic_ns() if at_ns is None else at_ns}
         if error is not None:
             answer["error"] = error
             console.print(f"[red]control: {escape(error)}[/red]")
