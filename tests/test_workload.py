@@ -149,8 +149,8 @@ class RecordingHost(Host):
         super().__init__(*args, **kwargs)
         self.replies: dict[object, tuple[bool, float]] = {}
 
-    def reply(self, ident: object, *, error: str | None = None) -> None:
-        self.replies[ident] = (error is None, time.monotonic())
+    def reply(self, ident: object, *, error: str | None = None, at_ns: int | None = None) -> None:
+        self.replies[ident] = (error is None, time.monotonic() if at_ns is None else at_ns / 1e9)
 
     def command(self, ident: int, op: str, member: str) -> float:
         """Send a command; the time it was sent."""
@@ -254,8 +254,11 @@ def test_a_pause_is_acknowledged_mid_batch_and_stops_the_handling(cluster, tmp_p
         handled_at_pause = run.processed()
         time.sleep(3.0)     # three service times
         assert run.processed() == handled_at_pause, "a paused member handled records"
-        run.host.command(2, "resume", "m0")
+        resumed = run.host.command(2, "resume", "m0")
         wait_until(lambda: run.processed() > handled_at_pause, "handling resumed", 30)
+        wait_until(lambda: 2 in run.host.replies, "the resume acknowledged", 30)
+        ok, effect = run.host.replies[2]
+        assert ok and resumed <= effect, "the resume is stamped when it takes effect, after it was sent"
 
 
 @pytest.mark.broker
