@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from experiments.campaign.model import BUILTIN_SCENARIOS
 from experiments.fuzz import libfuzzer
 from experiments.fuzz.frames import join_frames, split_frames
 from experiments.fuzz.scenario import ScenarioHarness
@@ -89,3 +90,18 @@ def test_a_group_scaled_down_by_tens_of_thousands_resolves_at_once():
     with pytest.raises(ScenarioError):
         loads(text)
     assert time.monotonic() - started < 15   # about a second; generous on a shared machine
+
+
+def test_a_group_or_a_timeline_too_big_to_expand_is_refused_at_once():
+    # found by the scenario fuzzer: a member count of many digits kept the resolver naming members for
+    # seconds (a hang to the fuzzer); so would a timeline scaling up and down by tens of thousands
+    herd = (BUILTIN_SCENARIOS / "herd.toml").read_text()
+    huge_group = herd.replace("members = 10", "members = 100000000000", 1)
+    seesaw = herd + "".join(f"\n[[timeline]]\nat = {second}\naction = \"scale\"\nto = {to}\n"
+                            for second, to in zip(range(1, 41), [90000, 10] * 20, strict=True))
+    for text, complaint in ((huge_group, "group.members: must be at most 100,000"),
+                            (seesaw, "members in all by 3.0 s; at most 100,000")):
+        started = time.monotonic()
+        with pytest.raises(ScenarioError, match=complaint):
+            loads(text)
+        assert time.monotonic() - started < 15   # well under a second; generous on a shared machine

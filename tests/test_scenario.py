@@ -395,6 +395,9 @@ def test_partitions_per_member_scale_with_the_group_and_overrides_name_a_topic()
     with pytest.raises(sc.ScenarioError) as caught:
         load("", overrides=["topics.t9.partitions=10"])
     assert "no entry named 't9'" in caught.value.problems[0].message
+    (problem,) = problems("", scaled.replace("partitions_per_member = 2", "partitions_per_member = 300000"))
+    assert (problem.field, problem.message) == (
+        "topics[0].partitions_per_member", "300000 x 4 members is 1,200,000 partitions; at most 1,000,000")
 
 
 def test_herd_scenarios_give_every_member_and_the_newcomer_work():

@@ -25,6 +25,8 @@ from experiments.scenario.model import (
     BACKENDS,
     COMMITS,
     DEFAULT_MAX_POLL_RECORDS,
+    MAX_MEMBERS,
+    MAX_PARTITIONS,
     SCENARIO_STRATEGY,
     SERVICES,
     ClusterSpec,
@@ -114,8 +116,8 @@ class _Checker(TimelineChecks):
             if key not in allowed:
                 self.fail((*path, key), f"unknown field (expected one of: {', '.join(sorted(allowed))})")
 
-    def number(self, table: Mapping, key: str, path: tuple, *, default=None, minimum=None, positive=False,
-               integer=False):
+    def number(self, table: Mapping, key: str, path: tuple, *, default=None, minimum=None, maximum=None,
+               positive=False, integer=False):
         value = table.get(key, default)
         if value is None:
             return None
@@ -130,6 +132,9 @@ class _Checker(TimelineChecks):
             return default
         if minimum is not None and value < minimum:
             self.fail((*path, key), f"must be at least {minimum}, got {value!r}")
+            return default
+        if maximum is not None and value > maximum:
+            self.fail((*path, key), f"must be at most {maximum:,}, got {value!r}")
             return default
         return value
 
@@ -245,8 +250,10 @@ class _Checker(TimelineChecks):
             if not name or not re.fullmatch(r"[A-Za-z0-9._\-]+", name):
                 self.fail((*path, "name"), f"a topic name of letters, digits, '.', '_' or '-' is required, got {name!r}")
                 name = f"t{index}"
-            per_member = self.number(table, "partitions_per_member", path, default=None, positive=True, integer=True)
-            partitions = self.number(table, "partitions", path, default=None, positive=True, integer=True)
+            per_member = self.number(table, "partitions_per_member", path, default=None, positive=True,
+                                     maximum=MAX_PARTITIONS, integer=True)
+            partitions = self.number(table, "partitions", path, default=None, positive=True, maximum=MAX_PARTITIONS,
+                                     integer=True)
             if "partitions" in table and "partitions_per_member" in table:
                 self.fail((*path, "partitions"), "give partitions or partitions_per_member, not both")
             elif partitions is None and per_member is None:
@@ -261,8 +268,15 @@ class _Checker(TimelineChecks):
     def scaled_topics(self, topics: tuple[TopicSpec, ...], group: GroupSpec) -> tuple[TopicSpec, ...]:
         """A topic sized per member gets its partition count from the group's size, so that a sweep over
         N keeps every member, and the one that joins, with work."""
-        return tuple(replace(topic, partitions=topic.per_member * group.members) if topic.per_member else topic
-                     for topic in topics)
+        scaled = []
+        for index, topic in enumerate(topics):
+            if topic.per_member and topic.per_member * group.members > MAX_PARTITIONS:
+                self.fail(("topics", index, "partitions_per_member"),
+                          f"{topic.per_member} x {group.members} members is {topic.per_member * group.members:,} "
+                          f"partitions; at most {MAX_PARTITIONS:,}")
+                topic = replace(topic, per_member=1)
+            scaled.append(replace(topic, partitions=topic.per_member * group.members) if topic.per_member else topic)
+        return tuple(scaled)
 
     def producer(self, table: dict, topics: tuple[str, ...]) -> ProducerSpec:
         path = ("producer",)
@@ -338,7 +352,7 @@ class _Checker(TimelineChecks):
         if not re.fullmatch(r"[A-Za-z0-9._\-]+", name or ""):
             self.fail((*path, "name"), f"a group name of letters, digits, '.', '_' or '-' is required, got {name!r}")
             name = "lab-group"
-        members = self.number(table, "members", path, default=3, minimum=1, integer=True)
+        members = self.number(table, "members", path, default=3, minimum=1, maximum=MAX_MEMBERS, integer=True)
         strategy = table.get("strategy", SCENARIO_STRATEGY)
         refusing = [backend for backend in backends
                     if strategy != DEFAULT_STRATEGY and strategy not in strategies_for(backend)]

@@ -92,6 +92,10 @@ class GroupSpec:
 SERVICES = ("none", "fixed", "lognormal")
 COMMITS = ("auto", "batch")
 DEFAULT_MAX_POLL_RECORDS = 500      # Kafka's max.poll.records
+# Bounds on what a file may ask for: ten times the largest group the lab simulates (N = 10,000), and a
+# million partitions a topic. Past them a file is a typo, and expanding its timeline would take minutes.
+MAX_MEMBERS = 100_000
+MAX_PARTITIONS = 1_000_000
 _Z99 = NormalDist().inv_cdf(0.99)   # the 99th percentile of the standard normal, 2.326
 
 

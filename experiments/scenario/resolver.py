@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from experiments.scenario.actions import ACTIONS, Action, Link, LinkFault, Target, herd_mark_size, phase_name
 from experiments.scenario.model import (
+    MAX_MEMBERS,
     Host,
     Problem,
     Scenario,
@@ -147,6 +148,16 @@ class _Resolver:
     def fail(self, entry: TimelineEntry, key: str, message: str) -> None:
         self.problems.append(Problem(f"timeline[{entry.index}].{key}", entry.line_of(key), message))
 
+    def new_members(self, entry: TimelineEntry, count: int) -> tuple[str, ...]:
+        """Members started by a step; a timeline may start at most MAX_MEMBERS in all (a file that scales
+        up and down by tens of thousands again and again would take minutes to expand)."""
+        if self.group.next_index + count > MAX_MEMBERS:
+            self.fail(entry, "count" if entry.count else "to",
+                      f"the timeline starts {self.group.next_index + count:,} members in all by {entry.at} s; "
+                      f"at most {MAX_MEMBERS:,}")
+            return ()
+        return tuple(self.group.add(count))
+
     def out_of_range(self, entry: TimelineEntry) -> None:
         self.fail(entry, "member", f"member {entry.member} is out of range: at {entry.at} s the group has had "
                                    f"{self.group.next_index} member(s), numbered from 0")
@@ -200,7 +211,7 @@ class _Resolver:
         self.add(targets=(), params={"name": entry.name})
 
     def join(self, entry: TimelineEntry) -> None:
-        targets = tuple(self.group.add(entry.count or 1))
+        targets = self.new_members(entry, entry.count or 1)
         self.add(targets=targets, params=self.spread(entry, targets))
 
     def spread(self, entry: TimelineEntry, targets: tuple[str, ...]) -> dict[str, object]:
@@ -221,7 +232,7 @@ class _Resolver:
                 self.fail(entry, "interval" if entry.interval is not None else "how",
                           "`interval` and `how` shape a scale down; this scale grows the group")
                 return
-            targets = tuple(self.group.add(entry.to - current))
+            targets = self.new_members(entry, entry.to - current)
             self.add(targets=targets, params={**params, **self.spread(entry, targets)})
         elif entry.to < current:
             if entry.spread_s:

@@ -17,6 +17,7 @@ from experiments.scenario.actions import (
     Target,
 )
 from experiments.scenario.model import (
+    MAX_MEMBERS,
     ClusterSpec,
     TimelineEntry,
 )
@@ -101,8 +102,8 @@ class TimelineChecks:
         return TimelineEntry(
             index=index, line=self.lines.line_of(path) or 0,
             field_lines={key: self.lines.line_of((*path, key)) or 0 for key in table}, at=float(at), action=action, member=member,
-            count=self.number(table, "count", path, default=None, positive=True, integer=True),
-            to=self.number(table, "to", path, default=None, minimum=0, integer=True),
+            count=self.number(table, "count", path, default=None, positive=True, maximum=MAX_MEMBERS, integer=True),
+            to=self.number(table, "to", path, default=None, minimum=0, maximum=MAX_MEMBERS, integer=True),
             interval=self.number(table, "interval", path, default=None, minimum=0),
             spread_s=float(self.number(table, "spread_s", path, default=0.0, minimum=0) or 0.0),
             how=self.string(table, "how", path, default="leave", choices=("leave", "crash")) or "leave",
