@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
 
 def sim_command(
     scenario: ScenarioArgument,
-    backend: Annotated[str, typer.Option(help="The backend to simulate (classic and kip848 so far).")] = "classic",
+    backend: Annotated[str, typer.Option(help="The backend to simulate: legacy, classic (alias modern) or kip848.")] = "classic",
     seeds: Annotated[int, typer.Option(min=1, help="How many seeds, from the scenario's own up.")] = 1,
     sets: SetOption = None,
     out: Annotated[Path | None, typer.Option(help="Folder of the runs (default runs/sim-<scenario>-<backend>); "
@@ -33,7 +33,8 @@ def sim_command(
     warm_start: Annotated[bool, typer.Option(help="Begin with the initial members as a stable group their coordinator "
                                                   "loaded, not joining one by one (kip848; docs/simulation.md).")] = False,
     records: Annotated[bool, typer.Option(help="Produce records and have each member poll, handle and commit them as "
-                                               "the workload says (classic and kip848; docs/simulation.md, not validated yet).")] = False,
+                                               "the workload says (classic and kip848; validated against the real runs in "
+                                               "docs/simulation.md).")] = False,
     safety: Annotated[bool, typer.Option(help="Check every seed for what must never happen (a record skipped, an "
                                               "offset moved back, a partition without one owner in the end), tallied "
                                               "as it plays with no event file; the seeds found broken are written, "
