@@ -137,6 +137,16 @@ def test_an_action_the_simulation_does_not_play_is_refused_by_name(tmp_path):
     assert not (tmp_path / "z").exists() or not any((tmp_path / "z").iterdir())
 
 
+def test_a_backend_the_scenario_does_not_list_is_refused_as_run_refuses_it(tmp_path):
+    # churn-sticky lists classic alone: its strategy is one 0.8 never had
+    result = CliRunner().invoke(app, ["sim", "churn-sticky", "--backend", "legacy", "--out", str(tmp_path / "z")])
+    assert result.exit_code == 2, result.output
+    assert "scenario 'churn-sticky' is for classic only (its `backends` line)" in result.output
+    assert not (tmp_path / "z").exists()
+    result = CliRunner().invoke(app, ["sim", "herd", "--backend", "kafka", "--out", str(tmp_path / "z")])
+    assert result.exit_code == 2 and "--backend 'kafka': choose one of classic, kip848, legacy" in result.output
+
+
 @pytest.mark.parametrize(("members", "partitions"), [(5, 80), (20, 320)])
 def test_the_legacy_herd_grows_with_the_group_and_its_partitions_as_the_real_runs_do(tmp_path, members, partitions):
     """0.8's herd-legacy-grid: every member re-reads the whole group and re-claims its partitions, and the

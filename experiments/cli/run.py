@@ -77,6 +77,18 @@ def _listed_backends(name: str, overrides: list[str]) -> list[str] | None:
     return [canonical_name(item) for item in listed]
 
 
+def backend_of(scenario: str, backend: str, overrides: list[str] | None) -> str:
+    """`--backend` by its own name (the run, its events and its folder carry it), refused by name when unknown
+    or when the scenario lists other backends only."""
+    if canonical_name(backend) not in backend_names():
+        _fail(f"--backend {backend!r}: choose one of {', '.join(backend_names())}")
+    backend = canonical_name(backend)
+    listed = _listed_backends(scenario, overrides or [])
+    if listed is not None and backend not in listed:
+        _fail(f"scenario {scenario!r} is for {', '.join(listed)} only (its `backends` line)")
+    return backend
+
+
 def _report(error: ScenarioError) -> None:
     for line in error.lines():
         typer.echo(f"error: {line}", err=True)
@@ -112,13 +124,8 @@ def run_command(
     force: ForceOption = False,
 ) -> None:
     """Run a scenario on one backend; leaves RUN_DIR/events/ and RUN_DIR/lock.json."""
-    if canonical_name(backend) not in backend_names():
-        _fail(f"--backend {backend!r}: choose one of {', '.join(backend_names())}")
-    backend = canonical_name(backend)   # the run, its events and its folder carry the backend's own name
+    backend = backend_of(scenario, backend, overrides)
     _check_provider(zk_provider)
-    listed = _listed_backends(scenario, overrides or [])
-    if listed is not None and backend not in listed:
-        _fail(f"scenario {scenario!r} is for {', '.join(listed)} only (its `backends` line)")
     # Run on this backend alone, so the group is checked against it only: a strategy 0.8 never had may
     # still run on the coordinator protocols of a scenario that lists legacy too.
     loaded = _load(scenario, [*(overrides or []), f'backends=["{backend}"]'], (backend,))

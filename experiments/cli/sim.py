@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from experiments.cli.run import ScenarioArgument, SetOption, _load
+from experiments.cli.run import ScenarioArgument, SetOption, _load, backend_of
 from experiments.folders import RUNS_DIR
 from rebalance.command_line import command
 
@@ -47,6 +47,7 @@ def sim_command(
     from experiments.sim.play import run_seed, simulate
     from experiments.sim.playable import NotSimulated
 
+    backend = backend_of(scenario, backend, sets)
     loaded = _load(scenario, sets)
     root = out or Path(RUNS_DIR) / f"sim-{loaded.name}-{backend}"
     started = time.monotonic()
