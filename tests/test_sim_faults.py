@@ -1,9 +1,13 @@
-"""Split brain's member faults in the simulation (classic and KIP-848, `--records`), on the lab's own scenario files:
+"""Split brain's member faults in the simulation (classic and KIP-848 with `--records`, 0.8 without), on the lab's own
+scenario files:
 
 - a: the member's coordination link black-holed for 18 s. It keeps fetching (its data link is up) while the
   coordinator evicts it and the others take its partitions; what it sent meanwhile is held and delivered at the heal,
   where its auto-commit is fenced and it learns it is out;
 - b: the member's process paused (SIGSTOP) for 18 s: nothing of it runs; at the resume it finds its session gone.
+
+On 0.8 the link is the member's ZooKeeper connection: its session expires, the others take its partitions, and at the
+heal (or the resume) it learns of the expiry, forgets its partitions and rebalances twice on a new session.
 
 Both replay from their seed; what the simulation does not play is refused by name."""
 
@@ -22,13 +26,14 @@ from rebalance.events import read_events
 SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
 
 
-def _play(tmp_path: Path, name: str, *, backend: str = "classic", edits=(), folder: str | None = None):
+def _play(tmp_path: Path, name: str, *, backend: str = "classic", edits=(), folder: str | None = None,
+          records: bool = True):
     text = (SCENARIOS / f"{name}.toml").read_text()
     for old, new in edits:
         assert old in text
         text = text.replace(old, new)
     scenario = loads(text, source=f"{name}.toml", overrides=[f'backends=["{backend}"]'])
-    return simulate(scenario, backend, tmp_path / (folder or name), records=True)
+    return simulate(scenario, backend, tmp_path / (folder or name), records=records)
 
 
 def _events(folder: RunFolder) -> list[dict]:
@@ -101,11 +106,53 @@ def test_a_split_brain_seed_replays_to_the_same_events(tmp_path):
     ([('link = "coord"', 'link = "data"')], "classic", "a partition of the coord link both ways so far, not "
                                                         "partition of the data link"),
     ([('fault = "partition"', 'fault = "latency"\nlatency_ms = 100')], "classic", "not latency of the coord link"),
-    ([], "legacy", "does not play link on legacy yet"),
 ])
 def test_member_faults_the_simulation_does_not_play_are_refused_by_name(tmp_path, edits, backend, message):
     with pytest.raises(NotSimulated, match=message):
         _play(tmp_path, "split-brain-a", backend=backend, edits=edits)
+    with pytest.raises(NotSimulated, match="a pause on legacy shorter than the session"):
+        _play(tmp_path, "split-brain-b", backend="legacy", records=False, edits=[("duration = 18", "duration = 5")])
+
+
+SESSION_S = 6.0   # split brain's session.timeout / zookeeper.session.timeout.ms
+
+
+def _seconds(events: list[dict], since_ns: int, member: str, kind: str, **fields) -> list[float]:
+    return [(e["ts_ns"] - since_ns) / 1e9 for e in events if e["member"] == member and e["type"] == kind
+            and all(e.get(key) == value for key, value in fields.items())]
+
+
+@pytest.mark.parametrize(("scenario", "fault"), [("split-brain-a", "cut"), ("split-brain-b", "pause")])
+def test_a_legacy_member_out_of_contact_loses_its_session_and_comes_back_on_a_new_one(tmp_path, scenario, fault):
+    folder = _play(tmp_path, scenario, backend="legacy", records=False)
+    events = _events(folder)
+    zombie, start, heal = _fault(events)
+    out_s = (heal - start) / 1e9
+    held = _partitions(next(e for e in reversed(events) if e["member"] == zombie and e["ts_ns"] < start
+                            and e["type"] == "partitions_assigned"))
+    # the server heard its last request (an auto-commit, each second) before the fault, and expires the session at
+    # the first 500 ms tick past a session timeout from it: the others take its partitions then
+    claims = [(e["ts_ns"] - start) / 1e9 for e in events if e["type"] == "partitions_assigned"
+              and e["member"] != zombie and start < e["ts_ns"] < heal and _partitions(e) & held]
+    assert claims and SESSION_S - 1.0 < min(claims) < SESSION_S + 0.6, claims
+    states = [(t, e["state"]) for t, e in zip(_seconds(events, start, zombie, "session_state"),
+                                              [e for e in events if e["member"] == zombie
+                                               and e["type"] == "session_state"], strict=True)]
+    suspended, lost, connected = (next(t for t, state in states if state == name)
+                                  for name in ("SUSPENDED", "LOST", "CONNECTED"))
+    if fault == "cut":   # its held auto-commit, then kazoo's unanswered ping, a third of the session each
+        assert 2 * SESSION_S / 3 - 1.0 < suspended < 2 * SESSION_S / 3 + 1.0, states
+    else:                # a stopped process notices nothing until it runs again
+        assert suspended == pytest.approx(out_s, abs=0.01), states
+    assert out_s <= lost < out_s + 1.2 and lost < connected < lost + 0.2, states
+    (forgotten,) = _seconds(events, start, zombie, "partitions_lost")
+    assert forgotten == pytest.approx(connected, abs=0.01)
+    triggers = [e["trigger"] for e in events if e["member"] == zombie and e["type"] == "rebalance_started"
+                and e["ts_ns"] > heal]
+    assert triggers[:2] == ["new-session", "ids-changed,topic-changed"], triggers
+    again = _play(tmp_path, scenario, backend="legacy", records=False, folder="again")
+    for path in folder.event_files():
+        assert path.read_bytes() == (again.events / path.name).read_bytes(), path.name
 
 
 def test_the_seeds_that_broke_a_safety_check_are_the_violations_and_duplicates_are_not(tmp_path):

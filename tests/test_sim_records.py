@@ -152,6 +152,15 @@ def test_a_phase_cell_validates_when_the_simulated_median_lies_inside_the_real_r
                                  unplayed={("seed002", "legacy", "range"): "records are not simulated for legacy"})
     assert "1 of 3 cells validate." in table and "60 [50-70], n = 2" in table
     assert "Not simulated: seed002 on legacy range (records are not simulated for legacy)." in table
+    # a cell played without records (0.8's) is set beside the real runs on what it still measures only
+    real.loc[len(real)] = ["seed002", "legacy", "range", "-", "scale-to-50: rebalancing (ms)", 40.0]
+    real.loc[len(real)] = ["seed002", "legacy", "range", "-", "scale-to-50: records lost", 40.0]
+    real.loc[len(real)] = ["seed002", "legacy", "range", "-", "double-ownership (s)", 0.0]
+    recordless = {("seed002", "legacy", "range")}
+    legacy = phase_cells(real, {("seed002", "legacy", "range"): [simulated_run("c", 0)]}, recordless)
+    assert [cell.metric for cell in legacy] == ["scale-to-50: rebalancing (ms)", "double-ownership (s)"]
+    assert "Without records: seed002 on legacy range" in phase_cells_markdown(legacy, source="seed002", seeds=1,
+                                                                              recordless=recordless)
 
 
 @pytest.mark.spark

@@ -208,8 +208,9 @@ def validate_command(
 
 def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str, sets: list[str]) -> None:
     """Simulate each cell of the data folder's campaign (at the scenario's own settings: no sweep) `seeds` times with
-    records, the seeds spread over one process a core, summarise them in one Spark pass, and set their measures beside
-    the real runs'. A cell the simulation cannot play is named with its reason."""
+    records (0.8's without: their double ownership and time rebalancing only), the seeds spread over one process a
+    core, summarise them in one Spark pass, and set their measures beside the real runs'. A cell the simulation cannot
+    play is named with its reason."""
     import os
     import shutil
     import tempfile
@@ -219,7 +220,7 @@ def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str
 
     from experiments.scenario import load
     from experiments.sim.play import run_seed, simulate
-    from experiments.sim.playable import NotSimulated
+    from experiments.sim.playable import RECORDS_ON, NotSimulated
     from experiments.sim.validate import write_into
     from experiments.statistics.phase_validation import phase_cells, phase_cells_markdown, server_fault_cells
     from experiments.summary import summarize
@@ -237,29 +238,33 @@ def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str
     try:
         simulated: dict[tuple[str, str, str], list[Path]] = {}
         unplayed: dict[tuple[str, str, str], str] = {}
+        recordless: set[tuple[str, str, str]] = set()
         tasks = []
         for name, backend, strategy in cells:
             overrides = [f'group.strategy="{strategy}"', f'backends=["{backend}"]', *sets]
             source = scenarios / f"{name}.toml"
             folders = [scratch / f"{name}-{backend}-{strategy}-{seed}" for seed in range(1, seeds + 1)]
+            records = backend in RECORDS_ON
             try:
                 # the first seed here: a cell the simulation cannot play is refused by name before its others start
-                simulate(load(source, overrides=overrides), backend, folders[0], seed=1, records=True)
+                simulate(load(source, overrides=overrides), backend, folders[0], seed=1, records=records)
             except NotSimulated as refused:
                 unplayed[(name, backend, strategy)] = str(refused)
                 typer.echo(f"{name} {backend} {strategy}: not simulated ({refused})", err=True)
                 continue
             simulated[(name, backend, strategy)] = folders
-            tasks += [(str(source), overrides, backend, seed, str(folder), False, True)
+            if not records:
+                recordless.add((name, backend, strategy))
+            tasks += [(str(source), overrides, backend, seed, str(folder), False, records)
                       for seed, folder in enumerate(folders[1:], start=2)]
         with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             list(pool.map(run_seed, tasks))
         typer.echo(f"{len(simulated)} cells simulated, {seeds} seeds each", err=True)
         if simulated:
             summarize([run for runs in simulated.values() for run in runs], master=master)
-        found = phase_cells(real, simulated) + server_fault_cells(real, simulated)
+        found = phase_cells(real, simulated, recordless) + server_fault_cells(real, simulated)
         found.sort(key=lambda cell: (cell.scenario, cell.backend, cell.strategy))   # stable: each cell's rows together
-        table = phase_cells_markdown(found, source=str(folder), seeds=seeds, unplayed=unplayed)
+        table = phase_cells_markdown(found, source=str(folder), seeds=seeds, unplayed=unplayed, recordless=recordless)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     typer.echo(table)

@@ -19,6 +19,17 @@ SUSPENDED, nothing reaches the server or comes back until `reconnect` (another n
 what waited goes on, then CONNECTED and, as `legacy_zk.member._rewatch_after_reconnect`, every subscribed path
 read again with its watch, a path changed since the last write seen before the disconnect firing its reason.
 
+Split brain's member faults: a member paused (SIGSTOP) runs nothing, and what reaches it waits; a member whose
+ZooKeeper link is cut (the lab's proxy black hole) has what crosses the link held. Either way the server hears no
+ping: kazoo pings when idle for a third of the session, so the server expires the session a session timeout after
+the last ping, deleting its ids and owner nodes (the others rebalance). A cut member's kazoo drops the connection
+(SUSPENDED) when the ping it sent after the cut goes unanswered for another third; it keeps trying, and the
+attempt under way at the heal gets its answer. A paused member finds at the resume its connection closed by the
+server. Back in contact within the session, the held requests go on (`reconnect`); after an expiry kazoo goes
+SUSPENDED, LOST, then CONNECTED on a new session, and the member does what `legacy_zk.member._after_expiry` does:
+forget what it owned (`partitions_lost`), register again, a rebalance (trigger `new-session`), then a second one
+for every listener zkclient re-fired. What the old session had under way failed with it.
+
 Where the threads meet the CPU: a member host runs its members in one Python process, so their requests
 leave one at a time, each after `HOST_CPU_MS` of the process's time; a busy host's members start their
 rebalances late, which is what makes one member's claims meet another's owner nodes not yet released."""
@@ -35,11 +46,16 @@ from experiments.sim.network import Network
 from experiments.sim.zookeeper import NodeExists, NoNode, ZooKeeper
 from legacy_zk.config import LegacyConfig
 from legacy_zk.registry import BROKER_IDS, GroupPaths, parse_registration, registration_json, topic_path
+from legacy_zk.zk import RECONNECT_BACKOFF_CAP_S
 from rebalance import events as ev
 from rebalance.assignors.legacy import legacy_assign, thread_ids
 from rebalance.events import EventRecorder
 from rebalance.types import TopicPartition
+from zkensemble.config import EnsembleConfig
 
+ZK_TICK_MS = EnsembleConfig.tick_ms   # the lab's ZooKeeper tickTime: sessions expire on its boundaries
+# kazoo's reconnect retry as legacy_zk gives it (`legacy_zk.zk.reconnect_retry`): 0.1 s doubling to 1 s, no jitter
+RETRY_FIRST_MS, RETRY_CAP_MS = 100.0, RECONNECT_BACKOFF_CAP_S * 1000
 HOST_CPU_MS = 0.4           # a member host's Python time for one ZooKeeper request (kazoo's call and callback)
 
 Request = tuple            # (op, path, kwargs) a step of a member's work yields
@@ -62,12 +78,13 @@ class Host:
 class LegacyMember:
     def __init__(self, sim: Simulation, network: Network, zk: ZooKeeper, host: Host, recorder: EventRecorder, *,
                  name: str, consumer_id: str, group: str, topics: dict[str, int], strategy: str,
-                 config: LegacyConfig) -> None:
+                 config: LegacyConfig, zk_nodes: int = 1) -> None:
         self.sim, self.network, self.zk, self.host, self.recorder = sim, network, zk, host, recorder
         self.name, self.consumer_id, self.topics, self.strategy = name, consumer_id, topics, strategy
         self.paths = GroupPaths(group)
         self.group = group
         self.config = config
+        self.zk_nodes = zk_nodes          # the connect string's servers: kazoo's handshake timeout is split among them
         self.threads = thread_ids(consumer_id, config.streams_per_topic)
         self.session: int | None = None
         self.owned: dict[TopicPartition, str] = {}
@@ -79,6 +96,14 @@ class LegacyMember:
         self.suspended = False          # the connection lost, the session not (kazoo's SUSPENDED)
         self._parked: list = []         # what reached the connection meanwhile, in order
         self._zxid_before = 0           # the last write seen before the disconnect
+        self.frozen = False             # the process paused (SIGSTOP)
+        self.cut_off = False            # its ZooKeeper link black-holed
+        self.expired = False            # its session expired while it was out of contact
+        self.incarnation = 0            # bumped when a session dies: the work it had under way is dropped
+        self._contact_timers: list[Timer] = []
+        self._last_sent_ms = 0.0        # the last request that left the member (kazoo's last_send)
+        self._ping_outstanding = False
+        self._committing = self._commit_due = False   # an auto-commit run under way, and one held back by it
 
     # -- what the driver does ------------------------------------------------------------------------
 
@@ -96,11 +121,26 @@ class LegacyMember:
         self.consuming = True
 
     def _auto_committed(self) -> None:
-        """0.8's auto-commit scheduler, on a thread of its own in the member's process."""
+        """0.8's auto-commit: a KafkaScheduler task at a fixed rate on a thread of its own, so a run that blocks (its
+        ZooKeeper link cut) holds the next back, which then starts as soon as it ends."""
         if not self.alive:
             return
-        self._run(self._commit(), lambda: None, worker=False)
         self._auto_commit = self.sim.after(self.config.auto_commit_interval_ms, self._auto_committed)
+        if self._committing:
+            self._commit_due = True
+        else:
+            self._commit_run()
+
+    def _commit_run(self) -> None:
+        self._committing = True
+
+        def done() -> None:
+            self._committing = False
+            if self._commit_due and self.alive:
+                self._commit_due = False
+                self._commit_run()
+
+        self._run(self._commit(), done, worker=False)
 
     def leave(self) -> None:
         """0.8's shutdown: commit what was consumed, then close the session: the ids and owner nodes go with it."""
@@ -156,11 +196,130 @@ class LegacyMember:
             self._fire(reason)
 
     def _connected(self, then) -> None:
-        """Across the member's connection: now, or once it is back."""
-        if self.suspended:
+        """Across the member's connection: now, or once it is back (or the process resumed)."""
+        if self.suspended or self.frozen or self.cut_off:
             self._parked.append(then)
         else:
             then()
+
+    # -- split brain's member faults: the process paused, the ZooKeeper link cut ---------------------
+
+    def pause(self) -> None:
+        """SIGSTOP: nothing of the member runs; its session expires unless it resumes in time."""
+        if self.alive and not self.frozen:
+            self.frozen = True
+            self._out_of_contact(notices=False)
+
+    def resume(self) -> None:
+        if self.frozen:
+            self.frozen = False
+            self._back_in_contact(wait_ms=RETRY_FIRST_MS)   # the dropped connection tried again after the first delay
+
+    def cut(self) -> None:
+        """The ZooKeeper link black-holed: what crosses it is held; kazoo notices when its ping goes unanswered."""
+        if self.alive and not self.cut_off:
+            self.cut_off = True
+            self._out_of_contact(notices=True)
+
+    def heal(self) -> None:
+        if self.cut_off:
+            self.cut_off = False
+            self._back_in_contact(wait_ms=self._attempt_wait_ms() if self.suspended else 0.0)
+
+    def _attempt_wait_ms(self) -> float:
+        """kazoo's loop at the heal, after SUSPENDED: a connection attempt under way (its held handshake answered
+        now), or a wait between attempts (the retry's delay, at its cap by then) that runs out first."""
+        attempt = self.config.zookeeper_session_timeout_ms / self.zk_nodes   # kazoo's handshake timeout
+        into = self.sim.rng.random() * (attempt + RETRY_CAP_MS)
+        return max(0.0, into - attempt)
+
+    def _out_of_contact(self, *, notices: bool) -> None:
+        """The server's expiry of the session, and (`notices`) kazoo's loop while the link is cut."""
+        third = self.config.zookeeper_session_timeout_ms / 3
+        # kazoo pings when idle for a third of the session (any request counts as one): what the server last heard
+        self._last_sent_ms += (self.sim.now_ms - self._last_sent_ms) // third * third
+        # ZooKeeper expires a session at the first tick after its timeout from the last packet (its ExpiryQueue)
+        expiry = ((self._last_sent_ms + self.config.zookeeper_session_timeout_ms) // ZK_TICK_MS + 1) * ZK_TICK_MS
+        session = self.session
+        self._contact_timers = [self.sim.at(expiry, lambda: self._expire(session))]
+        if notices:
+            self._ping_outstanding = False
+            self._kazoo_loop()
+
+    def _kazoo_loop(self) -> None:
+        """kazoo's connection loop while the link is cut: a ping once idle for a third of the session (held
+        requests count as sent), the connection dropped (SUSPENDED) when a ping is still unanswered at the next
+        deadline; each deadline 10-400 ms early (its jitter)."""
+        if not self.alive or not self.cut_off or self.suspended:
+            return
+        now, third = self.sim.now_ms, self.config.zookeeper_session_timeout_ms / 3
+        due = self._last_sent_ms + third - self.sim.rng.randint(1, 40) * 10
+        if due > now:
+            self._contact_timers.append(self.sim.at(due, self._kazoo_loop))
+        elif self._ping_outstanding:
+            self.suspend()
+        else:
+            self._ping_outstanding, self._last_sent_ms = True, now
+            self._contact_timers.append(self.sim.at(now + third - self.sim.rng.randint(1, 40) * 10, self._kazoo_loop))
+
+    def _expire(self, session: int | None) -> None:
+        if self.alive and session == self.session and (self.frozen or self.cut_off):
+            self.expired = True
+            self.zk.close_session(session)
+
+    def _back_in_contact(self, *, wait_ms: float) -> None:
+        for timer in self._contact_timers:
+            timer.cancel()
+        self._contact_timers = []
+        if not self.alive:
+            return
+        if not self.expired:
+            if self.suspended:
+                self.sim.after(wait_ms + 2 * self.network.delay_ms(), self.reconnect)   # the same session
+            else:   # not noticed yet: the held messages go through
+                parked, self._parked = self._parked, []
+                for then in parked:
+                    then()
+            return
+        # The server says the session expired: SUSPENDED (a paused member reads its closed connection), LOST, and
+        # a new session. What the old one had under way failed with it.
+        if not self.suspended:
+            self.suspended = True
+            self.recorder.emit(ev.SESSION_STATE, self.name, state="SUSPENDED")
+        self.incarnation += 1
+        self._parked, self.reasons, self.working = [], set(), False
+        self._committing = self._commit_due = False
+        self.sim.after(wait_ms + 2 * self.network.delay_ms(), self._lost)
+
+    def _lost(self) -> None:
+        if self.alive:
+            self.recorder.emit(ev.SESSION_STATE, self.name, state="LOST")   # kazoo's retry reset: its first delay
+            self.sim.after(RETRY_FIRST_MS + 2 * self.network.delay_ms(), self._new_session)
+
+    def _new_session(self) -> None:
+        """0.8's handleNewSession on the watcher executor, then the listeners zkclient re-fired."""
+        if not self.alive:
+            return
+        self.suspended = self.expired = False
+        self._parked = []
+        self.session = self.zk.open_session()
+        self.recorder.emit(ev.SESSION_STATE, self.name, state="CONNECTED")
+        self.working = True
+        self._run(self._after_expiry(), self._refire)
+
+    def _after_expiry(self) -> Generator[Request, object, None]:
+        if self.owned:
+            self.recorder.emit(ev.PARTITIONS_LOST, self.name, partitions=sorted(map(str, self.owned)))
+        self.owned = {}
+        yield from self._ensure_path(self.paths.ids)
+        yield ("create", self.paths.member(self.consumer_id),
+               {"data": registration_json({topic: self.config.streams_per_topic for topic in self.topics}, 0),
+                "ephemeral": True})
+        yield from self._rebalance(frozenset({"new-session"}))
+
+    def _refire(self) -> None:
+        self.reasons |= {"ids-changed", "topic-changed"}
+        self._work()
 
     # -- the watcher executor ------------------------------------------------------------------------
 
@@ -169,7 +328,10 @@ class LegacyMember:
 
     def _notified(self, path: str, event: str) -> None:
         """A watch fired (kazoo's callback): the notification is recorded and a reason set, nothing more."""
-        if not self.alive:
+        if not self.alive or self.suspended or self.expired:
+            return   # lost with the connection: a reconnect reads the paths again, a new session re-fires them
+        if self.frozen or self.cut_off:
+            self._parked.append(lambda: self._notified(path, event))
             return
         self.recorder.emit(ev.WATCH_NOTIFICATION, self.name, path=path, event=event)
         self._fire("topic-changed" if path.startswith(topic_path("")) else "ids-changed")
@@ -312,7 +474,12 @@ class LegacyMember:
         """Drive a member's steps: each request leaves when the host's thread is free, reaches the server after
         a network delay, and its answer comes back after another. An error the step did not ask to tolerate
         is thrown into it (an attempt catches it, as 0.8's did, and tries again)."""
+        incarnation = self.incarnation
+
         def step(value: object = None, error: Exception | None = None) -> None:
+            if incarnation != self.incarnation:   # its session died meanwhile
+                steps.close()
+                return
             try:
                 op, path, options = steps.throw(error) if error is not None else steps.send(value)
             except StopIteration:
@@ -328,6 +495,7 @@ class LegacyMember:
                 return
             self.host.free_at_ms = max(self.host.free_at_ms, self.sim.now_ms) + HOST_CPU_MS
             sent = self.sim.now_ms
+            self._last_sent_ms = self.host.free_at_ms
 
             def answered(result: object, failure: Exception | None) -> None:
                 self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op=op, path=path,

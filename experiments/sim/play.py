@@ -291,7 +291,7 @@ class _Play:
         do: dict[Action, Callable[[str], None]] = {Action.JOIN: self.start, Action.LEAVE: self.leave,
                                                    Action.CRASH: self.crash, Action.RESTART: self.restart,
                                                    Action.PAUSE: lambda name: self.members[name].pause(),
-                                                   Action.LINK: lambda name: self.network.cut(self.member_id(name))}
+                                                   Action.LINK: self.cut}
         if action is Action.SCALE:
             act = self.start if step.targets and step.targets[0] not in self.members else self.leave
         elif action in SERVER_FAULTS:
@@ -323,9 +323,25 @@ class _Play:
             if action == Action.PAUSE.value:
                 self.members[name].resume()
             elif action == Action.LINK.value:
-                self.network.heal(self.member_id(name))
+                self.heal_link(name)
             elif Action(action) in SERVER_FAULTS:
                 self.servers.heal(Action(action), name)
+
+    def cut(self, name: str) -> None:
+        """A member's coordination link black-holed: a coordinator client's link to its broker, a 0.8 member's to
+        ZooKeeper (the member models what its client notices)."""
+        member = self.members[name]
+        if isinstance(member, legacy.LegacyMember):
+            member.cut()
+        else:
+            self.network.cut(self.member_id(name))
+
+    def heal_link(self, name: str) -> None:
+        member = self.members[name]
+        if isinstance(member, legacy.LegacyMember):
+            member.heal()
+        else:
+            self.network.heal(self.member_id(name))
 
     def fault_fields(self, step: Step) -> dict:
         return {"fault_id": step.fault_id, "kind": fault_kind(step), "action": step.action,
@@ -362,7 +378,9 @@ class _Play:
                 config=LegacyConfig(group_id=self.scenario.group.name, topics=tuple(self.topics), zookeeper_connect="sim",
                                     zookeeper_session_timeout_ms=self.scenario.group.session_timeout_ms,
                                     auto_commit_interval_ms=MemberConfig.auto_commit_interval_ms,
-                                    partition_assignment_strategy=self.strategy))
+                                    partition_assignment_strategy=self.strategy).with_overrides(
+                    native_settings(self.scenario, self.profile)),   # [group.legacy]: e.g. auto.commit.interval.ms
+                zk_nodes=max(self.scenario.cluster.zookeeper_nodes, 1))
         elif self.profile.group_protocol is GroupProtocol.CONSUMER:
             member = self.kip848_member(self.sim, self.network, self.serving, host, name=self.member_id(name),
                                          group=self.scenario.group.name, topics=self.topics,

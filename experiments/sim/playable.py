@@ -14,9 +14,10 @@ from rebalance.backends import GroupProtocol, backend_names, profile
 PROTOCOLS = (GroupProtocol.CLASSIC, GroupProtocol.CONSUMER)   # also the ones records are played on
 SIMULATED = tuple(name for name in backend_names()
                   if profile(name).group_protocol in PROTOCOLS or profile(name).needs_zookeeper)
+RECORDS_ON = tuple(name for name in SIMULATED if profile(name).group_protocol in PROTOCOLS)   # records: classic, kip848
 PLAYED = {Action.PHASE, Action.JOIN, Action.LEAVE, Action.CRASH, Action.SCALE, Action.RESTART, Action.ROLLING_RESTART}
-# Split brain's member faults, on the two coordinator protocols: a process paused (SIGSTOP), and the coordination
-# link black-holed (the lab's proxy: held both ways, delivered after the heal).
+# Split brain's member faults: a process paused (SIGSTOP), and the coordination link (a coordinator client's to its
+# broker, a 0.8 member's to ZooKeeper) black-holed (the lab's proxy: held both ways, delivered after the heal).
 MEMBER_FAULTS = {Action.PAUSE, Action.LINK}
 
 class NotSimulated(ValueError):
@@ -29,7 +30,7 @@ def check_playable(scenario: Scenario, backend: str, *, warm_start: bool, record
         raise NotSimulated(f"the simulation plays {', '.join(SIMULATED)} so far, not {backend}")
     schedule = resolve(scenario)
     coordinated = profile(backend).group_protocol in PROTOCOLS
-    played = PLAYED | (MEMBER_FAULTS if coordinated else set()) | SERVER_FAULTS
+    played = PLAYED | MEMBER_FAULTS | SERVER_FAULTS
     unplayed = sorted({step.action for step in schedule.steps} - {action.value for action in played})
     why = unplayed_server_faults(scenario, schedule, coordinated, backend, warm_start=warm_start)
     if unplayed or why:
@@ -37,9 +38,14 @@ def check_playable(scenario: Scenario, backend: str, *, warm_start: bool, record
                                                                    f"on {backend} yet"))
     for step in schedule.steps:
         _check_member_fault(scenario, step)
+        if not coordinated and step.action == Action.PAUSE.value and step.op == "start" \
+                and _duration_ms(schedule, step) < scenario.group.session_timeout_ms:
+            raise NotSimulated(f"scenario {scenario.name}, line {step.line}: a pause on {backend} shorter than the "
+                               f"session ({scenario.group.session_timeout_ms} ms) is not simulated yet (kazoo's "
+                               f"connection after a stopped process within the session is not modelled)")
     if warm_start and profile(backend).group_protocol is not GroupProtocol.CONSUMER:
         raise NotSimulated(f"a warm start is simulated for kip848 so far, not {backend}")
-    if records and profile(backend).group_protocol not in PROTOCOLS:
+    if records and backend not in RECORDS_ON:
         raise NotSimulated(f"records are simulated for classic and kip848 so far, not {backend}")
     return schedule
 
@@ -56,3 +62,9 @@ def _check_member_fault(scenario: Scenario, step: Step) -> None:
             raise NotSimulated(f"scenario {scenario.name}, line {step.line}: of the link faults the simulation plays "
                                f"a partition of the coord link both ways so far, not {fault} of the {step.link} link "
                                f"({direction})")
+
+
+def _duration_ms(schedule, step: Step) -> float:
+    """How long a timed fault lasts: from its start to its heal (to the run's end when never healed)."""
+    heal = next((other for other in schedule.steps if other.fault_id == step.fault_id and other.op == "heal"), None)
+    return float("inf") if heal is None else (heal.at - step.at) * 1000

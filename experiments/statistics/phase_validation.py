@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,9 +49,17 @@ def validated_metric(metric: str) -> bool:
     return metric in (WHOLE_RUN_LOST, *ANOMALIES) or (measure in PHASE_MEASURES and phase not in NOT_SCENARIO_PHASES)
 
 
-def phase_cells(real_runs: pd.DataFrame, simulated: Mapping[tuple[str, str, str], list[Path]]) -> list[PhaseCell]:
+def without_records(metric: str) -> bool:
+    """What a run played without records still measures: who owned what when (double ownership) and the time the
+    group spent rebalancing."""
+    return metric == "double-ownership (s)" or metric.endswith(": rebalancing (ms)")
+
+
+def phase_cells(real_runs: pd.DataFrame, simulated: Mapping[tuple[str, str, str], list[Path]],
+                recordless: Collection[tuple[str, str, str]] = ()) -> list[PhaseCell]:
     """`real_runs`: a data folder's runs.csv; `simulated`: (scenario, backend, strategy) -> its summarised simulated
-    runs."""
+    runs; `recordless`: the cells played without records (0.8's), set beside the real runs on `without_records`
+    measures only."""
     cells = []
     for (scenario, backend, strategy), folders in sorted(simulated.items()):
         real = real_runs[(real_runs["scenario"] == scenario) & (real_runs["backend"] == backend)
@@ -60,7 +68,8 @@ def phase_cells(real_runs: pd.DataFrame, simulated: Mapping[tuple[str, str, str]
         for folder in folders:
             for metric, value in metrics_of(RunFolder(folder)):
                 by_metric.setdefault(metric, []).append(value)
-        metrics = [m for m in dict.fromkeys(real["metric"]) if validated_metric(m)]
+        metrics = [m for m in dict.fromkeys(real["metric"]) if validated_metric(m)
+                   and ((scenario, backend, strategy) not in recordless or without_records(m))]
         for metric in metrics:
             cells.append(PhaseCell(scenario, backend, strategy, metric,
                                    tuple(real.loc[real["metric"] == metric, "value"].astype(float)),
@@ -69,8 +78,10 @@ def phase_cells(real_runs: pd.DataFrame, simulated: Mapping[tuple[str, str, str]
 
 
 def phase_cells_markdown(cells: list[PhaseCell], *, source: str, seeds: int,
-                         unplayed: Mapping[tuple[str, str, str], str] | None = None) -> str:
-    """The table; `unplayed`: the cells the simulation refused, each with its reason."""
+                         unplayed: Mapping[tuple[str, str, str], str] | None = None,
+                         recordless: Collection[tuple[str, str, str]] = ()) -> str:
+    """The table; `unplayed`: the cells the simulation refused, each with its reason; `recordless`: those played
+    without records."""
     lines = [f"The real runs of `{source}` against {seeds} simulated seeds a cell (median [min-max], n); a cell "
              "validates when the simulated median lies inside the real runs' range.", "",
              "| scenario | backend | strategy | measure | real runs | simulated | |", "|---|---|---|---|---|---|---|"]
@@ -78,6 +89,9 @@ def phase_cells_markdown(cells: list[PhaseCell], *, source: str, seeds: int,
         lines.append(f"| {cell.scenario} | {cell.backend} | {cell.strategy} | {cell.metric} | {_figure(cell.real)} | "
                      f"{_figure(cell.simulated)} | {'inside' if cell.inside else '**outside**'} |")
     lines += ["", f"{sum(cell.inside for cell in cells)} of {len(cells)} cells validate."]
+    lines += [f"Without records: {scenario} on {backend} {strategy} (records are simulated for the coordinator "
+              f"generations only: its double ownership and time rebalancing only)." for scenario, backend, strategy
+              in sorted(recordless)]
     lines += [f"Not simulated: {scenario} on {backend} {strategy} ({reason})."
               for (scenario, backend, strategy), reason in sorted((unplayed or {}).items())]
     return "\n".join(lines) + "\n"
