@@ -110,10 +110,10 @@ SERVER_FAULT_MEASURES = ("coordinator gap (s)", "FindCoordinator requests withou
 SERVER_FAULT_SCENARIOS = ("split-brain-c", "split-brain-d")
 
 
-def server_fault_cells(real_runs, simulated) -> list:
+def server_fault_cells(real_runs, simulated, recordless: Collection[tuple[str, str, str]] = ()) -> list:
     """The server faults' measures of each simulated cell (`SERVER_FAULT_MEASURES`), beside the real runs' (a data
-    folder's runs.csv as a DataFrame); `simulated`: (scenario, backend, strategy) -> its summarised runs. PhaseCells,
-    as `phase_cells` makes them."""
+    folder's runs.csv as a DataFrame); `simulated`: (scenario, backend, strategy) -> its summarised runs;
+    `recordless`: as `phase_cells` takes it. PhaseCells, as `phase_cells` makes them."""
     cells = []
     for (scenario, backend, strategy), folders in sorted(simulated.items()):
         if scenario not in SERVER_FAULT_SCENARIOS:
@@ -125,6 +125,8 @@ def server_fault_cells(real_runs, simulated) -> list:
             for metric, value in metrics_of(RunFolder(folder)):
                 by_metric[metric].append(value)
         for metric in SERVER_FAULT_MEASURES:
+            if (scenario, backend, strategy) in recordless and not without_records(metric):
+                continue
             values = tuple(real.loc[real["metric"] == metric, "value"].astype(float))
             if values:
                 cells.append(PhaseCell(scenario, backend, strategy, metric, values, tuple(by_metric.get(metric, ()))))
