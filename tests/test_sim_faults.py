@@ -144,7 +144,10 @@ def test_a_legacy_member_out_of_contact_loses_its_session_and_comes_back_on_a_ne
         assert 2 * SESSION_S / 3 - 1.0 < suspended < 2 * SESSION_S / 3 + 1.0, states
     else:                # a stopped process notices nothing until it runs again
         assert suspended == pytest.approx(out_s, abs=0.01), states
-    assert out_s <= lost < out_s + 1.2 and lost < connected < lost + 0.2, states
+    # kazoo's next attempt after the heal: a cut member's third attempt since SUSPENDED breaks at the heal and the
+    # fourth comes 0.8 s later (as a real run's does); a resumed one tries again after 0.1 s. A new session 0.1 s on.
+    assert lost - out_s == pytest.approx(0.8 if fault == "cut" else 0.1, abs=0.01), states
+    assert connected - lost == pytest.approx(0.1, abs=0.01), states
     (forgotten,) = _seconds(events, start, zombie, "partitions_lost")
     assert forgotten == pytest.approx(connected, abs=0.01)
     triggers = [e["trigger"] for e in events if e["member"] == zombie and e["type"] == "rebalance_started"

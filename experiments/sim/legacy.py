@@ -24,7 +24,7 @@ ZooKeeper link is cut (the lab's proxy black hole) has what crosses the link hel
 ping: kazoo pings when idle for a third of the session, so the server expires the session a session timeout after
 the last ping, deleting its ids and owner nodes (the others rebalance). A cut member's kazoo drops the connection
 (SUSPENDED) when the ping it sent after the cut goes unanswered for another third; it keeps trying, and the
-attempt under way at the heal gets its answer. A paused member finds at the resume its connection closed by the
+attempt after the one under way at the heal gets the server's answer (`_attempt_wait_ms`). A paused member finds at the resume its connection closed by the
 server. Back in contact within the session, the held requests go on (`reconnect`); after an expiry kazoo goes
 SUSPENDED, LOST, then CONNECTED on a new session, and the member does what `legacy_zk.member._after_expiry` does:
 forget what it owned (`partitions_lost`), register again, a rebalance (trigger `new-session`), then a second one
@@ -103,6 +103,7 @@ class LegacyMember:
         self._contact_timers: list[Timer] = []
         self._last_sent_ms = 0.0        # the last request that left the member (kazoo's last_send)
         self._ping_outstanding = False
+        self._suspended_at = 0.0
         self._committing = self._commit_due = False   # an auto-commit run under way, and one held back by it
 
     # -- what the driver does ------------------------------------------------------------------------
@@ -167,7 +168,7 @@ class LegacyMember:
     def suspend(self) -> None:
         """The connection to the member's ZooKeeper node dropped; the session lives on in the ensemble."""
         if self.alive and not self.suspended:
-            self.suspended, self._zxid_before = True, self.zk.zxid
+            self.suspended, self._zxid_before, self._suspended_at = True, self.zk.zxid, self.sim.now_ms
             self.recorder.emit(ev.SESSION_STATE, self.name, state="SUSPENDED")
 
     def reconnect(self) -> None:
@@ -227,11 +228,21 @@ class LegacyMember:
             self._back_in_contact(wait_ms=self._attempt_wait_ms() if self.suspended else 0.0)
 
     def _attempt_wait_ms(self) -> float:
-        """kazoo's loop at the heal, after SUSPENDED: a connection attempt under way (its held handshake answered
-        now), or a wait between attempts (the retry's delay, at its cap by then) that runs out first."""
-        attempt = self.config.zookeeper_session_timeout_ms / self.zk_nodes   # kazoo's handshake timeout
-        into = self.sim.rng.random() * (attempt + RETRY_CAP_MS)
-        return max(0.0, into - attempt)
+        """kazoo's reconnect loop from SUSPENDED to the heal: before each attempt the retry's delay (0.1 s doubling to
+        1 s), each attempt's handshake held until its timeout (the session over the servers). The attempt under way at
+        the heal breaks (a real run's kazoo logs "socket connection broken" there) and the next one, after the
+        following delay, gets the server's answer; a heal during a delay is answered at its end."""
+        suspended_for = self.sim.now_ms - self._suspended_at
+        attempt_ms = self.config.zookeeper_session_timeout_ms / self.zk_nodes
+        elapsed, delay = 0.0, RETRY_FIRST_MS
+        while True:
+            elapsed += delay
+            if suspended_for <= elapsed:
+                return elapsed - suspended_for
+            delay = min(2 * delay, RETRY_CAP_MS)
+            if suspended_for < elapsed + attempt_ms:
+                return delay
+            elapsed += attempt_ms
 
     def _out_of_contact(self, *, notices: bool) -> None:
         """The server's expiry of the session, and (`notices`) kazoo's loop while the link is cut."""
