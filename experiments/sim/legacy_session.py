@@ -78,27 +78,33 @@ class SessionFaults:
 
     # -- split brain's member faults: the process paused, the ZooKeeper link cut ---------------------
 
+    # A pause and a cut on one member at once: contact is lost at the first and comes back at the last.
+
     def pause(self) -> None:
         """SIGSTOP: nothing of the member runs; its session expires unless it resumes in time."""
         if self.alive and not self.frozen:
             self.frozen = True
-            self._out_of_contact(notices=False)
+            if not self.cut_off:
+                self._out_of_contact(notices=False)
 
     def resume(self) -> None:
         if self.frozen:
             self.frozen = False
-            self._back_in_contact(wait_ms=RETRY_FIRST_MS)   # the dropped connection tried again after the first delay
+            if not self.cut_off:   # the dropped connection tried again after kazoo's first delay
+                self._back_in_contact(wait_ms=RETRY_FIRST_MS)
 
     def cut(self) -> None:
         """The ZooKeeper link black-holed: what crosses it is held; kazoo notices when its ping goes unanswered."""
         if self.alive and not self.cut_off:
             self.cut_off = True
-            self._out_of_contact(notices=True)
+            if not self.frozen:
+                self._out_of_contact(notices=True)
 
     def heal(self) -> None:
         if self.cut_off:
             self.cut_off = False
-            self._back_in_contact(wait_ms=self._attempt_wait_ms() if self.suspended else 0.0)
+            if not self.frozen:
+                self._back_in_contact(wait_ms=self._attempt_wait_ms() if self.suspended else 0.0)
 
     def _attempt_wait_ms(self) -> float:
         """kazoo's reconnect loop from SUSPENDED to the heal: before each attempt the retry's delay (0.1 s doubling to
