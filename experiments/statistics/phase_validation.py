@@ -4,7 +4,8 @@ A cell is a scenario, backend and strategy of the real runs (a data folder's run
 records over the latency limit, worst latency and time rebalancing, per phase and over the whole run; split
 brain's anomalies (double ownership, duplicates, offset regressions, fenced commits). The simulated runs of the
 cell, summarised as the real ones are, give the same metrics (`campaign_stats.metrics_of`); the cell validates when
-the simulated median lies inside the real runs' [min-max]."""
+the simulated median lies inside the real runs' [min-max]. A cell played without records (0.8's) is set beside the
+real runs on what it still measures (`without_records`)."""
 
 from __future__ import annotations
 
