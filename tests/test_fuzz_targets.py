@@ -12,7 +12,7 @@ from experiments.fuzz import libfuzzer
 from experiments.fuzz.frames import join_frames, split_frames
 from experiments.fuzz.scenario import ScenarioHarness
 from experiments.fuzz.wire import WireHarness
-from experiments.scenario import ScenarioError, load, loads
+from experiments.scenario import ScenarioError, load, loads, resolve
 from rebalance.kafka_frames import FrameError, decode_request
 
 pytestmark = pytest.mark.broker
@@ -105,3 +105,13 @@ def test_a_group_or_a_timeline_too_big_to_expand_is_refused_at_once():
         with pytest.raises(ScenarioError, match=complaint):
             loads(text)
         assert time.monotonic() - started < 15   # well under a second; generous on a shared machine
+
+
+def test_a_rolling_restart_of_tens_of_thousands_resolves_at_once():
+    # a rolling restart grouped its members by host in time the square of their number: 60,000 took minutes
+    herd = (BUILTIN_SCENARIOS / "herd.toml").read_text().replace("members = 10", "members = 60000", 1)
+    text = herd + '\n[[timeline]]\nat = 40\naction = "rolling_restart"\ncount = 60000\ninterval = 0\n'
+    started = time.monotonic()
+    scenario = loads(text)
+    assert time.monotonic() - started < 15   # under a second; generous on a shared machine
+    assert sum(1 for step in resolve(scenario).steps if step.action == "restart") == 60000 // scenario.group.per_process

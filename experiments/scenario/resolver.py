@@ -302,11 +302,13 @@ class _Resolver:
         chosen = self.rng.sample(candidates, count) if entry.pick == "random" else candidates[:count]
         # A host covered whole restarts as a process; members of a host covered in part one by one.
         units: list[tuple[str, ...]] = []
+        picked, whole_hosts = set(chosen), set()   # one pass: a restart may cover tens of thousands of members
         for name in chosen:
             host = self.group.host_of(name)
-            if not set(host.members) <= set(chosen):
+            if not picked.issuperset(host.members):
                 units.append((name,))
-            elif host.members not in units:
+            elif host.name not in whole_hosts:
+                whole_hosts.add(host.name)
                 units.append(host.members)
         interval = entry.interval if entry.interval is not None else ROLLING_INTERVAL_S
         for position, unit in enumerate(units):
