@@ -176,13 +176,17 @@ class LegacyMember(SessionFaults):
     # -- one synced rebalance, as legacy_zk/member.py and legacy_zk/rebalance.py run it --------------
 
     def _start_steps(self) -> Generator[Request, object, None]:
+        yield from self._register()
+        yield ("get_children", self.paths.ids, {"watch": True})
+        for topic in sorted(self.topics):
+            yield ("get", topic_path(topic), {"watch": True})
+
+    def _register(self) -> Generator[Request, object, None]:
+        """`legacy_zk.registry.register`: the ids folder, then this member's ephemeral node with its subscription."""
         yield from self._ensure_path(self.paths.ids)
         yield ("create", self.paths.member(self.consumer_id),
                {"data": registration_json({topic: self.config.streams_per_topic for topic in self.topics}, 0),
                 "ephemeral": True})
-        yield ("get_children", self.paths.ids, {"watch": True})
-        for topic in sorted(self.topics):
-            yield ("get", topic_path(topic), {"watch": True})
 
     def _rebalance(self, reasons: frozenset[str]) -> Generator[Request, object, None]:
         if "ids-changed" in reasons:        # zkclient re-installs the fired watch: an exists, then the read

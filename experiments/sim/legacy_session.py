@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from legacy_zk.registry import registration_json, topic_path
+from legacy_zk.registry import topic_path
 from legacy_zk.zk import RECONNECT_BACKOFF_CAP_S
 from rebalance import events as ev
 from zkensemble.config import EnsembleConfig
@@ -36,7 +36,7 @@ Request = tuple            # (op, path, kwargs) a step of a member's work yields
 
 class SessionFaults:
     """Suspension and reconnection, a pause, a cut link, an expiry and the new session; the member's state and
-    its `_run`, `_rebalance`, `_work` and `_ensure_path` are `LegacyMember`'s."""
+    its `_run`, `_register`, `_rebalance` and `_work` are `LegacyMember`'s."""
 
     def suspend(self) -> None:
         """The connection to the member's ZooKeeper node dropped; the session lives on in the ensemble."""
@@ -201,10 +201,7 @@ class SessionFaults:
         if self.owned:
             self.recorder.emit(ev.PARTITIONS_LOST, self.name, partitions=sorted(map(str, self.owned)))
         self.owned = {}
-        yield from self._ensure_path(self.paths.ids)
-        yield ("create", self.paths.member(self.consumer_id),
-               {"data": registration_json({topic: self.config.streams_per_topic for topic in self.topics}, 0),
-                "ephemeral": True})
+        yield from self._register()
         yield from self._rebalance(frozenset({"new-session"}))
 
     def _refire(self) -> None:
