@@ -136,6 +136,11 @@ def generations(events: list[dict], name: str) -> list[int]:
     return [e["generation"] for e in events if e["type"] == "rebalance_completed" and e["member"] == name]
 
 
+def committed_after_revoking(events: list[dict], name: str) -> bool:
+    mine = [e["type"] for e in events if e["member"] == name]
+    return "partitions_revoked" in mine and "offsets_committed" in mine[mine.index("partitions_revoked"):]
+
+
 def test_default_heartbeat_interval_is_kafkas_fixed_three_seconds():
     config = MemberConfig(group="g", topics=("t",), bootstrap="h:1", session_timeout_ms=6000)
     assert settings_from(config, client_id="m").heartbeat_interval_ms == 3000
@@ -267,6 +272,9 @@ def test_an_unknown_member_id_from_join_declares_the_partitions_lost_before_rejo
         members.start(member(cluster, topic, group, "second", recorder, strategy="cooperative-sticky",
                              session_ms=12_000, **beats))
         wait_until(lambda: len(first.assignment()) == 2, "the first member to revoke two partitions")
+        # The removal must come after the rejoin's own commit: a commit refused with UNKNOWN_MEMBER_ID resets
+        # the member id, and the JoinGroup that follows asks for a new one instead of being refused.
+        wait_until(lambda: committed_after_revoking(events_of(path), "first"), "the first member's pre-join commit")
         member_id = [e for e in events_of(path) if e["type"] == "rebalance_completed" and e["member"] == "first"][-1][
             "member_id"]
         leave = BrokerConnection(*parse_address(cluster.bootstrap), client_id="admin", timeout_s=20)
