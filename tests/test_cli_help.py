@@ -74,3 +74,16 @@ def test_the_wrapper_shows_the_labs_help_and_its_own_lines():
     help_branch = script.split('"" | -h | --help | help)', 1)[1].split(";;", 1)[0]
     assert "rebalance-lab --help" in help_branch and "usage" in help_branch
     assert 'export LAB_COMMAND="${LAB_COMMAND:-./lab}"' in script
+
+
+# Every `./lab` command and every cell of a campaign (a `run` in a process of its own) starts the whole command
+# line: what only some commands use (the statistics' scipy, Spark, pandas, plotting) is imported by them, not at start.
+HEAVY_LIBRARIES = ("scipy", "pyspark", "pandas", "matplotlib", "networkx")
+
+
+def test_the_command_line_starts_without_the_heavy_libraries():
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "experiments.cli.app", "--help"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Usage" in done.stdout, done.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert not [name for name in HEAVY_LIBRARIES if name in imported]

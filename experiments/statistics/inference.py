@@ -48,7 +48,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import stats
 
 from experiments.statistics.measures import moved_by_timing
 
@@ -224,6 +223,9 @@ def exact_p(a: np.ndarray, b: np.ndarray, *, sides: str = TWO_SIDED) -> float:
         if sides == ONE_SIDED:
             return float(min(1.0, upper))
         return float(min(1.0, 2 * min(cdf[u], upper)))
+    # scipy.stats is imported here, not at the top: it takes seconds, and every command reads this module's constants
+    from scipy import stats
+
     ranks = stats.rankdata(pooled)                       # mid-ranks; doubled below to stay integers
     doubled = tuple(sorted(int(round(2 * r)) for r in ranks))
     sums, counts = _tied_distribution(doubled, len(b))
@@ -323,6 +325,8 @@ def benjamini_hochberg(p_values) -> np.ndarray:
     p = np.asarray(p_values, dtype=float)
     if len(p) == 0:
         return np.zeros(0, dtype=bool)
+    from scipy import stats
+
     return stats.false_discovery_control(p, method="bh") <= Q
 
 
