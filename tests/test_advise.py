@@ -4,6 +4,7 @@ command ranks every simulated cell with its spread, its tests, its mechanism and
 from __future__ import annotations
 
 import math
+import pickle
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +16,7 @@ from experiments.scenario import loads
 from experiments.sim.play import simulate
 from experiments.statistics import advice
 from experiments.statistics.phase_tally import PhaseTally
-from experiments.summary import summarize
+from tests.fixtures.spark import layout_summarised_with_the_suite
 
 # Crashes that wait for a session and a join, with a service time that makes records late while the group stops.
 SCENARIO = """\
@@ -69,23 +70,38 @@ def _scenario(tmp_path: Path, *overrides: str):
     return loads(SCENARIO, source=str(path), overrides=list(overrides)), path
 
 
-@pytest.fixture(scope="module")
-def played(tmp_path_factory) -> list[tuple[str, list, Path]]:
-    """Each cell played once with its event files written and tallied at the same time."""
-    tmp_path = tmp_path_factory.mktemp("tally")
-    found = []
-    for backend, strategy in (("classic", "range"), ("classic", "cooperative-sticky"), ("kip848", "uniform")):
-        scenario, _ = _scenario(tmp_path, f'group.strategy="{strategy}"', f'backends=["{backend}"]')
+CELLS = (("classic", "range"), ("classic", "cooperative-sticky"), ("kip848", "uniform"))
+TALLY = "tally.pickle"   # each played cell's tally, kept beside its run folder
+
+
+def _play_and_tally(root: Path) -> list[Path]:
+    """Each cell played once with its event files written and tallied at the same time, for the suite's Spark
+    pass."""
+    root.mkdir(parents=True)
+    folders = []
+    for backend, strategy in CELLS:
+        scenario, _ = _scenario(root, f'group.strategy="{strategy}"', f'backends=["{backend}"]')
         tally = PhaseTally(3000)
-        folder = simulate(scenario, backend, tmp_path / f"{backend}-{strategy}", records=True, tap=tally.feed)
-        found.append((f"{backend}/{strategy}", tally.measures(), folder.path))
-    return found
+        folder = simulate(scenario, backend, root / f"{backend}-{strategy}", records=True, tap=tally.feed)
+        (root / f"{backend}-{strategy}.{TALLY}").write_bytes(pickle.dumps(tally.measures()))
+        folders.append(folder.path)
+    return folders
+
+
+layout_summarised_with_the_suite("advise-tally", _play_and_tally)
+
+
+@pytest.fixture(scope="module")
+def played(synthetic_runs) -> list[tuple[str, list, object]]:
+    """(cell, its tally's measures, its summary) for each cell."""
+    layout = synthetic_runs["advise-tally"]
+    return [(f"{backend}/{strategy}", pickle.loads((layout.root / f"{backend}-{strategy}.{TALLY}").read_bytes()), summary)
+            for (backend, strategy), summary in zip(CELLS, layout.summaries, strict=True)]
 
 
 def test_the_tally_equals_the_spark_summary_phase_by_phase(played):
-    summaries = summarize([folder for _, _, folder in played], write=False)
     lost_somewhere = False
-    for (cell, measures, _), summary in zip(played, summaries, strict=True):
+    for cell, measures, summary in played:
         table = summary.tables["phases"]
         assert list(table["phase"]) == [row.phase for row in measures], cell
         for row, (_, expected) in zip(measures, table.iterrows(), strict=True):

@@ -32,6 +32,7 @@ from experiments.folders.run_folder import RunFolder
 from experiments.scenario import ScenarioError
 from experiments.statistics.campaign_stats import comparisons, median_interval, write_statistics
 from tests.fixtures.scenarios import tiny_join
+from tests.fixtures.spark import layout_summarised_with_the_suite
 
 SCENARIO = tiny_join("tiny-join")
 
@@ -317,20 +318,16 @@ def test_a_campaign_survives_a_sigkill_and_resumes(tmp_path):
 
 
 @pytest.mark.spark
-def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
-    """A campaign folder whose runs are synthetic logs (legacy with duplicates planted), summarised and
-    reduced to statistics: per cell n, median, spread; backends compared; report and results page written."""
+def _claimed_campaign(root: Path) -> list[Path]:
+    """A campaign folder (in `root`/out) whose runs are synthetic logs, legacy's with duplicates planted: its run
+    folders, for the suite's Spark pass."""
     from experiments.campaign.execute import open_folder
     from experiments.campaign.manifest import COMPLETED
-    from experiments.folders.campaign_folder import CampaignFolder
-    from experiments.report.campaign_report import write_campaign_report
-    from experiments.report.results_doc import results_markdown
-    from experiments.summary import summarize
     from experiments.synthetic.simulation import Anomaly, SyntheticRun, write_run
 
-    claimed = CAMPAIGN.replace("repetitions = 2", "repetitions = 5") + CLAIM
-    campaign = load_campaign(write_campaign(tmp_path, claimed))
-    folder = tmp_path / "out"
+    root.mkdir(parents=True)
+    campaign = load_campaign(write_campaign(root, CAMPAIGN.replace("repetitions = 2", "repetitions = 5") + CLAIM))
+    folder = root / "out"
     manifest = open_folder(campaign, folder)
     for planned in campaign.plan():
         anomalies = frozenset({Anomaly.DUPLICATE}) if planned.cell.backend == "legacy" else frozenset()
@@ -339,7 +336,19 @@ def test_statistics_and_report_of_a_campaign_folder(tmp_path, spark):
         manifest.runs[planned.name].status = COMPLETED
     manifest.runs[campaign.plan()[0].name].git_commit = "0123456789abcdef"   # as if made after a resume
     manifest.write(folder)
-    summarize([CampaignFolder(folder).run(name).path for name in manifest.runs], master="local[2]")
+    return [CampaignFolder(folder).run(name).path for name in manifest.runs]
+
+
+layout_summarised_with_the_suite("claimed-campaign", _claimed_campaign)
+
+
+def test_statistics_and_report_of_a_campaign_folder(tmp_path, synthetic_runs):
+    """A campaign folder whose runs are synthetic logs (legacy with duplicates planted), summarised and
+    reduced to statistics: per cell n, median, spread; backends compared; report and results page written."""
+    from experiments.report.campaign_report import write_campaign_report
+    from experiments.report.results_doc import results_markdown
+
+    folder = synthetic_runs["claimed-campaign"].root / "out"
     write_statistics(folder)
 
     cells = pd.read_parquet(CampaignFolder(folder).statistics_table("cells"))

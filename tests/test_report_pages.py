@@ -19,6 +19,7 @@ import pytest
 from experiments.synthetic.simulation import Anomaly, Change, SyntheticRun, write_run
 from tests.fixtures.page_check import Browser
 from tests.fixtures.scenarios import tiny_join
+from tests.fixtures.spark import layout_summarised_with_the_suite
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
@@ -45,17 +46,15 @@ def _look(browser: Browser, page: Path, name: str, columns: int) -> None:
     assert view.widest_table <= columns + 2, view.lines()
 
 
-@pytest.fixture(scope="module")
-def summarised(spark, tmp_path_factory):
-    """The demo's runs and a small campaign's, written synthetic and summarised in one Spark pass (a pass costs
-    about the same for a few runs as for many): (the demo's folder, its run folders, the campaign folder)."""
+def _pages_runs(tmp_path: Path) -> list[Path]:
+    """The demo's runs (in `tmp_path`/demo, 9 of them) and a small campaign's (in `tmp_path`/campaign), written
+    synthetic: their folders, the demo's first, for the suite's Spark pass."""
     from experiments.campaign import load_campaign
     from experiments.campaign.execute import open_folder
     from experiments.campaign.manifest import COMPLETED
     from experiments.folders.campaign_folder import CampaignFolder
-    from experiments.summary import summarize_runs
 
-    tmp_path = tmp_path_factory.mktemp("report-pages")
+    tmp_path.mkdir(parents=True)
     root = tmp_path / "demo"
     backends = ("legacy", "classic", "kip848")
     runs = [(root / "split-brain" / backend, None, backend) for backend in backends]
@@ -82,9 +81,18 @@ def summarised(spark, tmp_path_factory):
             duration_s=12.0, rate=60.0, timeline=HERD_TIMELINE, anomalies=anomalies))
         manifest.runs[planned.name].status = COMPLETED
     manifest.write(folder)
-    campaign_runs = [CampaignFolder(folder).run(name).path for name in manifest.runs]
-    summarize_runs(spark, [run_dir for run_dir, _, _ in runs] + campaign_runs)
-    return root, [run_dir for run_dir, _, _ in runs], folder
+    return [run_dir for run_dir, _, _ in runs] + [CampaignFolder(folder).run(name).path for name in manifest.runs]
+
+
+layout_summarised_with_the_suite("report-pages", _pages_runs)
+
+
+@pytest.fixture(scope="module")
+def summarised(synthetic_runs):
+    """The demo's runs and a small campaign's, summarised in the suite's Spark pass: (the demo's folder, its run
+    folders, the campaign folder)."""
+    layout = synthetic_runs["report-pages"]
+    return layout.root / "demo", [summary.folder.path for summary in layout.summaries[:9]], layout.root / "campaign"
 
 
 def test_the_demo_report_opens_on_its_findings_and_fits_the_screen(summarised, browser):

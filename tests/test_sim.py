@@ -21,6 +21,7 @@ from experiments.sim.play import simulate
 from experiments.sim.playable import NotSimulated
 from experiments.sim.validate import changes_of, herd_cells, real_changes, write_into
 from rebalance.events import read_events
+from tests.fixtures.spark import layout_summarised_with_the_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 HERD = ROOT / "experiments" / "scenarios" / "herd.toml"
@@ -177,15 +178,19 @@ def test_the_sim_command_writes_one_run_folder_a_seed(tmp_path):
 GENERATIONS = ("classic", "kip848", "legacy")
 
 
-@pytest.fixture(scope="module")
-def summarised_herds(spark, tmp_path_factory):
-    """A herd of 5 simulated on each generation, the three summarised in one Spark pass."""
-    from experiments.summary import summarize_runs
+def _herds(root: Path) -> list[Path]:
+    """A herd of 5 simulated on each generation, for the suite's Spark pass."""
+    return [_herd(root, 5, backend=backend, name=backend).path for backend in GENERATIONS]
 
-    root = tmp_path_factory.mktemp("herds")
-    folders = [_herd(root, 5, backend=backend, name=backend) for backend in GENERATIONS]
-    summaries = summarize_runs(spark, [folder.path for folder in folders])
-    return {backend: (folder, summary) for backend, folder, summary in zip(GENERATIONS, folders, summaries, strict=True)}
+
+layout_summarised_with_the_suite("sim-herds", _herds)
+
+
+@pytest.fixture(scope="module")
+def summarised_herds(synthetic_runs):
+    """The three herds, summarised in the suite's pass: {backend: (its folder, its summary)}."""
+    summaries = synthetic_runs["sim-herds"].summaries
+    return {backend: (summary.folder, summary) for backend, summary in zip(GENERATIONS, summaries, strict=True)}
 
 
 @pytest.mark.spark
