@@ -201,6 +201,56 @@ class Running:
         return sum(e["count"] for e in self.events("records_processed"))
 
 
+class _LateClock:
+    """The handler's clock, moved on by its waits: the first wait ends `late_s` after its deadline, the rest on time."""
+
+    def __init__(self, late_s: float) -> None:
+        self.now, self.late_s = 100.0, late_s
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time_ns(self) -> int:
+        return int(self.now * 1e9)
+
+    def wait(self, timeout: float) -> bool:
+        self.now += timeout + self.late_s
+        self.late_s = 0.0
+        return False
+
+    def clear(self) -> None:
+        pass
+
+
+class _Emitted:
+    def __init__(self) -> None:
+        self.chunks: list[dict] = []
+
+    def emit(self, kind: str, member_id: str, **fields) -> None:
+        self.chunks.append(fields)
+
+
+def test_a_chunk_holds_at_most_its_planned_handling_when_the_first_record_ends_late(monkeypatch):
+    """20 ms a record, the first ending 30 ms late (under LATE_S, so the schedule holds): every records_processed
+    event covers at most CHUNK_S of planned handling, the first record and five more, late start or not."""
+    from types import SimpleNamespace
+
+    from experiments.run import handling
+    from rebalance.types import Record
+
+    clock = _LateClock(late_s=0.030)
+    monkeypatch.setattr(handling, "time", clock)
+    member = SimpleNamespace(member_id="m")
+    slot = SimpleNamespace(name="m", member=member, state="running", lock=threading.Lock(), wake=clock,
+                           gate=_Emitted())
+    handler = handling.Handler(WorkloadSpec(service="fixed", service_ms=20), seed=1, stop=threading.Event())
+    records = [Record(topic="t", partition=0, offset=offset, key=None, value=b"{}", timestamp_ms=0)
+               for offset in range(20)]
+    assert handler.handle(slot, member, records)
+    counts = [chunk["count"] for chunk in slot.gate.chunks]
+    assert sum(counts) == 20 and max(counts) == round(CHUNK_S / 0.020) + 1, counts
+
+
 @pytest.mark.broker
 def test_records_are_handled_at_the_service_rate_after_their_delivery(cluster, tmp_path):
     with Running(cluster, tmp_path, WorkloadSpec(service="fixed", service_ms=20), count=2) as run:

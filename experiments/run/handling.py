@@ -12,7 +12,8 @@ handling where it is until resumed, as a stopped process would; the pause is ack
 for the batch, since nothing is held while a service time is waited out.
 
 Handled records are reported as `records_processed` events, one per run of consecutive offsets of one
-partition whose handling ends within `CHUNK_S` of the first's, each record with its own end time.
+partition whose handling is planned to end within `CHUNK_S` of the first's (as scheduled: a first record that
+ends late on a busy host makes no room for more), each record with its own end time.
 
 With commit = "batch" the commits are Spring Kafka's listener container's (`BatchCommits`): one after each
 poll's records, and a commit the group refused while rebalancing kept and committed again after the next polls
@@ -66,7 +67,7 @@ class _Chunk:
     def __init__(self) -> None:
         self.records: list[Record] = []
         self.ends_ms: list[int] = []
-        self.first_end = 0.0
+        self.first_planned_end = 0.0
 
     def fits(self, record: Record) -> bool:
         if not self.records:
@@ -74,9 +75,11 @@ class _Chunk:
         last = self.records[-1]
         return (last.topic, last.partition, last.offset + 1) == (record.topic, record.partition, record.offset)
 
-    def add(self, record: Record, now: float) -> None:
+    def add(self, record: Record, planned_end: float) -> None:
+        """`planned_end`: when the schedule meant the record's handling to end (the chunk's length is planned
+        handling: a first record that ends late on a busy host does not make room for more)."""
         if not self.records:
-            self.first_end = now
+            self.first_planned_end = planned_end
         self.records.append(record)
         self.ends_ms.append(time.time_ns() // 1_000_000)
 
@@ -115,13 +118,13 @@ class Handler:
                 continue
             now = time.monotonic()
             deadline = (now if now - deadline > LATE_S else deadline) + service
-            if chunk.records and (not chunk.fits(record) or deadline - chunk.first_end > CHUNK_S):
+            if chunk.records and (not chunk.fits(record) or deadline - chunk.first_planned_end > CHUNK_S):
                 if not self._report(slot, group_member, chunk):
                     return False
                 chunk = _Chunk()
             if not self._wait(slot, group_member, deadline):
                 return False
-            chunk.add(record, time.monotonic())
+            chunk.add(record, deadline)
         if chunk.records and not self._report(slot, group_member, chunk):
             return False
         if commits is not None and records:
