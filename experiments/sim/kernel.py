@@ -23,6 +23,9 @@ class Timer:
     def cancel(self) -> None:
         self.cancelled = True
 
+    def fire(self) -> None:
+        self.action()
+
 
 class Simulation:
     def __init__(self, seed: int) -> None:
@@ -35,7 +38,12 @@ class Simulation:
 
     def at(self, due_ms: float, action: Callable[[], None]) -> Timer:
         """Run `action` at virtual time `due_ms` (never before now)."""
-        timer = Timer(due_ms if due_ms > self.now_ms else self.now_ms, action)
+        return self.schedule(Timer(due_ms, action))
+
+    def schedule(self, timer: Timer) -> Timer:
+        """Queue a timer built elsewhere (a subclass that decides at its time whether to run its action)."""
+        if timer.due_ms < self.now_ms:
+            timer.due_ms = self.now_ms
         heapq.heappush(self._queue, (timer.due_ms, next(self._order), timer))
         return timer
 
@@ -50,7 +58,7 @@ class Simulation:
                 continue
             self.now_ms = timer.due_ms
             self.events_run += 1
-            timer.action()
+            timer.fire()
         self.now_ms = max(self.now_ms, end_ms)
 
     @property
