@@ -5,9 +5,9 @@
     .venv/bin/python benchmarks/bench_sim.py --backend kip848 --sizes 100 1000 10000 --warm-start
 
 For each size N, plays `herd` (one join and one leave into a stable group of N) in virtual time, each repetition
-a seed of its own in a fresh folder, and prints the wall time (median, min, max), the events written and
-simulated seconds per wall second; then the backend's herd cost model (experiments.summary.herd_model, the
-terms its profile names) fitted over every size, one fit per repetition. The machine index line comes first:
+a seed of its own in a fresh folder, and prints the wall time (median, min, max; the play and the collection of
+the garbage it leaves), the events written and simulated seconds per wall second; then the backend's herd cost
+model (experiments.summary.herd_model, the terms its profile names) fitted over every size, one fit per repetition. The machine index line comes first:
 every figure below it is this machine's, as fast as that line says. --warm-start begins each run with the group
 loaded stable by its coordinator instead of N joins (kip848; docs/simulation.md, "Warm start").
 """
@@ -15,6 +15,7 @@ loaded stable by its coordinator instead of N joins (kip848; docs/simulation.md,
 from __future__ import annotations
 
 import argparse
+import gc
 import shutil
 import statistics
 import time
@@ -49,6 +50,7 @@ def main() -> None:
             shutil.rmtree(folder, ignore_errors=True)
             started = time.perf_counter()
             run = simulate(scenario, args.backend, folder, seed=repetition + 1, warm_start=args.warm_start)
+            gc.collect()   # the seed's own garbage: the next seed, or the command, pays for it otherwise
             walls.append(time.perf_counter() - started)
             rows += [{"run": str(folder), "backend": args.backend, "strategy": scenario.group.strategy, "kind": kind,
                       "N": size, "P": sum(t.partitions for t in scenario.topics), "M": float(cost.moved),
