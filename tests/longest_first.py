@@ -1,4 +1,4 @@
-"""Test files to workers longest first (`./lab test` runs files on 3 workers, `--dist loadfile`).
+"""Test files to workers longest first (`./lab test` runs files on 2 workers, `--dist loadfile`).
 
 xdist hands out files in order of their number of tests, so a file of one test that runs for three minutes
 (a real Spark cluster, a shared-host run) starts last and the run waits for it alone. Here every worker takes
