@@ -7,8 +7,9 @@
 For each size N, plays `herd` (one join and one leave into a stable group of N) in virtual time, each repetition
 a seed of its own in a fresh folder, and prints the wall time (median, min, max; the play and the collection of
 the garbage it leaves), the events written and simulated seconds per wall second; then the backend's herd cost
-model (experiments.summary.herd_model, the terms its profile names) fitted over every size, one fit per repetition. The machine index line comes first:
-every figure below it is this machine's, as fast as that line says. --warm-start begins each run with the group
+model (experiments.summary.herd_model, the terms its profile names) fitted over every size, one fit per
+repetition. The machine index line comes first: every figure below it is this machine's, as fast as that line
+says. --warm-start begins each run with the group
 loaded stable by its coordinator instead of N joins (kip848; docs/simulation.md, "Warm start").
 """
 
