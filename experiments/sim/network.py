@@ -55,7 +55,7 @@ class MemberClock:
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self.paused = False
-        self._frozen: list[tuple[Timer, Callable[[], None]]] = []
+        self._frozen: list[Timer] = []   # fell due while paused, in that order
 
     def at(self, due_ms: float, action: Callable[[], None]) -> Timer:
         return self.sim.schedule(_ProcessTimer(due_ms, action, self))
@@ -66,7 +66,7 @@ class MemberClock:
     def run(self, action: Callable[[], None]) -> None:
         """Something arriving now (an answer from the network): runs now, or at the resume."""
         if self.paused:
-            self._frozen.append((Timer(self.sim.now_ms, action), action))
+            self.hold(Timer(self.sim.now_ms, action))
         else:
             action()
 
@@ -76,8 +76,12 @@ class MemberClock:
     def resume(self) -> None:
         self.paused = False
         frozen, self._frozen = self._frozen, []
-        for timer, action in frozen:
-            self.sim.after(0, lambda timer=timer, action=action: None if timer.cancelled else action())
+        for timer in frozen:
+            self.sim.after(0, lambda timer=timer: None if timer.cancelled else timer.action())
+
+    def hold(self, timer: Timer) -> None:
+        """A timer that fell due while the process is paused: it runs at the resume unless cancelled first."""
+        self._frozen.append(timer)
 
 
 class _ProcessTimer(Timer):
@@ -91,7 +95,7 @@ class _ProcessTimer(Timer):
 
     def fire(self) -> None:
         if self.clock.paused:
-            self.clock._frozen.append((self, self.action))
+            self.clock.hold(self)
         else:
             self.action()
 
