@@ -114,3 +114,27 @@ def test_a_group_that_does_not_prestart_starts_its_waves_hosts_at_the_step():
     assert scenario.group.prestart is False and wave().group.prestart is True
     with pytest.raises(ScenarioError, match="prestart: must be true or false"):
         loads(text.replace("prestart = false", 'prestart = "no"'), overrides=['backends=["classic"]'])
+
+
+@pytest.mark.parametrize("backend", ["classic", "kip848", "legacy"])
+@pytest.mark.parametrize("spread, prestart, late_ms", [("", True, 0), ("spread_s = 2", True, 0), ("", False, 1500)])
+def test_the_simulation_plays_a_wave_as_the_runner_does(tmp_path, backend, spread, prestart, late_ms):
+    """In virtual time too: the wave logged with when each member is due, each member starting at its declared
+    offset; a wave whose hosts were not started armed (`group.prestart = false`) waits for its processes."""
+    from experiments.sim.play import simulate
+
+    scenario = wave(spread=spread, backend=backend)
+    if not prestart:
+        scenario = loads(WAVE.format(spread=spread, at=3, duration=8).replace(
+            "session_timeout_ms", "prestart = false\nsession_timeout_ms").replace(
+            "zookeeper_nodes = 0", f"zookeeper_nodes = {int(backend == 'legacy')}"), overrides=[f'backends=["{backend}"]'])
+    events = _events(simulate(scenario, backend, tmp_path / "run", seed=5).path)
+    (wave_event,) = [event for event in events if event["type"] == ev.JOIN_WAVE]
+    started = {event["member"]: event["ts_ns"] for event in events if event["type"] == ev.MEMBER_STARTED}
+    assert wave_event["armed"] is prestart and len(wave_event["members"]) == 4
+    late = [(started[member] - due) / 1e6 for member, due in zip(wave_event["members"], wave_event["due_ns"],
+                                                                 strict=True)]
+    assert late == pytest.approx([late_ms] * 4, abs=0.01)
+    offsets = resolve(scenario).steps[0].params.get("start_offsets_s", [0.0] * 4)
+    assert [(due - wave_event["ts_ns"]) / 1e9 for due in wave_event["due_ns"]] == pytest.approx(offsets, abs=1e-6)
+

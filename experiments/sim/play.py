@@ -51,9 +51,9 @@ from rebalance.member import MemberConfig
 SETUP_MS = 1_000            # the servers' start: nothing to wait for here, a phase for the summary to find
 STABLE_QUIET_MS = 2_000     # the runner's STABLE_QUIET_S
 POLL_MS = 200               # how often the runner looks at the group
-# A restart stops the member's process cleanly and starts a new one: the new process's start-up (Python and the
-# client's imports) before its member begins again, as a member host takes on two cores.
-RESTART_GAP_MS = 1_500
+# A new host process's start-up (Python and the client's imports) before its members begin, as a member host takes
+# on two cores: a restart's new process, and a join wave's hosts when they were not started armed in the warm-up.
+PROCESS_START_MS = 1_500
 # The runner's teardown stops every member host at once, the hosts beginning within 20 ms of each other; a host
 # closes its members one after another, each once the one before has had its LeaveGroup answered (1 ms here: the
 # host's own CPU, which made them about 20 ms apart in a real herd run, is not modelled).
@@ -108,6 +108,8 @@ class _Play:
         self.recorders = Recorders(folder, self.sim, run_id=self.run_id, backend=backend, write=events, tap=tap)
         self.runner = self.recorders.of("runner")
         group = scenario.group
+        # The members whose host processes the runner starts armed in the warm-up: each joins the moment it is due
+        self.armed = {name for host in schedule.wave_hosts() for name in host.members} if group.prestart else set()
         self.topics = {topic.name: topic.partitions for topic in scenario.topics}
         self.network = Network(self.sim)
         self.strategy = self.profile.strategy(group.strategy)
@@ -288,12 +290,15 @@ class _Play:
                 self.active[step.fault_id] = started
             if action in SERVER_FAULTS:   # a killed broker refuses connections at once: seen as it happens
                 self.observed[step.fault_id] = self.recorders.clock()[0]
-        do: dict[Action, Callable[[str], None]] = {Action.JOIN: self.start, Action.LEAVE: self.leave,
+        do: dict[Action, Callable[[str], None]] = {Action.LEAVE: self.leave,
                                                    Action.CRASH: self.crash, Action.RESTART: self.restart,
                                                    Action.PAUSE: lambda name: self.members[name].pause(),
                                                    Action.LINK: self.cut}
+        if action is Action.JOIN or (action is Action.SCALE and step.targets and step.targets[0] not in self.members):
+            self.join_wave(step)
+            return
         if action is Action.SCALE:
-            act = self.start if step.targets and step.targets[0] not in self.members else self.leave
+            act = self.leave
         elif action in SERVER_FAULTS:
             act = lambda target: self.servers.start(action, target)  # noqa: E731
         else:
@@ -359,6 +364,23 @@ class _Play:
         if self.records_flow and isinstance(member, legacy.LegacyMember):
             member.records_flow()
 
+    def join_wave(self, step: Step) -> None:
+        """A join wave as the runner plays it (experiments.faults.registry): every member due at the step's time,
+        or at its declared offset (`spread_s`). Hosts started armed in the warm-up (`prestart`, the default) start
+        each member when it is due; otherwise their processes start at the step and take PROCESS_START_MS first."""
+        offsets = [float(offset) for offset in step.params.get("start_offsets_s") or [0.0] * len(step.targets)]
+        now_ns = self.recorders.clock()[0]
+        armed = [name in self.armed for name in step.targets]
+        self.armed.difference_update(step.targets)
+        self.runner.emit(ev.JOIN_WAVE, fault_id=step.fault_id, members=[self.member_id(name) for name in step.targets],
+                         due_ns=[now_ns + round(offset * 1e9) for offset in offsets], armed=all(armed))
+        for name, offset, ready in zip(step.targets, offsets, armed, strict=True):
+            delay_ms = offset * 1000 + (0 if ready else PROCESS_START_MS)
+            if delay_ms:
+                self.sim.after(delay_ms, lambda name=name: self.start(name))
+            else:
+                self.start(name)
+
     def start_stable(self, names) -> None:
         """The warm start: the members as a stable group their coordinator loaded (kip848_coordinator.Coordinator.load_stable)."""
         members = [self.new_member(name) for name in names]
@@ -414,7 +436,7 @@ class _Play:
         """A clean stop of a running member (a crashed or departed one is simply started), then a new process."""
         if name in self.running:
             self.leave(name)
-        self.sim.after(RESTART_GAP_MS, lambda: self.start(name))
+        self.sim.after(PROCESS_START_MS, lambda: self.start(name))
 
     def crash(self, name: str) -> None:
         self.running.remove(name)
