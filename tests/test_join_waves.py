@@ -138,3 +138,29 @@ def test_the_simulation_plays_a_wave_as_the_runner_does(tmp_path, backend, sprea
     offsets = resolve(scenario).steps[0].params.get("start_offsets_s", [0.0] * 4)
     assert [(due - wave_event["ts_ns"]) / 1e9 for due in wave_event["due_ns"]] == pytest.approx(offsets, abs=1e-6)
 
+
+def test_simulated_members_take_range_partitions_in_a_random_order_as_real_pods_do(tmp_path):
+    """A real member's client.id is its name behind a tag drawn at each start, so the member ids the range
+    assignor orders by fall at random, and a scale-down of the newest members takes partitions from the group
+    (rebalance.member.pod_client_id). Simulated members draw the tag from the seed: with 3 partitions for 6
+    members, the owners are not always the first three names."""
+    from experiments.sim.play import simulate
+
+    owners_by_seed = []
+    for seed in (1, 2, 3):
+        scenario = loads(WAVE.format(spread="", at=3, duration=8, backend="classic").replace("partitions = 8",
+                                                                                            "partitions = 3"),
+                         overrides=['backends=["classic"]', 'group.strategy="range"'])
+        events = _events(simulate(scenario, "classic", tmp_path / f"seed-{seed}", seed=seed).path)
+        owned: dict[str, set[str]] = {}
+        for event in sorted(events, key=lambda event: event["ts_ns"]):   # eager: everything revoked, then assigned
+            if event["type"] == ev.PHASE and event["name"] == "teardown":
+                break
+            if event["type"] == ev.PARTITIONS_ASSIGNED:
+                owned.setdefault(event["member"], set()).update(event["partitions"])
+            elif event["type"] == ev.PARTITIONS_REVOKED:
+                owned.setdefault(event["member"], set()).difference_update(event["partitions"])
+        owners_by_seed.append(sorted(member for member, partitions in owned.items() if partitions))
+    assert all(len(owners) == 3 for owners in owners_by_seed), owners_by_seed
+    assert any(owners != ["h000-0", "h000-1", "h001-0"] for owners in owners_by_seed), owners_by_seed
+    assert len({tuple(owners) for owners in owners_by_seed}) > 1, owners_by_seed

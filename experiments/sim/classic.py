@@ -55,9 +55,13 @@ class ClassicMember(HeartbeatThread):
     offsets fetched), a rejoin prepared (an eager member revoking everything first)."""
 
     def __init__(self, sim: Simulation, network: Network, coordinator: Coordinator, recorder: EventRecorder, *,
-                 name: str, group: str, topics: dict[str, int], strategy: str, timing: ClientTiming) -> None:
+                 name: str, group: str, topics: dict[str, int], strategy: str, timing: ClientTiming,
+                 client_id: str | None = None) -> None:
         self.sim, self.network, self.coordinator, self.recorder = sim, network, coordinator, recorder
         self.name, self.group, self.topics, self.timing = name, group, topics, timing
+        # The client.id the coordinator makes the member id from (`<client.id>-<uuid>`): the range and round-robin
+        # assignors hand partitions out in member-id order (rebalance.member.pod_client_id)
+        self.client_id = client_id or name
         self.assignor = get_assignor(strategy)
         self.cooperative = self.assignor.rebalance_protocol is RebalanceProtocol.COOPERATIVE
         self.state = State.STOPPED
@@ -240,7 +244,7 @@ class ClassicMember(HeartbeatThread):
         request = JoinGroup(session_timeout_ms=self.timing.session_timeout_ms,
                             rebalance_timeout_ms=self.timing.rebalance_timeout_ms, protocol_type=PROTOCOL_TYPE,
                             protocols=((self.assignor.name, encode_subscription(subscription)),),
-                            member_id=self.member_id, client_id=self.name, require_known_member_id=True)
+                            member_id=self.member_id, client_id=self.client_id, require_known_member_id=True)
         self._request("JoinGroup", self._joined, to_coordinator=lambda reply: self.coordinator.join(request, reply))
 
     def _joined(self, answer: JoinResult) -> None:

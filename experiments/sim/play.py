@@ -410,9 +410,12 @@ class _Play:
             if self.logs is not None:
                 member.attach(self.application_of(member))
         else:
+            # A real member's client.id is its name behind a tag drawn anew at each start (pod_client_id), so the
+            # members' ids, and the order range and round-robin hand partitions out in, are random; drawn from the seed
+            tag = f"{self.sim.rng.getrandbits(32):08x}"
             member = self.classic_member(self.sim, self.network, self.serving, host, name=self.member_id(name),
                                    group=self.scenario.group.name, topics=self.topics, strategy=self.strategy,
-                                   timing=self.timing)
+                                   timing=self.timing, client_id=f"{tag}.{self.member_id(name)}")
             if self.logs is not None:
                 member.attach(self.application_of(member))
         self.members[name] = member
