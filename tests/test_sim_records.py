@@ -220,3 +220,20 @@ def test_the_clients_auto_commit_commits_every_interval_and_before_giving_partit
         for partition, offset in commit["offsets"].items():
             assert offset >= stored.get(partition, -1)
             stored[partition] = offset
+
+
+def test_a_joining_kip848_members_poll_ends_at_the_joins_answer(tmp_path):
+    """As the lab's client (modern.kip848.member._wait_idle, Kafka's pollForFetches with no heartbeat interval
+    given yet): a joining member's idle poll ends at the join's answer, so its rebalance completes then, with
+    nothing to take yet (the others give their partitions up at their own heartbeats first), not a poll wait
+    later. Once in the group, an idle poll waits until the next heartbeat is due or the poll wait is over."""
+    scenario = loads(SCENARIO.format(rate=100, service_ms=5, max_poll=500, strategy="uniform").replace(
+        'member = "last"', "member = 0"), source="records.toml", overrides=['backends=["kip848"]'])
+    events = _events(simulate(scenario, "kip848", tmp_path / "run", records=True))
+    started = {event["member"]: event["ts_ns"] for event in events if event["type"] == "member_started"}
+    joiner = max(started, key=started.get)
+    mine = [event for event in events if event.get("member") == joiner]
+    first_done = next(event for event in mine if event["type"] == "rebalance_completed")
+    assert (first_done["ts_ns"] - started[joiner]) / 1e6 < 20, "the join's answer ends the joining poll's wait"
+    assert first_done["assigned"] == []
+    assert any(event["type"] == "partitions_assigned" for event in mine), "its partitions taken at a later poll"

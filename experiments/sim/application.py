@@ -51,6 +51,7 @@ class GroupClient(Protocol):
     clock: MemberClock                     # the member's process: the application's timers pause with it
 
     def poll_group(self, then: Callable[[], None]) -> None: ...      # the group's steps due on this thread
+    def idle_wait_ms(self) -> float | None: ...   # a poll with nothing to fetch waits at most this (None: POLL_WAIT_MS)
     def commit(self, offsets: Mapping[TopicPartition, int], then: Callable[[str | None], None]) -> None: ...
 
 
@@ -152,7 +153,10 @@ class Application:
 
     def _wait_for_data(self) -> None:
         owned = frozenset(self.client.positions)
-        self._waiting = self.client.clock.after(POLL_WAIT_MS, self._wait_over)
+        wait_ms = POLL_WAIT_MS
+        if not owned and (limit := self.client.idle_wait_ms()):
+            wait_ms = min(wait_ms, limit)
+        self._waiting = self.client.clock.after(wait_ms, self._wait_over)
         self.logs.wait_for_data(self, owned, lambda: self.client.clock.after(ACK_MS, self.wake))
 
     def _wait_over(self) -> None:

@@ -174,6 +174,11 @@ class ClassicMember(HeartbeatThread):
             return
         then()
 
+    def idle_wait_ms(self) -> float | None:
+        """A poll with nothing to fetch waits the whole poll wait, or until the group's news wakes it (the lab's
+        classic client wakes its fetch on a join's news, as Kafka's ConsumerNetworkClient.wakeup does)."""
+        return None
+
     def _news(self) -> None:
         if self.app is not None:
             self.app.wake()

@@ -51,6 +51,7 @@ class Kip848Member:
         self.member_id = coordinator.new_member_id()
         self.epoch = JOIN_EPOCH
         self.interval_ms = coordinator.group.config.heartbeat_interval_ms
+        self.interval_known = False                       # no answer yet gave one: the member is joining
         self.target: frozenset[TopicPartition] | None = None   # the last assignment the coordinator sent
         self.owned: frozenset[TopicPartition] = frozenset()
         self.reported: frozenset[TopicPartition] | None = None  # what the coordinator last heard the member owns
@@ -132,7 +133,7 @@ class Kip848Member:
         self.recorder.emit(ev.MEMBER_STARTED, self.name, group=self.group, strategy=self.assignor,
                            topics=sorted(self.topics), group_instance_id=None, pid=0)
         self._open_rebalance("join")
-        self.epoch = epoch
+        self.epoch, self.interval_known = epoch, True
         self.target = self.owned = self.reported = _ours(assigned)
         if self.owned:
             self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.name, partitions=sorted(map(str, self.owned)), committed={})
@@ -190,14 +191,17 @@ class Kip848Member:
             return
         if owned_sent is not None:
             self.reported = owned_sent
-        self.epoch = answer.member_epoch
+        joining = not self.interval_known
+        self.epoch, self.interval_known = answer.member_epoch, True
         self.interval_ms = answer.heartbeat_interval_ms or self.interval_ms
         if answer.assignment is not None:
             self.target = _ours(answer.assignment)
         if self.app is None:
             self._reconcile()
-        elif self.target is not None and self.target != self.owned:
-            self._news()   # the application's next poll reconciles (Kafka runs the callbacks inside poll)
+        elif joining:
+            # The application's next poll reconciles (Kafka runs the callbacks inside poll). Only a joining
+            # member's poll waits for this news; otherwise the news waits for the poll (`idle_wait_ms`)
+            self._news()
         if self.ack_due or self.owned != self.reported:
             self.ack_due = False
             self._beat_now()
@@ -208,6 +212,7 @@ class Kip848Member:
         if self.owned:
             self.recorder.emit(ev.PARTITIONS_LOST, self.name, partitions=sorted(map(str, self.owned)))
         self.owned, self.target, self.reported, self.epoch = frozenset(), None, None, JOIN_EPOCH
+        self.interval_known = False   # joining again: the poll waits for the answer, as at the start
         self.positions.clear()
         self._open_rebalance("fenced")
         self._beat_now()
@@ -236,6 +241,17 @@ class Kip848Member:
     def _news(self) -> None:
         if self.app is not None:
             self.app.wake()
+
+    def idle_wait_ms(self) -> float | None:
+        """How long a poll with nothing to fetch waits, as the lab's client waits (`modern.kip848.member.
+        _wait_idle`, Kafka's AsyncKafkaConsumer.pollForFetches up to maximumTimeToWait): None while joining (no
+        interval given yet: it waits for the group's news), else until the next heartbeat is due, and nothing but
+        that ends the wait. A fetch with partitions to fetch waits for data only: the group's news does not wake it."""
+        if not self.interval_known:
+            return None
+        if self._next is None:   # a heartbeat in flight: its timer started again when it went out
+            return self.interval_ms
+        return max(0.0, self._next.due_ms - self.sim.now_ms)
 
     def poll_group(self, then) -> None:
         """A poll's reconciliation step (the lab's client, as Kafka 4's, runs it on the polling thread): revoke what
