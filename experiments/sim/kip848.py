@@ -212,8 +212,7 @@ class Kip848Member:
         if self.owned:
             self.recorder.emit(ev.PARTITIONS_LOST, self.name, partitions=sorted(map(str, self.owned)))
         self.owned, self.target, self.reported, self.epoch = frozenset(), None, None, JOIN_EPOCH
-        self.interval_known = False   # joining again: the poll waits for the answer, as at the start
-        self.positions.clear()
+        self.positions.clear()   # the interval stays known: the poll does not wait for the rejoin's answer
         self._open_rebalance("fenced")
         self._beat_now()
 
