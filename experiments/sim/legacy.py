@@ -41,6 +41,18 @@ from rebalance.types import TopicPartition
 
 HOST_CPU_MS = 0.4           # a member host's Python time for one ZooKeeper request (kazoo's call and callback)
 
+
+def zookeeper_of(sim: Simulation, brokers: int, topics: dict[str, int]) -> ZooKeeper:
+    """ZooKeeper as a 0.8 cluster leaves it before any consumer starts: each broker's registration, and each topic's
+    partitions with their leaders round-robin over the brokers."""
+    zk = ZooKeeper(sim)
+    for broker in range(brokers):
+        zk.ensure(f"{BROKER_IDS}/{broker}", json.dumps({"host": "127.0.0.1", "port": 9092 + broker}).encode())
+    for topic, count in topics.items():
+        zk.ensure(topic_path(topic), json.dumps({"version": 1, "partitions": {
+            str(p): [p % brokers] for p in range(count)}}).encode())
+    return zk
+
 @lru_cache(maxsize=1 << 16)
 def _subscription(data: bytes) -> tuple[tuple[str, int], ...]:
     """A registration's subscription, parsed once: every member reads every other member's node on every

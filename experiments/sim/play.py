@@ -9,7 +9,6 @@ The run's record is a RunRecord, as the runner writes it, its versions naming th
 from __future__ import annotations
 
 import gc
-import json
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -37,7 +36,6 @@ from experiments.sim.records import Logs, Producer
 from experiments.sim.server_faults import SERVER_FAULTS, ServerFaults
 from experiments.sim.zookeeper import ZooKeeper
 from legacy_zk.config import LegacyConfig
-from legacy_zk.registry import BROKER_IDS, topic_path
 from modern.classic.member import settings_from as classic_settings
 from modern.coordinator.consumer_group import ConsumerGroupConfig
 from modern.kip848.client_settings import Kip848Settings
@@ -117,12 +115,12 @@ class _Play:
         self.zk: ZooKeeper | None = None
         self.hosts: dict[str, legacy.Host] = {}
         if self.profile.needs_zookeeper:
-            self.zk = ZooKeeper(self.sim)
-            for broker in range(scenario.cluster.brokers):
-                self.zk.ensure(f"{BROKER_IDS}/{broker}", json.dumps({"host": "127.0.0.1", "port": 9092 + broker}).encode())
-            for topic, count in self.topics.items():
-                self.zk.ensure(topic_path(topic), json.dumps({"version": 1, "partitions": {
-                    str(p): [p % scenario.cluster.brokers] for p in range(count)}}).encode())
+            self.zk = legacy.zookeeper_of(self.sim, scenario.cluster.brokers, self.topics)
+            self.legacy_config = LegacyConfig(   # 0.8's, with the scenario's [group.legacy] (auto.commit.interval.ms...)
+                group_id=group.name, topics=tuple(self.topics), zookeeper_connect="sim",
+                zookeeper_session_timeout_ms=group.session_timeout_ms,
+                auto_commit_interval_ms=MemberConfig.auto_commit_interval_ms,
+                partition_assignment_strategy=self.strategy).with_overrides(native_settings(scenario, self.profile))
             self.coordinator = None
         elif self.profile.group_protocol is GroupProtocol.CONSUMER:
             timing = ConsumerGroupTiming.from_settings(native_settings(scenario, self.profile))
@@ -396,12 +394,7 @@ class _Play:
             member = legacy.LegacyMember(
                 self.sim, self.network, self.zk, self.hosts.setdefault(host_name, legacy.Host()), host,
                 name=self.member_id(name), consumer_id=f"{self.scenario.group.name}_{tag}.{name}",
-                group=self.scenario.group.name, topics=self.topics, strategy=self.strategy,
-                config=LegacyConfig(group_id=self.scenario.group.name, topics=tuple(self.topics), zookeeper_connect="sim",
-                                    zookeeper_session_timeout_ms=self.scenario.group.session_timeout_ms,
-                                    auto_commit_interval_ms=MemberConfig.auto_commit_interval_ms,
-                                    partition_assignment_strategy=self.strategy).with_overrides(
-                    native_settings(self.scenario, self.profile)),   # [group.legacy]: e.g. auto.commit.interval.ms
+                group=self.scenario.group.name, topics=self.topics, strategy=self.strategy, config=self.legacy_config,
                 zk_nodes=max(self.scenario.cluster.zookeeper_nodes, 1))
         elif self.profile.group_protocol is GroupProtocol.CONSUMER:
             member = self.kip848_member(self.sim, self.network, self.serving, host, name=self.member_id(name),
