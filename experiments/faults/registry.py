@@ -58,8 +58,7 @@ def names() -> list[str]:
 async def _join(run, step: Step) -> int | None:
     """A join wave: every member due at the step's time, or at its declared offset (`spread_s`)."""
     now = time.monotonic_ns()
-    offsets = step.params.get("start_offsets_s") or [0.0] * len(step.targets)
-    due = [now + int(float(offset) * 1e9) for offset in offsets]
+    due = [now + int(offset * 1e9) for offset in step.start_offsets_s]
     run.recorder.emit(ev.JOIN_WAVE, fault_id=step.fault_id, members=[run.member_id(name) for name in step.targets],
                       due_ns=due, armed=all(run.members.state_of(name) == "armed" for name in step.targets))
     await run.members.start(step.targets, due_ns=due)

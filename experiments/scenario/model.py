@@ -320,6 +320,12 @@ class Step:
     emulated: bool = False
 
     @property
+    def start_offsets_s(self) -> list[float]:
+        """A join wave's members' start offsets from the step, one per target (the resolver's draw over `spread_s`;
+        all 0 without a spread)."""
+        return [float(offset) for offset in self.params.get("start_offsets_s") or [0.0] * len(self.targets)]
+
+    @property
     def touches_links(self) -> bool:
         spec = spec_of(self.action)
         return spec.target is Target.LINK or (self.emulated and spec.holds_links_when_emulated)

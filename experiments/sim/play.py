@@ -366,7 +366,7 @@ class _Play:
         """A join wave as the runner plays it (experiments.faults.registry): every member due at the step's time,
         or at its declared offset (`spread_s`). Hosts started armed in the warm-up (`prestart`, the default) start
         each member when it is due; otherwise their processes start at the step and take PROCESS_START_MS first."""
-        offsets = [float(offset) for offset in step.params.get("start_offsets_s") or [0.0] * len(step.targets)]
+        offsets = step.start_offsets_s
         now_ns = self.recorders.clock()[0]
         armed = [name in self.armed for name in step.targets]
         self.armed.difference_update(step.targets)
