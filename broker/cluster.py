@@ -22,7 +22,6 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,13 +37,19 @@ from kafka.protocol.metadata import MetadataRequest
 from broker.cli import READY_LINE
 from broker.peers import PeerClient
 from broker.view import ClusterView  # noqa: F401 - re-exported: broker.cluster is where the cluster lives
+from rebalance.ports import free_ports
 
 READY_TIMEOUT_S = 60.0
+START_ATTEMPTS = 3         # each with fresh ports, when a broker finds its port taken
 STOP_TIMEOUT_S = 10.0
 
 
 class ClusterError(RuntimeError):
     pass
+
+
+class PortTaken(ClusterError):
+    """A broker found its port taken between the choice of the port and its bind."""
 
 
 @dataclass
@@ -66,20 +71,6 @@ class BrokerProcess:
     @property
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """Ports the kernel just handed out as free (all held at once so they differ)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind((host, 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,10 +131,19 @@ class LocalCluster:
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> LocalCluster:
         try:
-            for broker in self.brokers:
-                self._launch(broker)
-            for broker in self.brokers:
-                self._await_ready(broker)
+            for attempt in range(1, START_ATTEMPTS + 1):
+                try:
+                    for broker in self.brokers:
+                        self._launch(broker)
+                    for broker in self.brokers:
+                        self._await_ready(broker)
+                    break
+                except PortTaken:
+                    if attempt == START_ATTEMPTS:
+                        raise
+                    self._stop_processes()   # every broker knows its peers' ports: all move together
+                    for broker, port in zip(self.brokers, free_ports(len(self.brokers), self.brokers[0].host), strict=True):
+                        broker.port = port
             self.wait_for_live([broker.node_id for broker in self.brokers])
         except BaseException:
             self.stop()
@@ -180,14 +180,7 @@ class LocalCluster:
             self.wait_for_live([b.node_id for b in self.brokers if b.alive and b.node_id not in self.paused])
 
     def stop(self) -> None:
-        self.paused.clear()
-        for broker in self.brokers:
-            if broker.alive:
-                broker.process.send_signal(signal.SIGCONT)  # a paused broker cannot act on SIGTERM
-                broker.process.terminate()
-        for broker in self.brokers:
-            if broker.process is not None:
-                self._terminate(broker)
+        self._stop_processes()
         for directory in self._own_dirs:
             shutil.rmtree(directory, ignore_errors=True)
         self._own_dirs.clear()
@@ -234,6 +227,16 @@ class LocalCluster:
             time.sleep(0.1)  # re-ask: views change as probes run
 
     # -- internals -------------------------------------------------------------------
+    def _stop_processes(self) -> None:
+        self.paused.clear()
+        for broker in self.brokers:
+            if broker.alive:
+                broker.process.send_signal(signal.SIGCONT)  # a paused broker cannot act on SIGTERM
+                broker.process.terminate()
+        for broker in self.brokers:
+            if broker.process is not None:
+                self._terminate(broker)
+
     def _temporary(self, kind: str) -> Path:
         path = Path(tempfile.mkdtemp(prefix=f"rebalance-lab-brokers-{kind}-"))
         self._own_dirs.append(path)
@@ -276,6 +279,9 @@ class LocalCluster:
         while not ready.wait(0.2):
             if process.poll() is not None or time.monotonic() > deadline:
                 tail = broker.log_path.read_text(errors="replace")[-2000:]
+                last_line = (tail.strip().splitlines() or [""])[-1]
+                if "cannot listen" in last_line and "already in use" in last_line:
+                    raise PortTaken(f"broker {broker.node_id}: {last_line}")
                 raise ClusterError(f"broker {broker.node_id} did not start (exit {process.poll()}):\n{tail}")
 
     def _terminate(self, broker: BrokerProcess) -> None:

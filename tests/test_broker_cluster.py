@@ -11,11 +11,11 @@ from collections import defaultdict
 import pytest
 
 from broker.admin import create_topic
-from broker.cluster import free_ports
 from broker.embedded import EmbeddedBroker
 from broker.server import BrokerConfig
 from broker.topics import OFFSETS_TOPIC
 from experiments.folders.run_folder import RunFolder
+from rebalance.ports import free_ports
 
 pytestmark = pytest.mark.broker
 
@@ -80,6 +80,34 @@ def test_topics_created_on_one_broker_are_known_to_all(broker_cluster, unique_to
         assert cluster.partition_leaders(unique_topic, index) == {0: 0, 1: 1, 2: 0, 3: 1}
         names = {topic.name for topic in cluster.metadata(index).topics}
         assert OFFSETS_TOPIC in names
+
+
+def test_a_port_taken_before_the_broker_binds_it_moves_the_cluster_to_fresh_ports(monkeypatch):
+    # Between choosing a free port and a broker binding it, another process may take it.
+    import socket
+
+    import broker.cluster as cluster_module
+
+    squatter = socket.create_server(("127.0.0.1", 0))
+    taken = squatter.getsockname()[1]
+    drawn = []
+
+    def first_draw_collides(count, host="127.0.0.1"):
+        ports = free_ports(count, host)
+        drawn.append(ports)
+        return [taken, *ports[1:]] if len(drawn) == 1 else ports
+
+    monkeypatch.setattr(cluster_module, "free_ports", first_draw_collides)
+    cluster = cluster_module.LocalCluster(2, in_memory=True)
+    try:
+        cluster.start()
+        assert len(drawn) == 2
+        assert taken not in [broker.port for broker in cluster.brokers]
+        assert cluster.live_view(0) == [0, 1]
+    finally:
+        cluster.stop()
+        squatter.close()
+    assert not any(broker.alive for broker in cluster.brokers)
 
 
 def test_advertise_map_is_per_member_and_reloaded(tmp_path):

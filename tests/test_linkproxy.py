@@ -8,13 +8,8 @@ import time
 
 import pytest
 
+from rebalance.ports import free_port
 from zkensemble.linkproxy import DIAL_PATIENCE_S, LinkProxies
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _echo_once(listener: socket.socket) -> None:
@@ -32,7 +27,7 @@ def links():
 
 def test_a_target_that_starts_listening_just_after_the_dial_gets_the_connection(links):
     # A new ZooKeeper leader binds its learner port a moment after its followers learn of it.
-    target = _free_port()
+    target = free_port()
     port = links.add("1->2/quorum", target)
     caller = socket.create_connection(("127.0.0.1", port), timeout=5)
     time.sleep(0.3)
@@ -46,7 +41,7 @@ def test_a_target_that_starts_listening_just_after_the_dial_gets_the_connection(
 
 
 def test_a_target_that_never_listens_closes_the_callers_connection_after_the_patience(links):
-    port = links.add("1->2/quorum", _free_port())
+    port = links.add("1->2/quorum", free_port())
     started = time.monotonic()
     with socket.create_connection(("127.0.0.1", port), timeout=DIAL_PATIENCE_S + 5) as caller:
         try:

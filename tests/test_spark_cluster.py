@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from experiments.folders.run_folder import RunFolder
-from zkensemble.ports import free_ports
+from rebalance.ports import free_ports
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "experiments" / "scenarios"
 

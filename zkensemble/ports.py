@@ -4,20 +4,9 @@ from __future__ import annotations
 
 import socket
 
+from rebalance.ports import free_ports
+
 from .errors import PortInUse
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def check_free(port: int) -> None:

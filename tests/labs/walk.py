@@ -33,12 +33,13 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from rebalance.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 LABS = ROOT / "labs"
@@ -322,12 +323,6 @@ def prepare(folder: Path) -> Path:
             link.symlink_to(ROOT / name)
     (folder / ".lab").mkdir(exist_ok=True)
     return folder
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def walk(lab: Lab, folder: Path, *, timeout: float = 1800) -> Walk:
