@@ -9,20 +9,17 @@ The run's record is a RunRecord, as the runner writes it, its versions naming th
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from experiments.faults.history import FAULT_KEYS, fault_kind
 from experiments.folders.run_folder import RunFolder
 from experiments.folders.run_record import RunRecord, ScenarioSource
 from experiments.run.member_configs import member_config, native_settings, workload_of
 from experiments.run.provenance import git_commit, versions
 from experiments.run.settling import running_before
 from experiments.scenario import load
-from experiments.scenario.actions import Action, Span, phase_name, spec_of
 from experiments.scenario.model import Scenario, Step
-from experiments.sim import kip848, legacy
+from experiments.sim import host_startup, kip848, legacy
 from experiments.sim.application import Application
 from experiments.sim.classic import ClassicMember
 from experiments.sim.classic_coordinator import Coordinator
@@ -33,7 +30,8 @@ from experiments.sim.network import Network
 from experiments.sim.playable import check_playable
 from experiments.sim.recorders import T0_MS, T0_NS, Recorders, Tap
 from experiments.sim.records import Logs, Producer
-from experiments.sim.server_faults import SERVER_FAULTS, ServerFaults
+from experiments.sim.server_faults import ServerFaults
+from experiments.sim.timeline_steps import TimelineSteps
 from experiments.sim.zookeeper import ZooKeeper
 from legacy_zk.config import LegacyConfig
 from modern.classic.member import settings_from as classic_settings
@@ -95,7 +93,7 @@ def run_seed(task: tuple[str, list[str], str, int, str, bool, bool]) -> str:
                         warm_start=warm_start, records=records).path)
 
 
-class _Play:
+class _Play(TimelineSteps):
     def __init__(self, scenario: Scenario, backend: str, schedule, folder: RunFolder, seed: int, *,
                  warm_start: bool = False, records: bool = False, events: bool = True, tap: Tap | None = None) -> None:
         self.scenario, self.backend, self.schedule, self.folder, self.seed = scenario, backend, schedule, folder, seed
@@ -179,8 +177,7 @@ class _Play:
         if self.warm_start:
             self.start_stable(self.schedule.initial_members)
         else:
-            for name in self.schedule.initial_members:
-                self.start(name)
+            self.start_hosts()
         if not self.wait_stable(self.scenario.group.warmup_timeout * 1000, self.schedule.initial_members):
             self.runner.emit(ev.PHASE, name=ev.WARMUP_TIMEOUT, detail={})
         self.timeline_start_ms = self.sim.now_ms
@@ -258,101 +255,6 @@ class _Play:
         return replace(step, params={**step.params, "waited_s": round((self.sim.now_ms - began) / 1000, 3),
                                      "stable": stable})
 
-    # -- steps --------------------------------------------------------------------------------------
-
-    def apply(self, step: Step) -> None:
-        self.applied.append({"fault_id": step.fault_id, "op": step.op, "at": step.at,
-                             "offset_s": round((self.sim.now_ms - self.timeline_start_ms) / 1000, 3)})
-        action = Action(step.action)
-        spec = spec_of(action)
-        if not spec.is_fault:
-            self.runner.emit(ev.PHASE, name=phase_name(action, step.targets, dict(step.params)), fault_id=step.fault_id,
-                             targets=list(step.targets),
-                             **({"params": dict(step.params)} if "waited_s" in step.params else {}))
-        elif step.op == "heal":
-            self.heal(step)
-            return
-        else:
-            started = self.runner.emit(ev.FAULT_STARTED, **self.fault_fields(step))
-            undone = {a.value for a in spec.undoes}
-            for fault_id, event in list(self.active.items()):   # a restart ends a member's crash or leave
-                if event["action"] in undone and set(event["targets"]) & set(step.targets):
-                    self.runner.emit(ev.FAULT_STOPPED, **{key: event[key] for key in FAULT_KEYS},
-                                     observed_ts_ns=self.observed.pop(fault_id, None),
-                                     healed_ts_ns=self.recorders.clock()[0], healed_by=step.fault_id)
-                    del self.active[fault_id]
-            if spec.span is Span.INSTANT:
-                now_ns = self.recorders.clock()[0]
-                self.runner.emit(ev.FAULT_STOPPED, **self.fault_fields(step), observed_ts_ns=now_ns, healed_ts_ns=now_ns)
-            else:
-                self.active[step.fault_id] = started
-            if action in SERVER_FAULTS:   # a killed broker refuses connections at once: seen as it happens
-                self.observed[step.fault_id] = self.recorders.clock()[0]
-        do: dict[Action, Callable[[str], None]] = {Action.LEAVE: self.leave,
-                                                   Action.CRASH: self.crash, Action.RESTART: self.restart,
-                                                   Action.PAUSE: lambda name: self.members[name].pause(),
-                                                   Action.LINK: self.cut}
-        if action is Action.JOIN or (action is Action.SCALE and step.targets and step.targets[0] not in self.members):
-            self.join_wave(step)
-            return
-        if action is Action.SCALE:
-            act = self.leave
-        elif action in SERVER_FAULTS:
-            act = lambda target: self.servers.start(action, target)  # noqa: E731
-        else:
-            act = do.get(action)
-        for name in step.targets if act else ():
-            act(name)
-
-    def heal(self, step: Step) -> None:
-        """A timed fault's end: the member resumed, its link healed; its effect was seen from its start."""
-        started = self.active.pop(step.fault_id, None)
-        self.undo(step.action, step.targets)
-        self.runner.emit(ev.FAULT_STOPPED, **self.fault_fields(step),
-                         observed_ts_ns=None if started is None else started["ts_ns"],
-                         healed_ts_ns=self.recorders.clock()[0])
-
-    def final_heal(self) -> None:
-        """The runner's heal before settling: every fault still in force undone and closed."""
-        now_ns = self.recorders.clock()[0]
-        for fault_id, started in list(self.active.items()):
-            self.undo(started["action"], started["targets"])
-            self.runner.emit(ev.FAULT_STOPPED, **{key: started[key] for key in FAULT_KEYS},
-                             observed_ts_ns=self.observed.pop(fault_id, None), healed_ts_ns=now_ns, healed_by="final-heal")
-            del self.active[fault_id]
-
-    def undo(self, action: str, targets) -> None:
-        for name in targets:
-            if action == Action.PAUSE.value:
-                self.members[name].resume()
-            elif action == Action.LINK.value:
-                self.heal_link(name)
-            elif Action(action) in SERVER_FAULTS:
-                self.servers.heal(Action(action), name)
-
-    def cut(self, name: str) -> None:
-        """A member's coordination link black-holed: a coordinator client's link to its broker, a 0.8 member's to
-        ZooKeeper (the member models what its client notices)."""
-        member = self.members[name]
-        if isinstance(member, legacy.LegacyMember):
-            member.cut()
-        else:
-            self.network.cut(self.member_id(name))
-
-    def heal_link(self, name: str) -> None:
-        member = self.members[name]
-        if isinstance(member, legacy.LegacyMember):
-            member.heal()
-        else:
-            self.network.heal(self.member_id(name))
-
-    def fault_fields(self, step: Step) -> dict:
-        return {"fault_id": step.fault_id, "kind": fault_kind(step), "action": step.action,
-                "target": ",".join(step.targets), "targets": list(step.targets),
-                "member_ids": [self.member_id(name) for name in step.targets] if spec_of(step.action).hits_members
-                else [], "link": step.link,
-                "params": dict(step.params), "emulated": step.emulated, "at_s": step.at, "line": step.line}
-
     def member_id(self, name: str) -> str:
         return self.profile.member_id(self.scenario.group.name, name)
 
@@ -378,6 +280,21 @@ class _Play:
                 self.sim.after(delay_ms, lambda name=name: self.start(name))
             else:
                 self.start(name)
+
+    def start_hosts(self) -> None:
+        """The warm-up as the runner plays it: every initial member's host process started at once, and (`prestart`)
+        every later wave's, armed; they share the cores while they come up (experiments.sim.host_startup), and each
+        initial member begins once its host is up."""
+        initial = self.schedule.initial_members
+        hosts = list(dict.fromkeys(self.schedule.host_of(name).name for name in initial))
+        armed = len(self.schedule.wave_hosts()) if self.scenario.group.prestart else 0
+        ready = host_startup.ready_after_ms(host_startup.start_work_ms(self.sim.rng, len(hosts) + armed))
+        up = dict(zip(hosts, ready, strict=False))   # the armed hosts' times only take their share of the cores
+        begun: dict[str, int] = {}
+        for name in initial:
+            host = self.schedule.host_of(name).name
+            begun[host] = begun.get(host, -1) + 1
+            self.sim.after(up[host] + begun[host] * host_startup.MEMBER_START_MS, lambda name=name: self.start(name))
 
     def start_stable(self, names) -> None:
         """The warm start: the members as a stable group their coordinator loaded (kip848_coordinator.Coordinator.load_stable)."""
