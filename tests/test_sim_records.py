@@ -237,3 +237,19 @@ def test_a_joining_kip848_members_poll_ends_at_the_joins_answer(tmp_path):
     assert (first_done["ts_ns"] - started[joiner]) / 1e6 < 20, "the join's answer ends the joining poll's wait"
     assert first_done["assigned"] == []
     assert any(event["type"] == "partitions_assigned" for event in mine), "its partitions taken at a later poll"
+
+
+def test_an_idle_kip848_members_poll_that_comes_round_as_a_heartbeat_falls_due_waits_for_its_answer(tmp_path):
+    """modern.kip848.member._wait_idle: a poll with nothing to fetch that finds a heartbeat due now waits for the
+    group's news, so the assignment that heartbeat's answer brings is taken at once, not a poll wait (500 ms)
+    later; the real runs' idle members take it some 35 ms after the heartbeat fell due."""
+    scenario = loads(SCENARIO.format(rate=100, service_ms=5, max_poll=500, strategy="uniform").replace(
+        'member = "last"', "member = 0"), source="records.toml", overrides=['backends=["kip848"]'])
+    events = _events(simulate(scenario, "kip848", tmp_path / "run", records=True))
+    started = {event["member"]: event["ts_ns"] for event in events if event["type"] == "member_started"}
+    joiner = max(started, key=started.get)
+    mine = sorted((event for event in events if event.get("member") == joiner), key=lambda event: event["ts_ns"])
+    assigned = next(event for event in mine if event["type"] == "partitions_assigned")
+    beat = max(event["ts_ns"] for event in mine if event["type"] == "coordination_request"
+               and event.get("op") == "ConsumerGroupHeartbeat" and event["ts_ns"] <= assigned["ts_ns"])
+    assert (assigned["ts_ns"] - beat) / 1e6 < 20
