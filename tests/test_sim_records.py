@@ -253,3 +253,23 @@ def test_an_idle_kip848_members_poll_that_comes_round_as_a_heartbeat_falls_due_w
     beat = max(event["ts_ns"] for event in mine if event["type"] == "coordination_request"
                and event.get("op") == "ConsumerGroupHeartbeat" and event["ts_ns"] <= assigned["ts_ns"])
     assert (assigned["ts_ns"] - beat) / 1e6 < 20
+
+
+@pytest.mark.parametrize("backend", ["classic", "kip848"])
+def test_a_restarted_members_new_process_starts_once_the_old_one_has_closed(tmp_path, backend):
+    """The runner stops a host and waits for it to exit (each member leaving after the batch it is handling) before
+    it starts the new process: a new instance never overlaps the old one, so no record is handled twice."""
+    from experiments.sim.play import PROCESS_START_MS
+
+    scenario = loads(SCENARIO.format(rate=200, service_ms=40, max_poll=100, strategy="range").replace(
+        'action = "leave"\nmember = "last"', 'action = "restart"\nmember = 0'), source="records.toml",
+        overrides=[f'backends=["{backend}"]'])
+    events = _events(simulate(scenario, backend, tmp_path / "run", records=True))
+    mine = [event for event in events if event.get("process") == "sim:h000"]
+    stopped = next(event["ts_ns"] for event in mine if event["type"] == "member_stopped")
+    restarted = [event["ts_ns"] for event in mine if event["type"] == "member_started"][1]
+    assert (restarted - stopped) / 1e6 == pytest.approx(PROCESS_START_MS, abs=1)
+    assert not any(event["type"] == "records_processed" and stopped < event["ts_ns"] < restarted for event in mine)
+    handled = Counter((event["partition"], offset) for event in events if event["type"] == "records_processed"
+                      for offset in range(event["first_offset"], event["last_offset"] + 1))
+    assert handled and max(handled.values()) == 1, "no record handled twice"

@@ -17,12 +17,15 @@ process paused and its coordination link cut, act through its clock and the netw
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from experiments.sim.application import record_commit
 from experiments.sim.classic_coordinator import Coordinator
 from experiments.sim.classic_heartbeat import HeartbeatThread
 from experiments.sim.classic_timing import ClientTiming, State
 from experiments.sim.kernel import Simulation, Timer
 from experiments.sim.network import MemberClock, Network, exchange
+from experiments.sim.recorders import member_closed
 from modern.classic.consumer_protocol import (
     decode_assignment,
     decode_subscription,
@@ -58,6 +61,7 @@ class ClassicMember(HeartbeatThread):
                  name: str, group: str, topics: dict[str, int], strategy: str, timing: ClientTiming,
                  client_id: str | None = None) -> None:
         self.sim, self.network, self.coordinator, self.recorder = sim, network, coordinator, recorder
+        self.on_stopped: Callable[[], None] | None = None   # a restart waiting for the clean close
         self.name, self.group, self.topics, self.timing = name, group, topics, timing
         # The client.id the coordinator makes the member id from (`<client.id>-<uuid>`): the range and round-robin
         # assignors hand partitions out in member-id order (rebalance.member.pod_client_id)
@@ -118,8 +122,7 @@ class ClassicMember(HeartbeatThread):
         member_id, self._alive, self.state = self.member_id, False, State.STOPPED
         # The real member logs member_stopped once its client has closed, a fraction of a millisecond after the
         # LeaveGroup's answer (0.17 ms in a herd run): the summary then charges that LeaveGroup to the change before.
-        self._request("LeaveGroup", lambda _answer: self.sim.after(
-                          CLOSED_AFTER_LEAVE_MS, lambda: self.recorder.emit(ev.MEMBER_STOPPED, self.name, reason="close")),
+        self._request("LeaveGroup", lambda _answer: self.sim.after(CLOSED_AFTER_LEAVE_MS, lambda: member_closed(self)),
                       to_coordinator=lambda reply: self.coordinator.leave(member_id, reply))
 
     def crash(self) -> None:

@@ -17,10 +17,13 @@ real client's arithmetic). The faults split brain puts on a member act through i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from experiments.sim.application import record_commit
 from experiments.sim.kernel import Simulation, Timer
 from experiments.sim.kip848_coordinator import Coordinator
 from experiments.sim.network import MemberClock, Network, exchange
+from experiments.sim.recorders import member_closed
 from modern.client.coordinator_lookup import ExponentialBackoff
 from modern.common import errors
 from modern.coordinator.consumer_group import HeartbeatRequest, HeartbeatResult
@@ -42,6 +45,7 @@ class Kip848Member:
                  name: str, group: str, topics: dict[str, int], assignor: str,
                  settings: Kip848Settings | None = None) -> None:
         self.sim, self.network, self.coordinator, self.recorder = sim, network, coordinator, recorder
+        self.on_stopped: Callable[[], None] | None = None   # a restart waiting for the clean close
         self.name, self.group, self.topics, self.assignor = name, group, topics, assignor
         self.settings = settings or Kip848Settings(group=group, topics=tuple(topics), bootstrap=(("sim", 0),),
                                                    client_id=name)
@@ -111,7 +115,7 @@ class Kip848Member:
             self.recorder.emit(ev.PARTITIONS_REVOKED, self.name, partitions=sorted(map(str, self.owned)))
         request = HeartbeatRequest(member_id=self.member_id, member_epoch=LEAVE_EPOCH)
         self._send(request, LEAVE_EPOCH, owned=None,   # the member stops once its leave heartbeat is answered
-                   on_answer=lambda _answer: self.recorder.emit(ev.MEMBER_STOPPED, self.name, reason="close"))
+                   on_answer=lambda _answer: member_closed(self))
 
     def crash(self) -> None:
         self._alive = False

@@ -24,13 +24,14 @@ rebalances late, which is what makes one member's claims meet another's owner no
 from __future__ import annotations
 
 import json
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from functools import lru_cache
 
 from experiments.sim.kernel import Simulation, Timer
 from experiments.sim.legacy_session import Request, SessionFaults
 from experiments.sim.network import Network
+from experiments.sim.recorders import member_closed
 from experiments.sim.zookeeper import NodeExists, NoNode, ZooKeeper
 from legacy_zk.config import LegacyConfig
 from legacy_zk.registry import BROKER_IDS, GroupPaths, parse_registration, registration_json, topic_path
@@ -72,6 +73,7 @@ class LegacyMember(SessionFaults):
                  name: str, consumer_id: str, group: str, topics: dict[str, int], strategy: str,
                  config: LegacyConfig, zk_nodes: int = 1) -> None:
         self.sim, self.network, self.zk, self.host, self.recorder = sim, network, zk, host, recorder
+        self.on_stopped: Callable[[], None] | None = None   # a restart waiting for the clean close
         self.name, self.consumer_id, self.topics, self.strategy = name, consumer_id, topics, strategy
         self.paths = GroupPaths(group)
         self.group = group
@@ -147,7 +149,7 @@ class LegacyMember(SessionFaults):
 
         def closed() -> None:   # closeSession answered: the ids and owner nodes are gone, then the member stops
             self.zk.close_session(session)
-            self.recorder.emit(ev.MEMBER_STOPPED, self.name, reason="close")
+            member_closed(self)
 
         self.sim.after(self.network.delay_ms(), closed)
 

@@ -12,6 +12,7 @@ import gc
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from experiments.faults.members import STOP_TIMEOUT_S
 from experiments.folders.run_folder import RunFolder
 from experiments.folders.run_record import RunRecord, ScenarioSource
 from experiments.run.member_configs import member_config, native_settings, workload_of
@@ -346,14 +347,34 @@ class _Play(TimelineSteps):
         self.members[name].leave()
 
     def restart(self, name: str) -> None:
-        """A clean stop of a running member (a crashed or departed one is simply started), then a new process."""
+        """A clean stop of a running member (a crashed or departed one is simply started), then a new process once the
+        old one has exited: the runner stops a host and waits for it (its members leave, each after the batch it is
+        handling) before it starts the new one. Here each member's new process follows its own clean close; a stop
+        the runner would end with a kill (STOP_TIMEOUT_S) starts the new process then."""
+        def new_process() -> None:
+            if not started:
+                started.append(True)
+                self.sim.after(PROCESS_START_MS, lambda: self.start(name))
+
+        def killed() -> None:   # still not closed when the runner gives up on the stop
+            if not started:
+                self.kill(old)
+                new_process()
+
+        started: list[bool] = []
         if name in self.running:
+            old = self.members[name]
+            old.on_stopped = new_process
             self.leave(name)
-        self.sim.after(PROCESS_START_MS, lambda: self.start(name))
+            self.sim.after(STOP_TIMEOUT_S * 1000, killed)
+        else:
+            new_process()
 
     def crash(self, name: str) -> None:
         self.running.remove(name)
-        member = self.members[name]
+        self.kill(self.members[name])
+
+    def kill(self, member) -> None:
         if isinstance(member, legacy.LegacyMember):
             member.crash(self.scenario.group.session_timeout_ms)
         else:

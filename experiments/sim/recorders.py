@@ -14,6 +14,7 @@ from pathlib import Path
 from experiments.folders.run_folder import RunFolder
 from experiments.run.settling import Settling
 from experiments.sim.kernel import Simulation
+from rebalance import events as ev
 from rebalance.events import EventRecorder
 
 T0_NS = 7_000_000_000_000          # an arbitrary CLOCK_MONOTONIC origin
@@ -62,3 +63,11 @@ class Recorders:
         for recorder in self._open.values():
             recorder.close()
         self._open.clear()
+
+
+def member_closed(member) -> None:
+    """A clean close complete: the member's `member_stopped`, then whatever waited for it (a restart's new process,
+    which the runner starts only once the old one has exited)."""
+    member.recorder.emit(ev.MEMBER_STOPPED, member.name, reason="close")
+    if member.on_stopped is not None:
+        member.on_stopped()
