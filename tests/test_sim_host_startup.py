@@ -70,3 +70,29 @@ def test_the_members_of_one_host_begin_one_after_another_once_it_is_up(tmp_path)
     for times in started.values():
         gaps = [b - a for a, b in zip(times[:4], times[1:5], strict=True)]
         assert gaps == pytest.approx([MEMBER_START_MS] * 4)
+
+
+def test_messages_wait_while_more_hosts_start_than_there_are_cores_and_keep_their_order():
+    from experiments.sim.kernel import Simulation
+    from experiments.sim.network import (
+        LOADED_WAIT_MS_PER_PROCESS,
+        NETWORK_JITTER_MS,
+        NETWORK_ONE_WAY_MS,
+        Network,
+    )
+
+    sim = Simulation(3)
+    network = Network(sim)
+    network.starting([1_000.0] * 20, cores=2)
+    loaded = [network.delay_ms() for _ in range(2_000)]
+    mean_wait = sum(loaded) / len(loaded) - NETWORK_ONE_WAY_MS - NETWORK_JITTER_MS / 2
+    assert mean_wait == pytest.approx(LOADED_WAIT_MS_PER_PROCESS * 18, rel=0.1)   # 20 starting, 18 beyond the cores
+
+    arrived: list[int] = []
+    for index in range(50):   # one link: the waits drawn differ, the messages arrive in the order sent
+        network.send("m", lambda index=index: arrived.append(index))
+    sim.run_until(900.0)
+    assert arrived == list(range(50))
+
+    sim.run_until(1_000.5)    # every host up: loopback again
+    assert all(network.delay_ms() <= NETWORK_ONE_WAY_MS + NETWORK_JITTER_MS for _ in range(100))

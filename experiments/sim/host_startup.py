@@ -8,7 +8,9 @@ comes up when it has had its own work (processor sharing). So three hosts on two
 their work, the quickest first; a seed draws each host's work within `HOST_START_SPREAD` of the mean, the
 differences a real warm-up shows between hosts that do the same.
 
-Not modelled: the servers' share of the cores while the hosts start (the members' hosts run at a lower priority
+Meanwhile the members already up wait for the cores too: every message of theirs waits (experiments.sim.network,
+`Network.starting`), so the group's first member is still joining when its host's next members join, as in the real
+warm-ups. Not modelled: the servers' share of the cores while the hosts start (the members' hosts run at a lower priority
 than the brokers and ZooKeeper, experiments.run.member_cpu) and a restart's new process, which starts while the
 running members load the machine (`experiments.sim.play.PROCESS_START_MS`, a fixed time).
 """

@@ -16,20 +16,47 @@ from experiments.sim.kernel import Simulation, Timer
 
 NETWORK_ONE_WAY_MS = 0.25          # loopback, as the lab's runs have it: requests answer in well under 1 ms
 NETWORK_JITTER_MS = 0.15
+# While the warm-up's host processes are still coming up they hold both cores, and a message waits for its sender's
+# or receiver's process to be scheduled: in a real seed002 warm-up (20 hosts starting on 2 cores, 2026-12-06) the
+# members' first FindCoordinator took 14.3 ms at the median and their joins 10.4 ms ([0.9-396] and [1.7-99] ms,
+# n = 50 each), against 1.1 ms for the same heartbeats later. Each one-way trip then takes an extra wait drawn from
+# an exponential of this mean per process still starting beyond the cores (fitted to those medians: 19 processes
+# beyond 2 cores at the start, a round trip of two such waits).
+LOADED_WAIT_MS_PER_PROCESS = 0.35
 
 
 class Network:
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self._held: dict[str, list[Callable[[], None]]] = {}   # per member whose coordination link is cut
+        self._starting_until: list[float] = []   # when each host process started in the warm-up comes up
+        self._cores = 1
+        self._last_arrival: dict[str, float] = {}
+
+    def starting(self, ready_ms: list[float], cores: int) -> None:
+        """Host processes that began together now and come up at `ready_ms`: until then they load the cores."""
+        self._starting_until = sorted(self.sim.now_ms + ready for ready in ready_ms)
+        self._cores = cores
 
     def delay_ms(self) -> float:
-        return NETWORK_ONE_WAY_MS + self.sim.rng.random() * NETWORK_JITTER_MS
+        delay = NETWORK_ONE_WAY_MS + self.sim.rng.random() * NETWORK_JITTER_MS
+        if self._starting_until:
+            now = self.sim.now_ms
+            while self._starting_until and self._starting_until[0] <= now:
+                self._starting_until.pop(0)
+            beyond = len(self._starting_until) - self._cores
+            if beyond > 0:
+                delay += self.sim.rng.expovariate(1 / (LOADED_WAIT_MS_PER_PROCESS * beyond))
+        return delay
 
     def send(self, member: str, deliver: Callable[[], None]) -> None:
         """One message over `member`'s coordination link, either way: `deliver` runs after a one-way delay, or
         after the heal when the link is cut at the moment it would arrive."""
-        self.sim.after(self.delay_ms(), lambda: self._arrive(member, deliver))
+        arrival = self.sim.now_ms + self.delay_ms()
+        if self._starting_until:   # a link keeps its order (TCP) when the waits drawn would swap two messages
+            arrival = max(arrival, self._last_arrival.get(member, arrival))
+            self._last_arrival[member] = arrival
+        self.sim.at(arrival, lambda: self._arrive(member, deliver))
 
     def _arrive(self, member: str, deliver: Callable[[], None]) -> None:
         if member in self._held:

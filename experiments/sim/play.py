@@ -290,6 +290,7 @@ class _Play(TimelineSteps):
         hosts = list(dict.fromkeys(self.schedule.host_of(name).name for name in initial))
         armed = len(self.schedule.wave_hosts()) if self.scenario.group.prestart else 0
         ready = host_startup.ready_after_ms(host_startup.start_work_ms(self.sim.rng, len(hosts) + armed))
+        self.network.starting(ready, host_startup.CORES)
         up = dict(zip(hosts, ready, strict=False))   # the armed hosts' times only take their share of the cores
         begun: dict[str, int] = {}
         for name in initial:
