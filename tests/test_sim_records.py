@@ -115,6 +115,23 @@ def test_a_member_busy_with_its_batch_holds_the_groups_rebalance(tmp_path):
     assert max(busy) > 200, busy
 
 
+def test_a_cooperative_member_busy_through_two_rebalances_keeps_its_generation_and_its_commits(tmp_path):
+    """A busy cooperative member's SyncGroup can meet the group's next rebalance (REBALANCE_IN_PROGRESS). As Kafka
+    3.7's, it then prepares a rebalance from its new JoinGroup on: no heartbeat of its old generation goes out to be
+    fenced (ILLEGAL_GENERATION, its partitions lost and handled again by their new owners). And the SyncGroup that
+    takes partitions away makes it stable before onPartitionsRevoked, where Spring commits what it kept for them."""
+    events = _events(_play(tmp_path, strategy="cooperative-sticky", rate=400, service_ms=100, max_poll=20))
+    requests = [e for e in events if e["type"] == "coordination_request"]
+    assert any(e["op"] == "SyncGroup" and e["error"] == "REBALANCE_IN_PROGRESS" for e in requests)
+    assert not [e for e in requests if e["op"] == "Heartbeat" and e["error"] == "ILLEGAL_GENERATION"]
+    assert not [e for e in events if e["type"] == "partitions_lost"]
+    revoked_at = {(e["member"], e["ts_ns"]) for e in events if e["type"] == "partitions_revoked"}
+    assert not [e for e in events if e["type"] == "commit_failed" and (e["member"], e["ts_ns"]) in revoked_at]
+    handled = Counter((e["partition"], offset) for e in events if e["type"] == "records_processed"
+                      for offset in range(e["first_offset"], e["last_offset"] + 1))
+    assert set(handled.values()) == {1}
+
+
 def test_records_are_refused_by_name_where_they_are_not_simulated_yet(tmp_path):
     scenario = loads(SCENARIO.format(rate=10, service_ms=5, max_poll=500, strategy="range"), source="records.toml")
     with pytest.raises(NotSimulated, match="records are simulated for classic and kip848 so far, not legacy"):

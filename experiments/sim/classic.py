@@ -246,6 +246,9 @@ class ClassicMember(HeartbeatThread):
     def _send_join(self) -> None:
         if not self._alive:
             return
+        # Kafka's initiateJoinGroup: preparing a rebalance from the JoinGroup on, so the heartbeat thread stops,
+        # a retry after a failed SyncGroup included (its old generation's heartbeats would be fenced)
+        self.state = State.JOINING
         self.attempts += 1
         subscription = Subscription(topics=tuple(sorted(self.topics)), owned_partitions=tuple(sorted(self.owned)),
                                     generation=self.generation)
@@ -298,6 +301,9 @@ class ClassicMember(HeartbeatThread):
             self._join_failed(answer.error)
             then()
             return
+        # Kafka's SyncGroup handler makes the member stable before onJoinComplete runs the callbacks, so the
+        # commit of the revoked partitions' offsets in onPartitionsRevoked carries the new generation
+        self.state = State.STABLE
         assigned = frozenset(decode_assignment(answer.assignment).partitions)
         added = assigned - self.owned
         revoked = self.owned - assigned
@@ -328,7 +334,6 @@ class ClassicMember(HeartbeatThread):
         if fetched:
             self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.name, partitions=sorted(map(str, fetched)),
                                committed={str(tp): offset for tp, offset in sorted(committed.items())})
-        self.state = State.STABLE
         if self.app is not None:
             self.app.rebalanced()
         self.recorder.emit(ev.REBALANCE_COMPLETED, self.name, generation=self.generation,
