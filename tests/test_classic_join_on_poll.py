@@ -177,3 +177,66 @@ def test_a_leader_busy_with_its_batch_holds_the_sync_group_only_when_it_keeps_pa
             recorder.close()
     leaders = [e for e in read_events(path) if e["type"] == "rebalance_completed" and e["member"] == "leader"]
     assert leaders and all(e["leader"] for e in leaders), "the first member did not stay the leader"
+
+
+def test_a_cooperative_member_with_nothing_to_auto_commit_rejoins_in_the_poll_that_revoked(cluster, tmp_path):
+    """Spring's acknowledgements, not the client, commit (auto-commit off). When a SyncGroup takes partitions
+    away, Kafka 3.7's joinGroupIfNeeded goes round again in the same poll: onJoinPrepare has no auto-commit to
+    wait for and returns at once, so the follow-up JoinGroup goes out before poll() hands the application its
+    records. `owner` owns all four partitions and handles each batch for HANDLING_S; a newcomer joins, so
+    `owner` revokes two. Its follow-up JoinGroup must be out while it handles the batch that poll returned,
+    not at its next poll."""
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster.bootstrap, topic, PARTITIONS)
+    recorder = EventRecorder(tmp_path / "events.jsonl", backend="classic")
+
+    def member(name: str) -> ModernMember:
+        return ModernMember(MemberConfig(group=group, topics=(topic,), member_name=name, strategy="cooperative-sticky",
+                                         bootstrap=cluster.bootstrap, session_timeout_ms=10_000, auto_commit=False,
+                                         extra={"heartbeat.interval.ms": 300, "max.poll.interval.ms": 60_000}),
+                            recorder=recorder)
+
+    handling_s = 0.2
+    revoking_polls: list[tuple[int, int]] = []   # JoinGroups sent before the poll, and at the end of its batch
+    stop = threading.Event()
+    owner, newcomer = member("owner"), member("newcomer")
+
+    def owner_loop() -> None:
+        while not stop.is_set():
+            before, joins = owner.assignment(), sent_joins(owner)
+            records = owner.poll(0.05)
+            revoked = bool(before - owner.assignment())
+            if records:
+                time.sleep(handling_s)   # handling the batch: no call into the client
+            if revoked:
+                revoking_polls.append((joins, sent_joins(owner)))
+
+    def newcomer_loop() -> None:
+        while not stop.is_set():
+            newcomer.poll(0.05)
+
+    producing = Producing(cluster.bootstrap, topic)
+    threads = [threading.Thread(target=loop, daemon=True) for loop in (owner_loop, newcomer_loop)]
+    try:
+        owner.start()
+        threads[0].start()
+        wait_until(lambda: len(owner.assignment()) == PARTITIONS, "the owner to own every partition")
+        newcomer.start()
+        threads[1].start()
+        wait_until(lambda: revoking_polls, "the owner to revoke partitions for the newcomer", timeout_s=30)
+        wait_until(lambda: len(newcomer.assignment()) == PARTITIONS // 2, "the newcomer to get two partitions",
+                   timeout_s=30)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+        producing.stop()
+        for one in (owner, newcomer):
+            one.close()
+        recorder.close()
+    joins_before, joins_after_batch = revoking_polls[0]
+    assert joins_after_batch > joins_before, "the follow-up JoinGroup waited for the owner's next poll"
+
+
+def sent_joins(member: ModernMember) -> int:
+    return member.coordinator.requests.sent.get("JoinGroup", 0)

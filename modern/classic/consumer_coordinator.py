@@ -13,7 +13,8 @@ are lost (`OffsetCommitResponseHandler`). FENCED_INSTANCE_ID on a commit of the 
 generation is fatal. The only commit of a rebalance is the one before the rejoin, retried with
 backoff up to the rebalance timeout: eager, on the polling thread, before the revocation (no
 record is handed out meanwhile, as Kafka pauses the partitions); cooperative, on the round's
-thread, while records keep flowing, its JoinGroup sent at the application's next call once it is done. After a cooperative SyncGroup the revoked partitions are
+thread, while records keep flowing, its JoinGroup sent at the application's next call once it is done (with nothing
+to auto-commit, in the same call). After a cooperative SyncGroup the revoked partitions are
 only handed to the listener, as `onJoinComplete` does: what was consumed since the pre-join
 commit is consumed again by the new owner. Partition changes reach the member through
 `PartitionHooks`, on the polling thread only.
@@ -113,9 +114,12 @@ class ConsumerCoordinator(GroupMembership):
     def _background_preparation(self) -> Callable[[], bool] | None:
         """Cooperative: the pre-join commit, on the round's thread, so that records keep flowing (Kafka's
         onJoinPrepare sends it and returns; the JoinGroup goes at the application's next call once it is
-        answered). None for eager members (theirs ran in _on_join_prepare) and when nothing is owned to commit
-        for: a first join, or after the partitions were lost."""
-        if not self.cooperative or not self.generation.is_valid:
+        answered). None for eager members (theirs ran in _on_join_prepare), when nothing is owned to commit
+        for (a first join, or after the partitions were lost) and when there is nothing to auto-commit
+        (auto-commit off, as with Spring's acknowledgements, or nothing consumed): Kafka's onJoinPrepare then
+        returns at once and the JoinGroup goes out in the same call, a follow-up round's in the poll that
+        applied the revocation."""
+        if not self.cooperative or not self.generation.is_valid or not self.hooks.positions():
             return None
         return self._cooperative_pre_join_commit
 

@@ -16,8 +16,9 @@ sent) only on the application's thread, when it calls into the client (`poll`, `
 thread, disabled until the member has joined, never reads a JoinGroup answer. A request's own thread stands
 for the network: it waits for the answer and stores it. It also reads the SyncGroup's answer, as Kafka's
 heartbeat thread, enabled from the JoinGroup answer on, may. A SYNCED round is applied (the partition changes
-and the listener) at the application's next poll. PREPARING is the cooperative pre-join commit, on the round's
-thread so that records keep flowing; the JoinGroup then waits for the application's next call.
+and the listener) at the application's next poll. PREPARING is the cooperative pre-join auto-commit, on the
+round's thread so that records keep flowing; the JoinGroup then waits for the application's next call (with
+nothing to auto-commit there is no PREPARING: the JoinGroup goes out in the call that started the round).
 """
 
 from __future__ import annotations
