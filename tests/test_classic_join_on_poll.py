@@ -24,7 +24,7 @@ from modern.classic.member import ModernMember
 from rebalance.events import EventRecorder, read_events
 from rebalance.member import MemberConfig
 from tests.modern_support import wait_until
-from tests.test_poll_loop_classic import PARTITIONS, Producing
+from tests.test_poll_loop_classic import PARTITIONS, Producing, joins_sent
 
 pytestmark = pytest.mark.broker
 
@@ -183,7 +183,7 @@ def test_a_cooperative_member_with_nothing_to_auto_commit_rejoins_in_the_poll_th
     """Spring's acknowledgements, not the client, commit (auto-commit off). When a SyncGroup takes partitions
     away, Kafka 3.7's joinGroupIfNeeded goes round again in the same poll: onJoinPrepare has no auto-commit to
     wait for and returns at once, so the follow-up JoinGroup goes out before poll() hands the application its
-    records. `owner` owns all four partitions and handles each batch for HANDLING_S; a newcomer joins, so
+    records. `owner` owns all four partitions and handles each batch for 0.2 s; a newcomer joins, so
     `owner` revokes two. Its follow-up JoinGroup must be out while it handles the batch that poll returned,
     not at its next poll."""
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
@@ -203,13 +203,13 @@ def test_a_cooperative_member_with_nothing_to_auto_commit_rejoins_in_the_poll_th
 
     def owner_loop() -> None:
         while not stop.is_set():
-            before, joins = owner.assignment(), sent_joins(owner)
+            before, joins = owner.assignment(), joins_sent(owner)
             records = owner.poll(0.05)
             revoked = bool(before - owner.assignment())
             if records:
                 time.sleep(handling_s)   # handling the batch: no call into the client
             if revoked:
-                revoking_polls.append((joins, sent_joins(owner)))
+                revoking_polls.append((joins, joins_sent(owner)))
 
     def newcomer_loop() -> None:
         while not stop.is_set():
@@ -236,7 +236,3 @@ def test_a_cooperative_member_with_nothing_to_auto_commit_rejoins_in_the_poll_th
         recorder.close()
     joins_before, joins_after_batch = revoking_polls[0]
     assert joins_after_batch > joins_before, "the follow-up JoinGroup waited for the owner's next poll"
-
-
-def sent_joins(member: ModernMember) -> int:
-    return member.coordinator.requests.sent.get("JoinGroup", 0)
