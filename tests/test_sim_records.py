@@ -132,6 +132,20 @@ def test_a_cooperative_member_busy_through_two_rebalances_keeps_its_generation_a
     assert set(handled.values()) == {1}
 
 
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_a_classic_member_asks_committed_offsets_only_for_partitions_new_to_it(tmp_path, strategy):
+    """Kafka 3.7's client fetches committed offsets for the partitions a join gave it that it had no position for;
+    a cooperative member that keeps what it had (every follow-up round, and most members in every round) sends no
+    OffsetFetch at all, as the lab's real client sends none for an empty set. One OffsetFetch per partitions_assigned."""
+    events = _events(_play(tmp_path, strategy=strategy, rate=400, service_ms=20, max_poll=20))
+    fetches = Counter(e["member"] for e in events if e["type"] == "coordination_request" and e["op"] == "OffsetFetch")
+    assigned = Counter(e["member"] for e in events if e["type"] == "partitions_assigned" and e["partitions"])
+    rounds = Counter(e["member"] for e in events if e["type"] == "rebalance_completed")
+    assert fetches == assigned
+    if strategy == "cooperative-sticky":
+        assert sum(rounds.values()) > sum(fetches.values()), "some rounds gave a member nothing new"
+
+
 def test_records_are_refused_by_name_where_they_are_not_simulated_yet(tmp_path):
     scenario = loads(SCENARIO.format(rate=10, service_ms=5, max_poll=500, strategy="range"), source="records.toml")
     with pytest.raises(NotSimulated, match="records are simulated for classic and kip848 so far, not legacy"):

@@ -7,7 +7,7 @@ reads them (`ClientTiming.of`).
 
 Modelled (the real client is threaded code): the member's requests, in the order `modern/classic/` sends them. A
 member finds the coordinator, joins (MEMBER_ID_REQUIRED first, then with its id), the leader assigns, every member
-syncs and fetches its committed offsets. The heartbeat thread beats every heartbeat.interval.ms; a
+syncs and fetches the committed offsets of the partitions new to it (none asked when none are new). The heartbeat thread beats every heartbeat.interval.ms; a
 REBALANCE_IN_PROGRESS answer sends the member back to JoinGroup (Kafka's onJoinPrepare first: the application
 commits, an eager member revokes everything); a heartbeat unanswered until the session runs out is given up and
 the coordinator looked up again. Commits go out one at a time and are given up after request.timeout.ms. Without
@@ -313,6 +313,9 @@ class ClassicMember(HeartbeatThread):
         def fetch_offsets() -> None:
             if self.cooperative and revoked:
                 self._revoke(revoked)
+            if not fetch:   # nothing newly assigned: Kafka's client asks no committed offsets, nor does the lab's
+                self._completed(assigned, fetch, rejoin=rejoin, then=then)
+                return
             self._request("OffsetFetch", lambda: self._completed(assigned, fetch, rejoin=rejoin, then=then))
 
         if self.app is not None and self.cooperative and revoked:
