@@ -152,6 +152,46 @@ def test_a_newcomer_whose_join_is_unanswered_keeps_the_group_unstable():
     assert not settling.stable(["a", "b", "c", "d"], PARTITIONS, now_ns=late, quiet_ns=int(2e9))   # d not up
 
 
+def _coordinator(settling: Settling, t_s: float, event: str, member: str = "", node: int = 0, **fields) -> None:
+    settling.feed({"type": ev.COORDINATOR_EVENT, "member": member, "ts_ns": int(t_s * 1e9), "group": "g",
+                   "node": node, "protocol": "consumer", "event": event, **fields})
+
+
+def test_a_kip848_newcomer_done_with_nothing_waits_for_its_coordinator_to_have_the_group_stable():
+    """Its first heartbeat brings an empty assignment (b still owns what the new target gives it) and every
+    partition is owned once: the members' events say stable. The coordinator has the group Reconciling until b
+    revokes, at b's next heartbeat, and c takes the partitions; only then is the group stable."""
+    settling = _stable_pair()
+    for member, epoch in (("a", 1), ("b", 1)):
+        _coordinator(settling, 1.5, "member_state", member, state="stable", member_epoch=epoch)
+    _coordinator(settling, 1.5, "target_assignment", assignment_epoch=1)
+    _coordinator(settling, 1.5, "group_epoch", "a", group_epoch=1, reason="member joined")
+    _feed(settling, 5.0, ev.MEMBER_STARTED, "c")
+    _feed(settling, 5.0, ev.REBALANCE_STARTED, "c")
+    _coordinator(settling, 5.0, "group_epoch", "c", group_epoch=2, reason="member joined")
+    _coordinator(settling, 5.0, "target_assignment", assignment_epoch=2)
+    _coordinator(settling, 5.0, "member_state", "c", state="unreleased_partitions", member_epoch=2)
+    _feed(settling, 5.0, ev.REBALANCE_COMPLETED, "c")
+    late = int(20e9)
+    assert not settling.stable(["a", "b", "c"], PARTITIONS, now_ns=late, quiet_ns=int(2e9))
+    assert "coordinator: g: Reconciling" in settling.why_not(["a", "b", "c"], PARTITIONS)
+    for member in ("a", "b"):
+        _coordinator(settling, 7.0, "member_state", member, state="stable", member_epoch=2)
+    _coordinator(settling, 8.0, "member_state", "c", state="stable", member_epoch=2)
+    assert settling.stable(["a", "b", "c"], PARTITIONS, now_ns=late, quiet_ns=int(2e9))
+    # a member leaving moves the group epoch: assigning until a member that stays heartbeats
+    _coordinator(settling, 9.0, "group_epoch", "c", group_epoch=3, reason="member left")
+    assert settling.unsettled_groups() == ["g: Assigning"]
+    _coordinator(settling, 9.5, "target_assignment", assignment_epoch=3)
+    for member in ("a", "b"):
+        _coordinator(settling, 9.5, "member_state", member, state="stable", member_epoch=3)
+    assert settling.unsettled_groups() == []
+    # a coordinator that moves: the group is known again from what the new one records
+    _coordinator(settling, 10.0, "member_state", "a", state="unrevoked_partitions", member_epoch=3)
+    _coordinator(settling, 10.5, "loaded", node=1, group_epoch=3)
+    assert settling.unsettled_groups() == []
+
+
 def test_the_members_a_step_waits_for_are_those_the_schedule_has_running_then():
     schedule = resolve(tiny())
     assert running_before(schedule, 0) == ["m000", "m001"]

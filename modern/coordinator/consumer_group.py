@@ -18,7 +18,7 @@ Topics are named here; the coordinator translates the topic ids of the wire prot
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -45,6 +45,26 @@ class ConsumerGroupState(Enum):
     ASSIGNING = "Assigning"
     RECONCILING = "Reconciling"
     STABLE = "Stable"
+
+
+# Why a member leaves the group for good (the `group_epoch` event's reason when it does).
+REMOVAL_REASONS = frozenset({"member left", "session timeout", "rebalance timeout", "member rejoined"})
+
+
+def group_state(group_epoch: int, assignment_epoch: int,
+                members: Iterable[tuple[MemberState, int]]) -> ConsumerGroupState:
+    """Kafka's ConsumerGroup state from the epochs and each member's (state, member epoch): assigning while the
+    target lags the group epoch, reconciling until every member is stable at the target's epoch (a static member
+    that left for now is not waited for)."""
+    members = [(state, epoch) for state, epoch in members]
+    if not members:
+        return ConsumerGroupState.EMPTY
+    if assignment_epoch < group_epoch:
+        return ConsumerGroupState.ASSIGNING
+    if any((epoch != assignment_epoch or state is not MemberState.STABLE)
+           for state, epoch in members if epoch != STATIC_LEAVE_EPOCH):
+        return ConsumerGroupState.RECONCILING
+    return ConsumerGroupState.STABLE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,14 +203,8 @@ class ConsumerGroup:
         return out
 
     def state(self) -> ConsumerGroupState:
-        if not self.members:
-            return ConsumerGroupState.EMPTY
-        if self.assignment_epoch < self.group_epoch:
-            return ConsumerGroupState.ASSIGNING
-        if any(m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE
-               for m in self.members.values() if m.member_epoch != STATIC_LEAVE_EPOCH):
-            return ConsumerGroupState.RECONCILING
-        return ConsumerGroupState.STABLE
+        return group_state(self.group_epoch, self.assignment_epoch,
+                           ((m.state, m.member_epoch) for m in self.members.values()))
 
     def assignor_name(self) -> str:
         """The assignor most members ask for (ties by name); Kafka's default when none asks."""
@@ -318,6 +332,7 @@ class ConsumerGroup:
 
     def _remove(self, member_id: str, out: Output, reason: str) -> None:
         """A member leaves the group for good: its partitions are free and the group epoch moves."""
+        assert reason in REMOVAL_REASONS, reason   # readers of the events tell a removal by its reason
         self._forget(member_id, out)
         self.target.pop(member_id, None)
         out.records.append(records.target_member(self.group_id, member_id, None))
