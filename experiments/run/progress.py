@@ -119,13 +119,6 @@ class Progress:
         return {f"{topic.name}-{index}" for topic in self.scenario.topics
                 if topic.name in self.scenario.subscribed_topics for index in range(topic.partitions)}
 
-    def stable(self, members: int) -> bool:
-        """Every subscribed partition owned by exactly one member, and every member up."""
-        if len(self.members_up) < members:
-            return False
-        claims = [partition for partitions in self.owned.values() for partition in partitions]
-        return len(claims) == len(set(claims)) and set(claims) == self.all_partitions()
-
     def ownership_summary(self) -> dict:
         claims = [partition for partitions in self.owned.values() for partition in partitions]
         return {"members_up": len(self.members_up), "owned": len(set(claims)),

@@ -372,11 +372,14 @@ class Run:
         await self.start_members(self.schedule.initial_members)
         await self.arm_wave_hosts()
         deadline = time.monotonic() + self.scenario.group.warmup_timeout
+        members = [self.member_id(name) for name in self.schedule.initial_members]
+        partitions = self.progress.all_partitions()
         stable_since = None
         while time.monotonic() < deadline:
             await self.sleep_until(time.monotonic_ns() + 200_000_000)
             self.progress.poll()
-            if self.progress.stable(len(self.schedule.initial_members)):
+            # the judge of `after = "stable"` (and of the simulated warm-up), seen to hold for the quiet window
+            if self.progress.settling.stable(members, partitions, now_ns=time.monotonic_ns(), quiet_ns=0):
                 if stable_since is None:
                     stable_since = time.monotonic()
                     await self.witness_sample("quiet start")
