@@ -7,13 +7,14 @@ reads them (`ClientTiming.of`).
 
 Modelled (the real client is threaded code): the member's requests, in the order `modern/classic/` sends them. A
 member finds the coordinator, joins (MEMBER_ID_REQUIRED first, then with its id), the leader assigns, every member
-syncs and fetches the committed offsets of the partitions new to it (none asked when none are new). The heartbeat thread beats every heartbeat.interval.ms; a
-REBALANCE_IN_PROGRESS answer sends the member back to JoinGroup (Kafka's onJoinPrepare first: the application
-commits, an eager member revokes everything); a heartbeat unanswered until the session runs out is given up and
-the coordinator looked up again. Commits go out one at a time and are given up after request.timeout.ms. Without
-an application (a herd: nobody polls) each step of a join runs as soon as its answer arrives; with one, the steps
-Kafka runs on the application's thread wait for its next poll. The faults split brain puts on a member, its
-process paused and its coordination link cut, act through its clock and the network (`network`)."""
+syncs and fetches the committed offsets of the partitions new to it (none asked when none are new). The heartbeat
+thread beats every heartbeat.interval.ms; a REBALANCE_IN_PROGRESS answer sends the member back to JoinGroup
+(Kafka's onJoinPrepare first: the application commits, an eager member revokes everything); a heartbeat unanswered
+until the session runs out is given up and the coordinator looked up again. Commits go out one at a time and are
+given up after request.timeout.ms. Without an application (a herd: nobody polls) each step of a join runs as soon
+as its answer arrives; with one, the steps Kafka runs on the application's thread wait for its next poll. The
+faults split brain puts on a member, its process paused and its coordination link cut, act through its clock and
+the network (`network`)."""
 
 from __future__ import annotations
 
