@@ -106,8 +106,8 @@ class Settling:
 
     def unsettled_groups(self) -> list[str]:
         """The KIP-848 groups whose coordinator has them other than Stable."""
-        return [f"{group}: {view.state().value}" for group, view in self.coordinators.items()
-                if view.state() is not ConsumerGroupState.STABLE]
+        states = {group: view.state() for group, view in self.coordinators.items()}
+        return [f"{group}: {state.value}" for group, state in states.items() if state is not ConsumerGroupState.STABLE]
 
     def stable(self, members: Iterable[str], partitions: set[str], *, now_ns: int, quiet_ns: int) -> bool:
         """`members` (the ids their events carry) all up and done, `partitions` owned once among them, the
