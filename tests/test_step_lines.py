@@ -25,7 +25,7 @@ def test_each_step_gets_a_numbered_line_and_the_one_before_its_time():
             step(name)
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("summarising 1 run [1/6] starting Spark: a JVM")
-    assert any(line.startswith("summarising 1 run [5/6] checks and aggregates: one Spark job") for line in lines)
+    assert any(line.startswith("summarising 1 run [5/6] checks and aggregates: Spark runs every check") for line in lines)
     assert re.fullmatch(r"  checks and aggregates: \d+\.\d s", lines[lines.index(next(
         line for line in lines if "[6/6] writing" in line)) - 1])
     assert re.fullmatch(r"summarising 1 run: done in \d+ s", lines[-1])

@@ -217,7 +217,10 @@ def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str
     from concurrent.futures import ProcessPoolExecutor
 
     import pandas as pd
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from experiments.cli.step_lines import StepLines
     from experiments.scenario import load
     from experiments.sim.play import run_seed, simulate
     from experiments.sim.playable import RECORDS_ON, NotSimulated
@@ -257,11 +260,16 @@ def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str
                 recordless.add((name, backend, strategy))
             tasks += [(str(source), overrides, backend, seed, str(folder), False, records)
                       for seed, folder in enumerate(folders[1:], start=2)]
-        with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            list(pool.map(run_seed, tasks))
+        with Progress(TextColumn("seeds"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=Console(stderr=True), transient=True) as progress:
+            bar = progress.add_task("seeds", total=len(tasks))
+            with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+                for _ in pool.map(run_seed, tasks):
+                    progress.advance(bar)
         typer.echo(f"{len(simulated)} cells simulated, {seeds} seeds each", err=True)
         if simulated:
-            summarize([run for runs in simulated.values() for run in runs], master=master)
+            with StepLines("summarising the simulated runs") as step:
+                summarize([run for runs in simulated.values() for run in runs], master=master, step=step)
         found = phase_cells(real, simulated, recordless) + server_fault_cells(real, simulated, recordless)
         found.sort(key=lambda cell: (cell.scenario, cell.backend, cell.strategy))   # stable: each cell's rows together
         table = phase_cells_markdown(found, source=str(folder), seeds=seeds, unplayed=unplayed, recordless=recordless)

@@ -15,7 +15,7 @@ SUMMARY_STEPS = {
     "reading events": "every process's event file",
     "records": "which records were handled, late, twice or never (planned; Spark runs it below)",
     "ownership": "who owned which partition when (planned)",
-    "checks and aggregates": "one Spark job runs every check and table planned above: the longest step, "
+    "checks and aggregates": "Spark runs every check and table planned above, a few dozen queries: the longest step, "
                              "about a minute for a run of a few minutes",
     "writing": "Parquet and Markdown into each run's summary/",
 }
