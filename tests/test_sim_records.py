@@ -336,3 +336,24 @@ def test_a_restarted_members_new_process_starts_once_the_old_one_has_closed(tmp_
     handled = Counter((event["partition"], offset) for event in events if event["type"] == "records_processed"
                       for offset in range(event["first_offset"], event["last_offset"] + 1))
     assert handled and max(handled.values()) == 1, "no record handled twice"
+
+
+def test_a_host_restarted_whole_comes_back_as_one_process_once_every_member_has_closed(tmp_path):
+    """experiments.faults.members.restart: a host process covered whole gets SIGTERM (each member leaves after the
+    batch it is handling), the runner waits for the process to exit, then starts a new one, whose members begin
+    one after another once it is up; none of them comes back before the last of the old ones has closed."""
+    from experiments.sim.host_startup import MEMBER_START_MS
+    from experiments.sim.play import PROCESS_START_MS
+
+    scenario = loads(SCENARIO.format(rate=200, service_ms=40, max_poll=100, strategy="range").replace(
+        "members = 4\n", "members = 4\nper_process = 2\n").replace(
+        'action = "leave"\nmember = "last"', 'action = "rolling_restart"\ncount = 2'), source="records.toml",
+        overrides=['backends=["kip848"]'])
+    events = _events(simulate(scenario, "kip848", tmp_path / "run", records=True))
+    mine = [event for event in events if event.get("process") == "sim:h000"]
+    stopped = [event["ts_ns"] for event in mine if event["type"] == "member_stopped"]
+    started = [event["ts_ns"] for event in mine if event["type"] == "member_started"]
+    assert len(stopped) >= 2 and len(started) == 4
+    last_closed, again = max(stopped[:2]), sorted(started[2:])
+    assert (again[0] - last_closed) / 1e6 == pytest.approx(PROCESS_START_MS, abs=1)
+    assert (again[1] - again[0]) / 1e6 == pytest.approx(MEMBER_START_MS, abs=1)

@@ -347,29 +347,51 @@ class _Play(TimelineSteps):
         self.running.remove(name)
         self.members[name].leave()
 
-    def restart(self, name: str) -> None:
-        """A clean stop of a running member (a crashed or departed one is simply started), then a new process once the
-        old one has exited: the runner stops a host and waits for it (its members leave, each after the batch it is
-        handling) before it starts the new one. Here each member's new process follows its own clean close; a stop
-        the runner would end with a kill (STOP_TIMEOUT_S) starts the new process then."""
+    def restart(self, names) -> None:
+        """A restart step as the runner plays it (experiments.faults.members, `restart`). A host process covered
+        whole is stopped and started anew: SIGTERM makes each of its running members leave, each after the batch
+        it is handling; once every one has closed (or the runner kills the process at STOP_TIMEOUT_S) a new
+        process starts, takes PROCESS_START_MS to come up, and begins its members MEMBER_START_MS apart. A member
+        of a host covered in part is stopped cleanly and started alone (modelled: a new process of its own, after
+        its own close)."""
+        names = list(names)
+        host = self.schedule.host_of(names[0])
+        if len(names) > 1 and set(names) == set(host.members):
+            self._restart_process(names)
+        else:
+            for name in names:
+                self._restart_process([name])
+
+    def _restart_process(self, names: list[str]) -> None:
+        closing = [name for name in names if name in self.running]
+        started: list[bool] = []
+
         def new_process() -> None:
             if not started:
                 started.append(True)
-                self.sim.after(PROCESS_START_MS, lambda: self.start(name))
+                for position, name in enumerate(names):
+                    delay = PROCESS_START_MS + (position * host_startup.MEMBER_START_MS if len(names) > 1 else 0)
+                    self.sim.after(delay, lambda name=name: self.start(name))
+
+        def closed(name: str) -> None:
+            closing.remove(name)
+            if not closing:
+                new_process()
 
         def killed() -> None:   # still not closed when the runner gives up on the stop
             if not started:
-                self.kill(old)
+                for name in list(closing):
+                    self.kill(old[name])
                 new_process()
 
-        started: list[bool] = []
-        if name in self.running:
-            old = self.members[name]
-            old.on_stopped = new_process
-            self.leave(name)
-            self.sim.after(STOP_TIMEOUT_S * 1000, killed)
-        else:
+        if not closing:
             new_process()
+            return
+        old = {name: self.members[name] for name in closing}
+        for name in list(closing):
+            old[name].on_stopped = lambda name=name: closed(name)
+            self.leave(name)
+        self.sim.after(STOP_TIMEOUT_S * 1000, killed)
 
     def crash(self, name: str) -> None:
         self.running.remove(name)

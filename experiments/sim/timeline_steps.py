@@ -44,11 +44,14 @@ class TimelineSteps:
             if action in SERVER_FAULTS:   # a killed broker refuses connections at once: seen as it happens
                 self.observed[step.fault_id] = self.recorders.clock()[0]
         do: dict[Action, Callable[[str], None]] = {Action.LEAVE: self.leave,
-                                                   Action.CRASH: self.crash, Action.RESTART: self.restart,
+                                                   Action.CRASH: self.crash,
                                                    Action.PAUSE: lambda name: self.members[name].pause(),
                                                    Action.LINK: self.cut}
         if action is Action.JOIN or (action is Action.SCALE and step.targets and step.targets[0] not in self.members):
             self.join_wave(step)
+            return
+        if action is Action.RESTART:   # a host covered whole restarts as one process
+            self.restart(step.targets)
             return
         if action is Action.SCALE:
             act = self.leave
