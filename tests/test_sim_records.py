@@ -322,7 +322,7 @@ def test_an_idle_kip848_members_poll_that_comes_round_as_a_heartbeat_falls_due_w
 def test_a_restarted_members_new_process_starts_once_the_old_one_has_closed(tmp_path, backend):
     """The runner stops a host and waits for it to exit (each member leaving after the batch it is handling) before
     it starts the new process: a new instance never overlaps the old one, so no record is handled twice."""
-    from experiments.sim.play import PROCESS_START_MS
+    from experiments.sim.play import RESTART_PROCESS_START_MS
 
     scenario = loads(SCENARIO.format(rate=200, service_ms=40, max_poll=100, strategy="range").replace(
         'action = "leave"\nmember = "last"', 'action = "restart"\nmember = 0'), source="records.toml",
@@ -331,7 +331,7 @@ def test_a_restarted_members_new_process_starts_once_the_old_one_has_closed(tmp_
     mine = [event for event in events if event.get("process") == "sim:h000"]
     stopped = next(event["ts_ns"] for event in mine if event["type"] == "member_stopped")
     restarted = [event["ts_ns"] for event in mine if event["type"] == "member_started"][1]
-    assert (restarted - stopped) / 1e6 == pytest.approx(PROCESS_START_MS, abs=1)
+    assert (restarted - stopped) / 1e6 == pytest.approx(RESTART_PROCESS_START_MS, abs=1)
     assert not any(event["type"] == "records_processed" and stopped < event["ts_ns"] < restarted for event in mine)
     handled = Counter((event["partition"], offset) for event in events if event["type"] == "records_processed"
                       for offset in range(event["first_offset"], event["last_offset"] + 1))
@@ -342,8 +342,7 @@ def test_a_host_restarted_whole_comes_back_as_one_process_once_every_member_has_
     """experiments.faults.members.restart: a host process covered whole gets SIGTERM (each member leaves after the
     batch it is handling), the runner waits for the process to exit, then starts a new one, whose members begin
     one after another once it is up; none of them comes back before the last of the old ones has closed."""
-    from experiments.sim.host_startup import MEMBER_START_MS
-    from experiments.sim.play import PROCESS_START_MS
+    from experiments.sim.play import RESTART_MEMBER_START_MS, RESTART_PROCESS_START_MS
 
     scenario = loads(SCENARIO.format(rate=200, service_ms=40, max_poll=100, strategy="range").replace(
         "members = 4\n", "members = 4\nper_process = 2\n").replace(
@@ -355,5 +354,5 @@ def test_a_host_restarted_whole_comes_back_as_one_process_once_every_member_has_
     started = [event["ts_ns"] for event in mine if event["type"] == "member_started"]
     assert len(stopped) >= 2 and len(started) == 4
     last_closed, again = max(stopped[:2]), sorted(started[2:])
-    assert (again[0] - last_closed) / 1e6 == pytest.approx(PROCESS_START_MS, abs=1)
-    assert (again[1] - again[0]) / 1e6 == pytest.approx(MEMBER_START_MS, abs=1)
+    assert (again[0] - last_closed) / 1e6 == pytest.approx(RESTART_PROCESS_START_MS, abs=1)
+    assert (again[1] - again[0]) / 1e6 == pytest.approx(RESTART_MEMBER_START_MS, abs=1)

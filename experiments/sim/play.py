@@ -48,9 +48,14 @@ from rebalance.member import MemberConfig
 SETUP_MS = 1_000            # the servers' start: nothing to wait for here, a phase for the summary to find
 STABLE_QUIET_MS = 2_000     # the runner's STABLE_QUIET_S
 POLL_MS = 200               # how often the runner looks at the group
-# A new host process's start-up (Python and the client's imports) before its members begin, as a member host takes
-# on two cores: a restart's new process, and a join wave's hosts when they were not started armed in the warm-up.
+# A join wave's host process, when it was not started armed in the warm-up: its start-up (Python and the client's
+# imports) before its members begin, on two cores while the group runs. Not measured.
 PROCESS_START_MS = 1_500
+# A host restarted whole: from its last member's close to its new process's first member, and between the new
+# process's members. Measured in two real runs of seed002-mixed (KIP-848 uniform and classic cooperative-sticky,
+# 2026-12-07, machine index python 0.61-0.62 s, load 0.8-1.5), two restarts each: 485, 664, 733 and 811 ms; the
+# members 1.5-21.8 ms apart, 7 ms at the median (n = 16).
+RESTART_PROCESS_START_MS, RESTART_MEMBER_START_MS = 700, 7
 # The runner's teardown stops every member host at once, the hosts beginning within 20 ms of each other; a host
 # closes its members one after another, each once the one before has had its LeaveGroup answered (1 ms here: the
 # host's own CPU, which made them about 20 ms apart in a real herd run, is not modelled).
@@ -351,9 +356,9 @@ class _Play(TimelineSteps):
         """A restart step as the runner plays it (experiments.faults.members, `restart`). A host process covered
         whole is stopped and started anew: SIGTERM makes each of its running members leave, each after the batch
         it is handling; once every one has closed (or the runner kills the process at STOP_TIMEOUT_S) a new
-        process starts, takes PROCESS_START_MS to come up, and begins its members MEMBER_START_MS apart. A member
-        of a host covered in part is stopped cleanly and started alone (modelled: a new process of its own, after
-        its own close)."""
+        process starts, comes up after RESTART_PROCESS_START_MS and begins its members RESTART_MEMBER_START_MS
+        apart. A member of a host covered in part is stopped cleanly and started alone (modelled: a new process of
+        its own, after its own close)."""
         names = list(names)
         host = self.schedule.host_of(names[0])
         if len(names) > 1 and set(names) == set(host.members):
@@ -370,8 +375,8 @@ class _Play(TimelineSteps):
             if not started:
                 started.append(True)
                 for position, name in enumerate(names):
-                    delay = PROCESS_START_MS + (position * host_startup.MEMBER_START_MS if len(names) > 1 else 0)
-                    self.sim.after(delay, lambda name=name: self.start(name))
+                    self.sim.after(RESTART_PROCESS_START_MS + position * RESTART_MEMBER_START_MS,
+                                   lambda name=name: self.start(name))
 
         def closed(name: str) -> None:
             closing.remove(name)
