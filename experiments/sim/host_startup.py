@@ -12,7 +12,7 @@ Meanwhile the members already up wait for the cores too: every message of theirs
 `Network.starting`), so the group's first member is still joining when its host's next members join, as in the real
 warm-ups. Not modelled: the servers' share of the cores while the hosts start (the members' hosts run at a lower priority
 than the brokers and ZooKeeper, experiments.run.member_cpu) and a restart's new process, which starts while the
-running members load the machine (`experiments.sim.play.PROCESS_START_MS`, a fixed time).
+running members load the machine (`experiments.sim.play.RESTART_PROCESS_START_MS`, a fixed time, measured).
 """
 
 from __future__ import annotations
