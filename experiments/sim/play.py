@@ -54,7 +54,8 @@ PROCESS_START_MS = 1_500
 # A host restarted whole: from its last member's close to its new process's first member, and between the new
 # process's members. Measured in two real runs of seed002-mixed (KIP-848 uniform and classic cooperative-sticky,
 # 2026-12-07, machine index python 0.61-0.62 s, load 0.8-1.5), two restarts each: 485, 664, 733 and 811 ms; the
-# members 1.5-21.8 ms apart, 7 ms at the median (n = 16).
+# members 1.5-21.8 ms apart, 7 ms at the median (n = 16). Used for 0.8 too, whose new process was slower in one
+# real run of seed002 (1.5 and 1.8 s, its members 54-170 ms apart, each opening its own ZooKeeper session).
 RESTART_PROCESS_START_MS, RESTART_MEMBER_START_MS = 700, 7
 # The runner's teardown stops every member host at once, the hosts beginning within 20 ms of each other; a host
 # closes its members one after another, each once the one before has had its LeaveGroup answered (1 ms here: the
@@ -360,8 +361,7 @@ class _Play(TimelineSteps):
         apart. A member of a host covered in part is stopped cleanly and started alone (modelled: a new process of
         its own, after its own close)."""
         names = list(names)
-        host = self.schedule.host_of(names[0])
-        if len(names) > 1 and set(names) == set(host.members):
+        if set(names) == set(self.schedule.host_of(names[0]).members):
             self._restart_process(names)
         else:
             for name in names:

@@ -19,7 +19,7 @@ from experiments.sim.kernel import Simulation
 # but the lab's runs share two cores among ZooKeeper and ten member hosts of kazoo clients. Fitted to one real run
 # of seed002 on 0.8 (2026-12-07, machine index python 0.62 s, load 0.1): its requests answered in 29.3, 11.7 and
 # 14.5 ms at the median in the growth, the 100 -> 50 and the restart of 10, simulated seed 2 30.0, 15.0 and 14.9 ms
-# at 0.3 ms (2.5-5.0 ms at 0.05 ms, the value before).
+# at 0.3 ms (2.5-5.0 ms at 0.05 ms, the value before). One run on one host (n = 1): a fit, not a law.
 SERVICE_MS = 0.3
 
 Watcher = Callable[[str, str], None]    # (path, event type) -> None
