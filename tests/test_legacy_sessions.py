@@ -46,6 +46,13 @@ def session_states(members: legacy.Group, member: LegacyMember) -> list[tuple[st
     return [(e["state"], e["ts_ns"]) for e in members.events(type="session_state", member=member.member_id)]
 
 
+def wait_for_state(members: legacy.Group, member: LegacyMember, state: str, since_ns: int = 0) -> int:
+    """When the member recorded `state` (at or after `since_ns`). kazoo sets its own state before it
+    calls the member's listener, which records the event, so a test waits for the record itself."""
+    return wait_until(lambda: next((ts for s, ts in session_states(members, member) if s == state and ts >= since_ns),
+                                   None), 30, f"{member.member_id} to record {state}")
+
+
 def test_after_an_expiry_the_returning_member_rebalances_twice(group, kz):
     fake_broker_nodes(kz, {"t": 6})
     y, z = group.start("y", "z")
@@ -74,8 +81,7 @@ def test_a_member_that_expired_and_returned_while_another_was_disconnected_is_no
     session = z.zk.session_id
 
     link.set(Toxic(kind=LinkFault.RESET))
-    wait_until(lambda: z.session_state == "SUSPENDED", 30, "z to see its link down")
-    cut_ns = session_states(group, z)[-1][1]
+    cut_ns = wait_for_state(group, z, "SUSPENDED")
     w_session = w.zk.session_id
     expire_session(group.zk_connect, w)
     # w (a fixed consumer.id) comes back under the same name, in a new session.
@@ -86,7 +92,9 @@ def test_a_member_that_expired_and_returned_while_another_was_disconnected_is_no
     assert sorted(kz.get_children(ids_path)) == sorted(members_before)  # the same members as before the cut
 
     link.set(None)
-    wait_until(lambda: z.session_state == "CONNECTED", 30, "z to reconnect")
+    wait_for_state(group, z, "CONNECTED", since_ns=cut_ns)
+    wait_until(lambda: group.events(type="rebalance_started", member=z.member_id, since_ns=cut_ns), 30,
+               "z to rebalance after its reconnect")
     views = wait_settled([w, y, z], kz, group.group, "t", 6)
     assert z.zk.session_id == session  # a reconnect, not an expiry
     assert views[z.member_id] == parts(4, 5)
@@ -108,10 +116,10 @@ def test_a_watch_on_brokers_ids_is_set_again_after_a_reconnect(group, kz, link_p
                and m.idle, 30, "m to find no broker")
 
     link.set(Toxic(kind=LinkFault.RESET))
-    wait_until(lambda: m.session_state == "SUSPENDED", 30, "m to see its link down")
+    down_ns = wait_for_state(group, m, "SUSPENDED")
     link.set(None)
-    wait_until(lambda: m.session_state == "CONNECTED" and m.idle, 30, "m to reconnect")
-    back_ns = group.events(type="session_state", member=m.member_id)[-1]["ts_ns"]
+    back_ns = wait_for_state(group, m, "CONNECTED", since_ns=down_ns)
+    wait_until(lambda: m.idle, 30, "m to finish its reconnect's rebalance")
 
     fake_broker_nodes(kz, {})  # the broker returns after the reconnect: only a watch set again sees it
     wait_until(lambda: [e for e in group.events(type="rebalance_started", member=m.member_id, since_ns=back_ns)
