@@ -16,7 +16,7 @@ from experiments.scenario import LinkFault
 from legacy_zk.member import LegacyMember
 from legacy_zk.zk import RECONNECT_BACKOFF_CAP_S
 from tests import test_legacy_zk as legacy
-from tests.test_legacy_zk import fake_broker_nodes, parts, wait_settled, wait_until
+from tests.test_legacy_zk import fake_broker_nodes, parts, wait_for_state, wait_settled, wait_until
 
 # The same fixtures as the other legacy tests: a chroot of the shared ZooKeeper, a group, proxies.
 zk_connect, kz, group, link_proxy = legacy.zk_connect, legacy.kz, legacy.group, legacy.link_proxy
@@ -44,13 +44,6 @@ def member_behind_a_proxy(group, link_proxy, name: str) -> tuple[LegacyMember, l
 
 def session_states(members: legacy.Group, member: LegacyMember) -> list[tuple[str, int]]:
     return [(e["state"], e["ts_ns"]) for e in members.events(type="session_state", member=member.member_id)]
-
-
-def wait_for_state(members: legacy.Group, member: LegacyMember, state: str, since_ns: int = 0) -> int:
-    """When the member recorded `state` (at or after `since_ns`). kazoo sets its own state before it
-    calls the member's listener, which records the event, so a test waits for the record itself."""
-    return wait_until(lambda: next((ts for s, ts in session_states(members, member) if s == state and ts >= since_ns),
-                                   None), 30, f"{member.member_id} to record {state}")
 
 
 def test_after_an_expiry_the_returning_member_rebalances_twice(group, kz):

@@ -203,6 +203,15 @@ def settled(members: Iterable[LegacyMember], kz: KazooClient, group: str, topic:
     return views if tree == expected else None
 
 
+def wait_for_state(members: Group, member: LegacyMember, state: str, since_ns: int = 0) -> int:
+    """When the member recorded the session `state` (at or after `since_ns`). kazoo sets its own state
+    before it calls the member's listener, which records the event, so a test waits for the record."""
+    def recorded() -> int | None:
+        return next((e["ts_ns"] for e in members.events(type="session_state", member=member.member_id, since_ns=since_ns)
+                     if e["state"] == state), None)
+    return wait_until(recorded, 30, f"{member.member_id} to record {state}")
+
+
 def wait_settled(members, kz, group, topic, partitions, timeout_s=30.0):
     return wait_until(lambda: settled(members, kz, group, topic, partitions), timeout_s,
                       f"{len(list(members))} members to settle on {partitions} partitions")
@@ -615,9 +624,10 @@ def test_a_short_disconnect_keeps_the_session_and_the_watches_work_again(group, 
     runs_before = len(group.events(type="rebalance_started", member=z.member_id))
 
     link.set(Toxic(kind=LinkFault.PARTITION))
-    wait_until(lambda: z.session_state == "SUSPENDED", 30, "z to notice the silence")
+    down_ns = wait_for_state(group, z, "SUSPENDED")
     link.set(None)
-    wait_until(lambda: z.session_state == "CONNECTED" and z.idle, 30, "z to reconnect")
+    wait_for_state(group, z, "CONNECTED", since_ns=down_ns)
+    wait_until(lambda: z.idle, 30, "z to finish its reconnect")
     assert z.zk.session_id == session  # same session: its ephemerals never went away
     assert z.assignment() == parts(3, 4, 5)
     assert len(group.events(type="rebalance_started", member=z.member_id)) == runs_before  # nothing changed
