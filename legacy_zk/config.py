@@ -83,7 +83,7 @@ class LegacyConfig:
             zookeeper_session_timeout_ms=config.session_timeout_ms,
             auto_commit_enable=config.auto_commit,
             auto_commit_interval_ms=config.auto_commit_interval_ms,
-            auto_offset_reset=_reset_name(config.auto_offset_reset),
+            auto_offset_reset=reset_name(config.auto_offset_reset),
             partition_assignment_strategy=strategy,
             bootstrap=config.bootstrap,
         )
@@ -131,11 +131,12 @@ def _coerce(kafka_name: str, attr: str, raw: object) -> object:
     except ValueError:
         raise ValueError(f"{kafka_name}={raw!r}: expected {kind.split(' ')[0]}") from None
     if attr == "auto_offset_reset":
-        return _reset_name(text)
+        return reset_name(text)
     return text
 
 
-def _reset_name(value: str) -> str:
+def reset_name(value: str) -> str:
+    """0.8's word for an offset reset given in either generation's words."""
     try:
         return _RESET_FROM_MODERN[value]
     except KeyError:

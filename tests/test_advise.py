@@ -70,7 +70,7 @@ def _scenario(tmp_path: Path, *overrides: str):
     return loads(SCENARIO, source=str(path), overrides=list(overrides)), path
 
 
-CELLS = (("classic", "range"), ("classic", "cooperative-sticky"), ("kip848", "uniform"))
+CELLS = (("classic", "range"), ("classic", "cooperative-sticky"), ("kip848", "uniform"), ("legacy", "range"))
 TALLY = "tally.pickle"   # each played cell's tally, kept beside its run folder
 
 
@@ -126,10 +126,18 @@ def test_a_run_tallied_without_its_files_gives_the_same_measures(tmp_path, playe
 def test_the_cells_are_every_assignor_of_every_generation_the_simulation_plays_with_records(tmp_path):
     scenario, _ = _scenario(tmp_path)
     cells, left_out = advice.cells_of(scenario)
-    assert [cell.label for cell in cells] == ["classic/range", "classic/roundrobin", "classic/sticky",
-                                              "classic/cooperative-sticky", "kip848/uniform", "kip848/range",
-                                              "kip848/uniform-4.1"]
-    assert len(left_out) == 1 and left_out[0].startswith("legacy")
+    assert [cell.label for cell in cells] == ["legacy/range", "legacy/roundrobin", "classic/range",
+                                              "classic/roundrobin", "classic/sticky", "classic/cooperative-sticky",
+                                              "kip848/uniform", "kip848/range", "kip848/uniform-4.1"]
+    assert not left_out
+
+
+def test_a_generation_whose_records_the_scenario_cannot_play_is_left_out_with_its_reason():
+    source = Path(__file__).resolve().parent.parent / "experiments" / "scenarios" / "split-brain-a.toml"
+    scenario = loads(source.read_text(), source=str(source), overrides=['backends=["legacy", "classic"]'])
+    cells, left_out = advice.cells_of(scenario)
+    assert {cell.backend for cell in cells} == {"classic"}
+    assert len(left_out) == 1 and left_out[0].startswith("legacy: records on legacy with link are not simulated")
 
 
 def test_advise_ranks_the_cells_with_their_spread_tests_mechanism_and_confirming_command(tmp_path):
@@ -148,7 +156,7 @@ def test_advise_ranks_the_cells_with_their_spread_tests_mechanism_and_confirming
 
 
 def test_advise_refuses_a_scenario_none_of_whose_backends_is_simulated_with_records(tmp_path):
-    _, path = _scenario(tmp_path)
-    result = CliRunner().invoke(app, ["advise", str(path), "--set", 'backends=["legacy"]'])
+    source = Path(__file__).resolve().parent.parent / "experiments" / "scenarios" / "split-brain-a.toml"
+    result = CliRunner().invoke(app, ["advise", str(source), "--set", 'backends=["legacy"]'])
     assert result.exit_code == 2
     assert "none of its backends (legacy) is simulated with records" in result.output

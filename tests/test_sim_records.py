@@ -64,7 +64,8 @@ def _events(folder: RunFolder) -> list[dict]:
 
 
 @pytest.mark.parametrize(("backend", "strategy"), [("classic", "range"), ("classic", "cooperative-sticky"),
-                                                   ("kip848", "uniform")])
+                                                   ("kip848", "uniform"), ("legacy", "range"),
+                                                   ("legacy", "roundrobin")])
 def test_every_produced_record_is_handled_once_and_committed_in_order(tmp_path, backend, strategy):
     events = _events(_play(tmp_path, strategy=strategy, backend=backend))
     produced = {(e["partition"], offset) for e in events if e["type"] == "records_produced"
@@ -78,6 +79,7 @@ def test_every_produced_record_is_handled_once_and_committed_in_order(tmp_path, 
         for partition, offset in event["offsets"].items():
             assert offset > committed.get(partition, -1), "a partition's committed offset only moves forward"
             committed[partition] = offset
+    assert len(committed) == 8, "every partition committed"
     for event in (e for e in events if e["type"] == "records_processed"):
         assert all(end - produced_at >= 5 for produced_at, end in zip(event["produce_ts_ms"], event["processed_ts_ms"],
                                                                       strict=True)), "each record takes its service time"
@@ -163,9 +165,34 @@ def test_a_kip848_warm_up_ends_with_the_target_assignment_reconciled(tmp_path):
 
 
 def test_records_are_refused_by_name_where_they_are_not_simulated_yet(tmp_path):
-    scenario = loads(SCENARIO.format(rate=10, service_ms=5, max_poll=500, strategy="range"), source="records.toml")
-    with pytest.raises(NotSimulated, match="records are simulated for classic and kip848 so far, not legacy"):
+    source = Path(__file__).resolve().parent.parent / "experiments" / "scenarios" / "split-brain-a.toml"
+    scenario = loads(source.read_text(), source=source.name, overrides=['backends=["legacy"]'])
+    with pytest.raises(NotSimulated, match="records on legacy with link are not simulated yet"):
         simulate(scenario, "legacy", tmp_path / "k", records=True)
+
+
+def test_a_legacy_member_takes_one_record_at_a_time_and_commits_before_it_releases(tmp_path):
+    """0.8's data path (legacy_zk/fetcher.py): the iterator hands out one record at a time, with no generation; at
+    the join every member that owned partitions stops fetching and writes its consumed positions to ZooKeeper before
+    it releases them, and the member that took a partition starts from what was written."""
+    events = _events(_play(tmp_path, backend="legacy"))
+    consumed = [e for e in events if e["type"] == "records_consumed"]
+    assert consumed and all(e["count"] == 1 and "generation" not in e for e in consumed)
+    join_at = next(e["ts_ns"] for e in events if e["type"] == "phase" and str(e["name"]).startswith("join-"))
+    after = [e for e in events if join_at < e["ts_ns"] < join_at + 3_000_000_000]   # the leave comes 4 s after the join
+    released = {e["member"]: e["ts_ns"] for e in reversed(after) if e["type"] == "partitions_revoked"}
+    assert len(released) == 4, "the four members that owned partitions release them at the join"
+    for member, at in released.items():
+        assert any(e["type"] == "offsets_committed" and e["member"] == member and e["ts_ns"] <= at for e in after), member
+    joiner_first: dict[str, dict] = {}
+    for event in after:
+        if event["type"] == "records_consumed" and event["member"] not in released:
+            joiner_first.setdefault(f"{event['topic']}-{event['partition']}", event)
+    assert joiner_first, "the joiner took partitions"
+    for tp, first in joiner_first.items():
+        written = [e["offsets"][tp] for e in events if e["type"] == "offsets_committed" and tp in e["offsets"]
+                   and e["ts_ns"] <= first["ts_ns"]]
+        assert first["first_offset"] == written[-1], f"{tp}: the joiner starts where the last owner committed"
 
 
 def test_a_phase_cell_validates_when_the_simulated_median_lies_inside_the_real_range(tmp_path):

@@ -33,8 +33,8 @@ def sim_command(
     warm_start: Annotated[bool, typer.Option(help="Begin with the initial members as a stable group their coordinator "
                                                   "loaded, not joining one by one (kip848; docs/simulation.md).")] = False,
     records: Annotated[bool, typer.Option(help="Produce records and have each member poll, handle and commit them as "
-                                               "the workload says (classic and kip848; validated against the real runs in "
-                                               "docs/simulation.md).")] = False,
+                                               "the workload says (0.8's without faults on its members or servers; validated "
+                                               "against the real runs in docs/simulation.md).")] = False,
     safety: Annotated[bool, typer.Option(help="Check every seed for what must never happen (a record skipped, an "
                                               "offset moved back, a partition without one owner in the end), tallied "
                                               "as it plays with no event file; the seeds found broken are written, "
@@ -208,7 +208,8 @@ def validate_command(
 
 def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str, sets: list[str]) -> None:
     """Simulate each cell of the data folder's campaign (at the scenario's own settings: no sweep) `seeds` times with
-    records (0.8's without: their double ownership and time rebalancing only), the seeds spread over one process a
+    records where the simulation plays them (0.8's not with faults on its members or servers: there its double
+    ownership and time rebalancing only), the seeds spread over one process a
     core, summarise them in one Spark pass, and set their measures beside the real runs'. A cell the simulation cannot
     play is named with its reason."""
     import os
@@ -221,9 +222,9 @@ def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from experiments.cli.step_lines import StepLines
-    from experiments.scenario import load
+    from experiments.scenario import load, resolve
     from experiments.sim.play import run_seed, simulate
-    from experiments.sim.playable import RECORDS_ON, NotSimulated
+    from experiments.sim.playable import NotSimulated, records_refusal
     from experiments.sim.validate import write_into
     from experiments.statistics.phase_validation import phase_cells, phase_cells_markdown, server_fault_cells
     from experiments.summary import summarize
@@ -247,10 +248,11 @@ def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str
             overrides = [f'group.strategy="{strategy}"', f'backends=["{backend}"]', *sets]
             source = scenarios / f"{name}.toml"
             folders = [scratch / f"{name}-{backend}-{strategy}-{seed}" for seed in range(1, seeds + 1)]
-            records = backend in RECORDS_ON
             try:
+                scenario = load(source, overrides=overrides)
+                records = records_refusal(resolve(scenario), backend) is None
                 # the first seed here: a cell the simulation cannot play is refused by name before its others start
-                simulate(load(source, overrides=overrides), backend, folders[0], seed=1, records=records)
+                simulate(scenario, backend, folders[0], seed=1, records=records)
             except NotSimulated as refused:
                 unplayed[(name, backend, strategy)] = str(refused)
                 typer.echo(f"{name} {backend} {strategy}: not simulated ({refused})", err=True)

@@ -44,7 +44,7 @@ class GroupClient(Protocol):
     recorder: EventRecorder
     owned: frozenset[TopicPartition]
     positions: dict[TopicPartition, int]   # next offset to fetch, per owned partition whose offset is known
-    generation: int
+    generation: int | None                 # None: a generation without one (0.8)
     may_commit: bool                       # a commit goes out (else it is refused at once)
     may_auto_commit: bool                  # an auto-commit goes out now (else it waits for a later poll)
     auto_commits_at_once: int | None       # auto-commits in flight at once (None: any, in the commit line's order)
@@ -142,10 +142,10 @@ class Application:
                 end += 1
             if end == position:
                 continue
+            generation = {} if self.client.generation is None else {"generation": self.client.generation}   # 0.8: none
             self.client.recorder.emit(ev.RECORDS_CONSUMED, self.client.name, topic=tp.topic, partition=tp.partition,
                                       first_offset=position, last_offset=end - 1, count=end - position,
-                                      produce_ts_ms=[wall_ms(t) for t in log.produced_ms[position:end]],
-                                      generation=self.client.generation)
+                                      produce_ts_ms=[wall_ms(t) for t in log.produced_ms[position:end]], **generation)
             taken += [(tp, offset) for offset in range(position, end)]
             self.client.positions[tp] = end
             self._cursor = owned.index(tp) + 1

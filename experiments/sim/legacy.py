@@ -14,6 +14,12 @@ read and assigned, the offsets read, then the claims (an exists of the owners' f
 partition; a NodeExists reads the holder), a conflict undoing the claims and backing off before the next
 attempt.
 
+With records (`--records`), the data path as `legacy_zk/fetcher.py` runs it: the application takes one record at
+a time (0.8's ConsumerIterator), each attempt first stops fetching and commits the consumed positions (only those
+changed since the last write or read, 0.8's checkpointed offsets), a successful one starts fetching from the
+offsets it read (else auto.offset.reset), and the auto-commit thread writes the consumed positions on its own
+schedule; a clean close commits them once more before the session closes.
+
 What happens to its session when a member is out of contact (a ZooKeeper node cut off, split brain's pause
 and cut link) is in `experiments.sim.legacy_session`.
 
@@ -30,7 +36,7 @@ from functools import lru_cache
 
 from experiments.sim.kernel import Simulation, Timer
 from experiments.sim.legacy_session import Request, SessionFaults
-from experiments.sim.network import Network
+from experiments.sim.network import MemberClock, Network
 from experiments.sim.recorders import member_closed
 from experiments.sim.zookeeper import NodeExists, NoNode, ZooKeeper
 from legacy_zk.config import LegacyConfig
@@ -41,6 +47,7 @@ from rebalance.events import EventRecorder
 from rebalance.types import TopicPartition
 
 HOST_CPU_MS = 0.4           # a member host's Python time for one ZooKeeper request (kazoo's call and callback)
+RECORDS_A_POLL = 1          # 0.8's ConsumerIterator.next(): the application takes one message at a time
 
 
 def zookeeper_of(sim: Simulation, brokers: int, topics: dict[str, int]) -> ZooKeeper:
@@ -99,6 +106,29 @@ class LegacyMember(SessionFaults):
         self._ping_outstanding = False
         self._suspended_at = 0.0
         self._committing = self._commit_due = False   # an auto-commit run under way, and one held back by it
+        # With records: the application (experiments.sim.application) and the fetcher's state it reads
+        self.app = None
+        self.clock = MemberClock(sim)                 # the application's timers (a 0.8 pause with records is refused)
+        self.positions: dict[TopicPartition, int] = {}    # consumed: the offset after the last record handed out
+        self._checkpointed: dict[TopicPartition, int] = {}   # last written or read, per partition
+        self.generation = None                        # 0.8 has none: its records_consumed carry no generation
+        self.may_commit = self.may_auto_commit = False   # commits come from the auto-commit thread, not the poll
+        self.auto_commits_at_once = None
+
+    def attach(self, app) -> None:
+        self.app = app
+
+    # What the application asks of its client (experiments.sim.application.GroupClient): 0.8's rebalance runs on the
+    # watcher executor's thread, never on the application's, and its commits on the auto-commit thread.
+
+    def poll_group(self, then: Callable[[], None]) -> None:
+        then()
+
+    def idle_wait_ms(self) -> float | None:
+        return None
+
+    def commit(self, offsets, then) -> None:
+        raise RuntimeError("0.8's application does not commit: its auto-commit thread does")
 
     # -- what the driver does ------------------------------------------------------------------------
 
@@ -110,6 +140,8 @@ class LegacyMember(SessionFaults):
         self._run(self._start_steps(), self._startup)
         if self.config.auto_commit_enable:
             self._auto_commit = self.sim.after(self.config.auto_commit_interval_ms, self._auto_committed)
+        if self.app is not None:
+            self.app.start()
 
     def records_flow(self) -> None:
         """The producer has started: from now on each owned partition has a position to commit."""
@@ -135,11 +167,14 @@ class LegacyMember(SessionFaults):
                 self._commit_due = False
                 self._commit_run()
 
-        self._run(self._commit(), done, worker=False)
+        self._run(self._commit(dict(self.positions)) if self.app is not None else self._commit(), done, worker=False)
 
     def leave(self) -> None:
         """0.8's shutdown: commit what was consumed, then close the session: the ids and owner nodes go with it."""
         if not self.alive:
+            return
+        if self.app is not None:
+            self._leave_with_records()
             return
         self.alive = False
         if self.owned:
@@ -153,8 +188,34 @@ class LegacyMember(SessionFaults):
 
         self.sim.after(self.network.delay_ms(), closed)
 
+    def _leave_with_records(self) -> None:
+        """`legacy_zk.member.LegacyMember.close` once the record under way is handled (the runner's SIGTERM): stop
+        fetching, commit the consumed positions, revoke, close the session. A rebalance under way is dropped (the
+        real close lets it finish first: not modelled)."""
+        if self.app.handling:
+            self.app.on_batch_done = self.leave
+            return
+        self.app.stop()
+        self.alive = False
+        positions, self.positions = self.positions, {}
+        session = self.session
+
+        def committed() -> None:
+            if self.owned:
+                self.recorder.emit(ev.PARTITIONS_REVOKED, self.name, partitions=sorted(map(str, self.owned)))
+            self.owned = {}
+            self.sim.after(self.network.delay_ms(), closed)
+
+        def closed() -> None:
+            self.zk.close_session(session)
+            member_closed(self)
+
+        self._run(self._commit(positions), committed, worker=False, closing=True)
+
     def crash(self, session_timeout_ms: int) -> None:
         """Gone without a word: ZooKeeper deletes its nodes when the session times out."""
+        if self.app is not None:
+            self.app.stop()
         self.alive = False
         session = self.session
         self.sim.after(session_timeout_ms, lambda: self.zk.close_session(session))
@@ -228,7 +289,7 @@ class LegacyMember(SessionFaults):
                 return
             if not self.alive:
                 return
-            yield from self._commit()
+            yield from self._stop_fetching_and_commit()
             yield ("sleep", "", {"ms": self.config.backoff_ms})
         self.recorder.emit(ev.REBALANCE_FAILED, self.name, error=f"{self.consumer_id} can't rebalance after "
                            f"{retries} retries", attempts=retries)
@@ -237,7 +298,7 @@ class LegacyMember(SessionFaults):
         yield from self._read_brokers()
         my_subscription = parse_registration((yield ("get", self.paths.member(self.consumer_id), {})))
         yield from self._read_brokers()
-        yield from self._commit()
+        yield from self._stop_fetching_and_commit()
         held = sorted(self.owned)
         if held:
             self.recorder.emit(ev.PARTITIONS_REVOKED, self.name, partitions=sorted(map(str, held)))
@@ -259,8 +320,10 @@ class LegacyMember(SessionFaults):
             counts[topic] = 0 if data is None else len(json.loads(data).get("partitions", {}))
         by_thread = legacy_assign(self.strategy, counts, {cid: sub for cid, sub in subscriptions.items() if sub})
         decisions = {tp: thread for thread in self.threads for tp in by_thread.get(thread, ())}
+        start_offsets: dict[TopicPartition, int | None] = {}
         for partition in sorted(decisions):
-            yield ("get", self.paths.offset(partition.topic, partition.partition), {"missing_ok": True})
+            data = yield ("get", self.paths.offset(partition.topic, partition.partition), {"missing_ok": True})
+            start_offsets[partition] = None if data is None else int(data)
         if not self.alive:
             return "error", "closing"
         claimed, conflicts = [], {}
@@ -283,25 +346,63 @@ class LegacyMember(SessionFaults):
             return "owner_conflict", ", ".join(f"{tp} held by {holder}" for tp, holder in sorted(conflicts.items()))
         self.owned = dict(decisions)
         self.recorder.emit(ev.PARTITIONS_ASSIGNED, self.name, partitions=sorted(map(str, decisions)))
+        if self.app is not None:
+            self._start_fetching(start_offsets)
         return "success", f"{len(decisions)} partitions"
+
+    def _start_fetching(self, start_offsets: dict[TopicPartition, int | None]) -> None:
+        """Step 7: the offsets just read need no write back; a partition never committed starts where
+        auto.offset.reset says (smallest: the log's start; largest: its end)."""
+        self._checkpointed.update({tp: offset for tp, offset in start_offsets.items() if offset is not None})
+        logs = self.app.logs.partitions
+        self.positions = {tp: offset if offset is not None else (0 if self.config.auto_offset_reset == "smallest"
+                                                                 else logs[tp].end)
+                          for tp, offset in start_offsets.items()}
+        self.app.wake()
 
     def _read_brokers(self) -> Generator[Request, object, None]:
         ids = yield ("get_children", BROKER_IDS, {"missing_ok": True})
         for broker in ids or ():
             yield ("get", f"{BROKER_IDS}/{broker}", {"missing_ok": True})
 
-    def _commit(self) -> Generator[Request, object, None]:
-        """Auto-commit's positions before a release, as `legacy_zk.offsets.write_offset` writes each: a set (which
-        a herd count leaves out), and the first time the node's parents and the node itself. The application is
-        taken to have consumed from every partition it owns, as a herd run's producer makes it."""
-        if not self.config.auto_commit_enable or not self.consuming:
+    def _stop_fetching_and_commit(self) -> Generator[Request, object, None]:
+        """Step 2: fetching stops (what was fetched and not handed out is dropped) and the consumed positions are
+        committed."""
+        if self.app is None:
+            yield from self._commit()
             return
-        for partition in sorted(self.owned):
-            path = self.paths.offset(partition.topic, partition.partition)
-            if (yield ("set", path, {"data": b"0", "missing_ok": True})) is None:
-                yield from self._ensure_path(self.paths.offsets(partition.topic))
-                if not (yield ("create", path, {"data": b"0", "exists_ok": True})):
-                    yield ("set", path, {"data": b"0"})
+        positions, self.positions = self.positions, {}
+        if self.config.auto_commit_enable and positions:
+            yield from self._commit(positions)
+
+    def _commit(self, positions: dict[TopicPartition, int] | None = None) -> Generator[Request, object, None]:
+        """Auto-commit's positions, as `legacy_zk.offsets.write_offset` writes each: a set (which a herd count leaves
+        out), and the first time the node's parents and the node itself. With records: the positions given, those
+        changed since the last write or read, then offsets_committed. Without: the application is taken to have
+        consumed from every partition it owns, as a herd run's producer makes it."""
+        if positions is None:
+            if not self.config.auto_commit_enable or not self.consuming:
+                return
+            for partition in sorted(self.owned):
+                yield from self._write_offset(partition, b"0")
+            return
+        changed = {tp: offset for tp, offset in sorted(positions.items()) if self._checkpointed.get(tp) != offset}
+        written: dict[str, int] = {}
+        try:
+            for partition, offset in changed.items():
+                yield from self._write_offset(partition, str(offset).encode())
+                self._checkpointed[partition] = offset
+                written[str(partition)] = offset
+        finally:
+            if written:
+                self.recorder.emit(ev.OFFSETS_COMMITTED, self.name, offsets=written, generation=-1)
+
+    def _write_offset(self, partition: TopicPartition, data: bytes) -> Generator[Request, object, None]:
+        path = self.paths.offset(partition.topic, partition.partition)
+        if (yield ("set", path, {"data": data, "missing_ok": True})) is None:
+            yield from self._ensure_path(self.paths.offsets(partition.topic))
+            if not (yield ("create", path, {"data": data, "exists_ok": True})):
+                yield ("set", path, {"data": data})
 
     def _ensure_path(self, path: str) -> Generator[Request, object, None]:
         """zkclient's createPersistent with parents: an exists per missing level, then creates."""
@@ -312,10 +413,12 @@ class LegacyMember(SessionFaults):
 
     # -- requests ------------------------------------------------------------------------------------
 
-    def _run(self, steps: Generator[Request, object, object], done, *, worker: bool = True) -> None:
+    def _run(self, steps: Generator[Request, object, object], done, *, worker: bool = True,
+             closing: bool = False) -> None:
         """Drive a member's steps: each request leaves when the host's thread is free, reaches the server after
         a network delay, and its answer comes back after another. An error the step did not ask to tolerate
-        is thrown into it (an attempt catches it, as 0.8's did, and tries again)."""
+        is thrown into it (an attempt catches it, as 0.8's did, and tries again). `closing`: the close's own
+        steps, which run on after the member stopped being alive."""
         incarnation = self.incarnation
 
         def step(value: object = None, error: Exception | None = None) -> None:
@@ -327,7 +430,7 @@ class LegacyMember(SessionFaults):
             except StopIteration:
                 done()
                 return
-            if not self.alive:
+            if not self.alive and not closing:
                 steps.close()
                 if worker:
                     self.working = False

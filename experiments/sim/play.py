@@ -34,7 +34,7 @@ from experiments.sim.records import Logs, Producer
 from experiments.sim.server_faults import ServerFaults
 from experiments.sim.timeline_steps import TimelineSteps
 from experiments.sim.zookeeper import ZooKeeper
-from legacy_zk.config import LegacyConfig
+from legacy_zk.config import LegacyConfig, reset_name
 from modern.classic.member import settings_from as classic_settings
 from modern.coordinator.consumer_group import ConsumerGroupConfig
 from modern.kip848.client_settings import Kip848Settings
@@ -68,7 +68,7 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
     """Play `scenario` on `backend` in virtual time into the run folder `out` (new or empty). `warm_start`: the
     initial members begin as a stable group their coordinator loaded, instead of joining one by one (KIP-848
     only so far; docs/simulation.md, "Warm start"). `records`: the producer runs and each member's application
-    polls, handles and commits as the scenario's workload says (classic and kip848 so far; "Records"). `events`
+    polls, handles and commits as the scenario's workload says (0.8's without faults on its members or servers; "Records"). `events`
     False: no event file is written, only the run's record; `tap` reads every event as it is emitted (a tally of the
     run's measures, experiments.sim.measures)."""
     backend = canonical_name(backend)
@@ -125,6 +125,7 @@ class _Play(TimelineSteps):
                 group_id=group.name, topics=tuple(self.topics), zookeeper_connect="sim",
                 zookeeper_session_timeout_ms=group.session_timeout_ms,
                 auto_commit_interval_ms=MemberConfig.auto_commit_interval_ms,
+                auto_offset_reset=reset_name(MemberConfig.auto_offset_reset),
                 partition_assignment_strategy=self.strategy).with_overrides(native_settings(scenario, self.profile))
             self.coordinator = None
         elif self.profile.group_protocol is GroupProtocol.CONSUMER:
@@ -321,6 +322,8 @@ class _Play(TimelineSteps):
                 name=self.member_id(name), consumer_id=f"{self.scenario.group.name}_{tag}.{name}",
                 group=self.scenario.group.name, topics=self.topics, strategy=self.strategy, config=self.legacy_config,
                 zk_nodes=max(self.scenario.cluster.zookeeper_nodes, 1))
+            if self.logs is not None:
+                member.attach(self.application_of(member))
         elif self.profile.group_protocol is GroupProtocol.CONSUMER:
             member = self.kip848_member(self.sim, self.network, self.serving, host, name=self.member_id(name),
                                          group=self.scenario.group.name, topics=self.topics,
@@ -342,8 +345,9 @@ class _Play(TimelineSteps):
 
     def application_of(self, member) -> Application:
         timing = self.kip848_settings or self.timing
+        one_at_a_time = isinstance(member, legacy.LegacyMember)
         app = Application(self.sim, member, self.logs, workload_of(self.scenario, self.profile), seed=self.seed,
-                          max_poll_records=self.scenario.workload.max_poll_records,
+                          max_poll_records=legacy.RECORDS_A_POLL if one_at_a_time else self.scenario.workload.max_poll_records,
                           auto_commit_interval_ms=timing.auto_commit_interval_ms, retry_backoff_ms=timing.retry_backoff_ms)
         if self.servers is not None:
             self.servers.fetching(app)

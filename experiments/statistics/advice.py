@@ -23,10 +23,10 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.run.member_configs import native_settings
-from experiments.scenario import Scenario, load
+from experiments.scenario import Scenario, load, resolve
 from experiments.scenario.actions import Action
 from experiments.sim.play import simulate
-from experiments.sim.playable import PROTOCOLS
+from experiments.sim.playable import SIMULATED, records_refusal
 from experiments.statistics.campaign_stats import (
     WHOLE_RUN_LOST,
     WHOLE_RUN_REBALANCING,
@@ -57,11 +57,12 @@ def cells_of(scenario: Scenario) -> tuple[list[Cell], list[str]]:
     """Every strategy of every backend the scenario lists that the simulation plays with records, one cell per
     assignor actually run (KIP-848 runs the classic names as its server assignors); and what is left out, why."""
     cells, left_out = [], []
+    schedule = resolve(scenario)
     for backend in dict.fromkeys(canonical_name(name) for name in scenario.backends):
         backend_profile = profile(backend)
-        if backend_profile.group_protocol not in PROTOCOLS:
-            left_out.append(f"{backend}: records are simulated on the coordinator protocols only so far "
-                            f"(docs/simulation.md)")
+        why = "not simulated" if backend not in SIMULATED else records_refusal(schedule, backend)
+        if why:
+            left_out.append(f"{backend}: {why} (docs/simulation.md)")
             continue
         runs_as: set[str] = set()
         for strategy in backend_profile.strategies:
@@ -144,7 +145,12 @@ def mechanism(cell: Cell, scenario: Scenario) -> list[str]:
     crashes = any(entry.action is Action.CRASH or (entry.action is Action.SCALE and entry.how == "crash")
                   for entry in scenario.timeline)
     sentences = []
-    if backend_profile.group_protocol is GroupProtocol.CONSUMER:
+    if backend_profile.needs_zookeeper:
+        sentences.append("Every member on its own: a change fires every member's ZooKeeper watch, and each stops "
+                         "fetching, releases all its partitions, reads the whole group and claims its share, trying "
+                         "again while another still holds one, so the whole group stops handling until the last "
+                         "member has claimed.")
+    elif backend_profile.group_protocol is GroupProtocol.CONSUMER:
         sentences.append("No barrier: the coordinator moves partitions member by member through heartbeats, so a "
                          "change stops only the partitions that move, each until its old owner has given it up and "
                          "its new owner's next heartbeat has taken it.")
@@ -155,14 +161,17 @@ def mechanism(cell: Cell, scenario: Scenario) -> list[str]:
         sentences.append("The barrier: at every change each member revokes all its partitions and waits in JoinGroup "
                          "until every member has joined again, so the whole group stops handling for the rebalance.")
     if crashes:
-        sentences.append(f"The sessions: a crashed member's partitions wait for its session ({session_s:g} s) to "
-                         f"expire before another member takes them.")
+        sentences.append(f"The sessions: a crashed member's partitions wait for its session ({session_s:g} s"
+                         f"{' in ZooKeeper' if backend_profile.needs_zookeeper else ''}) to expire before another "
+                         f"member takes them.")
     return sentences
 
 
 def protocol_of(cell: Cell) -> str:
-    protocol = profile(cell.backend).group_protocol
-    if protocol is GroupProtocol.CONSUMER:
+    backend_profile = profile(cell.backend)
+    if backend_profile.needs_zookeeper:
+        return "ZooKeeper, each member on its own (0.8)"
+    if backend_profile.group_protocol is GroupProtocol.CONSUMER:
         return "consumer (KIP-848)"
     return "cooperative" if _cooperative(cell) else "eager"
 
