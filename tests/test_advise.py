@@ -147,6 +147,7 @@ def test_advise_ranks_the_cells_with_their_spread_tests_mechanism_and_confirming
     assert result.exit_code == 0, result.output
     out = result.output
     assert "4 cells x 5 seeds" in out
+    assert "median [min-max] over the seeds" in out   # the spread's name printed, not read as markup
     for cell in ("classic/range", "classic/roundrobin", "classic/sticky", "classic/cooperative-sticky"):
         assert cell in out
     assert "exact two-sided Mann-Whitney" in out and "Why classic/" in out

@@ -1,6 +1,7 @@
-"""Records in the simulation (classic, `--records`): the producer's records reach the members' applications, each
-handled once for its service time and committed after its poll's batch; a seed replays to the same events; the
-join's steps wait for the application's poll, so a member busy with its batch holds the group's rebalance."""
+"""Records in the simulation (`--records`): the producer's records reach the members' applications, each
+handled once for its service time and committed after its poll's batch (0.8: by its auto-commit thread); a seed
+replays to the same events; the join's steps wait for the application's poll, so a member busy with its batch holds
+the group's rebalance."""
 
 from __future__ import annotations
 

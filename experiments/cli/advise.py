@@ -111,7 +111,7 @@ def _figure(value: float) -> str:
 def _print_ranking(ranked, marks) -> None:
     from experiments.statistics import advice
 
-    table = Table(title="Ranked over the timeline: median [min-max] over the seeds", title_justify="left")
+    table = Table(title="Ranked over the timeline: median \\[min-max] over the seeds", title_justify="left")
     for column in ("rank", "cell", "protocol", "records lost", "worst latency (ms)", "rebalancing (ms)", "n",
                    "validated (docs/simulation.md)"):
         table.add_column(column)
