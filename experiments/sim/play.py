@@ -54,9 +54,12 @@ PROCESS_START_MS = 1_500
 # A host restarted whole: from its last member's close to its new process's first member, and between the new
 # process's members. Measured in two real runs of seed002-mixed (KIP-848 uniform and classic cooperative-sticky,
 # 2026-12-07, machine index python 0.61-0.62 s, load 0.8-1.5), two restarts each: 485, 664, 733 and 811 ms; the
-# members 1.5-21.8 ms apart, 7 ms at the median (n = 16). Used for 0.8 too, whose new process was slower in one
-# real run of seed002 (1.5 and 1.8 s, its members 54-170 ms apart, each opening its own ZooKeeper session).
+# members 1.5-21.8 ms apart, 7 ms at the median (n = 16).
 RESTART_PROCESS_START_MS, RESTART_MEMBER_START_MS = 700, 7
+# 0.8's new process is slower, each member opening its own ZooKeeper session before it starts: two real runs of
+# seed002 on 0.8 range (2026-12-07, machine index python 0.45-0.62 s), two restarts each, 1.1, 1.5, 1.7 and 1.8 s;
+# its members 39-473 ms apart, 51 ms at the median in the second run (n = 8; the first's 54-170 ms).
+LEGACY_RESTART_PROCESS_START_MS, LEGACY_RESTART_MEMBER_START_MS = 1_600, 50
 # The runner's teardown stops every member host at once, the hosts beginning within 20 ms of each other; a host
 # closes its members one after another, each once the one before has had its LeaveGroup answered (1 ms here: the
 # host's own CPU, which made them about 20 ms apart in a real herd run, is not modelled).
@@ -362,7 +365,7 @@ class _Play(TimelineSteps):
         whole is stopped and started anew: SIGTERM makes each of its running members leave, each after the batch
         it is handling; once every one has closed (or the runner kills the process at STOP_TIMEOUT_S) a new
         process starts, comes up after RESTART_PROCESS_START_MS and begins its members RESTART_MEMBER_START_MS
-        apart. A member of a host covered in part is stopped cleanly and started alone (modelled: a new process of
+        apart (0.8's: the LEGACY_ ones). A member of a host covered in part is stopped cleanly and started alone (modelled: a new process of
         its own, after its own close)."""
         names = list(names)
         if set(names) == set(self.schedule.host_of(names[0]).members):
@@ -375,12 +378,14 @@ class _Play(TimelineSteps):
         closing = [name for name in names if name in self.running]
         started: list[bool] = []
 
+        process_ms, member_ms = ((LEGACY_RESTART_PROCESS_START_MS, LEGACY_RESTART_MEMBER_START_MS) if self.zk is not None
+                                 else (RESTART_PROCESS_START_MS, RESTART_MEMBER_START_MS))
+
         def new_process() -> None:
             if not started:
                 started.append(True)
                 for position, name in enumerate(names):
-                    self.sim.after(RESTART_PROCESS_START_MS + position * RESTART_MEMBER_START_MS,
-                                   lambda name=name: self.start(name))
+                    self.sim.after(process_ms + position * member_ms, lambda name=name: self.start(name))
 
         def closed(name: str) -> None:
             closing.remove(name)
