@@ -170,47 +170,34 @@ class LegacyMember(SessionFaults):
         self._run(self._commit(dict(self.positions)) if self.app is not None else self._commit(), done, worker=False)
 
     def leave(self) -> None:
-        """0.8's shutdown: commit what was consumed, then close the session: the ids and owner nodes go with it."""
+        """0.8's shutdown (`legacy_zk.member.LegacyMember.close`), with records once the record under way is handled
+        (the runner's SIGTERM): stop fetching, commit the consumed positions, revoke, close the session: the ids and
+        owner nodes go with it. A rebalance under way is dropped (the real close lets it finish first: not modelled).
+        Without records nothing was consumed, so nothing is committed."""
         if not self.alive:
             return
-        if self.app is not None:
-            self._leave_with_records()
-            return
-        self.alive = False
-        if self.owned:
-            self.recorder.emit(ev.PARTITIONS_REVOKED, self.name, partitions=sorted(map(str, self.owned)))
-        self.owned = {}
-        session = self.session
-
-        def closed() -> None:   # closeSession answered: the ids and owner nodes are gone, then the member stops
-            self.zk.close_session(session)
-            member_closed(self)
-
-        self.sim.after(self.network.delay_ms(), closed)
-
-    def _leave_with_records(self) -> None:
-        """`legacy_zk.member.LegacyMember.close` once the record under way is handled (the runner's SIGTERM): stop
-        fetching, commit the consumed positions, revoke, close the session. A rebalance under way is dropped (the
-        real close lets it finish first: not modelled)."""
-        if self.app.handling:
+        if self.app is not None and self.app.handling:
             self.app.on_batch_done = self.leave
             return
-        self.app.stop()
         self.alive = False
-        positions, self.positions = self.positions, {}
         session = self.session
 
-        def committed() -> None:
+        def revoke() -> None:
             if self.owned:
                 self.recorder.emit(ev.PARTITIONS_REVOKED, self.name, partitions=sorted(map(str, self.owned)))
             self.owned = {}
             self.sim.after(self.network.delay_ms(), closed)
 
-        def closed() -> None:
+        def closed() -> None:   # closeSession answered: the ids and owner nodes are gone, then the member stops
             self.zk.close_session(session)
             member_closed(self)
 
-        self._run(self._commit(positions), committed, worker=False, closing=True)
+        if self.app is None:
+            revoke()
+            return
+        self.app.stop()
+        positions, self.positions = self.positions, {}
+        self._run(self._commit(positions if self.config.auto_commit_enable else {}), revoke, worker=False, closing=True)
 
     def crash(self, session_timeout_ms: int) -> None:
         """Gone without a word: ZooKeeper deletes its nodes when the session times out."""

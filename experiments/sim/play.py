@@ -365,8 +365,8 @@ class _Play(TimelineSteps):
         whole is stopped and started anew: SIGTERM makes each of its running members leave, each after the batch
         it is handling; once every one has closed (or the runner kills the process at STOP_TIMEOUT_S) a new
         process starts, comes up after RESTART_PROCESS_START_MS and begins its members RESTART_MEMBER_START_MS
-        apart (0.8's: the LEGACY_ ones). A member of a host covered in part is stopped cleanly and started alone (modelled: a new process of
-        its own, after its own close)."""
+        apart (0.8's: the LEGACY_ ones). A member of a host covered in part is stopped cleanly and started alone
+        (modelled: a new process of its own, after its own close)."""
         names = list(names)
         if set(names) == set(self.schedule.host_of(names[0]).members):
             self._restart_process(names)
