@@ -18,7 +18,10 @@ With records (`--records`), the data path as `legacy_zk/fetcher.py` runs it: the
 a time (0.8's ConsumerIterator), each attempt first stops fetching and commits the consumed positions (only those
 changed since the last write or read, 0.8's checkpointed offsets), a successful one starts fetching from the
 offsets it read (else auto.offset.reset), and the auto-commit thread writes the consumed positions on its own
-schedule; a clean close commits them once more before the session closes.
+schedule; a clean close commits them once more before the session closes. The auto-commit thread's requests are
+retried until they are answered, in a new session if the old one expired (zkclient's retryUntilConnected, as
+`legacy_zk.zk` retries them): a split member's commit blocked during the outage writes its stale positions once
+it is back, split brain's offsets moved back on 0.8.
 
 What happens to its session when a member is out of contact (a ZooKeeper node cut off, split brain's pause
 and cut link) is in `experiments.sim.legacy_session`.
@@ -106,9 +109,10 @@ class LegacyMember(SessionFaults):
         self._ping_outstanding = False
         self._suspended_at = 0.0
         self._committing = self._commit_due = False   # an auto-commit run under way, and one held back by it
+        self._retried: dict[object, Callable[[], None]] = {}   # requests retried until answered: how to send each again
         # With records: the application (experiments.sim.application) and the fetcher's state it reads
         self.app = None
-        self.clock = MemberClock(sim)                 # the application's timers (a 0.8 pause with records is refused)
+        self.clock = MemberClock(sim)                 # the process's timers: the application's and the auto-commit's
         self.positions: dict[TopicPartition, int] = {}    # consumed: the offset after the last record handed out
         self._checkpointed: dict[TopicPartition, int] = {}   # last written or read, per partition
         self.generation = None                        # 0.8 has none: its records_consumed carry no generation
@@ -139,7 +143,7 @@ class LegacyMember(SessionFaults):
                            topics=sorted(self.topics))
         self._run(self._start_steps(), self._startup)
         if self.config.auto_commit_enable:
-            self._auto_commit = self.sim.after(self.config.auto_commit_interval_ms, self._auto_committed)
+            self._auto_commit = self.clock.after(self.config.auto_commit_interval_ms, self._auto_committed)
         if self.app is not None:
             self.app.start()
 
@@ -152,7 +156,7 @@ class LegacyMember(SessionFaults):
         ZooKeeper link cut) holds the next back, which then starts as soon as it ends."""
         if not self.alive:
             return
-        self._auto_commit = self.sim.after(self.config.auto_commit_interval_ms, self._auto_committed)
+        self._auto_commit = self.clock.after(self.config.auto_commit_interval_ms, self._auto_committed)
         if self._committing:
             self._commit_due = True
         else:
@@ -167,7 +171,8 @@ class LegacyMember(SessionFaults):
                 self._commit_due = False
                 self._commit_run()
 
-        self._run(self._commit(dict(self.positions)) if self.app is not None else self._commit(), done, worker=False)
+        self._run(self._commit(dict(self.positions)) if self.app is not None else self._commit(), done, worker=False,
+                  retried=True)
 
     def leave(self) -> None:
         """0.8's shutdown (`legacy_zk.member.LegacyMember.close`), with records once the record under way is handled
@@ -401,15 +406,18 @@ class LegacyMember(SessionFaults):
     # -- requests ------------------------------------------------------------------------------------
 
     def _run(self, steps: Generator[Request, object, object], done, *, worker: bool = True,
-             closing: bool = False) -> None:
+             closing: bool = False, retried: bool = False) -> None:
         """Drive a member's steps: each request leaves when the host's thread is free, reaches the server after
         a network delay, and its answer comes back after another. An error the step did not ask to tolerate
         is thrown into it (an attempt catches it, as 0.8's did, and tries again). `closing`: the close's own
-        steps, which run on after the member stopped being alive."""
+        steps, which run on after the member stopped being alive. `retried`: steps that outlive their session,
+        each request sent again in the next one until it is answered (the auto-commit thread's); other steps die
+        with the session that ran them."""
         incarnation = self.incarnation
+        token = object()
 
         def step(value: object = None, error: Exception | None = None) -> None:
-            if incarnation != self.incarnation:   # its session died meanwhile
+            if incarnation != self.incarnation and not retried:   # its session died meanwhile
                 steps.close()
                 return
             try:
@@ -425,11 +433,18 @@ class LegacyMember(SessionFaults):
             if op == "sleep":
                 self.sim.after(options["ms"], step)
                 return
+            send(op, path, options)
+
+        def send(op: str, path: str, options: dict) -> None:
             self.host.free_at_ms = max(self.host.free_at_ms, self.sim.now_ms) + HOST_CPU_MS
             sent = self.sim.now_ms
             self._last_sent_ms = self.host.free_at_ms
+            if retried:
+                self._retried[token] = lambda: send(op, path, options)
 
             def answered(result: object, failure: Exception | None) -> None:
+                if retried and self._retried.pop(token, None) is None:
+                    return   # the answer to a try already made again in a new session
                 self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op=op, path=path,
                                    latency_ms=round(self.sim.now_ms - sent, 3),
                                    error=None if failure is None else type(failure).__name__ + "Error")

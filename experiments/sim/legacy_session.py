@@ -14,9 +14,10 @@ rebalance). A cut member's kazoo drops the connection (SUSPENDED) when the ping 
 unanswered a third of the session later, then keeps trying; the attempt after the one under way at the heal gets
 the server's answer (`_attempt_wait_ms`). A paused member finds at the resume its connection closed by the server.
 Back in contact within the session, the held requests go on (`reconnect`); after an expiry kazoo goes SUSPENDED,
-LOST, then CONNECTED on a new session, and the member does what `legacy_zk.member._after_expiry` does: forget what
-it owned (`partitions_lost`), register again, a rebalance (trigger `new-session`), then a second one for every
-listener zkclient re-fired. What the old session had under way failed with it."""
+LOST, then CONNECTED on a new session, and the member does what `legacy_zk.member._after_expiry` does: stop
+fetching, forget what it owned (`partitions_lost`), register again, a rebalance (trigger `new-session`), then a
+second one for every listener zkclient re-fired. The watcher executor's work under way when the session died is
+dropped with it; the auto-commit thread's request blocked meanwhile is sent again in the new session."""
 
 from __future__ import annotations
 
@@ -81,15 +82,18 @@ class SessionFaults:
     # A pause and a cut on one member at once: contact is lost at the first and comes back at the last.
 
     def pause(self) -> None:
-        """SIGSTOP: nothing of the member runs; its session expires unless it resumes in time."""
+        """SIGSTOP: nothing of the member runs (its application and auto-commit thread stop where they are); its
+        session expires unless it resumes in time."""
         if self.alive and not self.frozen:
             self.frozen = True
+            self.clock.pause()
             if not self.cut_off:
                 self._out_of_contact(notices=False)
 
     def resume(self) -> None:
         if self.frozen:
             self.frozen = False
+            self.clock.resume()
             if not self.cut_off:   # the dropped connection tried again after kazoo's first delay
                 self._back_in_contact(wait_ms=RETRY_FIRST_MS)
 
@@ -178,7 +182,8 @@ class SessionFaults:
             self.recorder.emit(ev.SESSION_STATE, self.name, state="SUSPENDED")
         self.incarnation += 1
         self._parked, self.reasons, self.working = [], set(), False
-        self._committing = self._commit_due = False
+        if not self._retried:   # an auto-commit blocked in its request goes on in the next session
+            self._committing = self._commit_due = False
         self.sim.after(wait_ms + 2 * self.network.delay_ms(), self._lost)
 
     def _lost(self) -> None:
@@ -196,8 +201,14 @@ class SessionFaults:
         self.recorder.emit(ev.SESSION_STATE, self.name, state="CONNECTED")
         self.working = True
         self._run(self._after_expiry(), self._refire)
+        for send in list(self._retried.values()):   # zkclient's retry: what was blocked goes out again
+            send()
 
     def _after_expiry(self) -> Generator[Request, object, None]:
+        """0.8's handleNewSession: fetching stops (the positions of partitions no longer this member's are not
+        committed), what it owned is forgotten, it registers again and rebalances."""
+        if self.app is not None:
+            self.positions = {}
         if self.owned:
             self.recorder.emit(ev.PARTITIONS_LOST, self.name, partitions=sorted(map(str, self.owned)))
         self.owned = {}
