@@ -33,7 +33,7 @@ def sim_command(
     warm_start: Annotated[bool, typer.Option(help="Begin with the initial members as a stable group their coordinator "
                                                   "loaded, not joining one by one (kip848; docs/simulation.md).")] = False,
     records: Annotated[bool, typer.Option(help="Produce records and have each member poll, handle and commit them as "
-                                               "the workload says (0.8's without faults on its servers; validated "
+                                               "the workload says (0.8's not through a broker's death; validated "
                                                "against the real runs in docs/simulation.md).")] = False,
     safety: Annotated[bool, typer.Option(help="Check every seed for what must never happen (a record skipped, an "
                                               "offset moved back, a partition without one owner in the end), tallied "
@@ -208,7 +208,7 @@ def validate_command(
 
 def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str, sets: list[str]) -> None:
     """Simulate each cell of the data folder's campaign (at the scenario's own settings: no sweep) `seeds` times with
-    records where the simulation plays them (0.8's not with faults on its servers: there its double
+    records where the simulation plays them (0.8's not through a broker's death: there its double
     ownership and time rebalancing only), the seeds spread over one process a
     core, summarise them in one Spark pass, and set their measures beside the real runs'. A cell the simulation cannot
     play is named with its reason."""

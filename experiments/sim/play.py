@@ -71,7 +71,7 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
     """Play `scenario` on `backend` in virtual time into the run folder `out` (new or empty). `warm_start`: the
     initial members begin as a stable group their coordinator loaded, instead of joining one by one (KIP-848
     only so far; docs/simulation.md, "Warm start"). `records`: the producer runs and each member's application
-    polls, handles and commits as the scenario's workload says (0.8's without faults on its servers; "Records"). `events`
+    polls, handles and commits as the scenario's workload says (0.8's not through a broker's death; "Records"). `events`
     False: no event file is written, only the run's record; `tap` reads every event as it is emitted (a tally of the
     run's measures, experiments.sim.measures)."""
     backend = canonical_name(backend)

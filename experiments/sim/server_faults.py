@@ -7,7 +7,8 @@
 - the same on 0.8: the group lives in ZooKeeper, so the group is untouched; the dead broker's registration
   (`/brokers/ids/<id>`, an ephemeral node of its ZooKeeper session, `broker/zk.py`) goes once that session
   expires and comes back with the restart. 0.8's members watch /brokers/ids only after a rebalance that found
-  no broker, so no watch fires. Records are not played on 0.8 (its fetches are not modelled).
+  no broker, so no watch fires. Records are not played on 0.8 here (its fetches through a dead leader are not
+  modelled).
 - `zk_isolate` on the two coordinator protocols: nothing. Their brokers are started without ZooKeeper (the
   runner passes `zk` to the cluster only for a generation that needs it) and their members never talk to it,
   so the fault is recorded and has no effect, as in the real runs.
@@ -17,7 +18,7 @@
   which reconnect to another node at kazoo's first retry (`legacy_zk.zk.reconnect_retry`), within the session.
   When the cut-off node led the ensemble (taken to be the highest id, which wins the first election when every
   node starts empty), the other two drop their clients too and elect a leader (ZooKeeper's finalizeWait, 200 ms)
-  before anyone reconnects.
+  before anyone reconnects. With records the members go on fetching meanwhile (the data link is up).
 
 Not played: `zk_kill`, `zk_restart`, `zk_pause` (`unplayed_server_faults` names them), and an isolation whose
 reconnection would outlast the members' session (a new session: 0.8's re-registration, not modelled here)."""

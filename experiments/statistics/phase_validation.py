@@ -90,8 +90,8 @@ def phase_cells_markdown(cells: list[PhaseCell], *, source: str, seeds: int,
         lines.append(f"| {cell.scenario} | {cell.backend} | {cell.strategy} | {cell.metric} | {_figure(cell.real)} | "
                      f"{_figure(cell.simulated)} | {'inside' if cell.inside else '**outside**'} |")
     lines += ["", f"{sum(cell.inside for cell in cells)} of {len(cells)} cells validate."]
-    lines += [f"Without records: {scenario} on {backend} {strategy} (0.8's records are not simulated with faults on "
-              f"its servers: its double ownership and time rebalancing only)." for scenario, backend, strategy
+    lines += [f"Without records: {scenario} on {backend} {strategy} (0.8's records are not simulated "
+              f"through a broker's death: its double ownership and time rebalancing only)." for scenario, backend, strategy
               in sorted(recordless)]
     lines += [f"Not simulated: {scenario} on {backend} {strategy} ({reason})."
               for (scenario, backend, strategy), reason in sorted((unplayed or {}).items())]
