@@ -134,10 +134,11 @@ def test_the_cells_are_every_assignor_of_every_generation_the_simulation_plays_w
 
 def test_a_generation_whose_records_the_scenario_cannot_play_is_left_out_with_its_reason():
     source = Path(__file__).resolve().parent.parent / "experiments" / "scenarios" / "split-brain-d.toml"
-    scenario = loads(source.read_text(), source=str(source), overrides=['backends=["legacy", "classic"]'])
+    scenario = loads(source.read_text(), source=str(source), overrides=['backends=["legacy", "classic"]',
+                                                                         "cluster.fail_back_delay_ms=1000"])
     cells, left_out = advice.cells_of(scenario)
     assert {cell.backend for cell in cells} == {"classic"}
-    assert len(left_out) == 1 and left_out[0].startswith("legacy: records on legacy with coordinator_kill, coordinator_restart are not simulated")
+    assert len(left_out) == 1 and left_out[0].startswith("legacy: records on legacy: line 51: the restarted broker")
 
 
 def test_advise_ranks_the_cells_with_their_spread_tests_mechanism_and_confirming_command(tmp_path):
@@ -158,6 +159,7 @@ def test_advise_ranks_the_cells_with_their_spread_tests_mechanism_and_confirming
 
 def test_advise_refuses_a_scenario_none_of_whose_backends_is_simulated_with_records(tmp_path):
     source = Path(__file__).resolve().parent.parent / "experiments" / "scenarios" / "split-brain-d.toml"
-    result = CliRunner().invoke(app, ["advise", str(source), "--set", 'backends=["legacy"]'])
+    result = CliRunner().invoke(app, ["advise", str(source), "--set", 'backends=["legacy"]',
+                                      "--set", "cluster.fail_back_delay_ms=1000"])
     assert result.exit_code == 2
     assert "none of its backends (legacy) is simulated with records" in result.output

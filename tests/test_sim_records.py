@@ -165,15 +165,36 @@ def test_a_kip848_warm_up_ends_with_the_target_assignment_reconciled(tmp_path):
     assert sorted(len(partitions) for partitions in owned.values()) == [2, 2, 2, 2], owned
 
 
-def _builtin(name: str, backend: str):
+def _builtin(name: str, backend: str, *overrides: str):
     source = Path(__file__).resolve().parent.parent / "experiments" / "scenarios" / f"{name}.toml"
-    return loads(source.read_text(), source=source.name, overrides=[f'backends=["{backend}"]'])
+    return loads(source.read_text(), source=source.name, overrides=[f'backends=["{backend}"]', *overrides])
 
 
 def test_records_are_refused_by_name_where_they_are_not_simulated_yet(tmp_path):
-    with pytest.raises(NotSimulated, match="records on legacy with coordinator_kill, coordinator_restart are not "
-                                           "simulated yet"):
-        simulate(_builtin("split-brain-d", "legacy"), "legacy", tmp_path / "k", records=True)
+    scenario = _builtin("split-brain-d", "legacy", "cluster.fail_back_delay_ms=1000")
+    with pytest.raises(NotSimulated, match="records on legacy: line 51: the restarted broker would lead its "
+                                           "partitions again within the run"):
+        simulate(scenario, "legacy", tmp_path / "k", records=True)
+    simulate(scenario, "legacy", tmp_path / "without", records=False)   # without records it plays
+
+
+def test_a_dead_brokers_partitions_give_a_legacy_member_nothing_until_they_move(tmp_path):
+    """Split brain d on 0.8 with records: the group lives in ZooKeeper and does not notice, but the partitions the
+    dead broker led take and give no record until a survivor declares it dead (the broker session, 9 s) and leads
+    them; their records are then handled late, once each, and no partition changes owner."""
+    events = _events(simulate(_builtin("split-brain-d", "legacy"), "legacy", tmp_path / "run", records=True))
+    killed = next(e["ts_ns"] for e in events if e["type"] == "fault_started")
+    late = [e for e in events if e["type"] == "records_consumed" and e["ts_ns"] > killed
+            and max(e["ts_ms"] - stamp for stamp in e["produce_ts_ms"]) > 9_000]
+    assert late and len({e["partition"] for e in late}) == 2, "the two partitions the dead broker led"
+    assert not [e for e in events if e["type"] in ("partitions_revoked", "partitions_lost") and killed < e["ts_ns"]
+                and e["ts_ns"] < killed + 20_000_000_000]
+    handled: Counter = Counter()
+    for event in events:
+        if event["type"] == "records_consumed":
+            handled.update((event["partition"], offset) for offset in range(event["first_offset"],
+                                                                              event["last_offset"] + 1))
+    assert max(handled.values()) == 1
 
 
 def test_a_legacy_member_whose_zookeeper_node_is_cut_off_reconnects_and_loses_no_record(tmp_path):

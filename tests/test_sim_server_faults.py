@@ -245,8 +245,8 @@ def test_the_cluster_declares_a_dead_broker_after_the_session_and_loads_the_grou
     ("split-brain-c", "legacy", ["group.session_timeout_ms=2000"], {},
      "zk_isolate on legacy: a session of 2000 ms would expire before its member reconnects"),
     ("split-brain-d", "kip848", [], {"warm_start": True}, "a warm start with a server fault is not simulated"),
-    ("split-brain-d", "legacy", [], {"records": True}, "records on legacy with coordinator_kill, coordinator_restart "
-                                                        "are not simulated yet"),
+    ("split-brain-d", "legacy", ["cluster.fail_back_delay_ms=1000"], {"records": True},
+     "records on legacy: line 51: the restarted broker would lead its partitions again within the run"),
     ("split-brain-d", "classic", ["cluster.fail_back_delay_ms=1000"], {},
      "the restarted broker would lead its partitions again within the run"),
 ])

@@ -33,8 +33,8 @@ def sim_command(
     warm_start: Annotated[bool, typer.Option(help="Begin with the initial members as a stable group their coordinator "
                                                   "loaded, not joining one by one (kip848; docs/simulation.md).")] = False,
     records: Annotated[bool, typer.Option(help="Produce records and have each member poll, handle and commit them as "
-                                               "the workload says (0.8's not through a broker's death; validated "
-                                               "against the real runs in docs/simulation.md).")] = False,
+                                               "the workload says (0.8's not through a broker leading again within "
+                                               "the run; validated against the real runs in docs/simulation.md).")] = False,
     safety: Annotated[bool, typer.Option(help="Check every seed for what must never happen (a record skipped, an "
                                               "offset moved back, a partition without one owner in the end), tallied "
                                               "as it plays with no event file; the seeds found broken are written, "
@@ -208,7 +208,7 @@ def validate_command(
 
 def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str, sets: list[str]) -> None:
     """Simulate each cell of the data folder's campaign (at the scenario's own settings: no sweep) `seeds` times with
-    records where the simulation plays them (0.8's not through a broker's death: there its double
+    records where the simulation plays them (0.8's not through a broker leading again within the run: there its double
     ownership and time rebalancing only), the seeds spread over one process a
     core, summarise them in one Spark pass, and set their measures beside the real runs'. A cell the simulation cannot
     play is named with its reason."""
@@ -250,7 +250,7 @@ def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str
             folders = [scratch / f"{name}-{backend}-{strategy}-{seed}" for seed in range(1, seeds + 1)]
             try:
                 scenario = load(source, overrides=overrides)
-                records = records_refusal(resolve(scenario), backend) is None
+                records = records_refusal(scenario, resolve(scenario), backend) is None
                 # the first seed here: a cell the simulation cannot play is refused by name before its others start
                 simulate(scenario, backend, folders[0], seed=1, records=records)
             except NotSimulated as refused:

@@ -71,7 +71,7 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
     """Play `scenario` on `backend` in virtual time into the run folder `out` (new or empty). `warm_start`: the
     initial members begin as a stable group their coordinator loaded, instead of joining one by one (KIP-848
     only so far; docs/simulation.md, "Warm start"). `records`: the producer runs and each member's application
-    polls, handles and commits as the scenario's workload says (0.8's not through a broker's death; "Records"). `events`
+    polls, handles and commits as the scenario's workload says (0.8's not through a restarted broker that leads again within the run; "Records"). `events`
     False: no event file is written, only the run's record; `tap` reads every event as it is emitted (a tally of the
     run's measures, experiments.sim.measures)."""
     backend = canonical_name(backend)
@@ -139,7 +139,7 @@ class _Play(TimelineSteps):
         else:
             self.coordinator = Coordinator(self.sim, group.name, coordinator_events)
         self.classic_member, self.kip848_member, self.serving = ClassicMember, kip848.Kip848Member, self.coordinator
-        self.servers = ServerFaults(self) if ServerFaults.wanted(schedule) else None   # the brokers, modelled
+        self.servers = ServerFaults(self, records=records) if ServerFaults.wanted(schedule) else None   # the brokers
         self.observed: dict[str, int] = {}    # server faults: when their effect was seen
         # the clients' settings as the real members read them from the scenario's [group.<backend>]
         config = member_config(scenario, self.profile, "m000", "127.0.0.1:9092", workload=False)

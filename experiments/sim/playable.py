@@ -6,7 +6,7 @@ from __future__ import annotations
 from experiments.scenario import resolve
 from experiments.scenario.actions import Action
 from experiments.scenario.model import Scenario, Step
-from experiments.sim.server_faults import SERVER_FAULTS, unplayed_server_faults
+from experiments.sim.server_faults import SERVER_FAULTS, fail_back_within_run, unplayed_server_faults
 from rebalance.backends import GroupProtocol, backend_names, profile
 
 # The backends this simulation plays so far (docs/simulation.md): the two coordinator protocols, and 0.8's members
@@ -44,22 +44,19 @@ def check_playable(scenario: Scenario, backend: str, *, warm_start: bool, record
                                f"connection after a stopped process within the session is not modelled)")
     if warm_start and profile(backend).group_protocol is not GroupProtocol.CONSUMER:
         raise NotSimulated(f"a warm start is simulated for kip848 so far, not {backend}")
-    if records and (why := records_refusal(schedule, backend)):
+    if records and (why := records_refusal(scenario, schedule, backend)):
         raise NotSimulated(f"scenario {scenario.name}: {why}")
     return schedule
 
 
-def records_refusal(schedule, backend: str) -> str | None:
-    """Why records cannot be played on this schedule and backend (a canonical name), or None: they can. On 0.8 they
-    are played through split brain's member faults and a ZooKeeper node cut off, not through a broker's death (its
-    data path there is not modelled yet)."""
+def records_refusal(scenario: Scenario, schedule, backend: str) -> str | None:
+    """Why records cannot be played on this schedule and backend (a canonical name), or None: they can. On 0.8 the
+    brokers' data path is the coordinators' (`server_faults`), so what it does not play there it does not play on 0.8
+    either: a restarted broker that would lead again within the run."""
     if profile(backend).group_protocol in PROTOCOLS:
         return None
-    faults = sorted({step.action for step in schedule.steps} & {action.value for action in SERVER_FAULTS - {Action.ZK_ISOLATE}})
-    if faults:
-        return (f"records on {backend} with {', '.join(faults)} are not simulated yet (a 0.8 member's data path "
-                f"through a broker's death is not modelled)")
-    return None
+    why = fail_back_within_run(scenario, schedule)
+    return None if why is None else f"records on {backend}: {why}"
 
 
 def _check_member_fault(scenario: Scenario, step: Step) -> None:

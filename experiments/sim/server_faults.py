@@ -7,8 +7,10 @@
 - the same on 0.8: the group lives in ZooKeeper, so the group is untouched; the dead broker's registration
   (`/brokers/ids/<id>`, an ephemeral node of its ZooKeeper session, `broker/zk.py`) goes once that session
   expires and comes back with the restart. 0.8's members watch /brokers/ids only after a rebalance that found
-  no broker, so no watch fires. Records are not played on 0.8 here (its fetches through a dead leader are not
-  modelled).
+  no broker, so no watch fires. With records the brokers' data path is the coordinators' (`brokers.DataPath`: the
+  lab's brokers move a dead broker's partitions the same way whatever the generation, and 0.8's fetcher is
+  kafka-python's, with the same reconnect backoff as the coordinator clients' fetchers), on a cluster that hosts
+  no group.
 - `zk_isolate` on the two coordinator protocols: nothing. Their brokers are started without ZooKeeper (the
   runner passes `zk` to the cluster only for a generation that needs it) and their members never talk to it,
   so the fault is recorded and has no effect, as in the real runs.
@@ -56,10 +58,15 @@ def unplayed_server_faults(scenario, schedule, coordinated: bool, backend: str, 
             and session_ms <= ZkEnsemble.outage_ms(True):
         return (f"zk_isolate on {backend}: a session of {session_ms} ms would expire before its member "
                 f"reconnects ({ZkEnsemble.outage_ms(True):.0f} ms), and a new session is not modelled here")
+    return fail_back_within_run(scenario, schedule) if coordinated else None
+
+
+def fail_back_within_run(scenario, schedule) -> str | None:
+    """Why the brokers' data path is not played through this schedule's restarts, or None."""
     end_s = scenario.duration + scenario.settle
-    back = [step for step in steps if Action(step.action) in RESTARTS
+    back = [step for step in schedule.steps if Action(step.action) in RESTARTS
             and step.at + scenario.cluster.fail_back_delay_ms / 1000 < end_s]
-    if coordinated and back:
+    if back:
         return (f"line {back[0].line}: the restarted broker would lead its partitions again within the run "
                 f"(fail_back_delay_ms = {scenario.cluster.fail_back_delay_ms}); the data partitions moving back "
                 f"are not modelled")
@@ -74,11 +81,19 @@ def node_of(target: str) -> int:
 class ServerFaults:
     """The server faults of one simulated run."""
 
-    def __init__(self, play) -> None:
+    def __init__(self, play, *, records: bool = False) -> None:
         self.play = play
         self.cluster: Cluster | None = None
         cluster = play.scenario.cluster
-        if play.profile.group_protocol in (GroupProtocol.CLASSIC, GroupProtocol.CONSUMER):
+        if play.profile.needs_zookeeper:
+            if records:   # 0.8's group lives in ZooKeeper: the brokers matter for the data path only
+                self.cluster = Cluster(play.sim, brokers=cluster.brokers, group=play.scenario.group.name,
+                                       make_coordinator=lambda node, log, loaded: _NO_GROUP,
+                                       session_timeout_ms=cluster.broker_session_timeout_ms,
+                                       load_delay_ms=cluster.coordinator_load_delay_ms,
+                                       fail_back_delay_ms=cluster.fail_back_delay_ms)
+                self.cluster.data.track(play.topics)
+        elif play.profile.group_protocol in (GroupProtocol.CLASSIC, GroupProtocol.CONSUMER):
             self.cluster = Cluster(play.sim, brokers=cluster.brokers, group=play.scenario.group.name,
                                    make_coordinator=self._coordinator,
                                    session_timeout_ms=cluster.broker_session_timeout_ms,
@@ -135,17 +150,27 @@ class ServerFaults:
     def _kill(self, node: int) -> None:
         if self.cluster is not None:
             self.cluster.kill(node)
-        elif self.play.zk is not None:
+        if self.play.zk is not None:
             zk, path = self.play.zk, f"{BROKER_IDS}/{node}"
             self.play.sim.after(BROKER_ZK_SESSION_MS, lambda: zk.delete(path) if path in zk.nodes else None)
 
     def _restart(self, node: int) -> None:
         if self.cluster is not None:
             self.cluster.restart(node)
-        elif self.play.zk is not None:
+        if self.play.zk is not None:
             zk, path = self.play.zk, f"{BROKER_IDS}/{node}"
             if path not in zk.nodes:
                 zk.create(path, json.dumps({"host": "127.0.0.1", "port": 9092 + node}).encode())
+
+
+class _NoGroup:
+    """What a 0.8 cluster's broker runs for the group: nothing (the group lives in ZooKeeper)."""
+
+    def stop(self, *, unload: bool) -> None:
+        pass
+
+
+_NO_GROUP = _NoGroup()
 
 
 class ZkEnsemble:

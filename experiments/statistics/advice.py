@@ -60,7 +60,7 @@ def cells_of(scenario: Scenario) -> tuple[list[Cell], list[str]]:
     schedule = resolve(scenario)
     for backend in dict.fromkeys(canonical_name(name) for name in scenario.backends):
         backend_profile = profile(backend)
-        why = "not simulated" if backend not in SIMULATED else records_refusal(schedule, backend)
+        why = "not simulated" if backend not in SIMULATED else records_refusal(scenario, schedule, backend)
         if why:
             left_out.append(f"{backend}: {why} (docs/simulation.md)")
             continue

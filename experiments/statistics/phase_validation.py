@@ -91,7 +91,7 @@ def phase_cells_markdown(cells: list[PhaseCell], *, source: str, seeds: int,
                      f"{_figure(cell.simulated)} | {'inside' if cell.inside else '**outside**'} |")
     lines += ["", f"{sum(cell.inside for cell in cells)} of {len(cells)} cells validate."]
     lines += [f"Without records: {scenario} on {backend} {strategy} (0.8's records are not simulated "
-              f"through a broker's death: its double ownership and time rebalancing only)." for scenario, backend, strategy
+              f"through this scenario's faults: its double ownership and time rebalancing only)." for scenario, backend, strategy
               in sorted(recordless)]
     lines += [f"Not simulated: {scenario} on {backend} {strategy} ({reason})."
               for (scenario, backend, strategy), reason in sorted((unplayed or {}).items())]
