@@ -24,7 +24,8 @@ retried until they are answered, in a new session if the old one expired (zkclie
 it is back, split brain's offsets moved back on 0.8.
 
 What happens to its session when a member is out of contact (a ZooKeeper node cut off, split brain's pause
-and cut link) is in `experiments.sim.legacy_session`.
+and cut link) is in `experiments.sim.legacy_session`; its offsets, auto-commit thread and fetching in
+`experiments.sim.legacy_offsets`.
 
 Where the threads meet the CPU: a member host runs its members in one Python process, so their requests
 leave one at a time, each after `HOST_CPU_MS` of the process's time; a busy host's members start their
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from experiments.sim.kernel import Simulation, Timer
+from experiments.sim.legacy_offsets import OffsetsAndFetching
 from experiments.sim.legacy_session import Request, SessionFaults
 from experiments.sim.network import MemberClock, Network
 from experiments.sim.recorders import member_closed
@@ -78,7 +80,7 @@ class Host:
     free_at_ms: float = 0.0
 
 
-class LegacyMember(SessionFaults):
+class LegacyMember(SessionFaults, OffsetsAndFetching):
     def __init__(self, sim: Simulation, network: Network, zk: ZooKeeper, host: Host, recorder: EventRecorder, *,
                  name: str, consumer_id: str, group: str, topics: dict[str, int], strategy: str,
                  config: LegacyConfig, zk_nodes: int = 1) -> None:
@@ -146,33 +148,6 @@ class LegacyMember(SessionFaults):
             self._auto_commit = self.clock.after(self.config.auto_commit_interval_ms, self._auto_committed)
         if self.app is not None:
             self.app.start()
-
-    def records_flow(self) -> None:
-        """The producer has started: from now on each owned partition has a position to commit."""
-        self.consuming = True
-
-    def _auto_committed(self) -> None:
-        """0.8's auto-commit: a KafkaScheduler task at a fixed rate on a thread of its own, so a run that blocks (its
-        ZooKeeper link cut) holds the next back, which then starts as soon as it ends."""
-        if not self.alive:
-            return
-        self._auto_commit = self.clock.after(self.config.auto_commit_interval_ms, self._auto_committed)
-        if self._committing:
-            self._commit_due = True
-        else:
-            self._commit_run()
-
-    def _commit_run(self) -> None:
-        self._committing = True
-
-        def done() -> None:
-            self._committing = False
-            if self._commit_due and self.alive:
-                self._commit_due = False
-                self._commit_run()
-
-        self._run(self._commit(dict(self.positions)) if self.app is not None else self._commit(), done, worker=False,
-                  retried=True)
 
     def leave(self) -> None:
         """0.8's shutdown (`legacy_zk.member.LegacyMember.close`), with records once the record under way is handled
@@ -342,59 +317,10 @@ class LegacyMember(SessionFaults):
             self._start_fetching(start_offsets)
         return "success", f"{len(decisions)} partitions"
 
-    def _start_fetching(self, start_offsets: dict[TopicPartition, int | None]) -> None:
-        """Step 7: the offsets just read need no write back; a partition never committed starts where
-        auto.offset.reset says (smallest: the log's start; largest: its end)."""
-        self._checkpointed.update({tp: offset for tp, offset in start_offsets.items() if offset is not None})
-        logs = self.app.logs.partitions
-        self.positions = {tp: offset if offset is not None else (0 if self.config.auto_offset_reset == "smallest"
-                                                                 else logs[tp].end)
-                          for tp, offset in start_offsets.items()}
-        self.app.wake()
-
     def _read_brokers(self) -> Generator[Request, object, None]:
         ids = yield ("get_children", BROKER_IDS, {"missing_ok": True})
         for broker in ids or ():
             yield ("get", f"{BROKER_IDS}/{broker}", {"missing_ok": True})
-
-    def _stop_fetching_and_commit(self) -> Generator[Request, object, None]:
-        """Step 2: fetching stops (what was fetched and not handed out is dropped) and the consumed positions are
-        committed."""
-        if self.app is None:
-            yield from self._commit()
-            return
-        positions, self.positions = self.positions, {}
-        if self.config.auto_commit_enable and positions:
-            yield from self._commit(positions)
-
-    def _commit(self, positions: dict[TopicPartition, int] | None = None) -> Generator[Request, object, None]:
-        """Auto-commit's positions, as `legacy_zk.offsets.write_offset` writes each: a set (which a herd count leaves
-        out), and the first time the node's parents and the node itself. With records: the positions given, those
-        changed since the last write or read, then offsets_committed. Without: the application is taken to have
-        consumed from every partition it owns, as a herd run's producer makes it."""
-        if positions is None:
-            if not self.config.auto_commit_enable or not self.consuming:
-                return
-            for partition in sorted(self.owned):
-                yield from self._write_offset(partition, b"0")
-            return
-        changed = {tp: offset for tp, offset in sorted(positions.items()) if self._checkpointed.get(tp) != offset}
-        written: dict[str, int] = {}
-        try:
-            for partition, offset in changed.items():
-                yield from self._write_offset(partition, str(offset).encode())
-                self._checkpointed[partition] = offset
-                written[str(partition)] = offset
-        finally:
-            if written:
-                self.recorder.emit(ev.OFFSETS_COMMITTED, self.name, offsets=written, generation=-1)
-
-    def _write_offset(self, partition: TopicPartition, data: bytes) -> Generator[Request, object, None]:
-        path = self.paths.offset(partition.topic, partition.partition)
-        if (yield ("set", path, {"data": data, "missing_ok": True})) is None:
-            yield from self._ensure_path(self.paths.offsets(partition.topic))
-            if not (yield ("create", path, {"data": data, "exists_ok": True})):
-                yield ("set", path, {"data": data})
 
     def _ensure_path(self, path: str) -> Generator[Request, object, None]:
         """zkclient's createPersistent with parents: an exists per missing level, then creates."""
