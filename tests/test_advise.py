@@ -163,3 +163,15 @@ def test_advise_refuses_a_scenario_none_of_whose_backends_is_simulated_with_reco
                                       "--set", "cluster.fail_back_delay_ms=1000"])
     assert result.exit_code == 2
     assert "none of its backends (legacy) is simulated with records" in result.output
+
+
+def test_advise_on_a_scenario_without_phases_of_its_own_ranks_its_timeline_and_says_so(tmp_path):
+    """Split brain a names no phase: the per-phase table would be one column of cell names, so a line says why
+    there is none; 0.8 is ranked there with records, its split member's faults played."""
+    source = Path(__file__).resolve().parent.parent / "experiments" / "scenarios" / "split-brain-a.toml"
+    result = CliRunner().invoke(app, ["advise", str(source), "--seeds", "5", "--set", 'backends=["legacy"]',
+                                      "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    assert "2 cells x 5 seeds" in result.output and "legacy/range" in result.output
+    assert "the scenario names no phase of its own" in result.output
+    assert "Per phase: records lost" not in result.output

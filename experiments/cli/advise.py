@@ -128,6 +128,10 @@ def _print_phases(runs, ranked) -> None:
     from experiments.statistics import advice
 
     phases = advice.scenario_phases(runs)
+    if not phases:
+        console.print("Per phase: the scenario names no phase of its own; the ranking above is its timeline's.",
+                      soft_wrap=True)
+        return
     table = Table(title="Per phase: records lost / worst latency (ms) / rebalancing (ms), medians",
                   title_justify="left")
     table.add_column("cell")
