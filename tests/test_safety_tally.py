@@ -76,3 +76,25 @@ def test_broken_names_only_the_checks_that_failed():
     checks = [TalliedCheck("lost-records", Verdict.TRUE, 0), TalliedCheck("offset-regressions", Verdict.FALSE, 2),
               TalliedCheck("convergence", Verdict.UNKNOWN, 0)]
     assert [check.check for check in broken(checks)] == ["offset-regressions"]
+
+
+def test_beyond_the_seeds_confirmed_the_broken_ones_are_kept_as_the_tally_found_them(tmp_path, spark, monkeypatch):
+    """0.8's split member moves offsets back in every seed: the first broken seeds are written and confirmed in
+    Spark, the others listed with what the tally found and the command that replays each, none written."""
+    from typer.testing import CliRunner
+
+    from experiments.cli.app import app
+    from experiments.statistics import safety
+
+    monkeypatch.setattr(safety, "CONFIRMED_AT_MOST", 1)
+    out = tmp_path / "sweep"
+    result = CliRunner().invoke(app, ["sim", str(SCENARIOS / "split-brain-a.toml"), "--backend", "legacy",
+                                      "--records", "--seeds", "3", "--safety", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "and 2 more seeds the tally found broken (offset-regressions)" in result.output
+    assert "3 of 3 seeds broke a safety check" in result.output
+    kept = json.loads((out / "violations.json").read_text())
+    assert [(v["seed"], v["confirmed"]) for v in kept["violations"]] == [(11, True), (12, False), (13, False)]
+    assert all(v["checks"]["offset-regressions"]["count"] == 2 for v in kept["violations"])
+    assert [v["replay"].split("seed=")[1].split()[0] for v in kept["violations"]] == ["11", "12", "13"]
+    assert sorted(path.name for path in out.glob("seed-*")) == ["seed-11"]

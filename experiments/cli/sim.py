@@ -99,7 +99,7 @@ def _safety_sweep(scenario: str, loaded, backend: str, root: Path, *, seeds: int
 
     from experiments.sim.play import simulate
     from experiments.sim.playable import NotSimulated
-    from experiments.statistics.safety import SafetySeed, tally_seed, tally_seeds
+    from experiments.statistics.safety import CONFIRMED_AT_MOST, SafetySeed, tally_seed, tally_seeds
     from experiments.statistics.safety_tally import broken
 
     if root.exists() and any(root.iterdir()):
@@ -116,13 +116,15 @@ def _safety_sweep(scenario: str, loaded, backend: str, root: Path, *, seeds: int
                   transient=True) as progress:
         bar = progress.add_task("seeds", total=seeds, completed=1)
         tallied = first | tally_seeds(tasks[1:], master=master, done=lambda: progress.advance(bar))
-    flagged = [seed for seed in sorted(tallied) if broken(tallied[seed])]
+    every_broken = [seed for seed in sorted(tallied) if broken(tallied[seed])]
+    flagged, beyond = every_broken[:CONFIRMED_AT_MOST], every_broken[CONFIRMED_AT_MOST:]
     root.mkdir(parents=True, exist_ok=True)
     folders = [simulate(loaded, backend, root / f"seed-{seed}", seed=seed, warm_start=warm_start,
                         records=records).path for seed in flagged]
     replay = _replay(scenario, backend, sets, warm_start=warm_start, records=records)
     confirmed = _check_safety(root, flagged, folders, master or "local[*]", replay=replay, keep_clean=False,
-                              swept=[task.seed for task in tasks])
+                              swept=[task.seed for task in tasks],
+                              tallied={seed: broken(tallied[seed]) for seed in beyond})
     unconfirmed = sorted(set(flagged) - confirmed)
     if unconfirmed:
         typer.echo(f"warning: the tally found seed{'s' if len(unconfirmed) != 1 else ''} "
@@ -131,18 +133,25 @@ def _safety_sweep(scenario: str, loaded, backend: str, root: Path, *, seeds: int
 
 
 def _check_safety(root: Path, seeds: list[int], folders: list[Path], master: str, *, replay: str,
-                  keep_clean: bool, swept: list[int] | None = None) -> set[int]:
-    """Summarise the seeds' folders in one Spark pass and keep the violations; the seeds confirmed broken."""
+                  keep_clean: bool, swept: list[int] | None = None, tallied: dict | None = None) -> set[int]:
+    """Summarise the seeds' folders in one Spark pass and keep the violations (and `tallied`, broken seeds beyond
+    those confirmed, as the tally found them); the seeds confirmed broken."""
     from experiments.statistics.safety import SAFETY, VIOLATIONS_JSON, keep_violations
     from experiments.summary import summarize
 
     swept = seeds if swept is None else swept
+    tallied = tallied or {}
     summaries = summarize(folders, master=master, write=False) if folders else []
-    found = keep_violations(root, seeds, summaries, replay=replay, keep_clean=keep_clean, swept=swept)
+    found = keep_violations(root, seeds, summaries, replay=replay, keep_clean=keep_clean, swept=swept,
+                            tallied=tallied)
     for violation in found:
         checks = "; ".join(f"{check.check}: {check.detail}" for check in violation.broken)
         typer.echo(f"seed {violation.seed}: {checks}\n  replay: {replay.replace('{seed}', str(violation.seed))}")
-    typer.echo(f"{len(found)} of {len(swept)} seeds broke a safety check ({', '.join(SAFETY)}); "
+    if tallied:
+        kinds = sorted({check.check for checks in tallied.values() for check in checks})
+        typer.echo(f"and {len(tallied)} more seeds the tally found broken ({', '.join(kinds)}), beyond the "
+                   f"{len(seeds)} written and confirmed: {root / VIOLATIONS_JSON} lists each with its replay command")
+    typer.echo(f"{len(found) + len(tallied)} of {len(swept)} seeds broke a safety check ({', '.join(SAFETY)}); "
                f"{root / VIOLATIONS_JSON}")
     return {violation.seed for violation in found}
 
