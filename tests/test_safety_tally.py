@@ -44,9 +44,7 @@ def test_the_tally_gives_the_summary_s_safety_verdicts_on_every_planted_log(synt
 def test_a_seed_the_tally_finds_broken_is_confirmed_by_the_summary_before_it_is_kept(tmp_path, spark, monkeypatch):
     """A tally that called a clean seed broken is not believed: the seed is played again, summarised in Spark,
     found clean, and named as a disagreement; nothing is kept as a violation."""
-    from typer.testing import CliRunner
 
-    from experiments.cli.app import app
     from experiments.statistics import safety
     from experiments.statistics.safety_tally import TalliedCheck
 
@@ -59,12 +57,9 @@ def test_a_seed_the_tally_finds_broken_is_confirmed_by_the_summary_before_it_is_
         return found
 
     monkeypatch.setattr(safety, "tally_seeds", one_called_broken)
-    out = tmp_path / "sweep"
-    result = CliRunner().invoke(app, ["sim", str(SCENARIOS / "split-brain-a.toml"), "--backend", "classic",
-                                      "--records", "--seeds", "2", "--safety", "--out", str(out)])
-    assert result.exit_code == 0, result.output
-    assert "0 of 2 seeds broke a safety check" in result.output
-    assert "the tally found seed 12 broken where the Spark summary did not" in result.output
+    out, output = _sweep(tmp_path, "classic", seeds=2)
+    assert "0 of 2 seeds broke a safety check" in output
+    assert "the tally found seed 12 broken where the Spark summary did not" in output
     kept = json.loads((out / "violations.json").read_text())
     assert kept["seeds"] == 2 and kept["first_seed"] == 11 and kept["violations"] == []
     assert not list(out.glob("seed-*")), "a seed the summary found clean is not kept"
@@ -81,20 +76,28 @@ def test_broken_names_only_the_checks_that_failed():
 def test_beyond_the_seeds_confirmed_the_broken_ones_are_kept_as_the_tally_found_them(tmp_path, spark, monkeypatch):
     """0.8's split member moves offsets back in every seed: the first broken seeds are written and confirmed in
     Spark, the others listed with what the tally found and the command that replays each, none written."""
-    from typer.testing import CliRunner
 
-    from experiments.cli.app import app
     from experiments.statistics import safety
 
     monkeypatch.setattr(safety, "CONFIRMED_AT_MOST", 1)
-    out = tmp_path / "sweep"
-    result = CliRunner().invoke(app, ["sim", str(SCENARIOS / "split-brain-a.toml"), "--backend", "legacy",
-                                      "--records", "--seeds", "3", "--safety", "--out", str(out)])
-    assert result.exit_code == 0, result.output
-    assert "and 2 more seeds the tally found broken (offset-regressions)" in result.output
-    assert "3 of 3 seeds broke a safety check" in result.output
+    out, output = _sweep(tmp_path, "legacy", seeds=3)
+    assert "and 2 more seeds the tally found broken (offset-regressions)" in output
+    assert "3 of 3 seeds broke a safety check" in output
     kept = json.loads((out / "violations.json").read_text())
     assert [(v["seed"], v["confirmed"]) for v in kept["violations"]] == [(11, True), (12, False), (13, False)]
     assert all(v["checks"]["offset-regressions"]["count"] == 2 for v in kept["violations"])
     assert [v["replay"].split("seed=")[1].split()[0] for v in kept["violations"]] == ["11", "12", "13"]
     assert sorted(path.name for path in out.glob("seed-*")) == ["seed-11"]
+
+
+def _sweep(tmp_path, backend: str, *, seeds: int) -> tuple:
+    """`./lab sim split-brain-a --records --safety` over `seeds` seeds: the sweep's folder and what it printed."""
+    from typer.testing import CliRunner
+
+    from experiments.cli.app import app
+
+    out = tmp_path / "sweep"
+    result = CliRunner().invoke(app, ["sim", str(SCENARIOS / "split-brain-a.toml"), "--backend", backend,
+                                      "--records", "--seeds", str(seeds), "--safety", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out, result.output
