@@ -208,10 +208,13 @@ class DataPath:
     leader opens it. The producer (kafka-python) finds out at its next reconnect attempt to the dead broker: each
     failure refreshes its metadata, and the attempts back off from reconnect_backoff_ms (50) doubling up to
     reconnect_backoff_max_ms (30 s), within +-20 %; what it sent meanwhile waits in its accumulator, stamped when
-    sent. A member's fetcher (`modern.client.fetcher`) finds out the same way, its backoff capped at 1 s."""
+    sent. A member's fetcher finds out the same way: the coordinator clients' (`modern.client.fetcher`) with its
+    backoff capped at 1 s, 0.8's (`legacy_zk.fetcher`, kafka-python's KafkaConsumer) with kafka-python's, the
+    producer's."""
 
     PRODUCER_BACKOFF = (50.0, 30_000.0)
     FETCHER_BACKOFF = (50.0, 1_000.0)
+    KAFKA_PYTHON_FETCHER_BACKOFF = PRODUCER_BACKOFF   # KafkaConsumer's reconnect_backoff_ms, reconnect_backoff_max_ms
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -261,9 +264,11 @@ class DataPath:
                                                                                 sim.rng.random()))
         sim.at(at_ms, attempt)
 
-    def readable(self, member: str, tp: tuple[str, int], now_ms: float) -> bool:
+    def readable(self, member: str, tp: tuple[str, int], now_ms: float,
+                 backoff: tuple[float, float] = FETCHER_BACKOFF) -> bool:
         """Whether `member`'s fetcher fetches `tp` now: always, but for a partition whose leader died, which it
-        fetches again from the first of its reconnect attempts after the partition moved."""
+        fetches again from the first of its reconnect attempts (`backoff`: initial and cap) after the partition
+        moved."""
         if tp in self.down:
             return False
         span = self.moved.get(tp)
@@ -275,7 +280,7 @@ class DataPath:
             draw = random.Random(f"{self.cluster.sim.seed}/{member}/{tp[0]}-{tp[1]}/{span[0]}")
             seen, failures = span[0], 1
             while seen < span[1]:
-                seen += _backoff(self.FETCHER_BACKOFF, failures, draw.random())
+                seen += _backoff(backoff, failures, draw.random())
                 failures += 1
             self._seen[key] = seen
         return now_ms >= seen

@@ -8,9 +8,9 @@
   (`/brokers/ids/<id>`, an ephemeral node of its ZooKeeper session, `broker/zk.py`) goes once that session
   expires and comes back with the restart. 0.8's members watch /brokers/ids only after a rebalance that found
   no broker, so no watch fires. With records the brokers' data path is the coordinators' (`brokers.DataPath`: the
-  lab's brokers move a dead broker's partitions the same way whatever the generation, and 0.8's fetcher is
-  kafka-python's, with the same reconnect backoff as the coordinator clients' fetchers), on a cluster that hosts
-  no group.
+  lab's brokers move a dead broker's partitions the same way whatever the generation), on a cluster that hosts
+  no group; 0.8's fetcher is kafka-python's KafkaConsumer, whose reconnect backoff grows to 30 s as the
+  producer's does (the coordinator clients' fetcher caps it at 1 s).
 - `zk_isolate` on the two coordinator protocols: nothing. Their brokers are started without ZooKeeper (the
   runner passes `zk` to the cluster only for a generation that needs it) and their members never talk to it,
   so the fault is recorded and has no effect, as in the real runs.
@@ -31,7 +31,7 @@ import json
 import random
 
 from experiments.scenario.actions import Action
-from experiments.sim.brokers import Cluster
+from experiments.sim.brokers import Cluster, DataPath
 from experiments.sim.classic_coordinator import Coordinator
 from experiments.sim.failover import FailoverClassicMember, FailoverKip848Member
 from experiments.sim.kip848_coordinator import Coordinator as Kip848Coordinator
@@ -126,7 +126,8 @@ class ServerFaults:
     def fetching(self, app) -> None:
         if self.cluster is not None:
             data, name = self.cluster.data, app.client.name
-            app.readable = lambda tp: data.readable(name, (tp.topic, tp.partition), self.play.sim.now_ms)
+            backoff = DataPath.KAFKA_PYTHON_FETCHER_BACKOFF if self.play.profile.needs_zookeeper else DataPath.FETCHER_BACKOFF
+            app.readable = lambda tp: data.readable(name, (tp.topic, tp.partition), self.play.sim.now_ms, backoff)
 
     def producing(self, producer) -> None:
         if self.cluster is not None:
