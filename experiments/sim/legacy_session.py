@@ -207,8 +207,7 @@ class SessionFaults:
     def _after_expiry(self) -> Generator[Request, object, None]:
         """0.8's handleNewSession: fetching stops (the positions of partitions no longer this member's are not
         committed), what it owned is forgotten, it registers again and rebalances."""
-        if self.app is not None:
-            self.positions = {}
+        self.positions = {}
         if self.owned:
             self.recorder.emit(ev.PARTITIONS_LOST, self.name, partitions=sorted(map(str, self.owned)))
         self.owned = {}

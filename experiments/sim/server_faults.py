@@ -85,21 +85,15 @@ class ServerFaults:
         self.play = play
         self.cluster: Cluster | None = None
         cluster = play.scenario.cluster
-        if play.profile.needs_zookeeper:
-            if records:   # 0.8's group lives in ZooKeeper: the brokers matter for the data path only
-                self.cluster = Cluster(play.sim, brokers=cluster.brokers, group=play.scenario.group.name,
-                                       make_coordinator=lambda node, log, loaded: _NO_GROUP,
-                                       session_timeout_ms=cluster.broker_session_timeout_ms,
-                                       load_delay_ms=cluster.coordinator_load_delay_ms,
-                                       fail_back_delay_ms=cluster.fail_back_delay_ms)
-                self.cluster.data.track(play.topics)
-        elif play.profile.group_protocol in (GroupProtocol.CLASSIC, GroupProtocol.CONSUMER):
+        coordinated = play.profile.group_protocol in (GroupProtocol.CLASSIC, GroupProtocol.CONSUMER)
+        if coordinated or records:   # 0.8's group lives in ZooKeeper: its brokers matter for the data path only
             self.cluster = Cluster(play.sim, brokers=cluster.brokers, group=play.scenario.group.name,
-                                   make_coordinator=self._coordinator,
+                                   make_coordinator=self._coordinator if coordinated else _no_group,
                                    session_timeout_ms=cluster.broker_session_timeout_ms,
                                    load_delay_ms=cluster.coordinator_load_delay_ms,
                                    fail_back_delay_ms=cluster.fail_back_delay_ms)
             self.cluster.data.track(play.topics)
+        if coordinated:
             play.coordinator = self.cluster.latest
             play.serving = self.cluster
             play.classic_member, play.kip848_member = FailoverClassicMember, FailoverKip848Member
@@ -171,7 +165,8 @@ class _NoGroup:
         pass
 
 
-_NO_GROUP = _NoGroup()
+def _no_group(node: int, log: list, loaded: bool) -> _NoGroup:
+    return _NoGroup()
 
 
 class ZkEnsemble:
