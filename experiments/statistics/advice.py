@@ -209,7 +209,7 @@ def pair(compared: pd.DataFrame, one: Cell, other: Cell, metric: str) -> pd.Seri
         if a.strategy == b.strategy:
             found = rows[(rows["compares"] == "backend") & (rows["strategy"] == a.strategy) & (rows["a"] == a.backend)
                          & (rows["b"] == b.backend)]
-        elif a.backend == b.backend:
+        elif len({a.backend, b.backend}) == 1:   # one generation, two strategies
             found = rows[(rows["compares"] == "strategy") & (rows["backend"] == a.backend)
                          & (rows["a"] == a.strategy) & (rows["b"] == b.strategy)]
         else:
