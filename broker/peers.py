@@ -9,6 +9,9 @@ import asyncio
 import itertools
 from typing import Any
 
+from kafka.protocol.admin import CreateTopicsRequest
+
+from broker.topics import TopicSpec
 from rebalance.kafka_frames import DEFAULT_MAX_FRAME_BYTES, FrameError, response_class
 
 # Requests from peers carry this client id; the broker does not forward them again.
@@ -54,3 +57,19 @@ class PeerClient:
         if self._writer is not None:
             self._writer.close()
         self._reader = self._writer = None
+
+
+async def forward_topic(host: str, port: int, spec: TopicSpec, timeout_s: float) -> None:
+    """Have the peer at host:port create `spec` too (CreateTopics, from a peer: it forwards it no further);
+    raises as `PeerClient.request` does."""
+    request = CreateTopicsRequest[2](
+        topics=[CreateTopicsRequest.CreatableTopic(
+            name=spec.name, num_partitions=spec.partitions, replication_factor=1, assignments=[],
+            configs=[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(name="cleanup.policy", value="compact")]
+            if spec.compacted else [])],
+        timeout_ms=5000, validate_only=False)
+    client = PeerClient(host, port)
+    try:
+        await client.request(request, timeout_s)
+    finally:
+        client.close()

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import kafka.errors as Errors
-from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataRequest
 
@@ -33,7 +32,7 @@ from broker.counters import STATS_WORD, RequestCounters
 from broker.handlers import api_versions_response, register_core_handlers
 from broker.liveness import LivenessSampler, RequestLedger
 from broker.log import PartitionLog
-from broker.peers import PeerClient
+from broker.peers import PeerClient, forward_topic
 from broker.registry import BrokerExtension, HandlerRegistry, RequestContext
 from broker.topics import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, TopicSpec, TopicStore
 from broker.view import BrokerAddress, ClusterView, LeadershipChange
@@ -350,22 +349,13 @@ class Broker:
             self._reconcile()
 
     async def _forward_topic(self, node: BrokerAddress, spec: TopicSpec) -> None:
-        request = CreateTopicsRequest[2](
-            topics=[CreateTopicsRequest.CreatableTopic(
-                name=spec.name, num_partitions=spec.partitions, replication_factor=1, assignments=[],
-                configs=[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(name="cleanup.policy", value="compact")]
-                if spec.compacted else [])],
-            timeout_ms=5000, validate_only=False)
         address = self.config.peers.get(node.node_id)
         host, port = parse_host_port(address) if address else (node.host, node.port)
-        client = PeerClient(host, port)
         try:
-            await client.request(request, self.config.probe_timeout_s)
+            await forward_topic(host, port, spec, self.config.probe_timeout_s)
         except (OSError, EOFError, TimeoutError, FrameError) as error:
             log.info("could not tell broker %s about topic %s (%s); its probes will learn it", node.node_id,
                      spec.name, error)
-        finally:
-            client.close()
 
     # -- leadership ------------------------------------------------------------------
     def _reconcile(self) -> None:

@@ -258,7 +258,8 @@ def test_a_connection_dropped_by_an_answer_read_before_it_in_the_same_round_is_n
     from kafka.protocol.consumer import FetchRequest
     from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-    from modern.client.fetcher import BOOTSTRAP, _Channel
+    from modern.client.fetch_channel import FetchChannel
+    from modern.client.fetcher import BOOTSTRAP
     from rebalance.kafka_frames import encode_response
 
     fetcher = Fetcher(["127.0.0.1:1"], client_id="m0")
@@ -269,8 +270,8 @@ def test_a_connection_dropped_by_an_answer_read_before_it_in_the_same_round_is_n
                                                forgotten_topics_data=[], rack_id=""))):
         ours, theirs = socket.socketpair()
         ours.setblocking(False)
-        channel = _Channel(node=node, address=("127.0.0.1", 9000 + node), client_id="m0", sock=ours,
-                           request=request, correlation_id=7, sent_at=time.monotonic())
+        channel = FetchChannel(node=node, address=("127.0.0.1", 9000 + node), client_id="m0", sock=ours,
+                               request=request, correlation_id=7, sent_at=time.monotonic())
         fetcher._channels[node] = channel
         peers.append(theirs)
     metadata = MetadataResponse[9](throttle_time_ms=0, brokers=[(1, "127.0.0.1", 9001, None)], cluster_id="c",

@@ -22,14 +22,12 @@ two-core machine (`benchmarks/bench_fetch_idle.py` measures both).
 
 from __future__ import annotations
 
-import itertools
 import random
 import select
 import socket
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import kafka.errors as kafka_errors
@@ -37,16 +35,9 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.record import MemoryRecords
 
-from modern.client.connection import ConnectionFailed, parse_address, shut_down
+from modern.client.connection import ConnectionFailed, parse_address
 from modern.client.fetch_buffer import FetchBuffer
-from rebalance.kafka_frames import (
-    DEFAULT_MAX_FRAME_BYTES,
-    SIZE_BYTES,
-    FrameError,
-    decode_response,
-    encode_request,
-    frame_size,
-)
+from modern.client.fetch_channel import FetchChannel
 from rebalance.types import Record, TopicPartition
 
 FETCH_MAX_WAIT_MS = 500
@@ -56,7 +47,6 @@ MAX_POLL_RECORDS = 500
 REQUEST_TIMEOUT_S = 30.0
 RETRY_BACKOFF_S = 0.1
 RECONNECT_BACKOFF_S, RECONNECT_BACKOFF_MAX_S, RECONNECT_JITTER = 0.05, 1.0, 0.2
-CONNECT_TIMEOUT_S = 10.0
 RESET_TIMESTAMPS = {"earliest": -2, "latest": -1}
 FETCH_VERSION, LIST_OFFSETS_VERSION, METADATA_VERSION = 12, 7, 9
 BOOTSTRAP = -1   # the node key of a bootstrap connection, used for Metadata only
@@ -67,79 +57,6 @@ OFFSET_OUT_OF_RANGE = kafka_errors.OffsetOutOfRangeError.errno
 LEADER_MOVED = frozenset(error.errno for error in (
     kafka_errors.NotLeaderForPartitionError, kafka_errors.UnknownTopicOrPartitionError,
     kafka_errors.LeaderNotAvailableError, kafka_errors.FencedLeaderEpochError))
-
-_correlation = itertools.count(1)
-
-
-@dataclass
-class _Channel:
-    """One connection and the one request it has in flight, read as its bytes arrive."""
-
-    node: int
-    address: tuple[str, int]
-    client_id: str
-    sock: socket.socket | None = None
-    request: Any = None
-    correlation_id: int = 0
-    sent_at: float = 0.0
-    asked: dict = field(default_factory=dict)    # what a Fetch asked: partition -> fetch offset
-    _buffer: bytearray = field(default_factory=bytearray)
-
-    @property
-    def busy(self) -> bool:
-        return self.request is not None
-
-    def send(self, request: Any, asked: dict | None = None) -> None:
-        try:
-            if self.sock is None:
-                self.sock = socket.create_connection(self.address, timeout=CONNECT_TIMEOUT_S)
-                self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.correlation_id = next(_correlation)
-            self.sock.settimeout(CONNECT_TIMEOUT_S)
-            self.sock.sendall(encode_request(request, self.correlation_id, self.client_id))
-            self.sock.setblocking(False)
-        except OSError as error:
-            self.close()
-            raise ConnectionFailed(f"{self.address}: {error}") from error
-        self.request, self.sent_at, self.asked = request, time.monotonic(), asked or {}
-        self._buffer.clear()
-
-    def receive(self) -> Any:
-        """Read what has arrived; the response once it is whole, else None."""
-        try:
-            chunk = self.sock.recv(64 * 1024)
-            if not chunk:
-                raise EOFError("connection closed by the broker")
-            self._buffer += chunk
-            if len(self._buffer) < SIZE_BYTES:
-                return None
-            size = frame_size(bytes(self._buffer[:SIZE_BYTES]), DEFAULT_MAX_FRAME_BYTES, least=1)
-            if len(self._buffer) < SIZE_BYTES + size:
-                return None
-            request = self.request
-            response = decode_response(request.API_KEY, request.API_VERSION,
-                                       bytes(self._buffer[SIZE_BYTES:SIZE_BYTES + size]), self.correlation_id)
-        except BlockingIOError:
-            return None
-        except (OSError, EOFError, ValueError, FrameError) as error:
-            self.close()
-            raise ConnectionFailed(f"{self.address}: {error or type(error).__name__}") from error
-        self.request = None
-        self._buffer.clear()
-        return response
-
-    def close(self) -> None:
-        self.request = None
-        self._buffer.clear()
-        if self.sock is not None:
-            try:
-                self.sock.close()
-            finally:
-                self.sock = None
-
-    def abort(self) -> None:
-        """From another thread: a wait on this socket ends at once."""
-        shut_down(self.sock)
 
 
 class Fetcher:
@@ -164,7 +81,7 @@ class Fetcher:
         self._buffer = FetchBuffer()                             # fetched, not yet handed out
         self._leaders: dict[TopicPartition, int] = {}
         self._addresses: dict[int, tuple[str, int]] = {}
-        self._channels: dict[int, _Channel] = {}
+        self._channels: dict[int, FetchChannel] = {}
         self._failures: dict[int, tuple[int, float]] = {}        # node -> (failed attempts, skipped until)
         self._next_bootstrap = 0
         self._stale_metadata = True
@@ -310,7 +227,7 @@ class Fetcher:
         else:
             address = self.bootstrap[self._next_bootstrap % len(self.bootstrap)]
             self._next_bootstrap += 1
-            channel = self._channels[BOOTSTRAP] = _Channel(BOOTSTRAP, address, self.client_id)
+            channel = self._channels[BOOTSTRAP] = FetchChannel(BOOTSTRAP, address, self.client_id)
         request = MetadataRequest[METADATA_VERSION](
             topics=[MetadataRequest.MetadataRequestTopic(name=name) for name in sorted({tp.topic for tp in
                                                                                          self._assigned})],
@@ -394,7 +311,7 @@ class Fetcher:
 
     # ------------------------------------------------------------------ answers
 
-    def _take_response(self, channel: _Channel, response: Any) -> None:
+    def _take_response(self, channel: FetchChannel, response: Any) -> None:
         if response.API_KEY == MetadataRequest.API_KEY:
             self._take_metadata(response)
             if channel.node == BOOTSTRAP:
@@ -451,7 +368,7 @@ class Fetcher:
 
     # ------------------------------------------------------------------ connections
 
-    def _idle_leaders(self, partitions: Iterable[TopicPartition]) -> list[tuple[_Channel, list[TopicPartition]]]:
+    def _idle_leaders(self, partitions: Iterable[TopicPartition]) -> list[tuple[FetchChannel, list[TopicPartition]]]:
         """`partitions` by leader, for the leaders that are available and have no request out (Kafka's
         `prepareFetchRequests`: a node in reconnect backoff or with a fetch pending is skipped)."""
         by_leader: dict[int, list[TopicPartition]] = {}
@@ -470,12 +387,12 @@ class Fetcher:
                 continue
             channel = self._channels.get(node)
             if channel is None:
-                channel = self._channels[node] = _Channel(node, self._addresses[node], self.client_id)
+                channel = self._channels[node] = FetchChannel(node, self._addresses[node], self.client_id)
             if not channel.busy:
                 idle.append((channel, wanted))
         return idle
 
-    def _send(self, channel: _Channel, request: Any, asked: dict | None = None) -> None:
+    def _send(self, channel: FetchChannel, request: Any, asked: dict | None = None) -> None:
         """Send on a broker's connection; a connection that fails puts the broker in reconnect backoff."""
         connecting = channel.sock is None
         try:
@@ -486,7 +403,7 @@ class Fetcher:
         if connecting:
             self._failures.pop(channel.node, None)   # connected: the backoff starts again from its base
 
-    def _failed(self, channel: _Channel) -> None:
+    def _failed(self, channel: FetchChannel) -> None:
         """A broker's connection failed: skip it for the reconnect backoff and look the leaders up again
         (Kafka's NetworkClient asks for metadata on every disconnection)."""
         self._drop_channel(channel)
@@ -501,7 +418,7 @@ class Fetcher:
         now = time.monotonic()
         return min((until for _, until in self._failures.values() if until > now), default=now + RETRY_BACKOFF_S)
 
-    def _drop_channel(self, channel: _Channel) -> None:
+    def _drop_channel(self, channel: FetchChannel) -> None:
         channel.close()
         if self._channels.get(channel.node) is channel:
             del self._channels[channel.node]
