@@ -43,7 +43,7 @@ def test_the_processes_a_run_starts_import_only_their_own_command(process):
 def test_the_runner_starts_hosts_and_the_producer_through_the_lean_entries(tmp_path):
     import inspect
 
-    from experiments.run import runner
+    from experiments.run.client_processes import ClientProcesses
     from experiments.run.member_configs import host_argv
     from experiments.scenario import load
     from rebalance.backends import profile
@@ -52,7 +52,7 @@ def test_the_runner_starts_hosts_and_the_producer_through_the_lean_entries(tmp_p
     argv = host_argv(scenario, profile("classic"), ("m000",), config_path=tmp_path / "hosts.json",
                      address_of=lambda name: "127.0.0.1:9092", events=RunFolder(tmp_path).events, run_id="r")
     assert argv[1:3] == ["-m", "experiments.run.member_cli"] and argv[3] == "--backend"
-    assert '"-m", "broker.cli", "produce"' in inspect.getsource(runner.Run.start_producer)
+    assert '"-m", "broker.cli", "produce"' in inspect.getsource(ClientProcesses.start_producer)
 
 
 def test_help_lists_the_labs_commands_under_the_name_the_user_typed():

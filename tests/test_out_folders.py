@@ -22,7 +22,7 @@ from experiments.cli.app import app
 from experiments.folders.campaign_folder import CampaignFolder
 from experiments.folders.run_folder import RunFolder
 from experiments.folders.run_record import RunRecord
-from experiments.run import runner
+from experiments.run import comparison, runner
 from experiments.run.progress import Progress
 from experiments.scenario import load, resolve
 from rebalance import events as ev
@@ -67,7 +67,7 @@ def started(monkeypatch) -> list:
         return [runner.RunResult(run_dir / "classic", "completed")]
 
     monkeypatch.setattr(runner, "run", run)
-    monkeypatch.setattr(runner, "compare", compare)
+    monkeypatch.setattr(comparison, "compare", compare)
     return calls
 
 

@@ -25,7 +25,7 @@ from experiments.cli.app import app
 from experiments.faults.process import processes_with_marker
 from experiments.folders.comparison_folder import ComparisonFolder
 from experiments.folders.run_folder import RunFolder
-from experiments.run import runner
+from experiments.run import comparison
 from experiments.scenario import load
 from rebalance.events import read_events
 
@@ -87,7 +87,7 @@ def offset(event: dict, start: int) -> float:
 def test_same_faults_at_the_same_times_on_both_backends(tmp_path):
     path = tmp_path / "scenario.toml"
     path.write_text(SCENARIO)
-    results = runner.compare(load(path), tmp_path / "run", progress=False, backends=("legacy", "classic"))
+    results = comparison.compare(load(path), tmp_path / "run", progress=False, backends=("legacy", "classic"))
     assert [(result.run_dir.name, result.status) for result in results] == [
         ("legacy", "completed"), ("classic", "completed")], [result.reason for result in results]
 

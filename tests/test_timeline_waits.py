@@ -17,8 +17,9 @@ import time
 
 import pytest
 
+from experiments.run.client_processes import producing_room_s
 from experiments.run.member_configs import check_member_settings, member_config
-from experiments.run.runner import Run, RunOptions, producing_room_s
+from experiments.run.runner import Run, RunOptions
 from experiments.run.settling import Settling, running_before
 from experiments.scenario import ScenarioError, load, loads, resolve
 from experiments.scenario.model import on_backend
@@ -211,7 +212,7 @@ def _run(tmp_path, scenario) -> tuple[Run, list]:
         applied.append((time.monotonic_ns(), step))
 
     run.enter_phase = nothing
-    run.start_producer = nothing
+    run.clients.start_producer = nothing
     run.write_lock = lambda *args, **kwargs: None
     run.apply = apply
     return run, applied
@@ -280,7 +281,7 @@ def test_the_producer_produces_until_the_timelines_end_however_late_the_waits_ma
 
     async def main() -> None:
         run.progress.poll = lambda: None
-        run.producer = Producer()
+        run.clients.producer = Producer()
         await asyncio.gather(run.play(), later())
 
     asyncio.run(main())

@@ -344,7 +344,8 @@ def test_the_run_record_keeps_the_workload_offered_load_capacity_and_utilisation
 
     scenario = loads(BASE + '[workload]\nservice = "fixed"\nservice_ms = 50\ncommit = "batch"\n', source="s.toml")
     run = SimpleNamespace(scenario=scenario, schedule=resolve(scenario), run_id="r", backend="classic", applied=[],
-                          t0_ns=None, started_ms=0, zk_connect=None, ensemble=None, cluster=None, members_proxied={},
+                          t0_ns=None, started_ms=0, members_proxied={},
+                          server_processes=SimpleNamespace(zk_connect=None, ensemble=None, cluster=None),
                           member_id=lambda name: name)
     RunFolder(tmp_path).write_record(describe_run(run, "running"))
     workload = RunFolder(tmp_path).record().workload

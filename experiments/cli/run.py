@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from experiments.run import runner
+from experiments.run import comparison, runner
 from experiments.run.member_configs import check_member_settings
 from experiments.scenario import Scenario, ScenarioError, find_file, load
 from rebalance.backends import backend_names, canonical_name, profile
@@ -174,7 +174,7 @@ def compare_command(
     hold_against_capacity(loaded, loaded.backends, force=force)
     run_dir = out or runner.default_run_dir(loaded)
     claim_out_folder(run_dir, force=force)
-    results = runner.compare(loaded, run_dir, zk_provider=zk_provider, progress=not no_progress)
+    results = comparison.compare(loaded, run_dir, zk_provider=zk_provider, progress=not no_progress)
     for result in results:
         console.print(f"{result.run_dir.name}: {result.status}{' (' + result.reason + ')' if result.reason else ''}")
     console.print(f"run directory: {run_dir}")

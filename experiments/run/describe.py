@@ -20,6 +20,7 @@ def describe_run(run: Any, status: str, reason: str = "") -> RunRecord:
     scenario_text = Path(run.scenario.source).read_text() if Path(run.scenario.source).is_file() else ""
     group = run.scenario.group
     backend = profile(run.backend)
+    servers = run.server_processes
     return RunRecord(
         name=run.scenario.name,
         run_id=run.run_id,
@@ -44,10 +45,10 @@ def describe_run(run: Any, status: str, reason: str = "") -> RunRecord:
         started_ms=run.started_ms,
         ended_ms=int(time.time() * 1000) if status != "running" else None,
         cluster=ClusterAddresses(
-            zookeeper=run.zk_connect,
-            zookeeper_provider=getattr(getattr(run.ensemble, "provider", None), "value", None),
-            zookeeper_ensemble=getattr(run.ensemble, "name", None),
-            brokers=run.cluster.bootstrap if run.cluster else None,
+            zookeeper=servers.zk_connect,
+            zookeeper_provider=getattr(getattr(servers.ensemble, "provider", None), "value", None),
+            zookeeper_ensemble=getattr(servers.ensemble, "name", None),
+            brokers=servers.cluster.bootstrap if servers.cluster else None,
             coordinator_broker=run.schedule.coordinator_broker,
         ),
         hosts={host.name: tuple(host.members) for host in run.schedule.hosts},

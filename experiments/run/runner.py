@@ -20,17 +20,19 @@ What the backend needs (ZooKeeper, a coordinator in the brokers), how its member
 their ids are is its profile's answer (rebalance.backends). Each member host gets its members' configs
 as one JSON file (experiments.run.member_configs). Link faults need the member's traffic to pass proxies of
 its own (experiments.run.member_links); in a shared host process (per_process > 1) each member has proxies
-and a connect string / bootstrap list of its own.
+and a connect string / bootstrap list of its own. The run holds its servers (experiments.run.server_processes)
+and its clients, the member hosts and the producer (experiments.run.client_processes); a comparison runs one
+scenario on each backend in turn (experiments.run.comparison).
 
 Faults: what each action is, `experiments/scenario/actions.py`; who carries it out, `experiments/faults/
 registry.py` (member faults in `members.py`, server faults in `server.py`, links through the proxies);
 its fault_started / fault_stopped events, `experiments/faults/history.py`.
 
 Witnesses: the servers' own counters (`experiments/run/witness.py`: ZooKeeper's `mntr`, or the brokers'
-request counts when they host the coordinator) are recorded as `server_counters` events at every
-phase boundary, at the start and end of the warm-up's quiet window (the baseline of background
-traffic), just before each membership step (join, leave, crash, restart, pause; a phase of its own
-for joins and scaling) and `AFTER_CHANGE_S` after it.
+request counts when they host the coordinator) are recorded as `server_counters` events (`experiments/run/
+samplers.py`, beside the machine's load once a second) at every phase boundary, at the start and end of
+the warm-up's quiet window (the baseline of background traffic), just before each membership step (join,
+leave, crash, restart, pause; a phase of its own for joins and scaling) and `AFTER_CHANGE_S` after it.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import sys
 import time
 import traceback
 import uuid
@@ -49,21 +50,21 @@ from pathlib import Path
 from experiments.faults import registry
 from experiments.faults.history import FaultHistory
 from experiments.faults.members import STOP_TIMEOUT_S, MemberFaults
-from experiments.faults.process import RUN_MARKER_ENV, ChildProcess
+from experiments.faults.process import RUN_MARKER_ENV
 from experiments.faults.proxy import ProxyHub
 from experiments.faults.server import ServerFaults
 from experiments.folders import RUNS_DIR
-from experiments.folders.comparison_folder import ComparisonFolder
 from experiments.folders.run_folder import RunFolder
-from experiments.run import host_load, member_cpu
+from experiments.run.client_processes import ClientProcesses
 from experiments.run.conditions import judge
 from experiments.run.describe import describe_run
-from experiments.run.member_configs import check_member_settings, host_argv, native_settings
+from experiments.run.member_configs import check_member_settings
 from experiments.run.member_links import MemberLinks
 from experiments.run.progress import Progress
 from experiments.run.run_evidence import gather
+from experiments.run.samplers import Samplers
+from experiments.run.server_processes import ServerProcesses
 from experiments.run.settling import running_before
-from experiments.run.witness import BrokerWitness, ZooKeeperWitness
 from experiments.scenario import Scenario, Schedule, Step, resolve
 from experiments.scenario.actions import Target, phase_name, spec_of
 from experiments.scenario.model import on_backend
@@ -100,38 +101,8 @@ def default_run_dir(scenario: Scenario, root: Path = Path(RUNS_DIR)) -> Path:
 
 
 def run(scenario: Scenario, options: RunOptions, *, schedule: Schedule | None = None) -> RunResult:
-    """Run one scenario on one backend (blocking). `schedule` lets `compare` share one resolution."""
+    """Run one scenario on one backend (blocking). `schedule` lets a comparison share one resolution."""
     return asyncio.run(Run(scenario, options, schedule or resolve(scenario)).main())
-
-
-def compare(scenario: Scenario, run_dir: Path, *, zk_provider: str = "auto", progress: bool = True,
-            backends: tuple[str, ...] | None = None) -> list[RunResult]:
-    """Each backend, one after the other, with the identical schedule, into RUN_DIR/<backend>."""
-    schedule = resolve(scenario)
-    backends = tuple(canonical_name(backend) for backend in backends or scenario.backends)
-    for backend in backends:
-        check_member_settings(scenario, profile(backend))   # all checked before any starts
-    results = []
-    folder = ComparisonFolder(run_dir)
-    for backend in backends:
-        result = run(scenario, RunOptions(backend=backend, run_dir=folder.run(backend).path, zk_provider=zk_provider,
-                                          progress=progress), schedule=schedule)
-        results.append(result)
-        if result.status == "interrupted":
-            break
-    folder.write_record({
-        "scenario": scenario.name, "seed": scenario.seed, "schedule": schedule.to_json(),
-        "runs": [{"backend": result.run_dir.name, "status": result.status, "reason": result.reason}
-                 for result in results],
-    })
-    return results
-
-
-def producing_room_s(scenario: Scenario, schedule: Schedule) -> float:
-    """How long a producer that produces for the whole timeline may have to: the timeline, plus every wait for
-    a stable group at its longest (each wait moves the timeline's end back). `play` stops it at the end."""
-    waits = sum(float(step.params["timeout"]) for step in schedule.steps if step.params.get("after") == "stable")
-    return scenario.duration + waits + 10.0
 
 
 class Run:
@@ -153,13 +124,10 @@ class Run:
         self.run_id = options.run_id or f"{scenario.name}-{options.backend}-{uuid.uuid4().hex[:8]}"
         self.recorder: EventRecorder | None = None
         self.proxies = ProxyHub(seed=scenario.seed)
+        self.server_processes = ServerProcesses(scenario, self.profile, self.folder, run_id=self.run_id,
+                                                zk_provider=options.zk_provider, check_abort=self.check_abort)
         self.servers = ServerFaults(None, None)
-        self.witness: BrokerWitness | ZooKeeperWitness | None = None
-        self.ensemble = None
-        self.zk_connect: str | None = None    # with the run's chroot
-        self.cluster = None
-        self.hosts: dict[str, ChildProcess] = {}
-        self.producer: ChildProcess | None = None
+        self.samplers: Samplers | None = None   # once the recorder is open
         self.phase = ev.RunnerPhase.SETUP
         self.t0_ns: int | None = None
         self.late_ns = 0                    # how far waits for a stable group have moved the timeline back
@@ -167,13 +135,15 @@ class Run:
         self.started_ms = int(time.time() * 1000)
         self.applied: list[dict] = []
         self.history: FaultHistory | None = None   # once the recorder is open
-        self.members = MemberFaults(schedule=schedule, hosts=self.hosts, proxies=self.proxies,
-                                    start_hosts=self.start_members)
         self.target_tasks: dict[str, asyncio.Future] = {}
         self.step_tasks: list[asyncio.Future] = []
         self.witness_tasks: list[asyncio.Future] = []
         self.links = MemberLinks(self.profile, self.proxies, self.folder.advertised)
         self.members_proxied = self.links.proxied
+        self.clients = ClientProcesses(scenario, self.profile, schedule, self.folder, run_id=self.run_id,
+                                       links=self.links, servers=self.server_processes)
+        self.members = MemberFaults(schedule=schedule, hosts=self.clients.hosts, proxies=self.proxies,
+                                    start_hosts=self.clients.start_hosts)
         self._abort = asyncio.Event()
         self._abort_reason = ""
         self.progress = Progress(self.events_dir, scenario, schedule)
@@ -187,6 +157,7 @@ class Run:
         self.recorder = EventRecorder(self.events_dir / "runner.jsonl", run_id=self.run_id, backend=self.backend,
                                       process="runner")
         self.history = FaultHistory(self.recorder, self.member_id)
+        self.samplers = Samplers(self.recorder, self.clients.hosts, self.note)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, self.abort, f"interrupted ({signal.Signals(signum).name})")
@@ -197,7 +168,7 @@ class Run:
             Console(stderr=True).print(f"[bold]{self.scenario.name}[/bold] on {self.backend}: "
                                        f"{self.scenario.load().line()}")
         display = asyncio.ensure_future(self.progress.show(self, live=self.options.progress))
-        sampler = asyncio.ensure_future(self.sample_host_load())
+        sampler = asyncio.ensure_future(self.samplers.host_load())
         status, reason = "completed", ""
         try:
             await self.setup()
@@ -262,114 +233,41 @@ class Run:
     async def enter_phase(self, name: str, **fields: object) -> None:
         self.phase = name
         self.recorder.emit(ev.PHASE, name=name, **fields)
-        await self.witness_sample(f"phase {name}")
-
-    async def witness_sample(self, moment: str) -> None:
-        """Record the servers' own counters now (nothing before the servers run)."""
-        if self.witness is None:
-            return
-        try:
-            sample = await asyncio.to_thread(self.witness.sample)
-        except Exception as error:  # noqa: BLE001 - a witness that cannot answer must not end the run
-            self.note(f"reading the servers' counters at {moment!r} failed: {error!r}")
-            return
-        self.recorder.emit(ev.SERVER_COUNTERS, moment=moment, **sample.fields())
-
-    async def sample_host_load(self) -> None:
-        """The machine's CPU pressure, steal and load once a second, from setup to the end of the teardown, and
-        how much CPU the member hosts got and how long their threads waited for one (read in a thread: a large
-        group has thousands of them)."""
-        before = host_load.read_counters(time.monotonic_ns())
-        members = await asyncio.to_thread(member_cpu.read, self.host_pids())
-        while True:
-            await asyncio.sleep(host_load.SAMPLE_EVERY_S)
-            after = host_load.read_counters(time.monotonic_ns())
-            now = await asyncio.to_thread(member_cpu.read, self.host_pids())
-            self.recorder.emit(ev.HOST_SAMPLE, **host_load.sample(before, after),
-                               **member_cpu.sample(members, now, after.at_ns - before.at_ns))
-            before, members = after, now
-
-    def host_pids(self) -> list[int]:
-        return [process.process.pid for process in list(self.hosts.values())
-                if process.process is not None and process.running]
+        await self.samplers.server_counters(f"phase {name}")
 
     async def witness_after(self, step: Step) -> None:
         with contextlib.suppress(Aborted):
             await self.sleep_until(time.monotonic_ns() + int(AFTER_CHANGE_S * 1e9))
-            await self.witness_sample(f"after {step.fault_id}")
+            await self.samplers.server_counters(f"after {step.fault_id}")
 
     # ------------------------------------------------------------------ setup
 
     async def setup(self) -> None:
         await self.enter_phase(ev.RunnerPhase.SETUP)
-        await self.start_zookeeper()
+        servers = self.server_processes
+        await servers.start_zookeeper()
         await self.start_proxies()    # before the brokers: they read the advertise map at start
-        await self.start_brokers()
-        await self.create_topics()
+        await servers.start_brokers(self.links.advertise_map)
+        self.servers = ServerFaults(servers.ensemble, servers.cluster)
+        self.samplers.witness = servers.witness()
+        self.check_abort()
+        await servers.create_topics()
         self.write_lock("running")
         self.watchdog = asyncio.ensure_future(self.watch_parts())
-
-    async def start_zookeeper(self) -> None:
-        nodes = self.scenario.cluster.zookeeper_nodes
-        if nodes:
-            import zkensemble
-
-            self.ensemble = await asyncio.to_thread(zkensemble.start, nodes=nodes, provider=self.options.zk_provider,
-                                                    owner_pid=os.getpid())
-            self.zk_connect = self.ensemble.chroot(f"run-{self.run_id}")
-            self.check_abort()
 
     async def start_proxies(self) -> None:
         proxied = set(self.schedule.proxied_members())
         await self.links.add_proxies(
             [member for host in self.schedule.hosts for member in host.members if member in proxied],
             zk_nodes=self.scenario.cluster.zookeeper_nodes, brokers=self.scenario.cluster.brokers,
-            zk_upstream=self.zk_address, broker_upstream=self.broker_address)
+            zk_upstream=self.server_processes.zk_address, broker_upstream=self.server_processes.broker_address)
         self.links.write_advertise_map()
-
-    async def start_brokers(self) -> None:
-        from broker.cluster import FailoverTiming, start_cluster
-
-        cluster = self.scenario.cluster
-        failover = FailoverTiming(broker_session_timeout_ms=cluster.broker_session_timeout_ms,
-                                  fail_back_delay_ms=cluster.fail_back_delay_ms,
-                                  coordinator_load_delay_ms=cluster.coordinator_load_delay_ms)
-        self.cluster = await asyncio.to_thread(
-            start_cluster, cluster.brokers, zk=self.zk_connect if self.profile.needs_zookeeper else None,
-            data_dir=self.folder.broker_data, log_dir=self.folder.logs,
-            advertise_map=self.links.advertise_map, coordinator=self.profile.coordinator_in_brokers,
-            failover=failover, env=self.profile.broker_env(self.scenario.group.session_timeout_ms,
-                                                           native_settings(self.scenario, self.profile)),
-            events_dir=self.events_dir, run_id=self.run_id,   # each broker's own liveness (the server-stall check)
-        )
-        self.servers = ServerFaults(self.ensemble, self.cluster)
-        if self.profile.coordinator_in_brokers:
-            self.witness = BrokerWitness(lambda: [self.broker_address(i) for i, broker in
-                                                  enumerate(self.cluster.brokers) if broker.alive])
-        elif self.ensemble is not None:
-            self.witness = ZooKeeperWitness(lambda: [self.zk_address(i) for i in range(len(self.ensemble.nodes))])
-        self.check_abort()
-
-    async def create_topics(self) -> None:
-        from broker.admin import create_topic
-
-        for topic in self.scenario.topics:
-            await asyncio.to_thread(create_topic, self.cluster.bootstrap, topic.name, topic.partitions)
-            self.check_abort()
-
-    def zk_address(self, index: int) -> tuple[str, int]:
-        host, _, port = self.ensemble.nodes[index].client_address.rpartition(":")
-        return host, int(port)
-
-    def broker_address(self, index: int) -> tuple[str, int]:
-        broker = self.cluster.brokers[index]
-        return broker.host, broker.port
 
     # ------------------------------------------------------------------ warm-up and play
 
     async def warmup(self) -> None:
         await self.enter_phase(ev.RunnerPhase.WARMUP, members=len(self.schedule.initial_members))
-        await self.start_members(self.schedule.initial_members)
+        await self.clients.start_hosts(self.schedule.initial_members)
         await self.arm_wave_hosts()
         deadline = time.monotonic() + self.scenario.group.warmup_timeout
         members = [self.member_id(name) for name in self.schedule.initial_members]
@@ -382,9 +280,9 @@ class Run:
             if self.progress.settling.stable(members, partitions, now_ns=time.monotonic_ns(), quiet_ns=0):
                 if stable_since is None:
                     stable_since = time.monotonic()
-                    await self.witness_sample("quiet start")
+                    await self.samplers.server_counters("quiet start")
                 if time.monotonic() - stable_since >= STABLE_QUIET_S:
-                    await self.witness_sample("quiet end")
+                    await self.samplers.server_counters("quiet end")
                     return
             else:
                 stable_since = None
@@ -394,15 +292,15 @@ class Run:
         self.t0_ns = time.monotonic_ns()
         await self.enter_phase("timeline", duration_s=self.scenario.duration)
         self.write_lock("running")
-        await self.start_producer()
+        await self.clients.start_producer()
         for index, step in enumerate(self.schedule.steps):
             await self.sleep_until(self.t0_ns + self.late_ns + int(step.at * 1e9))
             if step.params.get("after") == "stable":
                 step = await self.wait_until_stable(step, index)
             await self.apply(step)
         await self.sleep_until(self.t0_ns + self.late_ns + int(self.scenario.duration * 1e9))
-        if self.producer is not None and self.scenario.producer.duration is None:
-            await self.producer.stop(STOP_TIMEOUT_S)   # the timeline's end, however late its waits made it
+        if self.clients.producer is not None and self.scenario.producer.duration is None:
+            await self.clients.producer.stop(STOP_TIMEOUT_S)   # the timeline's end, however late its waits made it
 
     async def wait_until_stable(self, step: Step, index: int) -> Step:
         """Hold a step back until the group is stable again (experiments.run.settling), at most its
@@ -428,37 +326,7 @@ class Run:
             params["unstable"] = self.progress.settling.why_not(members, partitions)
         return replace(step, params=params)
 
-    async def start_producer(self) -> None:
-        producer = self.scenario.producer
-        if producer.rate <= 0:
-            return
-        topic = next(t for t in self.scenario.topics if t.name == self.scenario.producer_topic)
-        duration = producer.duration or producing_room_s(self.scenario, self.schedule)
-        self.producer = ChildProcess("producer", [
-            sys.executable, "-m", "broker.cli", "produce", "--bootstrap", self.cluster.bootstrap,
-            "--topic", topic.name, "--partitions", str(topic.partitions), "--rate", str(producer.rate),
-            "--duration", str(duration), "--events", str(self.events_dir / "producer.jsonl"),
-            "--run-id", self.run_id,
-        ], log_path=self.folder.log("producer"))
-        await self.producer.start()
-
     # ------------------------------------------------------------------ members
-
-    def member_address(self, member: str) -> str | None:
-        return self.links.address(member, zk_connect=self.zk_connect,
-                                  bootstrap=self.cluster.bootstrap if self.cluster else None)
-
-    async def start_members(self, members, *, armed: bool = False) -> None:
-        """Start the host processes of `members`; `armed`: each member joins only on its start command."""
-        for host_name in dict.fromkeys(self.schedule.host_of(member).name for member in members):
-            spec = next(host for host in self.schedule.hosts if host.name == host_name)
-            argv = host_argv(self.scenario, self.profile, spec.members, config_path=self.folder.member_settings(host_name),
-                             address_of=self.member_address, events=self.events_dir /
-                             f"{host_name}.jsonl", run_id=self.run_id)
-            process = ChildProcess(host_name, argv + (["--armed"] if armed else []), log_path=self.folder.log(host_name),
-                                   control=armed or len(spec.members) > 1, yields_cpu=True)   # members yield the CPU to the servers
-            await process.start()
-            self.hosts[host_name] = process
 
     async def arm_wave_hosts(self) -> None:
         """The host processes of every later join wave, started now and armed: process up, clients made and
@@ -467,7 +335,7 @@ class Run:
         hosts = self.schedule.wave_hosts() if self.scenario.group.prestart else ()
         if hosts:
             members = [member for host in hosts for member in host.members]
-            await self.start_members(members, armed=True)
+            await self.clients.start_hosts(members, armed=True)
             self.members.arm(members)
 
     # ------------------------------------------------------------------ timeline steps
@@ -499,7 +367,7 @@ class Run:
         handler = registry.handler_for(step.action)
         membership = spec_of(step.action).target in (Target.GROUP, Target.MEMBER)
         if membership and spec_of(step.action).is_fault:
-            await self.witness_sample(f"before {step.fault_id}")   # a join's phase mark reads them already
+            await self.samplers.server_counters(f"before {step.fault_id}")   # a join's phase mark reads them already
         if not spec_of(step.action).is_fault:
             waited = {"params": dict(step.params)} if "waited_s" in step.params else {}
             await self.enter_phase(phase_name(step.action, step.targets, step.params), fault_id=step.fault_id,
@@ -537,47 +405,34 @@ class Run:
         self.phase = ev.RunnerPhase.TEARDOWN
         if self.recorder is not None:
             self.recorder.emit(ev.PHASE, name=ev.RunnerPhase.TEARDOWN, status=status)
-            await self.witness_sample("phase teardown")
+            await self.samplers.server_counters("phase teardown")
         watchdog = getattr(self, "watchdog", None)
         if watchdog is not None:
             watchdog.cancel()
         for task in (*self.step_tasks, *self.witness_tasks):
             task.cancel()
         self.proxies.heal_all()     # members leave cleanly only if they can reach their servers
-        stops = [process.stop(STOP_TIMEOUT_S) for process in self.hosts.values()]
-        if self.producer is not None:
-            stops.append(self.producer.stop(STOP_TIMEOUT_S))
-        for outcome in await asyncio.gather(*stops, return_exceptions=True):
-            if isinstance(outcome, BaseException):
-                self.note(f"stopping a child failed: {outcome!r}")
-        if self.cluster is not None:
-            try:
-                await asyncio.to_thread(self.cluster.stop)
-            except Exception as error:  # noqa: BLE001 - keep tearing down
-                self.note(f"stopping the brokers failed: {error!r}")
-        if self.ensemble is not None:
-            try:
-                await asyncio.to_thread(self.ensemble.stop)
-            except Exception as error:  # noqa: BLE001
-                self.note(f"stopping ZooKeeper failed: {error!r}")
+        await self.clients.stop(self.note)
+        await self.server_processes.stop(self.note)
         await self.proxies.stop()
-        for process in self.hosts.values():
+        for process in self.clients.hosts.values():
             process.kill_now()
 
     async def watch_parts(self) -> None:
         """Any part that exits without being told to ends the run."""
         while True:
             await asyncio.sleep(0.5)
-            for name, process in self.hosts.items():
+            for name, process in self.clients.hosts.items():
                 if not process.running and not process.expected_exit:
                     self.abort(f"member host {name} exited by itself (code {process.process.returncode}); "
                                f"see {process.log_path}")
-            if self.producer and not self.producer.running and self.producer.process.returncode not in (0, None):
-                if not self.producer.expected_exit:
-                    self.abort(f"the producer failed (code {self.producer.process.returncode}); "
-                               f"see {self.producer.log_path}")
-            if self.cluster is not None:
-                for broker in self.cluster.brokers:
+            producer = self.clients.producer
+            if producer and not producer.running and producer.process.returncode not in (0, None):
+                if not producer.expected_exit:
+                    self.abort(f"the producer failed (code {producer.process.returncode}); "
+                               f"see {producer.log_path}")
+            if self.server_processes.cluster is not None:
+                for broker in self.server_processes.cluster.brokers:
                     if not broker.alive and broker.node_id not in self.servers.brokers_killed:
                         self.abort(f"broker {broker.node_id} exited by itself; see {broker.log_path}")
 
