@@ -37,7 +37,8 @@ import time
 from pathlib import Path
 
 from experiments.folders.run_folder import RunFolder
-from experiments.synthetic.simulation import Anomaly, Change, SyntheticRun, write_run
+from experiments.synthetic.anomalies import Anomaly
+from experiments.synthetic.simulation import Change, SyntheticRun, write_run
 
 # Record-equivalent events per simulated second with the settings below: produced records plus one
 # records_consumed batch and one commit per member per tick (about 50-100 members, tick 0.1 s).

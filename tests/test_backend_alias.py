@@ -21,8 +21,8 @@ from experiments.campaign.model import load_campaign
 from experiments.cli.app import app
 from experiments.folders.run_folder import RunFolder, record_to_summarise
 from experiments.folders.run_record import NoRunRecord
-from experiments.report.findings import backend_order
 from experiments.report.plots import backend_style
+from experiments.report.scenario_runs import backend_order
 from experiments.run import runner
 from experiments.run.runner import Run, RunOptions
 from experiments.scenario import loads, resolve

@@ -323,7 +323,8 @@ def _claimed_campaign(root: Path) -> list[Path]:
     folders, for the suite's Spark pass."""
     from experiments.campaign.execute import open_folder
     from experiments.campaign.manifest import COMPLETED
-    from experiments.synthetic.simulation import Anomaly, SyntheticRun, write_run
+    from experiments.synthetic.anomalies import Anomaly
+    from experiments.synthetic.simulation import SyntheticRun, write_run
 
     root.mkdir(parents=True)
     campaign = load_campaign(write_campaign(root, CAMPAIGN.replace("repetitions = 2", "repetitions = 5") + CLAIM))

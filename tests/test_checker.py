@@ -6,7 +6,8 @@ import pytest
 
 from experiments.run.conditions import Grade
 from experiments.summary.check_queries import Verdict
-from experiments.synthetic.simulation import Anomaly, SyntheticRun
+from experiments.synthetic.anomalies import Anomaly
+from experiments.synthetic.simulation import SyntheticRun
 from tests.fixtures.spark import SERVER_EXTRA
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]  # the first test pays for the shared runs

@@ -236,8 +236,9 @@ def test_a_report_takes_one_sweep_run_per_backend_as_a_swept_scenario():
     from rich.console import Console
 
     from experiments.cli.demo import _print_herd
-    from experiments.report.findings import herd_costs, scenarios
+    from experiments.report.findings import herd_costs
     from experiments.report.run_tables import swept_runs
+    from experiments.report.scenario_runs import scenarios
 
     runs = [_sweep_run("legacy"), _sweep_run("classic", cost=lambda n: 3 * n + 4)]
     (scenario,) = scenarios(runs)

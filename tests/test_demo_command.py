@@ -35,7 +35,8 @@ def _fake_execute(campaign, folder, **_):
     from experiments.campaign.execute import Outcome, open_folder
     from experiments.campaign.manifest import COMPLETED
     from experiments.folders.campaign_folder import CampaignFolder
-    from experiments.synthetic.simulation import Anomaly, SyntheticRun, write_run
+    from experiments.synthetic.anomalies import Anomaly
+    from experiments.synthetic.simulation import SyntheticRun, write_run
 
     manifest = open_folder(campaign, folder)
     timeline, end = _sweep_timeline()

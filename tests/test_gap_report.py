@@ -8,9 +8,10 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.report.campaign_findings import campaign_columns, campaign_finding
-from experiments.report.findings import scenario_finding, scenarios
+from experiments.report.findings import scenario_finding
 from experiments.report.results_doc import SPLIT_BRAIN, _per_cell_section
 from experiments.report.run_tables import key_numbers
+from experiments.report.scenario_runs import scenarios
 from experiments.statistics.campaign_stats import COORDINATOR_GAP, GAP_LOOKUPS
 from experiments.summary.read_back import RunData
 from tests.fixtures.run_record import run_data

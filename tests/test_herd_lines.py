@@ -19,8 +19,9 @@ import pytest
 
 from experiments.folders.run_folder import RunFolder
 from experiments.report import plots
-from experiments.report.findings import herd_sentence, scenarios
+from experiments.report.findings import herd_sentence
 from experiments.report.run_tables import herd_tables
+from experiments.report.scenario_runs import scenarios
 from experiments.summary.herd import herd_table, overlapping
 from experiments.summary.herd_model import HerdModel, change_rows, fit_models, fit_one
 from experiments.summary.read_back import RunData, herd_points

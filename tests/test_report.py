@@ -110,7 +110,8 @@ def test_a_report_of_three_backends_has_a_column_for_each(synthetic_runs, tmp_pa
 @pytest.mark.spark
 def test_one_scenario_at_several_group_sizes_is_a_sweep_with_the_herd_in_its_finding(synthetic_runs):
     """The kip848 runs at N = 8 and 16, as one scenario: a column for the backend, the herd cost by N."""
-    from experiments.report.findings import scenario_finding, scenarios
+    from experiments.report.findings import scenario_finding
+    from experiments.report.scenario_runs import scenarios
 
     loaded = [replace(run, record=replace(run.record, name="herd"))
               for run in (load_run(synthetic_runs[name].folder.path) for name in ("kip848-16", "kip848-8"))]
@@ -172,8 +173,8 @@ def test_report_rejects_a_missing_directory(tmp_path):
 
 
 def test_key_numbers_give_joins_and_leaves_apart_and_name_the_groups_rebalances():
-    from experiments.report.findings import scenarios
     from experiments.report.run_tables import key_numbers
+    from experiments.report.scenario_runs import scenarios
 
     run = _herd_run("classic", 10, 36)
     run.herd.loc[1, "requests"] = 30                  # the leave costs less than the join

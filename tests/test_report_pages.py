@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.synthetic.simulation import Anomaly, Change, SyntheticRun, write_run
+from experiments.synthetic.anomalies import Anomaly
+from experiments.synthetic.simulation import Change, SyntheticRun, write_run
 from tests.fixtures.page_check import Browser
 from tests.fixtures.scenarios import tiny_join
 from tests.fixtures.spark import layout_summarised_with_the_suite

@@ -12,7 +12,8 @@ from experiments.cli.app import app
 from experiments.folders.run_folder import RunFolder
 from experiments.summary import markdown_table
 from experiments.summary.read_back import RunData, load_run
-from experiments.synthetic.simulation import Anomaly, SyntheticRun, write_run
+from experiments.synthetic.anomalies import Anomaly
+from experiments.synthetic.simulation import SyntheticRun, write_run
 from rebalance.events import EVENT_TYPES, REQUIRED_FIELDS, read_events
 from tests.fixtures.spark import SERVER_EXTRA
 

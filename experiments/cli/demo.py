@@ -116,8 +116,8 @@ def demo(
     console.print(f"runs {runs_done - started:.0f} s, summary and report {time.monotonic() - runs_done:.0f} s",
                   soft_wrap=True)
 
-    from experiments.report.findings import reading_of
     from experiments.report.run_tables import swept_runs
+    from experiments.report.scenario_runs import reading_of
     from experiments.summary.read_back import herd_points, load_run
     from experiments.summary.verdict_words import print_verdicts
 

@@ -10,11 +10,11 @@ from experiments.report.findings import (
     Finding,
     _sentence,
     _where,
-    backend_order,
     herd_model_sentence,
     names,
     spread_text,
 )
+from experiments.report.scenario_runs import backend_order
 from experiments.statistics.campaign_stats import COORDINATOR_GAP
 from experiments.summary import checks
 

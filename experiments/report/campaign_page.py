@@ -27,10 +27,8 @@ from experiments.report.campaign_findings import (
     metric_unit,
     spread_text,
 )
-from experiments.report.findings import (
-    backend_order,
-)
 from experiments.report.page import Block, Detail, Figure, RowHeader, Section, Table
+from experiments.report.scenario_runs import backend_order
 from experiments.statistics.inference import coverage_text
 from experiments.statistics.measure_names import LATE_OR_LOST, measure_name
 

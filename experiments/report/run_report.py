@@ -31,12 +31,9 @@ from experiments.folders.run_folder import RunFolder
 from experiments.report import page
 from experiments.report.findings import (
     Finding,
-    ScenarioRuns,
     count,
     findings,
     names,
-    reading_of,
-    scenarios,
     seconds,
 )
 from experiments.report.page import Block, Detail, Figure, Section, Table
@@ -50,6 +47,7 @@ from experiments.report.run_tables import (
     metrics_table,
     strategy_table,
 )
+from experiments.report.scenario_runs import ScenarioRuns, reading_of, scenarios
 from experiments.summary.herd_sizes import size_text, sizes_of
 from experiments.summary.read_back import RunData, from_summary, herd_points, load_run
 from experiments.summary.verdict_words import Word

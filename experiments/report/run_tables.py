@@ -11,16 +11,14 @@ import pandas as pd
 
 from experiments.report import page
 from experiments.report.findings import (
-    ScenarioRuns,
     coordinator_gaps,
     count,
     gap_text,
     herd_costs,
-    reading_of,
-    scenarios,
     seconds,
 )
 from experiments.report.page import Cell, RowHeader, Table, verdict_cell
+from experiments.report.scenario_runs import ScenarioRuns, reading_of, scenarios
 from experiments.summary.herd_sizes import size_text
 from experiments.summary.read_back import RunData, herd_points
 from experiments.summary.verdict_words import Word, question

@@ -13,7 +13,8 @@ from pathlib import Path
 from experiments.summary.class_archive import QUIET
 from experiments.summary.pipeline import summarize_run
 from experiments.summary.session import start_spark
-from experiments.synthetic.simulation import Anomaly, SyntheticRun, write_run
+from experiments.synthetic.anomalies import Anomaly
+from experiments.synthetic.simulation import SyntheticRun, write_run
 
 
 def record(target: Path) -> None:
