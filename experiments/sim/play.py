@@ -198,9 +198,8 @@ class _Play(TimelineSteps):
             topic = self.scenario.producer_topic
             self.producer = Producer(self.sim, self.logs, self.recorders.of("producer"), topic=topic,
                                      partitions=self.topics[topic], rate=self.scenario.producer.rate)
-            stop_ms = None if self.scenario.producer.duration is None else \
-                self.sim.now_ms + self.scenario.producer.duration * 1000
-            self.producer.run(self.sim.now_ms, stop_ms)
+            duration = self.scenario.producer.duration
+            self.producer.run(self.sim.now_ms, None if duration is None else duration * 1000)
             if self.servers is not None:
                 self.servers.producing(self.producer)
         for member in self.members.values():

@@ -7,6 +7,11 @@ a member's fetch sees it then (Kafka's fetch answers as soon as there is data: f
 values and their sequence numbers are the real producer's; only the clock is virtual. A partition whose leader died
 is held (`hold`): what is sent to it waits, stamped when sent, until the producer finds its new leader (`release`,
 decided by `experiments.sim.brokers.DataPath`).
+
+The producer starts as the runner starts it: a process begun at the timeline's start, which sends its first records
+`PRODUCER_START_MS` later, and whose first send waits `METADATA_WAIT_MS` for the topic's metadata (kafka-python's
+KafkaProducer blocks `send` until it has it); the records due meanwhile go out when it returns, stamped then. So the
+first record of a run is its producer's, not the group's, worst latency where nothing else happens.
 """
 
 from __future__ import annotations
@@ -24,6 +29,12 @@ from rebalance.types import TopicPartition
 PACE_TICK_MS = 10.0        # broker.workload.PACE_TICK_S
 BATCH_INTERVAL_MS = 100.0  # broker.workload.BATCH_INTERVAL_S
 ACK_MS = 1.0               # a produce request's round trip on loopback, the broker's append included
+# `python -m broker.cli produce` on this kind of machine (2026-12-07, machine index python 0.43 s, load 0.5; n = 8
+# each, against one lab broker): from its start to its first send 575 ms [568-613]; the first send then blocked for
+# the metadata 112.2 ms [111.9-112.7] (its first `producer_pace` event's longest gap), as in two real runs of split
+# brain c (111.9 and 116.9 ms), whose ten shipped runs a generation have their worst latency at 117-124 ms.
+PRODUCER_START_MS = 575.0
+METADATA_WAIT_MS = 112.0
 
 
 @dataclass
@@ -97,24 +108,30 @@ class Producer:
         self._pending: dict[int, dict] = {}   # partition -> its batch not written down yet
         self._held: dict[int, list[tuple[int, float]]] = {}   # partition without a leader -> (seq, sent) waiting
 
-    def run(self, start_ms: float, stop_ms: float | None = None) -> None:
-        """From `start_ms` until `stop_ms`, or until `stop()` when None."""
-        self._start_ms, self._stop_ms = start_ms, float("inf") if stop_ms is None else stop_ms
-        self.sim.at(start_ms, self._tick)
+    def run(self, started_ms: float, duration_ms: float | None = None) -> None:
+        """The process started at `started_ms`: it produces from its first send for `duration_ms`, or until
+        `stop()` when None."""
+        self._start_ms = start_ms = started_ms + PRODUCER_START_MS
+        self._stop_ms = float("inf") if duration_ms is None else start_ms + duration_ms
+        self.sim.at(start_ms, self._first_tick)
         self.sim.at(start_ms + BATCH_INTERVAL_MS, self._write_down)
 
     def stop(self) -> None:
         self._stop_ms = min(self._stop_ms, self.sim.now_ms)
 
-    def _tick(self) -> None:
+    def _first_tick(self) -> None:
+        self._tick(answered_after_ms=METADATA_WAIT_MS + ACK_MS, next_after_ms=METADATA_WAIT_MS)
+
+    def _tick(self, answered_after_ms: float = ACK_MS, next_after_ms: float = PACE_TICK_MS) -> None:
         now = self.sim.now_ms
         if now >= self._stop_ms:
             return
         due = int((now - self._start_ms) * self.rate / 1000) + 1
         if self.sent < due:   # the tick's records are acknowledged together, in the order they were sent
-            self.sim.after(ACK_MS, lambda first=self.sent, last=due, sent=now: self._acknowledged(first, last, sent))
+            self.sim.after(answered_after_ms,
+                           lambda first=self.sent, last=due, sent=now: self._acknowledged(first, last, sent))
             self.sent = due
-        self.sim.after(PACE_TICK_MS, self._tick)
+        self.sim.after(next_after_ms, self._tick)
 
     def _acknowledged(self, first: int, last: int, sent_ms: float) -> None:
         """The records first..last-1 (sequence numbers) in their partitions' logs; then whoever waits for them."""
