@@ -36,6 +36,7 @@ from rebalance.events import PRODUCER_PACE, RECORDS_PRODUCED, EventRecorder, Nul
 from rebalance.record_value import encode_value
 
 PACE_TICK_S = 0.01             # the records due are sent together this often
+LINGER_MS = 5                  # each send waits this long for others to share its request (linger.ms)
 MAX_IDLE_SLEEP_S = 0.05        # at low rates, the longest wait for a token (the duration is checked between)
 BATCH_INTERVAL_S = 0.1         # how often acknowledged records are written down
 PACE_REPORT_S = 1.0            # how often the producer writes how it kept its schedule
@@ -166,7 +167,7 @@ class ProducerWorkload:
         if config.create_topic:
             self._ensure_topic()
         producer = KafkaProducer(bootstrap_servers=config.bootstrap, client_id=config.client_id, acks=config.acks,
-                                 linger_ms=5)
+                                 linger_ms=LINGER_MS)
         start = time.monotonic()
         bucket = TokenBucket(config.rate, config.capacity, start)
         sequence = 0

@@ -2,8 +2,8 @@
 
 The producer (`broker/workload.py`) sends the records due every 10 ms, round-robin over its topic's partitions,
 each stamped when it is sent, and writes the acknowledged ones down as one `records_produced` event per
-partition every 100 ms. Here a record is in its partition's log a loopback round trip after it was sent, and
-a member's fetch sees it then (Kafka's fetch answers as soon as there is data: fetch.min.bytes is 1). The
+partition every 100 ms. Here a record is in its partition's log its producer's linger (5 ms) and a loopback round
+trip after it was sent, and a member's fetch sees it then (Kafka's fetch answers as soon as there is data: fetch.min.bytes is 1). The
 values and their sequence numbers are the real producer's; only the clock is virtual. A partition whose leader died
 is held (`hold`): what is sent to it waits, stamped when sent, until the producer finds its new leader (`release`,
 decided by `experiments.sim.brokers.DataPath`).
@@ -20,19 +20,23 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from broker.workload import BATCH_INTERVAL_S, LINGER_MS, PACE_TICK_S
 from experiments.sim.kernel import Simulation
 from experiments.sim.recorders import T0_MS
 from rebalance import events as ev
 from rebalance.events import EventRecorder
 from rebalance.types import TopicPartition
 
-PACE_TICK_MS = 10.0        # broker.workload.PACE_TICK_S
-BATCH_INTERVAL_MS = 100.0  # broker.workload.BATCH_INTERVAL_S
+PACE_TICK_MS = PACE_TICK_S * 1000
+BATCH_INTERVAL_MS = BATCH_INTERVAL_S * 1000
 ACK_MS = 1.0               # a produce request's round trip on loopback, the broker's append included
+APPENDED_MS = LINGER_MS + ACK_MS   # from a record's send to its place in the log
 # `python -m broker.cli produce` on this kind of machine (2026-12-07, machine index python 0.43 s, load 0.5; n = 8
 # each, against one lab broker): from its start to its first send 575 ms [568-613]; the first send then blocked for
 # the metadata 112.2 ms [111.9-112.7] (its first `producer_pace` event's longest gap), as in two real runs of split
-# brain c (111.9 and 116.9 ms), whose ten shipped runs a generation have their worst latency at 117-124 ms.
+# brain c (111.9 and 116.9 ms). There the first record, sent at 580 ms, was handled 118 ms later, the median record
+# 7 ms after it was sent (n = 5,941, one quiet run): the linger, the round trips and the members' poll; the ten
+# shipped runs a generation have their worst latency at 117-124 ms.
 PRODUCER_START_MS = 575.0
 METADATA_WAIT_MS = 112.0
 
@@ -120,9 +124,9 @@ class Producer:
         self._stop_ms = min(self._stop_ms, self.sim.now_ms)
 
     def _first_tick(self) -> None:
-        self._tick(answered_after_ms=METADATA_WAIT_MS + ACK_MS, next_after_ms=METADATA_WAIT_MS)
+        self._tick(answered_after_ms=METADATA_WAIT_MS + APPENDED_MS, next_after_ms=METADATA_WAIT_MS)
 
-    def _tick(self, answered_after_ms: float = ACK_MS, next_after_ms: float = PACE_TICK_MS) -> None:
+    def _tick(self, answered_after_ms: float = APPENDED_MS, next_after_ms: float = PACE_TICK_MS) -> None:
         now = self.sim.now_ms
         if now >= self._stop_ms:
             return
