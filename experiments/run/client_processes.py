@@ -51,11 +51,12 @@ class ClientProcesses:
         """Start the host processes of `members`; `armed`: each member joins only on its start command."""
         for host_name in dict.fromkeys(self.schedule.host_of(member).name for member in members):
             spec = next(host for host in self.schedule.hosts if host.name == host_name)
-            argv = host_argv(self.scenario, self.profile, spec.members, config_path=self.folder.member_settings(host_name),
-                             address_of=self.member_address, events=self.folder.events /
-                             f"{host_name}.jsonl", run_id=self.run_id)
-            process = ChildProcess(host_name, argv + (["--armed"] if armed else []), log_path=self.folder.log(host_name),
-                                   control=armed or len(spec.members) > 1, yields_cpu=True)   # members yield the CPU to the servers
+            argv = host_argv(self.scenario, self.profile, spec.members,
+                             config_path=self.folder.member_settings(host_name), address_of=self.member_address,
+                             events=self.folder.events / f"{host_name}.jsonl", run_id=self.run_id)
+            process = ChildProcess(host_name, argv + (["--armed"] if armed else []),
+                                   log_path=self.folder.log(host_name), control=armed or len(spec.members) > 1,
+                                   yields_cpu=True)   # members yield the CPU to the servers
             await process.start()
             self.hosts[host_name] = process
 

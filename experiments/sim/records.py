@@ -3,8 +3,8 @@
 The producer (`broker/workload.py`) sends the records due every 10 ms, round-robin over its topic's partitions,
 each stamped when it is sent, and writes the acknowledged ones down as one `records_produced` event per
 partition every 100 ms. Here a record is in its partition's log its producer's linger (5 ms) and a loopback round
-trip after it was sent, and a member's fetch sees it then (Kafka's fetch answers as soon as there is data: fetch.min.bytes is 1). The
-values and their sequence numbers are the real producer's; only the clock is virtual. A partition whose leader died
+trip after it was sent, and a member's fetch sees it then (Kafka's fetch answers as soon as there is data:
+fetch.min.bytes is 1). The values and their sequence numbers are the real producer's; only the clock is virtual. A partition whose leader died
 is held (`hold`): what is sent to it waits, stamped when sent, until the producer finds its new leader (`release`,
 decided by `experiments.sim.brokers.DataPath`).
 
