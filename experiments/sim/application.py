@@ -181,9 +181,11 @@ class Application:
             if service_ms:
                 at += service_ms
                 ends.append((tp, offset, at))
-        for chunk in _chunks(ends):
+        chunks = _chunks(ends)
+        last = chunks.pop() if chunks else None   # it ends when the batch does: one timer for both
+        for chunk in chunks:
             self.client.clock.at(chunk[-1][2], lambda chunk=chunk: self._report(chunk))
-        self.client.clock.at(at, lambda: self._handled(records))
+        self.client.clock.at(at, lambda: self._handled(records, last))
 
     def _report(self, chunk: list[tuple[TopicPartition, int, float]]) -> None:
         if not self.running:
@@ -195,7 +197,10 @@ class Application:
                                   produce_ts_ms=[wall_ms(log.produced_ms[offset]) for _, offset, _ in chunk],
                                   processed_ts_ms=[wall_ms(end) for _, _, end in chunk])
 
-    def _handled(self, records: list[tuple[TopicPartition, int]]) -> None:
+    def _handled(self, records: list[tuple[TopicPartition, int]],
+                 last_chunk: list[tuple[TopicPartition, int, float]] | None) -> None:
+        if last_chunk is not None:
+            self._report(last_chunk)
         if not self.running:
             return
         self.handling = False

@@ -90,6 +90,7 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
     try:
         play.run()
     finally:
+        play.sim.discard()
         if collecting:
             gc.enable()
     return folder

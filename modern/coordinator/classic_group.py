@@ -368,9 +368,12 @@ class ClassicGroup:
                                 protocol_name=(self.protocol_name or "") if stable else "", members=members)
 
     def next_deadline(self) -> int | None:
-        """The earliest time `tick()` has something to do (it may find nothing: stale entries)."""
+        """The earliest time `tick()` has something to do. Session entries that a later heartbeat or commit made
+        stale are dropped here as they reach the heap's top, so a busy group's clock is not woken for nothing."""
         candidates = [t for t in (self._join_deadline_ms, self._sync_deadline_ms) if t is not None]
         candidates.extend(self.pending_members.values())
+        while self._sessions and self._stale(*self._sessions[0]):
+            heapq.heappop(self._sessions)
         if self._sessions:
             candidates.append(self._sessions[0][0])
         return min(candidates, default=None)
@@ -389,11 +392,18 @@ class ClassicGroup:
                 self._maybe_complete_join(now_ms)
         while self._sessions and self._sessions[0][0] <= now_ms:
             deadline, member_id = heapq.heappop(self._sessions)
-            member = self.members.get(member_id)
-            if member is None or member.session_deadline_ms != deadline or member.awaiting_reply:
-                continue  # stale entry, or kept alive while its join/sync is parked
+            if self._stale(deadline, member_id):
+                continue
+            member = self.members[member_id]
+            if member.awaiting_reply:
+                continue  # kept alive while its join/sync is parked
             self._remove_member(member, now_ms, RebalanceCause(RebalanceReason.SESSION_EXPIRED, (member_id,)))
         return self._drain()
+
+    def _stale(self, deadline: int, member_id: str) -> bool:
+        """A session entry of a member gone or since given a later deadline."""
+        member = self.members.get(member_id)
+        return member is None or member.session_deadline_ms != deadline
 
     def unload(self, now_ms: int) -> Output:
         """This broker stopped being the coordinator: the group dies here; parked requests learn it."""
