@@ -389,6 +389,22 @@ def test_session_expiry_removes_the_member_and_rebalances():
     assert sim.group.state is S.PREPARING_REBALANCE
 
 
+def test_next_deadline_is_the_earliest_live_session_not_one_a_later_heartbeat_replaced():
+    sim = Sim()
+    ids, gen = sim.stable_group("a", "b")
+    start = sim.now
+    sim.now = start + 4000
+    sim.heartbeat(ids["a"], gen)
+    sim.heartbeat(ids["b"], gen)
+    sim.now = start + 8000
+    sim.heartbeat(ids["a"], gen)
+    # every earlier session entry was replaced: the clock is next needed when b's session (renewed at +4 s) ends
+    assert sim.group.next_deadline() == start + 4000 + 10_000
+    assert sim.group.next_deadline() == sim.group.members[ids["b"]].session_deadline_ms
+    sim.advance(start + 4000 + 10_000)
+    assert ids["b"] not in sim.group.members and ids["a"] in sim.group.members
+
+
 def test_member_waiting_for_its_join_answer_does_not_expire():
     sim = Sim()
     ids, gen = sim.stable_group("a", "b")
