@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_summary.py --runs 6 --shape demo [--repeat 3] [--master local[2]]
     .venv/bin/python benchmarks/bench_summary.py --runs 100 --shape herd [--repeat 3]
     .venv/bin/python benchmarks/bench_summary.py --runs 6 --shape demo --compare [--repeat 3]
-    .venv/bin/python benchmarks/bench_summary.py --runs 6 --shape demo --floor [--repeat 3]
+    .venv/bin/python benchmarks/bench_summary.py --runs 6 --shape demo --floor [--grouped] [--repeat 3]
     .venv/bin/python benchmarks/bench_summary.py --of runs/demo-YYYYMMDD-HHMMSS --floor [--repeat 3]
 
 One large run (the default): generates the log once (kept in --dir and reused while its size and format
@@ -21,6 +21,9 @@ each repetition also times the same pass with Spark's own settings and no class 
 small-input tuning off), the two alternating, and prints the ratio of the medians. With --floor each repetition
 also times Spark's floor for the same input, side by side: a session started as the summary starts it, one read
 of the same event files with the event schema, one count; and prints the summary's median over the floor's.
+--grouped (with --floor) times a third figure beside them: the same session and read, then one
+`groupBy(run).applyInPandas` that only counts each run's events, what any summary written as one pandas
+function a run would pay before its first check (docs/analysis.md).
 --of DIR times the runs a folder already holds instead (a demo's, a campaign's `runs/`), written by the lab.
 Each timing of the summary also gives its steps' seconds (Spark's start, reading, records, ... writing).
 """
@@ -111,8 +114,12 @@ def time_once(runs_root: Path, master: str, tuned: bool = True) -> None:
     print(json.dumps({"seconds": elapsed, "runs": len(summaries), "steps": steps}))
 
 
-def floor_once(runs_root: Path, master: str) -> None:
-    """Spark's floor for these runs, in this process: the summary's session, one read, one count."""
+def floor_once(runs_root: Path, master: str, grouped: bool = False) -> None:
+    """Spark's floor for these runs, in this process: the summary's session, one read, one count. `grouped`: the
+    count made per run by one pandas function a run (`applyInPandas`) instead."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+
     from experiments.folders.run_folder import RunFolder
     from experiments.summary.event_tables import EVENT_SCHEMA
     from experiments.summary.session import SMALL_INPUT_BYTES, input_bytes, start_spark
@@ -121,7 +128,14 @@ def floor_once(runs_root: Path, master: str) -> None:
     started = time.perf_counter()
     spark = start_spark(master, small_input=input_bytes(run_dirs) < SMALL_INPUT_BYTES)
     files = [str(path) for run_dir in run_dirs for path in RunFolder(run_dir).event_files()]
-    rows = spark.read.schema(EVENT_SCHEMA).json(files).count()
+    frame = spark.read.schema(EVENT_SCHEMA).json(files)
+    if grouped:
+        def count(events: pd.DataFrame) -> pd.DataFrame:
+            return pd.DataFrame({"run": [events["run"].iloc[0]], "rows": [len(events)]})
+        by_run = frame.withColumn("run", F.regexp_extract(F.input_file_name(), r"([^/]+)/events/[^/]+$", 1))
+        rows = sum(row.rows for row in by_run.groupBy("run").applyInPandas(count, "run string, rows long").collect())
+    else:
+        rows = frame.count()
     print(json.dumps({"seconds": time.perf_counter() - started, "rows": rows}))
 
 
@@ -136,11 +150,13 @@ def many_runs(args: argparse.Namespace) -> None:
         runs = ensure_runs(root, args.shape, args.runs)
     size_mb = sum(p.stat().st_size for run in runs for p in RunFolder(run).event_files()) / 1e6
     kinds = ("tuned", "defaults") if args.compare else ("tuned", "floor") if args.floor else ("tuned",)
+    if args.floor and args.grouped:
+        kinds += ("grouped",)
     figures: dict[str, list[float]] = {kind: [] for kind in kinds}
     for _ in range(args.repeat):
         for kind in kinds:
-            command = [sys.executable, __file__, "--floor-once" if kind == "floor" else "--time-once", str(root),
-                       "--master", args.master]
+            once = {"floor": "--floor-once", "grouped": "--grouped-once"}.get(kind, "--time-once")
+            command = [sys.executable, __file__, once, str(root), "--master", args.master]
             out = subprocess.run(command + (["--defaults"] if kind == "defaults" else []),
                                  check=True, capture_output=True, text=True).stdout
             timing = json.loads(out.strip().splitlines()[-1])
@@ -149,12 +165,16 @@ def many_runs(args: argparse.Namespace) -> None:
             print(f"  {kind:<8} {figures[kind][-1]:.1f} s" + (f" ({steps})" if steps else ""), flush=True)
     for kind, found in figures.items():
         label = {"tuned": " (the summary)" if args.floor else " (small-input tuning)" if args.compare else "",
-                 "defaults": " (Spark's defaults)", "floor": " (Spark's floor: session, one read, one count)"}[kind]
+                 "defaults": " (Spark's defaults)", "floor": " (Spark's floor: session, one read, one count)",
+                 "grouped": " (session, one read, one count a run in pandas)"}[kind]
         print(f"{args.runs} {args.shape} runs ({size_mb:.1f} MB of events), master {args.master}{label}, Spark start "
               f"included: median {statistics.median(found):.1f} s, min {min(found):.1f} s, max {max(found):.1f} s, "
               f"n = {len(found)}")
     if args.floor:
         print(f"summary / floor: {statistics.median(figures['tuned']) / statistics.median(figures['floor']):.2f}x "
+              "(ratio of the medians, measured side by side)")
+    if "grouped" in figures:
+        print(f"grouped / floor: {statistics.median(figures['grouped']) / statistics.median(figures['floor']):.2f}x "
               "(ratio of the medians, measured side by side)")
     if args.compare:
         print(f"defaults / tuned: {statistics.median(figures['defaults']) / statistics.median(figures['tuned']):.2f}x "
@@ -218,14 +238,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--compare", action="store_true", help="also time Spark's defaults, side by side")
     parser.add_argument("--floor", action="store_true", help="also time Spark's floor for the same input, side by side")
+    parser.add_argument("--grouped", action="store_true",
+                        help="with --floor: also time one pandas count a run after the floor's read, side by side")
     parser.add_argument("--time-once", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--floor-once", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--grouped-once", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--defaults", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.time_once:
         time_once(args.time_once, args.master, tuned=not args.defaults)
-    elif args.floor_once:
-        floor_once(args.floor_once, args.master)
+    elif args.floor_once or args.grouped_once:
+        floor_once(args.floor_once or args.grouped_once, args.master, grouped=bool(args.grouped_once))
     elif args.runs or args.of:
         many_runs(args)
     else:
