@@ -116,8 +116,9 @@ def _phase_marks(control: DataFrame, batch: Batch) -> Pending[dict[int, pd.DataF
 def summarize_runs(spark: SparkSession, run_dirs: list[Path], config: CheckConfig = DEFAULT_CHECKS,
                    step: Step = lambda _: None, write: bool = True, tuned: bool = True) -> list[RunSummary]:
     run_dirs = [Path(run_dir) for run_dir in run_dirs]
-    with tuned_for(spark, input_bytes(run_dirs), enabled=tuned):
-        summaries = _summaries(spark, run_dirs, config, step)
+    size = input_bytes(run_dirs)
+    with tuned_for(spark, size, enabled=tuned):
+        summaries = _summaries(spark, run_dirs, config, step, by_run=tuned and size < SMALL_INPUT_BYTES)
     if write:
         step("writing")
         for summary in summaries:
@@ -125,11 +126,12 @@ def summarize_runs(spark: SparkSession, run_dirs: list[Path], config: CheckConfi
     return summaries
 
 
-def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, step: Step) -> list[RunSummary]:
+def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, step: Step,
+               by_run: bool) -> list[RunSummary]:
     ids = list(range(len(run_dirs)))
     infos = [record_to_summarise(RunFolder(run_dir)) for run_dir in run_dirs]
     step("reading events")
-    frames = read_runs(spark, run_dirs)
+    frames = read_runs(spark, run_dirs, by_run=by_run)
     counts = {run: {kind: n for kind, n in frames.types_by_run[run].items() if kind is not None and n} for run in ids}
     for run in ids:
         if not counts[run]:
