@@ -49,6 +49,18 @@ def test_first_rows_values_and_every_query_of_a_batch(frame):
     assert totals.value == {0: {"n": 3, "most": 2}, 2: {"n": 1, "most": 7}}
 
 
+def test_progress_counts_each_query_as_it_finishes_against_those_added(frame):
+    from experiments.summary.spark_batch import Batch
+
+    seen = []
+    with Batch([0, 2], progress=lambda done, added: seen.append((done, added))) as batch:
+        for _ in range(3):
+            batch.tables(frame)
+        batch.collect()
+    assert [done for done, _ in seen] == [1, 2, 3]
+    assert all(done <= added <= 3 for done, added in seen) and seen[-1] == (3, 3)
+
+
 def test_a_result_read_before_its_batch_is_collected_is_an_error(frame):
     from experiments.summary.spark_batch import Batch
 

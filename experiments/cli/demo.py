@@ -140,10 +140,13 @@ def demo(
 
 
 def _summarize_and_report(run_dirs: list[Path], root: Path, master: str):
-    """Summarise the runs not yet summarised (a resumed demo keeps the rest), then one report of them all."""
+    """Summarise the runs not yet summarised (a resumed demo keeps the rest), then one report of them all, the
+    summary's steps printed as it goes (its longest wait otherwise passes in silence)."""
+    from experiments.cli.step_lines import StepLines
     from experiments.stages import Stages
 
-    return Stages(master=master).runs_report(run_dirs, root)
+    with StepLines(f"summarising {len(run_dirs)} runs") as step:
+        return Stages(master=master, step=step, progress=step.count).runs_report(run_dirs, root)
 
 
 def _start_spark(master: str) -> None:

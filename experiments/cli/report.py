@@ -64,7 +64,7 @@ def _summarize(run_dirs: list[Path], master: str, latency_limit_ms: int, converg
 
     checks = CheckConfig(latency_limit_ms=latency_limit_ms, convergence_bound_s=convergence_bound_s)
     with StepLines(f"summarising {len(run_dirs)} run{'s' if len(run_dirs) != 1 else ''}") as step:
-        return Stages(master=master, checks=checks, step=step).summarise(run_dirs, again=again)
+        return Stages(master=master, checks=checks, step=step, progress=step.count).summarise(run_dirs, again=again)
 
 
 def print_verdict_table(console: Console, summaries) -> None:

@@ -280,7 +280,8 @@ def _validate_cells(folder: Path, *, seeds: int, write: Path | None, master: str
         typer.echo(f"{len(simulated)} cells simulated, {seeds} seeds each", err=True)
         if simulated:
             with StepLines("summarising the simulated runs") as step:
-                summarize([run for runs in simulated.values() for run in runs], master=master, step=step)
+                summarize([run for runs in simulated.values() for run in runs], master=master, step=step,
+                          progress=step.count)
         found = phase_cells(real, simulated, recordless) + server_fault_cells(real, simulated, recordless)
         found.sort(key=lambda cell: (cell.scenario, cell.backend, cell.strategy))   # stable: each cell's rows together
         table = phase_cells_markdown(found, source=str(folder), seeds=seeds, unplayed=unplayed, recordless=recordless)

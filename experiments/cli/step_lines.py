@@ -23,7 +23,8 @@ SUMMARY_STEPS = {
 
 class StepLines:
     """Call it with each step's name; it prints `summarising [2/6] reading events: ...` and, for the step before,
-    how long it took. Use it as a context manager: the spinner runs while the step does."""
+    how long it took; `count(done, added)` shows the step's progress beside the spinner (the checks' queries done
+    of those started so far). Use it as a context manager: the spinner runs while the step does."""
 
     def __init__(self, title: str, steps: dict[str, str] | Sequence[str] = SUMMARY_STEPS,
                  console: Console | None = None) -> None:
@@ -57,6 +58,11 @@ class StepLines:
                                     markup=False, soft_wrap=True)
         self.progress.update(self.task, description=f"{self.title} {number}{step}")
         self.current = (step, time.monotonic())
+
+    def count(self, done: int, added: int) -> None:
+        """Queries done of those started so far (callable from any thread: rich's progress holds a lock)."""
+        if self.current is not None:
+            self.progress.update(self.task, description=f"{self.title} {self.current[0]}: {done} of {added} queries")
 
     def _close_current(self) -> None:
         if self.current is not None:

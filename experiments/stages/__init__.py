@@ -15,6 +15,7 @@ from experiments.folders.run_folder import RunFolder
 from experiments.summary.check_queries import CheckConfig
 
 Step = Callable[[str], None]
+Progress = Callable[[int, int], None]   # (done, total) of a step's queries
 
 
 def _silent(_: str) -> None:
@@ -28,6 +29,7 @@ class Stages:
     master: str = "local[*]"
     checks: CheckConfig = field(default_factory=CheckConfig)
     step: Step = _silent
+    progress: Progress | None = None
 
     def summarise(self, run_dirs: Iterable[Path], *, again: bool = False) -> list:
         """Summarise the runs not summarised yet (all of them `again`), in one Spark pass, then write each
@@ -38,7 +40,8 @@ class Stages:
         pending = [Path(run) for run in run_dirs if again or not RunFolder(run).is_summarised()]
         if not pending:
             return []
-        summaries = summarize(pending, master=self.master, config=self.checks, step=self.step)
+        summaries = summarize(pending, master=self.master, config=self.checks, step=self.step,
+                              progress=self.progress)
         write_summary_markdown(summaries)
         return summaries
 

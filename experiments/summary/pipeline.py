@@ -32,7 +32,8 @@ from rebalance import events as ev
 from rebalance.member import DEFAULT_SESSION_TIMEOUT_MS  # when lock.json does not say (convergence bound)
 
 DEFAULT_CHECKS = CheckConfig()
-Step = Callable[[str], None]
+Step = Callable[[str], None]               # called with each step's name as it starts
+Progress = Callable[[int, int], None]      # (done, added): the checks' and aggregates' queries, as each finishes
 
 
 
@@ -66,7 +67,8 @@ class RunConstants:
 
 
 def summarize(run_dirs: list[Path], *, master: str = "local[*]", config: CheckConfig = DEFAULT_CHECKS,
-              step: Step = lambda _: None, tuned: bool = True, write: bool = True) -> list[RunSummary]:
+              step: Step = lambda _: None, tuned: bool = True, write: bool = True,
+              progress: Progress | None = None) -> list[RunSummary]:
     """Summarise several runs with one Spark session, in one pass. `tuned=False`: Spark's own settings
     whatever the input's size, and no class archive (for comparisons; experiments.summary.session). `write=False`:
     the summaries are returned only (`output.write_summary` writes one later)."""
@@ -76,7 +78,7 @@ def summarize(run_dirs: list[Path], *, master: str = "local[*]", config: CheckCo
     step("starting Spark")
     small = tuned and input_bytes(run_dirs) < SMALL_INPUT_BYTES
     spark = start_spark(master, small_input=small, java_options=None if tuned else "")
-    return summarize_runs(spark, run_dirs, config, step=step, tuned=tuned, write=write)
+    return summarize_runs(spark, run_dirs, config, step=step, tuned=tuned, write=write, progress=progress)
 
 
 def summarize_run(spark: SparkSession, run_dir: str | Path, config: CheckConfig = DEFAULT_CHECKS,
@@ -114,11 +116,12 @@ def _phase_marks(control: DataFrame, batch: Batch) -> Pending[dict[int, pd.DataF
 
 
 def summarize_runs(spark: SparkSession, run_dirs: list[Path], config: CheckConfig = DEFAULT_CHECKS,
-                   step: Step = lambda _: None, write: bool = True, tuned: bool = True) -> list[RunSummary]:
+                   step: Step = lambda _: None, write: bool = True, tuned: bool = True,
+                   progress: Progress | None = None) -> list[RunSummary]:
     run_dirs = [Path(run_dir) for run_dir in run_dirs]
     size = input_bytes(run_dirs)
     with tuned_for(spark, size, enabled=tuned):
-        summaries = _summaries(spark, run_dirs, config, step, by_run=tuned and size < SMALL_INPUT_BYTES)
+        summaries = _summaries(spark, run_dirs, config, step, progress, by_run=tuned and size < SMALL_INPUT_BYTES)
     if write:
         step("writing")
         for summary in summaries:
@@ -127,7 +130,7 @@ def summarize_runs(spark: SparkSession, run_dirs: list[Path], config: CheckConfi
 
 
 def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, step: Step,
-               by_run: bool) -> list[RunSummary]:
+               progress: Progress | None, by_run: bool) -> list[RunSummary]:
     ids = list(range(len(run_dirs)))
     infos = [record_to_summarise(RunFolder(run_dir)) for run_dir in run_dirs]
     step("reading events")
@@ -183,7 +186,7 @@ def _summaries(spark: SparkSession, run_dirs: list[Path], config: CheckConfig, s
     spans = segments(owned, partitions, runs).persist()
 
     step("checks and aggregates")
-    with Batch(ids) as batch:
+    with Batch(ids, progress) as batch:
         read_checks = plan_checks(CheckInputs(
             runs=ids, counts=counts, control=control, commits=commits, consumed=consumed, handled=handled,
             segments=spans, never=never,

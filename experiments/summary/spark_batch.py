@@ -10,6 +10,7 @@ the previous ones; `collect()` waits for them all and hands out the results."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -63,10 +64,15 @@ class Batch:
     rows alone (an integer column is float only in a run that has nulls in it). Rows travel as JSON
     text, so every query has the same one-column result whatever its schema."""
 
-    def __init__(self, runs: Iterable[int]) -> None:
+    def __init__(self, runs: Iterable[int], progress: Callable[[int, int], None] | None = None) -> None:
+        """`progress(done, added)` as each query finishes, from the thread that ran it: the queries finished and
+        those added so far (most finish while later ones are still being added)."""
         self.runs = list(runs)
         self._queries: list[_Query] = []
         self._pool = ThreadPoolExecutor(QUERIES_AT_ONCE, thread_name_prefix="summary-query")
+        self._progress = progress
+        self._added = self._done = 0
+        self._count_lock = threading.Lock()
 
     def tables(self, frame: DataFrame, order: Iterable[str] = ()) -> Pending[dict[int, pd.DataFrame]]:
         order = list(order)
@@ -105,8 +111,19 @@ class Batch:
         pending: Pending = Pending(describe)
         as_json = frame.select(F.to_json(F.struct(*(F.col(f"`{name}`") for name in frame.columns)),
                                          {"ignoreNullFields": "false"}))
-        self._queries.append(_Query(self._pool.submit(as_json.collect), finish, pending))
+        with self._count_lock:
+            self._added += 1
+        rows = self._pool.submit(as_json.collect)
+        if self._progress is not None:
+            rows.add_done_callback(self._finished)
+        self._queries.append(_Query(rows, finish, pending))
         return pending
+
+    def _finished(self, _: Future) -> None:
+        with self._count_lock:
+            self._done += 1
+            done, added = self._done, self._added
+        self._progress(done, added)  # type: ignore[misc]
 
     def _split(self, rows: list[dict], schema: T.StructType, order: list[str]) -> dict[int, pd.DataFrame]:
         by_run: dict[int, list[dict]] = {run: [] for run in self.runs}
