@@ -43,5 +43,5 @@ def test_a_steps_progress_shows_beside_the_spinner_and_prints_no_line():
     with StepLines("summarising 1 run", console=Console(file=out, width=200)) as step:
         step("checks and aggregates")
         step.count(12, 37)   # as the summary's Batch calls it
-        assert step.progress.tasks[0].description == "summarising 1 run checks and aggregates: 12 of 37 queries"
+        assert step.progress.tasks[0].description == "summarising 1 run [5/6] checks and aggregates: 12 of 37 queries"
     assert "12 of 37" not in out.getvalue()

@@ -123,6 +123,44 @@ def test_produced_records_are_read_from_batches_and_from_older_single_record_lin
     assert frames.types == {"records_produced": 2, "record_produced": 1}
 
 
+def _shuffles_outside_the_cache(frame) -> int:
+    """Exchanges in a frame's physical plan, not counting those inside a cached relation's own plan."""
+    count, cache_indent = 0, None
+    for line in frame._jdf.queryExecution().executedPlan().toString().splitlines():
+        indent = len(line) - len(line.lstrip(" :+-"))
+        if cache_indent is not None and indent > cache_indent:
+            continue
+        cache_indent = indent if "InMemoryRelation" in line else None
+        count += "Exchange" in line
+    return count
+
+
+@pytest.mark.spark
+def test_a_small_log_read_by_run_shuffles_nothing_for_a_window_by_run_and_partition(spark, tmp_path):
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from experiments.summary import read_runs
+    from experiments.summary.session import tuned_for
+
+    runs = []
+    for index in range(2):
+        events = RunFolder(tmp_path / f"run-{index}").events
+        events.mkdir(parents=True)
+        (events / "m.jsonl").write_text("".join(_line("classic", t, member="m1", type="offsets_committed",
+                                                      offsets={"t-0": 3}) for t in (1.0, 2.0)))
+        runs.append(events.parent)
+    shuffles = {}
+    with tuned_for(spark, 1):   # the summary's settings for a small log, under which it reads by run
+        for by_run in (False, True):
+            frames = read_runs(spark, runs, by_run=by_run)
+            in_order = Window.partitionBy("run", "tp").orderBy("ts_ns")
+            lagged = frames.commits.withColumn("before", F.lag("offset").over(in_order))
+            shuffles[by_run] = _shuffles_outside_the_cache(lagged)
+            frames.unpersist()
+    assert shuffles == {False: 1, True: 0}
+
+
 def _line(backend: str, t_s: float, **fields) -> str:
     import json
 

@@ -34,6 +34,7 @@ class StepLines:
                                  console=console or Console(stderr=True, highlight=False), transient=True)
         self.task = None
         self.current: tuple[str, float] | None = None
+        self.label = title
         self.started = time.monotonic()
         self.stepped = False
 
@@ -56,13 +57,14 @@ class StepLines:
         about = self.steps.get(step, "")
         self.progress.console.print(f"{self.title} {number}{step}" + (f": {about}" if about else ""),
                                     markup=False, soft_wrap=True)
-        self.progress.update(self.task, description=f"{self.title} {number}{step}")
+        self.label = f"{self.title} {number}{step}"
+        self.progress.update(self.task, description=self.label)
         self.current = (step, time.monotonic())
 
     def count(self, done: int, added: int) -> None:
         """Queries done of those started so far (callable from any thread: rich's progress holds a lock)."""
         if self.current is not None:
-            self.progress.update(self.task, description=f"{self.title} {self.current[0]}: {done} of {added} queries")
+            self.progress.update(self.task, description=f"{self.label}: {done} of {added} queries")
 
     def _close_current(self) -> None:
         if self.current is not None:

@@ -15,7 +15,7 @@ from experiments.folders.run_folder import RunFolder
 from experiments.summary.check_queries import CheckConfig
 
 Step = Callable[[str], None]
-Progress = Callable[[int, int], None]   # (done, total) of a step's queries
+Progress = Callable[[int, int], None]   # (done, added): the summary's queries, as each finishes
 
 
 def _silent(_: str) -> None:
