@@ -89,8 +89,9 @@ RECORDS_PROCESSED = _event("records_processed", "consecutive offsets the applica
 OFFSETS_COMMITTED = _event("offsets_committed", "offsets stored (next offset to consume)", offsets=OFFSETS,
                            generation=INT)
 COMMIT_FAILED = _event("commit_failed", "a commit refused or failed", offsets=OFFSETS, error=TEXT, generation=INT)
-COORDINATION_REQUEST = _event("coordination_request", "a ZooKeeper op or a group API request", op=TEXT, path=TEXT,
-                              group=TEXT, latency_ms=FLOAT, error=TEXT, detail=TEXT, broker=TEXT)
+COORDINATION_REQUEST = _event("coordination_request", "a ZooKeeper op or a group API request (count: how many it "
+                              "stands for, when more than one)", op=TEXT, path=TEXT, group=TEXT, latency_ms=FLOAT,
+                              error=TEXT, detail=TEXT, broker=TEXT, count=INT)
 WATCH_NOTIFICATION = _event("watch_notification", "a ZooKeeper watch fired", path=TEXT, event=TEXT)
 SESSION_STATE = _event("session_state", "CONNECTED / SUSPENDED / LOST / EXPIRED", state=TEXT)
 FAULT_STARTED = _event("fault_started", "the runner applied a fault", **_FAULT_FIELDS)

@@ -179,8 +179,11 @@ GENERATIONS = ("classic", "kip848", "legacy")
 
 
 def _herds(root: Path) -> list[Path]:
-    """A herd of 5 simulated on each generation, for the suite's Spark pass."""
-    return [_herd(root, 5, backend=backend, name=backend).path for backend in GENERATIONS]
+    """A herd of 5 simulated on each generation, and 0.8's on the shared ZooKeeper server, for the suite's Spark
+    pass."""
+    shared = simulate(load(HERD, overrides=["group.members=5"]), "legacy", root / "legacy-shared",
+                      shared_zookeeper=True)
+    return [*(_herd(root, 5, backend=backend, name=backend).path for backend in GENERATIONS), shared.path]
 
 
 layout_summarised_with_the_suite("sim-herds", _herds)
@@ -190,14 +193,16 @@ layout_summarised_with_the_suite("sim-herds", _herds)
 def summarised_herds(synthetic_runs):
     """The three herds, summarised in the suite's pass: {backend: (its folder, its summary)}."""
     summaries = synthetic_runs["sim-herds"].summaries
-    return {backend: (summary.folder, summary) for backend, summary in zip(GENERATIONS, summaries, strict=True)}
+    return {backend: (summary.folder, summary)
+            for backend, summary in zip((*GENERATIONS, "legacy-shared"), summaries, strict=True)}
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("backend", GENERATIONS)
+@pytest.mark.parametrize("backend", [*GENERATIONS, "legacy-shared"])
 def test_the_summary_reads_a_simulated_run_as_a_real_one(summarised_herds, backend):
     """The herd table of the Spark summary charges the join and the leave as the events above do, on every
-    generation; the run's checks read it as a run of the lab's."""
+    generation and on 0.8's shared ZooKeeper server (a get_many counted as the reads it stands for); the run's
+    checks read it as a run of the lab's."""
     from experiments.summary.read_back import load_run
 
     folder, summary = summarised_herds[backend]

@@ -42,6 +42,10 @@ def sim_command(
                                               "each, in OUT/violations.json.")] = False,
     keep_clean: Annotated[bool, typer.Option(help="With --safety: write and keep every seed's folder, each "
                                                   "summarised in one Spark pass.")] = False,
+    shared_zookeeper: Annotated[bool, typer.Option(help="legacy: the ZooKeeper server shared among the requests in "
+                                                        "it and each attempt's registrations read as one request, a "
+                                                        "coarser model for groups of thousands (docs/simulation.md, "
+                                                        "\"Speed\").")] = False,
 ) -> None:
     """Play a scenario in virtual time: no process, socket or sleep; a seed replays to the same events."""
     from experiments.sim.play import run_seed, simulate
@@ -51,18 +55,21 @@ def sim_command(
     loaded = _load(scenario, sets)
     root = out or Path(RUNS_DIR) / f"sim-{loaded.name}-{backend}"
     started = time.monotonic()
+    if shared_zookeeper and (safety or backend != "legacy"):
+        typer.echo("error: --shared-zookeeper is for plain runs of the legacy backend", err=True)
+        raise typer.Exit(2)
     if safety and not keep_clean:
         _safety_sweep(scenario, loaded, backend, root, seeds=seeds, sets=list(sets or []), master=master,
                       warm_start=warm_start, records=records)
         typer.echo(f"{seeds} seed{'s' if seeds != 1 else ''} simulated and checked in "
                    f"{time.monotonic() - started:.1f} s of wall time")
         return
-    tasks = [(loaded.source, list(sets or []), backend, seed, str(root / f"seed-{seed}"), warm_start, records)
-             for seed in range(loaded.seed, loaded.seed + seeds)]
+    tasks = [(loaded.source, list(sets or []), backend, seed, str(root / f"seed-{seed}"), warm_start, records,
+              shared_zookeeper) for seed in range(loaded.seed, loaded.seed + seeds)]
     try:
         # the first seed here: a scenario the simulation cannot play is refused by name before any other starts
         simulate(loaded, backend, root / f"seed-{loaded.seed}", seed=loaded.seed, warm_start=warm_start,
-                 records=records)
+                 records=records, shared_zookeeper=shared_zookeeper)
         if master is None:
             folders = [tasks[0][4], *(run_seed(task) for task in tasks[1:])]
         else:

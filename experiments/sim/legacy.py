@@ -41,9 +41,9 @@ from functools import lru_cache
 from experiments.sim.kernel import Simulation, Timer
 from experiments.sim.legacy_offsets import OffsetsAndFetching
 from experiments.sim.legacy_session import Request, SessionFaults
-from experiments.sim.network import MemberClock, Network
+from experiments.sim.network import NETWORK_ONE_WAY_MS, MemberClock, Network
 from experiments.sim.recorders import member_closed
-from experiments.sim.zookeeper import NodeExists, NoNode, ZooKeeper
+from experiments.sim.zookeeper import SERVICE_MS, NodeExists, NoNode, ZooKeeper
 from legacy_zk.config import LegacyConfig
 from legacy_zk.registry import BROKER_IDS, GroupPaths, parse_registration, registration_json, topic_path
 from rebalance import events as ev
@@ -55,10 +55,11 @@ HOST_CPU_MS = 0.4           # a member host's Python time for one ZooKeeper requ
 RECORDS_A_POLL = 1          # 0.8's ConsumerIterator.next(): the application takes one message at a time
 
 
-def zookeeper_of(sim: Simulation, brokers: int, topics: dict[str, int]) -> ZooKeeper:
+def zookeeper_of(sim: Simulation, brokers: int, topics: dict[str, int], *, shared: bool = False) -> ZooKeeper:
     """ZooKeeper as a 0.8 cluster leaves it before any consumer starts: each broker's registration, and each topic's
-    partitions with their leaders round-robin over the brokers."""
-    zk = ZooKeeper(sim)
+    partitions with their leaders round-robin over the brokers. `shared`: the server shared among the requests in
+    it, and each attempt's registrations read as one request (`experiments.sim.zookeeper.SharedServer`)."""
+    zk = ZooKeeper(sim, shared=shared)
     for broker in range(brokers):
         zk.ensure(f"{BROKER_IDS}/{broker}", json.dumps({"host": "127.0.0.1", "port": 9092 + broker}).encode())
     for topic, count in topics.items():
@@ -71,6 +72,24 @@ def _subscription(data: bytes) -> tuple[tuple[str, int], ...]:
     """A registration's subscription, parsed once: every member reads every other member's node on every
     attempt, N x N parses of a few hundred distinct values."""
     return tuple(parse_registration(data).items())
+
+
+@lru_cache(maxsize=256)
+def _partition_count(topic_data: bytes) -> int:
+    return len(json.loads(topic_data).get("partitions", {}))
+
+
+@lru_cache(maxsize=256)
+def _group_assignment(strategy: str, topics: tuple[str, ...], counts: tuple[tuple[str, int], ...],
+                      registrations: tuple[tuple[str, bytes], ...]) -> dict[str, list[TopicPartition]]:
+    """0.8's assignment of the group as one member sees it: every member that reads the same registrations and
+    partition counts computes the same, so it is computed once (a pure function of what was read)."""
+    subscriptions = {}
+    for consumer_id, data in registrations:
+        subscription = {topic: n for topic, n in _subscription(data) if topic in topics}
+        if subscription:
+            subscriptions[consumer_id] = subscription
+    return legacy_assign(strategy, dict(counts), subscriptions)
 
 
 @dataclass
@@ -273,19 +292,16 @@ class LegacyMember(SessionFaults, OffsetsAndFetching):
             yield ("delete", self.paths.owner(partition.topic, partition.partition), {"missing_ok": True})
         self.owned = {}
         member_ids = yield ("get_children", self.paths.ids, {"watch": True})
-        subscriptions = {}
-        for consumer_id in member_ids:
-            data = yield ("get", self.paths.member(consumer_id), {"missing_ok": True})
-            if data is None:
-                return "error", f"NoNodeError: {self.paths.member(consumer_id)}"
-            subscriptions[consumer_id] = dict(_subscription(data))
+        registrations = yield from self._registrations(member_ids)
+        if registrations and registrations[-1] is None:
+            return "error", f"NoNodeError: {self.paths.member(member_ids[len(registrations) - 1])}"
         topics = sorted(my_subscription)   # 0.8's range reads only this member's topics (roundrobin: the same here)
-        subscriptions = {cid: {t: n for t, n in sub.items() if t in my_subscription} for cid, sub in subscriptions.items()}
         counts = {}
         for topic in topics:
             data = yield ("get", topic_path(topic), {"watch": True, "missing_ok": True})
-            counts[topic] = 0 if data is None else len(json.loads(data).get("partitions", {}))
-        by_thread = legacy_assign(self.strategy, counts, {cid: sub for cid, sub in subscriptions.items() if sub})
+            counts[topic] = 0 if data is None else _partition_count(data)
+        by_thread = _group_assignment(self.strategy, tuple(topics), tuple(counts.items()),
+                                      tuple(zip(member_ids, registrations, strict=True)))
         decisions = {tp: thread for thread in self.threads for tp in by_thread.get(thread, ())}
         start_offsets: dict[TopicPartition, int | None] = {}
         for partition in sorted(decisions):
@@ -316,6 +332,21 @@ class LegacyMember(SessionFaults, OffsetsAndFetching):
         if self.app is not None:
             self._start_fetching(start_offsets)
         return "success", f"{len(decisions)} partitions"
+
+    def _registrations(self, member_ids: list[str]) -> Generator[Request, object, list[bytes | None]]:
+        """Every member's registration, one get each, as far as the first one gone (None); on a shared server one
+        get_many for them all."""
+        under = self.paths.ids + "/"   # each member's node (`GroupPaths.member`), N of them on every attempt
+        paths = [under + consumer_id for consumer_id in member_ids]
+        if self.zk.shared is not None:
+            found = yield ("get_many", self.paths.ids, {"paths": tuple(paths)})
+            return found[:found.index(None) + 1] if None in found else found
+        found = []
+        for path in paths:
+            found.append((yield ("get", path, {"missing_ok": True})))
+            if found[-1] is None:
+                break
+        return found
 
     def _read_brokers(self) -> Generator[Request, object, None]:
         ids = yield ("get_children", BROKER_IDS, {"missing_ok": True})
@@ -364,6 +395,9 @@ class LegacyMember(SessionFaults, OffsetsAndFetching):
         def send(op: str, path: str, options: dict) -> None:
             self.host.free_at_ms = max(self.host.free_at_ms, self.sim.now_ms) + HOST_CPU_MS
             sent = self.sim.now_ms
+            reads = len(options["paths"]) if op == "get_many" else 1
+            # K reads one after another take at least K round trips, however idle the server
+            no_sooner = sent + reads * (HOST_CPU_MS + SERVICE_MS + 2 * NETWORK_ONE_WAY_MS) if reads > 1 else 0.0
             self._last_sent_ms = self.host.free_at_ms
             if retried:
                 self._retried[token] = lambda: send(op, path, options)
@@ -373,7 +407,8 @@ class LegacyMember(SessionFaults, OffsetsAndFetching):
                     return   # the answer to a try already made again in a new session
                 self.recorder.emit(ev.COORDINATION_REQUEST, self.name, op=op, path=path,
                                    latency_ms=round(self.sim.now_ms - sent, 3),
-                                   error=None if failure is None else type(failure).__name__ + "Error")
+                                   error=None if failure is None else type(failure).__name__ + "Error",
+                                   **({"count": reads} if reads > 1 else {}))
                 if failure is not None and not _tolerated(failure, options):
                     step(error=failure)
                 else:
@@ -381,9 +416,9 @@ class LegacyMember(SessionFaults, OffsetsAndFetching):
 
             self.sim.at(self.host.free_at_ms + self.network.delay_ms(), lambda: self._connected(
                 lambda: self.zk.serve(lambda: self._apply(op, path, options),
-                                      lambda result, failure: self.sim.after(
-                                          self.network.delay_ms(),
-                                          lambda: self._connected(lambda: answered(result, failure))))))
+                                      lambda result, failure: self.sim.at(
+                                          max(self.sim.now_ms + self.network.delay_ms(), no_sooner),
+                                          lambda: self._connected(lambda: answered(result, failure))), reads)))
 
         step()
 
@@ -391,7 +426,8 @@ class LegacyMember(SessionFaults, OffsetsAndFetching):
         """The request as the server applies it (a tolerated NoNode reads as None, a NodeExists as False)."""
         result = self.zk.request(op, path, data=options.get("data", b""),
                                  session=self.session if options.get("ephemeral") else None,
-                                 watch=self._notified if options.get("watch") else None)
+                                 watch=self._notified if options.get("watch") else None,
+                                 paths=options.get("paths", ()))
         return True if op == "create" else result
 
 

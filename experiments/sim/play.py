@@ -67,13 +67,16 @@ MEMBER_CLOSE_MS, HOSTS_SPREAD_MS = 1, 20
 
 
 def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = None,
-             warm_start: bool = False, records: bool = False, events: bool = True, tap: Tap | None = None) -> RunFolder:
+             warm_start: bool = False, records: bool = False, events: bool = True, tap: Tap | None = None,
+             shared_zookeeper: bool = False) -> RunFolder:
     """Play `scenario` on `backend` in virtual time into the run folder `out` (new or empty). `warm_start`: the
     initial members begin as a stable group their coordinator loaded, instead of joining one by one (KIP-848
     only so far; docs/simulation.md, "Warm start"). `records`: the producer runs and each member's application
     polls, handles and commits as the scenario's workload says (0.8's not through a restarted broker that leads again within the run; "Records"). `events`
     False: no event file is written, only the run's record; `tap` reads every event as it is emitted (a tally of the
-    run's measures, experiments.sim.measures)."""
+    run's measures, experiments.sim.measures). `shared_zookeeper` (0.8): the ZooKeeper server shared among the
+    requests in it and each attempt's registrations read as one request, for groups of thousands (docs/simulation.md,
+    "Speed")."""
     backend = canonical_name(backend)
     schedule = check_playable(scenario, backend, warm_start=warm_start, records=records)
     folder = RunFolder(out)
@@ -81,7 +84,7 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
         raise FileExistsError(f"{out} is not empty; give a new folder")
     seed = scenario.seed if seed is None else seed
     play = _Play(scenario, backend, schedule, folder, seed, warm_start=warm_start, records=records, events=events,
-                 tap=tap)
+                 tap=tap, shared_zookeeper=shared_zookeeper)
     # Without the cyclic collector while it plays: scanning the millions of timers and closures a large group keeps
     # alive took most of the time (the classic herd at N = 5,000: 23.4 s with it, 9.1 s without); the seed's cycles
     # are collected once it is done.
@@ -96,20 +99,25 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
     return folder
 
 
-def run_seed(task: tuple[str, list[str], str, int, str, bool, bool]) -> str:
+def run_seed(task: tuple[str, list[str], str, int, str, bool, bool] | tuple[str, list[str], str, int, str, bool, bool, bool]) -> str:
     """One seed as a task a Spark worker runs (scenario file, --set overrides, backend, seed, run folder, warm
-    start, records): the same call as a seed played here, so a seed's events are the same wherever it ran."""
-    scenario_path, overrides, backend, seed, out, warm_start, records = task
+    start, records[, shared ZooKeeper]): the same call as a seed played here, so a seed's events are the same
+    wherever it ran."""
+    scenario_path, overrides, backend, seed, out, warm_start, records, *shared = task
     return str(simulate(load(Path(scenario_path), overrides=overrides), backend, Path(out), seed=seed,
-                        warm_start=warm_start, records=records).path)
+                        warm_start=warm_start, records=records, shared_zookeeper=bool(shared and shared[0])).path)
 
 
 class _Play(TimelineSteps):
     def __init__(self, scenario: Scenario, backend: str, schedule, folder: RunFolder, seed: int, *,
-                 warm_start: bool = False, records: bool = False, events: bool = True, tap: Tap | None = None) -> None:
+                 warm_start: bool = False, records: bool = False, events: bool = True, tap: Tap | None = None,
+                 shared_zookeeper: bool = False) -> None:
         self.scenario, self.backend, self.schedule, self.folder, self.seed = scenario, backend, schedule, folder, seed
         self.warm_start = warm_start
         self.profile = profile(backend)
+        self._member_ids: dict[str, str] = {}
+        self._partitions: set[str] | None = None
+        self._judged: tuple[tuple[str, ...], list[str]] = ((), [])   # the members a wait judges, and their ids
         self.sim = Simulation(seed)
         self.run_id = f"sim-{scenario.name}-{backend}-{seed}"
         self.recorders = Recorders(folder, self.sim, run_id=self.run_id, backend=backend, write=events, tap=tap)
@@ -124,7 +132,7 @@ class _Play(TimelineSteps):
         self.zk: ZooKeeper | None = None
         self.hosts: dict[str, legacy.Host] = {}
         if self.profile.needs_zookeeper:
-            self.zk = legacy.zookeeper_of(self.sim, scenario.cluster.brokers, self.topics)
+            self.zk = legacy.zookeeper_of(self.sim, scenario.cluster.brokers, self.topics, shared=shared_zookeeper)
             self.legacy_config = LegacyConfig(   # 0.8's, with the scenario's [group.legacy] (auto.commit.interval.ms...)
                 group_id=group.name, topics=tuple(self.topics), zookeeper_connect="sim",
                 zookeeper_session_timeout_ms=group.session_timeout_ms,
@@ -250,9 +258,13 @@ class _Play(TimelineSteps):
     def settled(self, names, *, quiet_ms: float) -> bool:
         """The runner's judgement (experiments.run.settling), on the events the members wrote."""
         now_ns = self.recorders.clock()[0]
-        partitions = {f"{topic}-{p}" for topic, n in self.topics.items() for p in range(n)}
-        return self.recorders.settling.stable([self.member_id(name) for name in names], partitions, now_ns=now_ns,
-                                              quiet_ns=int(quiet_ms * 1_000_000))
+        if self._partitions is None:   # asked every POLL_MS of a wait: thousands of times in a large group's
+            self._partitions = {f"{topic}-{p}" for topic, n in self.topics.items() for p in range(n)}
+        names = tuple(names)
+        if self._judged[0] != names:
+            self._judged = (names, [self.member_id(name) for name in names])
+        return self.recorders.settling.stable(self._judged[1], self._partitions,
+                                              now_ns=now_ns, quiet_ns=int(quiet_ms * 1_000_000))
 
     def wait_step(self, step: Step, index: int) -> Step:
         """A step declared `after = "stable"`: held back until nothing has moved for STABLE_QUIET_MS, at most
@@ -267,7 +279,10 @@ class _Play(TimelineSteps):
                                      "stable": stable})
 
     def member_id(self, name: str) -> str:
-        return self.profile.member_id(self.scenario.group.name, name)
+        known = self._member_ids.get(name)
+        if known is None:
+            known = self._member_ids[name] = self.profile.member_id(self.scenario.group.name, name)
+        return known
 
     def start(self, name: str) -> None:
         member = self.new_member(name)
@@ -427,7 +442,8 @@ class _Play(TimelineSteps):
             session_timeout_ms=group.session_timeout_ms, topics=dict(self.topics),
             members=len(self.schedule.initial_members), group=group.name, status=status,
             scenario=ScenarioSource(name=scenario.name, source=str(source),
-                                    resolved={"description": scenario.description, "simulated": True}),
+                                    resolved={"description": scenario.description, "simulated": True,
+                                              **({"zookeeper": "shared"} if self.zk and self.zk.shared else {})}),
             seed=self.seed, schedule=self.schedule.to_json(), applied=tuple(self.applied),
             timeline_start_ns=T0_NS + round(self.timeline_start_ms * 1_000_000), started_ms=T0_MS,
             ended_ms=T0_MS + int(self.sim.now_ms),

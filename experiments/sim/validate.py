@@ -104,7 +104,7 @@ def change_costs(folder: Path) -> dict[str, ChangeCost]:
             if event["type"] == "coordination_request":
                 left_early.add(event["member"])
         if event["type"] == "coordination_request" and change and _charged(event):
-            counts[change] += 1
+            counts[change] += event.get("count") or 1   # a shared ZooKeeper's get_many stands for its reads
         elif event["type"] in ("partitions_revoked", "partitions_assigned") and change and event.get("partitions"):
             moved[change].add(event["member"])
     return {kind: ChangeCost(counts[kind], len(moved[kind])) for kind in counts}

@@ -10,6 +10,8 @@ arrival order), so a burst of requests from many members queues as it does on a 
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -40,11 +42,59 @@ class Znode:
     children: set[str] = field(default_factory=set)
     mzxid: int = 0                                  # the write that last changed its data
     pzxid: int = 0                                  # ... and its children
+    sorted_children: list[str] | None = None        # `children` in order, until they change
+
+
+class SharedServer:
+    """The server's time shared equally among the requests in it (processor sharing), for `ZooKeeper(shared=True)`.
+
+    With many members each reading one node after another, a FIFO server answers them in turn: each read waits
+    for one read of every other member reading, which is what sharing the server equally among them gives. A
+    request that stands for K reads (`get_many`) then takes K reads' share, as K requests in turn would, and is
+    one timer instead of K times three. Kept as the usual trick: `virtual` is the work every request in service has
+    received so far, so a request is done when it reaches its own start plus its work."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.virtual = 0.0
+        self.virtual_at_ms = 0.0
+        self._jobs: list[tuple[float, int, Callable[[], None]]] = []   # (virtual finish, order, run)
+        self._order = itertools.count()
+        self._next = None
+
+    def add(self, work_ms: float, run: Callable[[], None]) -> None:
+        self._catch_up()
+        heapq.heappush(self._jobs, (self.virtual + work_ms, next(self._order), run))
+        self._wake()
+
+    def _catch_up(self) -> None:
+        if self._jobs:
+            self.virtual += (self.sim.now_ms - self.virtual_at_ms) / len(self._jobs)
+        self.virtual_at_ms = self.sim.now_ms
+
+    def _wake(self) -> None:
+        if self._next is not None:
+            self._next.cancel()
+        self._next = None
+        if self._jobs:
+            due = self.sim.now_ms + max(self._jobs[0][0] - self.virtual, 0.0) * len(self._jobs)
+            self._next = self.sim.at(due, self._finish)
+
+    def _finish(self) -> None:
+        self._next = None
+        self._catch_up()
+        done = []
+        while self._jobs and self._jobs[0][0] <= self.virtual + 1e-9:
+            done.append(heapq.heappop(self._jobs)[2])
+        self._wake()
+        for run in done:
+            run()
 
 
 class ZooKeeper:
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: Simulation, *, shared: bool = False) -> None:
         self.sim = sim
+        self.shared = SharedServer(sim) if shared else None   # else one request after another, in arrival order
         self.nodes: dict[str, Znode] = {"/": Znode(b"")}
         # A client's watch on a path is one watch however often it is set (ZooKeeper keeps them per client):
         # a dict keyed by the watcher keeps each once, in the order set.
@@ -58,18 +108,23 @@ class ZooKeeper:
 
     # -- the server's queue ---------------------------------------------------------------------------
 
-    def serve(self, apply: Callable[[], object], answer: Callable[[object, Exception | None], None]) -> None:
-        """A request reached the server now: it is applied in turn, and `answer` gets its result or error."""
-        self.free_at_ms = max(self.free_at_ms, self.sim.now_ms) + SERVICE_MS
+    def serve(self, apply: Callable[[], object], answer: Callable[[object, Exception | None], None],
+              reads: int = 1) -> None:
+        """A request reached the server now: it is applied in turn, and `answer` gets its result or error.
+        `reads`: how many requests it stands for (a shared server's `get_many`)."""
 
         def run() -> None:
-            self.served += 1
+            self.served += reads
             try:
                 result, error = apply(), None
             except (NoNode, NodeExists) as caught:
                 result, error = None, caught
             answer(result, error)
 
+        if self.shared is not None:
+            self.shared.add(SERVICE_MS * reads, run)
+            return
+        self.free_at_ms = max(self.free_at_ms, self.sim.now_ms) + SERVICE_MS
         self.sim.at(self.free_at_ms, run)
 
     # -- sessions -------------------------------------------------------------------------------------
@@ -88,9 +143,10 @@ class ZooKeeper:
     # -- requests, as the server applies them ---------------------------------------------------------
 
     def request(self, op: str, path: str, *, data: bytes = b"", session: int | None = None,
-                watch: Watcher | None = None) -> object:
+                watch: Watcher | None = None, paths: tuple[str, ...] = ()) -> object:
         """One request by its name: exists, get, get_children (these may set `watch`), create (ephemeral when a
-        `session` is given), set, delete; raises NoNode or NodeExists as ZooKeeper answers them."""
+        `session` is given), set, delete, and a shared server's get_many of `paths`; raises NoNode or NodeExists as
+        ZooKeeper answers them."""
         if op == "exists":
             return self.exists(path, watch)
         if op == "get":
@@ -105,6 +161,8 @@ class ZooKeeper:
         if op == "delete":
             self.delete(path)
             return True
+        if op == "get_many":   # a shared server's reads of `paths` as one request; a missing node reads as None
+            return [self.nodes[read].data if read in self.nodes else None for read in paths]
         raise ValueError(f"unknown request {op!r}")
 
     def exists(self, path: str, watch: Watcher | None = None) -> bool:
@@ -122,7 +180,9 @@ class ZooKeeper:
         node = self._node(path)
         if watch is not None:
             self.child_watches.setdefault(path, {})[watch] = None
-        return sorted(node.children)
+        if node.sorted_children is None:   # every member reads the group's ids on every attempt: sorted once a change
+            node.sorted_children = sorted(node.children)
+        return list(node.sorted_children)
 
     def create(self, path: str, data: bytes = b"", *, session: int | None = None) -> str:
         if path in self.nodes:
@@ -130,8 +190,9 @@ class ZooKeeper:
         parent, _, name = path.rpartition("/")
         parent = parent or "/"
         self.zxid += 1
-        self._node(parent).children.add(name)
-        self._node(parent).pzxid = self.zxid
+        parent_node = self._node(parent)
+        parent_node.children.add(name)
+        parent_node.pzxid, parent_node.sorted_children = self.zxid, None
         self.nodes[path] = Znode(data, owner=session, mzxid=self.zxid, pzxid=self.zxid)
         if session is not None:
             self.ephemerals.setdefault(session, set()).add(path)
@@ -153,8 +214,9 @@ class ZooKeeper:
         parent, _, name = path.rpartition("/")
         parent = parent or "/"
         self.zxid += 1
-        self.nodes[parent].children.discard(name)
-        self.nodes[parent].pzxid = self.zxid
+        parent_node = self.nodes[parent]
+        parent_node.children.discard(name)
+        parent_node.pzxid, parent_node.sorted_children = self.zxid, None
         self._fire(self.data_watches, path, "DELETED")
         self._fire(self.child_watches, parent, "CHILD")
 

@@ -59,7 +59,7 @@ SINGLE_RECORD_SCHEMA = event_schema({ev.RECORD_PRODUCED},
                                     ("type", "topic", "partition", "ts_ns", "ts_ms", "offset", "produce_ts_ms"))
 
 _PRODUCED_TYPES = (ev.RECORD_PRODUCED, ev.RECORDS_PRODUCED)
-_RECORD_FIELDS = ("first_offset", "last_offset", "count", "produce_ts_ms", "processed_ts_ms")
+_RECORD_FIELDS = ("first_offset", "last_offset", "produce_ts_ms", "processed_ts_ms")   # `count` stays: a request's too
 _HANDLED_TYPES = (ev.RECORDS_CONSUMED, ev.RECORDS_PROCESSED)
 
 

@@ -7,7 +7,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from experiments.summary.fault_rules import faults_that_end_ownership
-from experiments.summary.witness_counts import herd_requests
+from experiments.summary.witness_counts import herd_requests, requests_made
 from rebalance import events as ev
 from rebalance import heartbeat_kinds
 
@@ -95,22 +95,23 @@ def herd_changes(control: DataFrame) -> DataFrame:
                    & (F.size(F.coalesce("partitions", F.array())) > 0), F.col("member"))
     work = herd_requests(control).unionByName(
         control.filter(F.col("type").isin(*_WORK, ev.PARTITIONS_REVOKED)), allowMissingColumns=True).select(
-        "run", "t", "seq", "type", "outcome", moved.alias("moved"), F.lit(None).cast("long").alias("change"))
+        "run", "t", "seq", "type", "outcome", moved.alias("moved"), F.lit(None).cast("long").alias("change"),
+        F.when(F.col("type") == ev.COORDINATION_REQUEST, requests_made()).otherwise(0).alias("made"))
     marks = changes.select("run", "t", F.lit(-1).cast("long").alias("seq"), F.lit("change").alias("type"),
                            F.lit(None).cast("string").alias("outcome"), F.lit(None).cast("string").alias("moved"),
-                           "change")
+                           "change", F.lit(0).cast("long").alias("made"))
     # The runner's event of a step that went ahead unstable comes just before the change it makes: ordered
     # before that change's mark, it falls to the change that had not settled.
     went_ahead = control.filter(F.col("type").isin(ev.PHASE, ev.FAULT_STARTED)
                                 & (F.get_json_object("params", "$.stable") == "false")).select(
         "run", "t", F.lit(-2).cast("long").alias("seq"), F.lit(_WENT_AHEAD).alias("type"),
         F.lit(None).cast("string").alias("outcome"), F.lit(None).cast("string").alias("moved"),
-        F.lit(None).cast("long").alias("change"))
+        F.lit(None).cast("long").alias("change"), F.lit(0).cast("long").alias("made"))
     attributed = work.unionByName(marks).unionByName(went_ahead).withColumn(
         "change", F.last("change", ignorenulls=True).over(in_time.rowsBetween(Window.unboundedPreceding, 0))
     ).filter((F.col("type") != "change") & F.col("change").isNotNull())
     costs = attributed.groupBy("run", "change").agg(
-        F.sum((F.col("type") == ev.COORDINATION_REQUEST).cast("int")).alias("requests"),
+        F.sum("made").alias("requests"),
         F.sum((F.col("type") == ev.WATCH_NOTIFICATION).cast("int")).alias("notifications"),
         F.sum(((F.col("type") == ev.REBALANCE_ATTEMPT) & (F.col("outcome") != "success")).cast("int")
               + (F.col("type") == ev.REBALANCE_FAILED).cast("int")).alias("failed_attempts"),

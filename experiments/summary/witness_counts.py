@@ -44,6 +44,12 @@ def herd_requests(control: DataFrame) -> DataFrame:
                           & ~((_op() == "set") & F.coalesce(F.col("path"), F.lit("")).contains("/offsets/")))
 
 
+def requests_made() -> F.Column:
+    """How many requests a coordination_request stands for: one, or its `count` (a simulated ZooKeeper's
+    `get_many`, docs/simulation.md)."""
+    return F.coalesce(F.col("count"), F.lit(1))
+
+
 def witnessed_requests(control: DataFrame) -> DataFrame:
     """Requests the servers' counts can be held against: as `herd_requests`, ZooKeeper commits kept."""
     return control.filter((F.col("type") == ev.COORDINATION_REQUEST) & ~_background())
@@ -64,10 +70,10 @@ def sample_windows(control: DataFrame) -> DataFrame:
     ).filter(F.col("start").isNotNull() & F.col("same_nodes") & (F.col("served_delta") >= 0)
              & (F.col("end") > F.col("start"))).drop("same_nodes")
     spans = windows.select(F.col("run").alias("w_run"), F.col("start").alias("w_start"), "end")
-    requests = witnessed_requests(control).select("run", "t")
+    requests = witnessed_requests(control).select("run", "t", requests_made().alias("made"))
     inside = (F.col("run") == F.col("w_run")) & (F.col("t") >= F.col("w_start")) & (F.col("t") < F.col("end"))
     counts = requests.join(F.broadcast(spans), inside).groupBy("run", F.col("w_start").alias("start")).agg(
-        F.count("*").alias("client"))
+        F.sum("made").alias("client"))
     return windows.join(counts, ["run", "start"], "left").withColumn("client", F.coalesce("client", F.lit(0)))
 
 
