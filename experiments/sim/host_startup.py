@@ -23,6 +23,8 @@ import random
 # machine index python 0.70-0.73 s): split-brain-d's 3 hosts came up 1.13-1.60 s after the warm-up began (1.5 x
 # 0.75-1.07 s of work), seed002's 10 hosts, started with its 10 armed wave hosts, 8.8-10.7 s after (20 processes
 # on 2 cores: 10 x the mean work, 1.0 s). `python -m experiments.run.member_cli --help` alone takes 0.88-1.02 s.
+# Those runs (the shipped ones) compiled every module at start; with the bytecode `./lab setup` now compiles ahead
+# it takes 0.31 s (docs/analysis.md, "Start-up"). Kept at the shipped runs' value: the validation compares to them.
 HOST_START_CPU_MS = 1_000.0
 HOST_START_SPREAD = 0.3     # each host's work drawn uniformly within +-30 % of the mean
 # The members of one host begin one after another once it is up, each client made in turn: 21.7 ms apart at the
