@@ -50,13 +50,15 @@ def sim_command(
     """Play a scenario in virtual time: no process, socket or sleep; a seed replays to the same events."""
     from experiments.sim.play import run_seed, simulate
     from experiments.sim.playable import NotSimulated
+    from rebalance.backends import profile
 
     backend = backend_of(scenario, backend, sets)
     loaded = _load(scenario, sets)
     root = out or Path(RUNS_DIR) / f"sim-{loaded.name}-{backend}"
     started = time.monotonic()
-    if shared_zookeeper and (safety or backend != "legacy"):
-        typer.echo("error: --shared-zookeeper is for plain runs of the legacy backend", err=True)
+    if shared_zookeeper and (safety or not profile(backend).needs_zookeeper):
+        typer.echo(f"error: --shared-zookeeper is for plain runs of a backend on ZooKeeper (legacy), not "
+                   f"{backend}{' with --safety' if safety else ''}", err=True)
         raise typer.Exit(2)
     if safety and not keep_clean:
         _safety_sweep(scenario, loaded, backend, root, seeds=seeds, sets=list(sets or []), master=master,
