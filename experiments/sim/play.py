@@ -99,7 +99,7 @@ def simulate(scenario: Scenario, backend: str, out: Path, *, seed: int | None = 
     return folder
 
 
-def run_seed(task: tuple[str, list[str], str, int, str, bool, bool] | tuple[str, list[str], str, int, str, bool, bool, bool]) -> str:
+def run_seed(task: tuple) -> str:
     """One seed as a task a Spark worker runs (scenario file, --set overrides, backend, seed, run folder, warm
     start, records[, shared ZooKeeper]): the same call as a seed played here, so a seed's events are the same
     wherever it ran."""
@@ -116,7 +116,6 @@ class _Play(TimelineSteps):
         self.warm_start = warm_start
         self.profile = profile(backend)
         self._member_ids: dict[str, str] = {}
-        self._partitions: set[str] | None = None
         self._judged: tuple[tuple[str, ...], list[str]] = ((), [])   # the members a wait judges, and their ids
         self.sim = Simulation(seed)
         self.run_id = f"sim-{scenario.name}-{backend}-{seed}"
@@ -126,6 +125,7 @@ class _Play(TimelineSteps):
         # The members whose host processes the runner starts armed in the warm-up: each joins the moment it is due
         self.armed = {name for host in schedule.wave_hosts() for name in host.members} if group.prestart else set()
         self.topics = {topic.name: topic.partitions for topic in scenario.topics}
+        self.partitions = {f"{topic}-{p}" for topic, n in self.topics.items() for p in range(n)}
         self.network = Network(self.sim)
         self.strategy = self.profile.strategy(group.strategy)
         coordinator_events = self.recorders.of("coordinator-0")
@@ -258,12 +258,10 @@ class _Play(TimelineSteps):
     def settled(self, names, *, quiet_ms: float) -> bool:
         """The runner's judgement (experiments.run.settling), on the events the members wrote."""
         now_ns = self.recorders.clock()[0]
-        if self._partitions is None:   # asked every POLL_MS of a wait: thousands of times in a large group's
-            self._partitions = {f"{topic}-{p}" for topic, n in self.topics.items() for p in range(n)}
-        names = tuple(names)
+        names = tuple(names)   # asked every POLL_MS of a wait: thousands of times in a large group's
         if self._judged[0] != names:
             self._judged = (names, [self.member_id(name) for name in names])
-        return self.recorders.settling.stable(self._judged[1], self._partitions,
+        return self.recorders.settling.stable(self._judged[1], self.partitions,
                                               now_ns=now_ns, quiet_ns=int(quiet_ms * 1_000_000))
 
     def wait_step(self, step: Step, index: int) -> Step:
