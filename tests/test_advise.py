@@ -157,6 +157,27 @@ def test_advise_ranks_the_cells_with_their_spread_tests_mechanism_and_confirming
     assert len(ranking) == 4
 
 
+def test_advise_within_a_budget_stops_starting_seeds_and_compares_the_cells_on_the_seeds_they_all_finished(tmp_path):
+    """A budget of no time: every cell still gets the tests' 5 seeds, the ones under way then finish, and each cell
+    keeps only the seeds every cell finished, well short of the 12 asked."""
+    scenario, _ = _scenario(tmp_path)
+    cells = [advice.Cell("classic", "range"), advice.Cell("classic", "cooperative-sticky")]
+    runs = advice.play(scenario, cells, seeds=12, overrides=['backends=["classic"]'], latency_limit_ms=3000,
+                       workers=2, within_s=0)
+    seeds = {cell: set(runs.loc[(runs["backend"] == cell.backend) & (runs["strategy"] == cell.strategy), "seed"])
+             for cell in cells}
+    assert seeds[cells[0]] == seeds[cells[1]]
+    assert 5 <= len(seeds[cells[0]]) < 12
+    assert min(seeds[cells[0]]) == scenario.seed and max(seeds[cells[0]]) == scenario.seed + len(seeds[cells[0]]) - 1
+
+    _, path = _scenario(tmp_path)
+    result = CliRunner().invoke(app, ["advise", str(path), "--seeds", "12", "--within", "0", "--set",
+                                      'backends=["classic"]', "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    assert "or as many as 0 s of wall time allow, at least 5" in result.output
+    assert "The budget of 0 s was spent at " in result.output and "of the 12 asked" in result.output
+
+
 def test_advise_refuses_a_scenario_none_of_whose_backends_is_simulated_with_records(tmp_path):
     source = Path(__file__).resolve().parent.parent / "experiments" / "scenarios" / "split-brain-d.toml"
     result = CliRunner().invoke(app, ["advise", str(source), "--set", 'backends=["legacy"]',

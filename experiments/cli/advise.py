@@ -37,6 +37,10 @@ def advise_command(
     latency_limit_ms: Annotated[int, typer.Option(min=1, help="A record handled later than this after it was "
                                                               "produced counts as lost.")] = LATENCY_LIMIT_MS,
     workers: Annotated[int | None, typer.Option(min=1, help="Processes playing seeds (default: one a core).")] = None,
+    within: Annotated[float | None, typer.Option(min=0, help="A budget of wall time, in seconds: no new seed starts "
+                                                             "once it is spent and every cell has the tests' "
+                                                             f"{MIN_RUNS}; the cells keep the seeds they all "
+                                                             "finished.")] = None,
 ) -> None:
     """Which assignment strategy and which generation for this group? Each cell played for SEEDS seeds in virtual
     time, ranked by records over the latency limit, worst latency and time rebalancing, the differences tested as
@@ -55,7 +59,8 @@ def advise_command(
         typer.echo(f"error: scenario {loaded.name}: none of its backends ({', '.join(loaded.backends)}) is simulated "
                    f"with records", err=True)
         raise typer.Exit(2)
-    console.print(f"advise {loaded.name}: {len(cells)} cells x {seeds} seeds in virtual time, latency limit "
+    budget = "" if within is None else f" (or as many as {within:g} s of wall time allow, at least {MIN_RUNS})"
+    console.print(f"advise {loaded.name}: {len(cells)} cells x {seeds} seeds{budget} in virtual time, latency limit "
                   f"{latency_limit_ms / 1000:g} s", soft_wrap=True)
     started = time.monotonic()
     with Progress(TextColumn("seeds"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console,
@@ -63,7 +68,7 @@ def advise_command(
         task = progress.add_task("seeds", total=len(cells) * seeds)
         try:
             runs = advice.play(loaded, cells, seeds=seeds, overrides=overrides, latency_limit_ms=latency_limit_ms,
-                               workers=workers, done=lambda: progress.advance(task))
+                               workers=workers, done=lambda: progress.advance(task), within_s=within)
         except NotSimulated as refused:
             typer.echo(f"error: {refused}", err=True)
             raise typer.Exit(2) from None
@@ -73,7 +78,8 @@ def advise_command(
     marks = advice.validation_marks(loaded.name)
     _print_ranking(ranked, marks)
     _print_phases(runs, ranked)
-    _print_differences(ranked, compared, seeds)
+    played = min(item.seeds for item in ranked)
+    _print_differences(ranked, compared, played)
     top = ranked[0]
     console.print(f"\n[bold]Why {top.cell.label}[/bold] ({advice.protocol_of(top.cell)}):", soft_wrap=True)
     for sentence in advice.mechanism(top.cell, loaded):
@@ -82,8 +88,11 @@ def advise_command(
     console.print(f"\nConfirm the top two with real runs: {command(confirm)}", soft_wrap=True)
     for note in left_out:
         console.print(f"left out: {note}", soft_wrap=True)
-    console.print(f"{len(cells) * seeds} seeds in {wall:.1f} s of wall time. Simulated figures: docs/simulation.md says "
-                  f"where the simulation matches the lab's real runs and where it does not.", soft_wrap=True)
+    if played < seeds:
+        console.print(f"The budget of {within:g} s was spent at {played} seeds a cell of the {seeds} asked: the spreads "
+                      f"are of {played} seeds, and the tests have less room.", soft_wrap=True)
+    console.print(f"{len(cells) * played} seeds in {wall:.1f} s of wall time. Simulated figures: docs/simulation.md "
+                  f"says where the simulation matches the lab's real runs and where it does not.", soft_wrap=True)
 
 
 def _described(scenario, *, members, partitions, rate, service_ms, service_p99_ms) -> list[str]:

@@ -15,6 +15,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from experiments.statistics.campaign_stats import (
     WHOLE_RUN_WORST,
     phase_metrics,
 )
+from experiments.statistics.inference import MIN_RUNS
 from experiments.statistics.phase_tally import PhaseTally
 from experiments.statistics.phase_validation import NOT_SCENARIO_PHASES
 from rebalance.assignors import get_assignor
@@ -97,21 +99,41 @@ def play_seed(task: SeedTask) -> list[tuple[str, float]]:
 
 
 def play(scenario: Scenario, cells: list[Cell], *, seeds: int, overrides: Iterable[str], latency_limit_ms: float,
-         workers: int | None = None, done: Callable[[], None] = lambda: None) -> pd.DataFrame:
+         workers: int | None = None, done: Callable[[], None] = lambda: None,
+         within_s: float | None = None) -> pd.DataFrame:
     """Each cell's seeds (the scenario's seed and the next ones), spread over `workers` processes (default: one a
-    core): one row per seed and metric, as a campaign's runs.csv holds them."""
+    core): one row per seed and metric, as a campaign's runs.csv holds them. The seeds go out seed by seed, every
+    cell's first before any cell's second, so the cells' counts grow together.
+
+    `within_s`: a budget of wall time. Once it is spent and every cell has `MIN_RUNS` seeds (the least the tests
+    take), no new seed starts; those under way finish, and each cell keeps the seeds every cell finished, so the
+    cells are compared on the same seeds."""
     tasks = [SeedTask(str(scenario.source), tuple(overrides), cell, seed, latency_limit_ms)
-             for cell in cells for seed in range(scenario.seed, scenario.seed + seeds)]
+             for seed in range(scenario.seed, scenario.seed + seeds) for cell in cells]
+    deadline = None if within_s is None else time.monotonic() + within_s
+    finished: dict[Cell, set[int]] = {cell: set() for cell in cells}
     rows = []
     with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
         futures = {pool.submit(play_seed, task): task for task in tasks}
         for future in as_completed(futures):
+            if future.cancelled():
+                continue
             task = futures[future]
             for metric, value in future.result():
                 rows.append({"scenario": scenario.name, "backend": task.cell.backend, "strategy": task.cell.strategy,
                              "sweep": "-", "seed": task.seed, "metric": metric, "value": value})
+            finished[task.cell].add(task.seed)
             done()
-    return pd.DataFrame(rows)
+            if deadline is not None and time.monotonic() >= deadline \
+                    and min(len(seen) for seen in finished.values()) >= MIN_RUNS:
+                for pending in futures:
+                    pending.cancel()   # those not started yet; the ones under way finish
+                deadline = None
+    runs = pd.DataFrame(rows)
+    if within_s is None or runs.empty:
+        return runs
+    common = set.intersection(*finished.values())
+    return runs[runs["seed"].isin(common)].reset_index(drop=True)
 
 
 @dataclass(frozen=True)
