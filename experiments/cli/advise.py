@@ -89,8 +89,9 @@ def advise_command(
     for note in left_out:
         console.print(f"left out: {note}", soft_wrap=True)
     if played < seeds:
-        console.print(f"The budget of {within:g} s was spent at {played} seeds a cell of the {seeds} asked: the spreads "
-                      f"are of {played} seeds, and the tests have less room.", soft_wrap=True)
+        short = f"; the {MIN_RUNS} the tests take went past it" if runs.attrs.get("past_budget") else ""
+        console.print(f"The budget of {within:g} s was spent at {played} seeds a cell of the {seeds} asked{short}: the "
+                      f"spreads are of {played} seeds, and the tests have less room.", soft_wrap=True)
     console.print(f"{len(cells) * played} seeds in {wall:.1f} s of wall time. Simulated figures: docs/simulation.md "
                   f"says where the simulation matches the lab's real runs and where it does not.", soft_wrap=True)
 

@@ -107,11 +107,12 @@ def play(scenario: Scenario, cells: list[Cell], *, seeds: int, overrides: Iterab
 
     `within_s`: a budget of wall time. Once it is spent and every cell has `MIN_RUNS` seeds (the least the tests
     take), no new seed starts; those under way finish, and each cell keeps the seeds every cell finished, so the
-    cells are compared on the same seeds."""
+    cells are compared on the same seeds. `attrs["past_budget"]` says whether those 5 a cell took longer than it."""
     tasks = [SeedTask(str(scenario.source), tuple(overrides), cell, seed, latency_limit_ms)
              for seed in range(scenario.seed, scenario.seed + seeds) for cell in cells]
     deadline = None if within_s is None else time.monotonic() + within_s
     finished: dict[Cell, set[int]] = {cell: set() for cell in cells}
+    past_budget = False
     rows = []
     with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
         futures = {pool.submit(play_seed, task): task for task in tasks}
@@ -124,16 +125,19 @@ def play(scenario: Scenario, cells: list[Cell], *, seeds: int, overrides: Iterab
                              "sweep": "-", "seed": task.seed, "metric": metric, "value": value})
             finished[task.cell].add(task.seed)
             done()
-            if deadline is not None and time.monotonic() >= deadline \
-                    and min(len(seen) for seen in finished.values()) >= MIN_RUNS:
-                for pending in futures:
-                    pending.cancel()   # those not started yet; the ones under way finish
-                deadline = None
+            if deadline is not None and time.monotonic() >= deadline:
+                past_budget = past_budget or min(len(seen) for seen in finished.values()) < MIN_RUNS
+                if min(len(seen) for seen in finished.values()) >= MIN_RUNS:
+                    for pending in futures:
+                        pending.cancel()   # those not started yet; the ones under way finish
+                    deadline = None
     runs = pd.DataFrame(rows)
     if within_s is None or runs.empty:
         return runs
     common = set.intersection(*finished.values())
-    return runs[runs["seed"].isin(common)].reset_index(drop=True)
+    runs = runs[runs["seed"].isin(common)].reset_index(drop=True)
+    runs.attrs["past_budget"] = past_budget
+    return runs
 
 
 @dataclass(frozen=True)
