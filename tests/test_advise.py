@@ -4,7 +4,13 @@ command ranks every simulated cell with its spread, its tests, its mechanism and
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 import pickle
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -158,8 +164,8 @@ def test_advise_ranks_the_cells_with_their_spread_tests_mechanism_and_confirming
 
 
 def test_advise_within_a_budget_stops_starting_seeds_and_compares_the_cells_on_the_seeds_they_all_finished(tmp_path):
-    """A budget of no time: every cell still gets the tests' 5 seeds, the ones under way then finish, and each cell
-    keeps only the seeds every cell finished, well short of the 12 asked."""
+    """A budget of no time: every cell still gets the tests' 5 seeds, the ones under way then are stopped, and each
+    cell keeps only the seeds every cell finished, well short of the 12 asked."""
     scenario, _ = _scenario(tmp_path)
     cells = [advice.Cell("classic", "range"), advice.Cell("classic", "cooperative-sticky")]
     runs = advice.play(scenario, cells, seeds=12, overrides=['backends=["classic"]'], latency_limit_ms=3000,
@@ -177,6 +183,42 @@ def test_advise_within_a_budget_stops_starting_seeds_and_compares_the_cells_on_t
     assert "or as many as 0 s of wall time allow, at least 5" in result.output
     assert "The budget of 0 s was spent at " in result.output and "of the 12 asked; the 5 the tests take went past it" \
         in result.output
+
+
+def test_an_interrupted_advise_stops_its_seeds_and_keeps_the_ones_every_cell_finished(tmp_path):
+    """Ctrl-C while seeds play (here raised where the loop reports a finished seed, as the signal would be): no
+    seed goes on, no worker is left, and the seeds every cell finished are kept."""
+    scenario, _ = _scenario(tmp_path)
+    cells = [advice.Cell("classic", "range"), advice.Cell("classic", "cooperative-sticky")]
+    finished = []
+
+    def done() -> None:
+        finished.append(1)
+        if len(finished) == 4:
+            raise KeyboardInterrupt
+
+    runs = advice.play(scenario, cells, seeds=30, overrides=['backends=["classic"]'], latency_limit_ms=3000,
+                       workers=2, done=done)
+    assert runs.attrs["interrupted"] is True
+    assert multiprocessing.active_children() == []
+    assert len(finished) == 4
+    seeds = [set(runs.loc[runs["strategy"] == cell.strategy, "seed"]) for cell in cells]
+    assert seeds[0] == seeds[1] and len(seeds[0]) <= 2
+
+
+def test_advise_interrupted_from_the_terminal_exits_130_and_leaves_no_process(tmp_path):
+    _, path = _scenario(tmp_path)
+    command = [sys.executable, "-m", "experiments.cli.app", "advise", str(path), "--seeds", "30", "--set",
+               'backends=["classic"]', "--workers", "2"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True, cwd=Path(__file__).resolve().parent.parent)
+    time.sleep(12)
+    os.killpg(process.pid, signal.SIGINT)   # as a terminal's Ctrl-C reaches its whole foreground group
+    out, _ = process.communicate(timeout=120)
+    assert process.returncode == 130, out
+    assert "Interrupted at " in out or "nothing to rank" in out, out
+    with pytest.raises(ProcessLookupError):
+        os.killpg(process.pid, 0)   # no worker of the group is left
 
 
 def test_advise_refuses_a_scenario_none_of_whose_backends_is_simulated_with_records(tmp_path):

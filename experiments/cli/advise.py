@@ -73,6 +73,10 @@ def advise_command(
             typer.echo(f"error: {refused}", err=True)
             raise typer.Exit(2) from None
     wall = time.monotonic() - started
+    interrupted = bool(runs.attrs.get("interrupted"))
+    if interrupted and runs.empty:
+        typer.echo(f"interrupted after {wall:.1f} s, before every cell had finished a seed: nothing to rank", err=True)
+        raise typer.Exit(130)
     ranked = advice.rank(runs, cells)
     compared = comparisons(runs)   # every pair of cells, tested and corrected as the results page does
     marks = advice.validation_marks(loaded.name)
@@ -88,12 +92,17 @@ def advise_command(
     console.print(f"\nConfirm the top two with real runs: {command(confirm)}", soft_wrap=True)
     for note in left_out:
         console.print(f"left out: {note}", soft_wrap=True)
-    if played < seeds:
+    if interrupted:
+        console.print(f"Interrupted at {_seeds(played)} a cell of the {seeds} asked: ranked on the seeds every cell "
+                      f"finished.", soft_wrap=True)
+    elif played < seeds:
         short = f"; the {MIN_RUNS} the tests take went past it" if runs.attrs.get("past_budget") else ""
-        console.print(f"The budget of {within:g} s was spent at {played} seeds a cell of the {seeds} asked{short}: the "
-                      f"spreads are of {played} seeds, and the tests have less room.", soft_wrap=True)
+        console.print(f"The budget of {within:g} s was spent at {_seeds(played)} a cell of the {seeds} asked{short}: "
+                      f"the spreads are of {_seeds(played)}, and the tests have less room.", soft_wrap=True)
     console.print(f"{len(cells) * played} seeds in {wall:.1f} s of wall time. Simulated figures: docs/simulation.md "
                   f"says where the simulation matches the lab's real runs and where it does not.", soft_wrap=True)
+    if interrupted:
+        raise typer.Exit(130)
 
 
 def _described(scenario, *, members, partitions, rate, service_ms, service_p99_ms) -> list[str]:
@@ -112,6 +121,10 @@ def _described(scenario, *, members, partitions, rate, service_ms, service_p99_m
     if service_p99_ms is not None:
         found.append(f"workload.service_p99_ms={service_p99_ms}")
     return found
+
+
+def _seeds(count: int) -> str:
+    return f"{count} seed{'' if count == 1 else 's'}"
 
 
 def _figure(value: float) -> str:
@@ -162,7 +175,7 @@ def _print_differences(ranked, compared, seeds: int) -> None:
     from experiments.statistics import advice
 
     if seeds < MIN_RUNS:
-        console.print(f"No difference tested: {seeds} seeds a cell, fewer than {MIN_RUNS}.", soft_wrap=True)
+        console.print(f"No difference tested: {_seeds(seeds)} a cell, fewer than {MIN_RUNS}.", soft_wrap=True)
         return
     top = ranked[0].cell
     console.print(f"\nThe top cell against each other (exact two-sided Mann-Whitney test, false discovery rate {Q:g} "

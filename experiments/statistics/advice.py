@@ -12,12 +12,13 @@ names the mechanism behind the top cell and the command that confirms the top tw
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,38 +107,48 @@ def play(scenario: Scenario, cells: list[Cell], *, seeds: int, overrides: Iterab
     cell's first before any cell's second, so the cells' counts grow together.
 
     `within_s`: a budget of wall time. Once it is spent and every cell has `MIN_RUNS` seeds (the least the tests
-    take), no new seed starts; those under way finish, and each cell keeps the seeds every cell finished, so the
-    cells are compared on the same seeds. `attrs["past_budget"]` says whether those 5 a cell took longer than it."""
+    take), the seeds under way are stopped and no other starts; each cell keeps the seeds every cell finished, so the
+    cells are compared on the same seeds. `attrs["past_budget"]` says whether those 5 a cell took longer than it.
+    Interrupted (Ctrl-C), it stops the same way, with `attrs["interrupted"]`: what was played is not lost."""
     tasks = [SeedTask(str(scenario.source), tuple(overrides), cell, seed, latency_limit_ms)
              for seed in range(scenario.seed, scenario.seed + seeds) for cell in cells]
     deadline = None if within_s is None else time.monotonic() + within_s
     finished: dict[Cell, set[int]] = {cell: set() for cell in cells}
-    past_budget = False
+    past_budget = interrupted = False
     rows = []
-    with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-        futures = {pool.submit(play_seed, task): task for task in tasks}
-        for future in as_completed(futures):
-            if future.cancelled():
-                continue
-            task = futures[future]
-            for metric, value in future.result():
+    # The workers leave Ctrl-C to this process, which stops them and keeps what they finished.
+    pool = multiprocessing.Pool(workers or os.cpu_count() or 1, initializer=_leave_interrupts)
+    try:
+        for task, metrics in pool.imap_unordered(_played, tasks):
+            for metric, value in metrics:
                 rows.append({"scenario": scenario.name, "backend": task.cell.backend, "strategy": task.cell.strategy,
                              "sweep": "-", "seed": task.seed, "metric": metric, "value": value})
             finished[task.cell].add(task.seed)
             done()
             if deadline is not None and time.monotonic() >= deadline:
-                past_budget = past_budget or min(len(seen) for seen in finished.values()) < MIN_RUNS
                 if min(len(seen) for seen in finished.values()) >= MIN_RUNS:
-                    for pending in futures:
-                        pending.cancel()   # those not started yet; the ones under way finish
-                    deadline = None
+                    break
+                past_budget = True
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        pool.terminate()   # the seeds still under way, if any
+        pool.join()
     runs = pd.DataFrame(rows)
-    if within_s is None or runs.empty:
+    if within_s is None and not interrupted:
         return runs
     common = set.intersection(*finished.values())
-    runs = runs[runs["seed"].isin(common)].reset_index(drop=True)
-    runs.attrs["past_budget"] = past_budget
+    runs = runs[runs["seed"].isin(common)].reset_index(drop=True) if len(runs) else runs
+    runs.attrs.update(past_budget=past_budget, interrupted=interrupted)
     return runs
+
+
+def _played(task: SeedTask) -> tuple[SeedTask, list[tuple[str, float]]]:
+    return task, play_seed(task)
+
+
+def _leave_interrupts() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @dataclass(frozen=True)
