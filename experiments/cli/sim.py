@@ -124,7 +124,11 @@ def _safety_sweep(scenario: str, loaded, backend: str, root: Path, *, seeds: int
     with Progress(TextColumn("seeds"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   transient=True) as progress:
         bar = progress.add_task("seeds", total=seeds, completed=1)
-        tallied = first | tally_seeds(tasks[1:], master=master, done=lambda: progress.advance(bar))
+        rest, interrupted = tally_seeds(tasks[1:], master=master, done=lambda: progress.advance(bar))
+    tallied = first | rest
+    if interrupted:
+        _keep_interrupted(root, tallied, seeds, _replay(scenario, backend, sets, warm_start=warm_start, records=records))
+        raise typer.Exit(130)
     every_broken = [seed for seed in sorted(tallied) if broken(tallied[seed])]
     flagged, beyond = every_broken[:CONFIRMED_AT_MOST], every_broken[CONFIRMED_AT_MOST:]
     root.mkdir(parents=True, exist_ok=True)
@@ -139,6 +143,19 @@ def _safety_sweep(scenario: str, loaded, backend: str, root: Path, *, seeds: int
         typer.echo(f"warning: the tally found seed{'s' if len(unconfirmed) != 1 else ''} "
                    f"{', '.join(map(str, unconfirmed))} broken where the Spark summary did not (the tally and the "
                    "summary's rules differ: a defect to report)", err=True)
+
+
+def _keep_interrupted(root: Path, tallied: dict, asked: int, replay: str) -> None:
+    """Ctrl-C during a sweep: the seeds tallied until then kept in violations.json, the broken ones as the tally found
+    them (none written or confirmed in Spark: the user asked to stop)."""
+    from experiments.statistics.safety import SAFETY, VIOLATIONS_JSON, keep_violations
+    from experiments.statistics.safety_tally import broken
+
+    root.mkdir(parents=True, exist_ok=True)
+    found = {seed: broken(checks) for seed, checks in sorted(tallied.items()) if broken(checks)}
+    keep_violations(root, [], [], replay=replay, swept=sorted(tallied), tallied=found, interrupted=True)
+    typer.echo(f"interrupted after {len(tallied)} of {asked} seeds: {len(found)} broke a safety check "
+               f"({', '.join(SAFETY)}) as the tally found them, none confirmed; {root / VIOLATIONS_JSON}", err=True)
 
 
 def _check_safety(root: Path, seeds: list[int], folders: list[Path], master: str, *, replay: str,

@@ -12,10 +12,7 @@ names the mechanism behind the top cell and the command that confirms the top tw
 from __future__ import annotations
 
 import math
-import multiprocessing
-import os
 import shutil
-import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -29,6 +26,7 @@ from experiments.scenario import Scenario, load, resolve
 from experiments.scenario.actions import Action
 from experiments.sim.play import simulate
 from experiments.sim.playable import SIMULATED, records_refusal
+from experiments.statistics import seed_pool
 from experiments.statistics.campaign_stats import (
     WHOLE_RUN_LOST,
     WHOLE_RUN_REBALANCING,
@@ -116,24 +114,21 @@ def play(scenario: Scenario, cells: list[Cell], *, seeds: int, overrides: Iterab
     finished: dict[Cell, set[int]] = {cell: set() for cell in cells}
     past_budget = interrupted = False
     rows = []
-    # The workers leave Ctrl-C to this process, which stops them and keeps what they finished.
-    pool = multiprocessing.Pool(workers or os.cpu_count() or 1, initializer=_leave_interrupts)
-    try:
-        for task, metrics in pool.imap_unordered(_played, tasks):
-            for metric, value in metrics:
-                rows.append({"scenario": scenario.name, "backend": task.cell.backend, "strategy": task.cell.strategy,
-                             "sweep": "-", "seed": task.seed, "metric": metric, "value": value})
-            finished[task.cell].add(task.seed)
-            done()
-            if deadline is not None and time.monotonic() >= deadline:
-                if min(len(seen) for seen in finished.values()) >= MIN_RUNS:
-                    break
-                past_budget = True
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        pool.terminate()   # the seeds still under way, if any
-        pool.join()
+    with seed_pool.played(play_seed, tasks, workers=workers) as results:
+        try:
+            for task, metrics in results:
+                for metric, value in metrics:
+                    rows.append({"scenario": scenario.name, "backend": task.cell.backend,
+                                 "strategy": task.cell.strategy, "sweep": "-", "seed": task.seed, "metric": metric,
+                                 "value": value})
+                finished[task.cell].add(task.seed)
+                done()
+                if deadline is not None and time.monotonic() >= deadline:
+                    if min(len(seen) for seen in finished.values()) >= MIN_RUNS:
+                        break   # the seeds still under way are stopped with the pool
+                    past_budget = True
+        except KeyboardInterrupt:
+            interrupted = True
     runs = pd.DataFrame(rows)
     if within_s is None and not interrupted:
         return runs
@@ -141,14 +136,6 @@ def play(scenario: Scenario, cells: list[Cell], *, seeds: int, overrides: Iterab
     runs = runs[runs["seed"].isin(common)].reset_index(drop=True) if len(runs) else runs
     runs.attrs.update(past_budget=past_budget, interrupted=interrupted)
     return runs
-
-
-def _played(task: SeedTask) -> tuple[SeedTask, list[tuple[str, float]]]:
-    return task, play_seed(task)
-
-
-def _leave_interrupts() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @dataclass(frozen=True)

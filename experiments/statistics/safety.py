@@ -14,15 +14,14 @@ and duplicates are the price split brain is expected to cost, measured, not viol
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.folders.run_record import NO_RECORD
+from experiments.statistics import seed_pool
 from experiments.statistics.safety_tally import SafetyTally, TalliedCheck
 from experiments.summary.check_queries import CheckResult, Verdict
 from experiments.summary.checks import CONVERGENCE, LOST_RECORDS, OFFSET_REGRESSIONS
@@ -64,11 +63,12 @@ def violations(seeds: Sequence[int], summaries: Sequence[RunSummary]) -> list[Vi
 
 def keep_violations(root: Path, seeds: Sequence[int], summaries: Sequence[RunSummary], *, replay: str,
                     keep_clean: bool = False, swept: Sequence[int] | None = None,
-                    tallied: dict[int, list[TalliedCheck]] | None = None) -> list[Violation]:
+                    tallied: dict[int, list[TalliedCheck]] | None = None, interrupted: bool = False) -> list[Violation]:
     """Write each violating run's summary and `root/violations.json` (every violation with the command that replays
     its seed: `replay` with "{seed}" replaced); remove the clean seeds' folders unless `keep_clean`. `swept`: every
     seed of the sweep, when `seeds` (the summarised ones) are fewer. `tallied`: broken seeds beyond those confirmed,
-    with the checks the tally found broken."""
+    with the checks the tally found broken. `interrupted`: the sweep was stopped before its last seed (`swept` holds
+    the seeds it tallied)."""
     swept = seeds if swept is None else swept
     tallied = tallied or {}
     found = violations(seeds, summaries)
@@ -80,7 +80,7 @@ def keep_violations(root: Path, seeds: Sequence[int], summaries: Sequence[RunSum
             shutil.rmtree(summary.folder.path, ignore_errors=True)
     (root / VIOLATIONS_JSON).write_text(json.dumps(
         {"seeds": len(swept), "first_seed": min(swept), "safety": list(SAFETY),
-         "confirmed_at_most": CONFIRMED_AT_MOST,
+         "confirmed_at_most": CONFIRMED_AT_MOST, **({"interrupted": True} if interrupted else {}),
          "violations": [violation.to_json(replay.replace("{seed}", str(violation.seed))) for violation in found]
          + [tallied_json(seed, checks, replay.replace("{seed}", str(seed))) for seed, checks in sorted(tallied.items())]},
         indent=2) + "\n")
@@ -116,9 +116,9 @@ def tally_seed(task: SafetySeed) -> tuple[int, list[TalliedCheck]]:
 
 
 def tally_seeds(tasks: Sequence[SafetySeed], *, master: str | None = None, workers: int | None = None,
-                done: Callable[[], None] = lambda: None) -> dict[int, list[TalliedCheck]]:
+                done: Callable[[], None] = lambda: None) -> tuple[dict[int, list[TalliedCheck]], bool]:
     """Every seed's tallied checks, spread over `workers` processes (default one a core) or, with `master`, over
-    Spark (one task a seed)."""
+    Spark (one task a seed); and whether Ctrl-C stopped it (over processes: the seeds tallied until then)."""
     if master is not None:
         from experiments.summary.session import start_spark
 
@@ -126,11 +126,13 @@ def tally_seeds(tasks: Sequence[SafetySeed], *, master: str | None = None, worke
         found = dict(spark.sparkContext.parallelize(list(tasks), max(len(tasks), 1)).map(tally_seed).collect())
         for _ in tasks:
             done()
-        return found
+        return found, False
     found = {}
-    with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-        for future in as_completed([pool.submit(tally_seed, task) for task in tasks]):
-            seed, checks = future.result()
-            found[seed] = checks
-            done()
-    return found
+    with seed_pool.played(tally_seed, tasks, workers=workers) as results:
+        try:
+            for _, (seed, checks) in results:
+                found[seed] = checks
+                done()
+        except KeyboardInterrupt:
+            return found, True
+    return found, False
