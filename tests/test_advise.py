@@ -210,8 +210,11 @@ def test_advise_interrupted_from_the_terminal_exits_130_and_leaves_no_process(tm
     _, path = _scenario(tmp_path)
     command = [sys.executable, "-m", "experiments.cli.app", "advise", str(path), "--seeds", "30", "--set",
                'backends=["classic"]', "--workers", "2"]
+    scratch = tmp_path / "tmp"   # where the seeds' scratch folders go
+    scratch.mkdir()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True, cwd=Path(__file__).resolve().parent.parent)
+                               start_new_session=True, cwd=Path(__file__).resolve().parent.parent,
+                               env={**os.environ, "TMPDIR": str(scratch)})
     time.sleep(12)
     os.killpg(process.pid, signal.SIGINT)   # as a terminal's Ctrl-C reaches its whole foreground group
     out, _ = process.communicate(timeout=120)
@@ -219,6 +222,7 @@ def test_advise_interrupted_from_the_terminal_exits_130_and_leaves_no_process(tm
     assert "Interrupted at " in out or "nothing to rank" in out, out
     with pytest.raises(ProcessLookupError):
         os.killpg(process.pid, 0)   # no worker of the group is left
+    assert list(scratch.iterdir()) == []   # the seeds stopped under way removed their scratch folders
 
 
 def test_advise_refuses_a_scenario_none_of_whose_backends_is_simulated_with_records(tmp_path):

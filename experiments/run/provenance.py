@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import platform
 import subprocess
 from importlib.metadata import PackageNotFoundError, version
@@ -10,6 +11,12 @@ from pathlib import Path
 
 
 def versions() -> dict[str, str]:
+    """The versions of Python and of the packages a run uses (read once a process: they do not change under it)."""
+    return dict(_versions())
+
+
+@functools.cache
+def _versions() -> dict[str, str]:
     found = {"python": platform.python_version()}
     for dist in ("rebalance-lab", "kazoo", "kafka-python", "confluent-kafka", "pyspark"):
         with contextlib.suppress(PackageNotFoundError):
@@ -17,8 +24,10 @@ def versions() -> dict[str, str]:
     return found
 
 
+@functools.cache
 def git_commit() -> str | None:
-    """The checkout's commit (HEAD), None outside a git checkout."""
+    """The checkout's commit (HEAD) when the process first asks, None outside a git checkout. Asked once a process:
+    a sweep's thousand seeds start one `git`, not a thousand."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, text=True,
                              capture_output=True, timeout=10)
