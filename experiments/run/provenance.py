@@ -11,7 +11,8 @@ from pathlib import Path
 
 
 def versions() -> dict[str, str]:
-    """The versions of Python and of the packages a run uses (read once a process: they do not change under it)."""
+    """The versions of Python and of the packages a run uses, as this process first read them: the packages it
+    imported then are the ones it runs, whatever is installed later."""
     return dict(_versions())
 
 
@@ -24,16 +25,22 @@ def _versions() -> dict[str, str]:
     return found
 
 
-@functools.cache
 def git_commit() -> str | None:
-    """The checkout's commit (HEAD) when the process first asks, None outside a git checkout. Asked once a process:
-    a sweep's thousand seeds start one `git`, not a thousand."""
+    """The checkout's commit (HEAD) now, None outside a git checkout. A campaign asks at each run's start, whose
+    process runs the code checked out then."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, text=True,
                              capture_output=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
+
+
+@functools.cache
+def process_commit() -> str | None:
+    """The checkout's commit when this process first asked: the code a simulation plays in this process. Asked once:
+    a sweep's thousand seeds start one `git`, not a thousand."""
+    return git_commit()
 
 
 # What a run never executes: a change there leaves a campaign's parts on the same code.

@@ -16,7 +16,7 @@ from experiments.faults.members import STOP_TIMEOUT_S
 from experiments.folders.run_folder import RunFolder
 from experiments.folders.run_record import RunRecord, ScenarioSource
 from experiments.run.member_configs import member_config, native_settings, workload_of
-from experiments.run.provenance import git_commit, versions
+from experiments.run.provenance import process_commit, versions
 from experiments.run.settling import running_before
 from experiments.scenario import load
 from experiments.scenario.model import Scenario, Step
@@ -447,4 +447,4 @@ class _Play(TimelineSteps):
             ended_ms=T0_MS + int(self.sim.now_ms),
             hosts={host.name: tuple(host.members) for host in self.schedule.hosts},
             member_ids={name: self.member_id(name) for name in self.members},
-            versions={**versions(), "simulation": "virtual time"}, commit=git_commit())
+            versions={**versions(), "simulation": "virtual time"}, commit=process_commit())

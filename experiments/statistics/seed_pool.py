@@ -32,7 +32,7 @@ def played(play: Callable[[Task], Result], tasks: Iterable[Task], *,
     """`play(task)` for every task, started in the tasks' order; the block reads (task, result) as each finishes.
     `play` must be a module's own function (it is pickled by name). A worker's error is raised where its result
     would have been read."""
-    provenance.git_commit(), provenance.versions()
+    provenance.process_commit(), provenance.versions()
     pool = multiprocessing.Pool(workers or os.cpu_count() or 1, initializer=_as_worker)
     try:
         yield pool.imap_unordered(functools.partial(_with_task, play), tasks)
