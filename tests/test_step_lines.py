@@ -45,3 +45,24 @@ def test_a_steps_progress_shows_beside_the_spinner_and_prints_no_line():
         step.count(12, 37)   # as the summary's Batch calls it
         assert step.progress.tasks[0].description == "summarising 1 run [5/6] checks and aggregates: 12 of 37 queries"
     assert "12 of 37" not in out.getvalue()
+
+
+def test_the_stages_after_the_summary_are_steps_of_their_own(monkeypatch, tmp_path):
+    """The demo's last wait is the report's charts: a step of its own, not time added to the summary's writing.
+    A campaign's statistics come before its report."""
+    from experiments import campaign
+    from experiments.report import campaign_report, run_report
+    from experiments.stages import Stages
+    from experiments.statistics import campaign_stats
+
+    steps: list[str] = []
+    monkeypatch.setattr(run_report, "write_report", lambda run_dirs, out: steps.append("runs' report written"))
+    monkeypatch.setattr(campaign, "completed_run_dirs", lambda folder: [])
+    monkeypatch.setattr(campaign_stats, "write_statistics", lambda folder: steps.append("statistics written"))
+    monkeypatch.setattr(campaign_report, "write_campaign_report", lambda folder: steps.append("report written"))
+
+    Stages(step=steps.append).runs_report([], tmp_path)   # every run already summarised: no summary step
+    assert steps == ["report", "runs' report written"]
+    steps.clear()
+    Stages(step=steps.append).campaign_report(tmp_path)
+    assert steps == ["statistics", "statistics written", "report", "report written"]

@@ -145,7 +145,7 @@ def summarize_campaign(folder: Path, master: str = "local[*]"):
 def _stages(master: str):
     from experiments.stages import Stages
 
-    return Stages(master=master, step=lambda text: typer.echo(f"summarising: {text}", err=True))
+    return Stages(master=master, step=lambda text: typer.echo(f"after the runs: {text}", err=True))
 
 
 def _print_plan(campaign) -> None:

@@ -1,8 +1,9 @@
 """The stages after a run, in one place: summary (Spark: checks and tables, summary/), the run's words
 (summary.md), a campaign's statistics (statistics/), and the report (report.html and report.md).
 
-Each stage writes its own files through the folders' owner (experiments.folders); the command line calls
-these and never wires two stages by hand. A run already summarised is not summarised again unless asked,
+Each stage writes its own files through the folders' owner (experiments.folders) and names itself to `step` as
+it starts (the summary's own steps, then `statistics`, then `report`); the command line calls these and never wires
+two stages by hand. A run already summarised is not summarised again unless asked,
 so a resumed demo or campaign pays only for its new runs."""
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class Stages:
         from experiments.statistics.campaign_stats import write_statistics
 
         self.summarise(completed_run_dirs(folder))
+        self.step("statistics")
         write_statistics(folder)
         return CampaignFolder(folder).statistics_markdown
 
@@ -60,6 +62,7 @@ class Stages:
         from experiments.report.campaign_report import write_campaign_report
 
         self.campaign_statistics(folder)
+        self.step("report")
         return write_campaign_report(folder)
 
     def runs_report(self, run_dirs: list[Path], out: Path, *, again: bool = False):
@@ -67,4 +70,5 @@ class Stages:
         from experiments.report.run_report import write_report
 
         self.summarise(run_dirs, again=again)
+        self.step("report")
         return write_report(run_dirs, out)
