@@ -142,11 +142,10 @@ def demo(
 def _summarize_and_report(run_dirs: list[Path], root: Path, master: str):
     """Summarise the runs not yet summarised (a resumed demo keeps the rest), then one report of them all, the
     summary's steps printed as it goes (its longest wait otherwise passes in silence)."""
-    from experiments.cli.step_lines import AFTER_SUMMARY_STEPS, SUMMARY_STEPS, StepLines
+    from experiments.cli.step_lines import REPORT_STEPS, SUMMARY_STEPS, StepLines
     from experiments.stages import Stages
 
-    with StepLines(f"summary and report of {len(run_dirs)} runs",
-                   {**SUMMARY_STEPS, "report": AFTER_SUMMARY_STEPS["report"]}) as step:
+    with StepLines(f"summary and report of {len(run_dirs)} runs", {**SUMMARY_STEPS, **REPORT_STEPS}) as step:
         return Stages(master=master, step=step, progress=step.count).runs_report(run_dirs, root)
 
 

@@ -19,11 +19,8 @@ SUMMARY_STEPS = {
                              "about a minute for a run of a few minutes",
     "writing": "Parquet and Markdown into each run's summary/",
 }
-# The stages after it (experiments.stages), which a command that goes on to them shows as further steps
-AFTER_SUMMARY_STEPS = {
-    "statistics": "the campaign's tests and tables, statistics/",
-    "report": "report.html and report.md with their charts",
-}
+# The stage after it (experiments.stages), which a command that goes on to it shows as a further step
+REPORT_STEPS = {"report": "report.html and report.md with their charts"}
 
 
 class StepLines:
